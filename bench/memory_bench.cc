@@ -1,0 +1,223 @@
+// make bench, memory store part: floodgate's memory:// gcra against the bare baseline
+// map (bench/baseline_map.cc), as ratios measured pair by pair in the same process, and
+// the resident memory each algorithm's state costs per key.
+//
+//   memory_bench [--rounds N] [--seconds S] [--markdown FILE] [--csv FILE]
+//   memory_bench --rss POLICY [--keys N]     (child mode, one fresh process per policy)
+#include <floodgate/limiter.h>
+#include <floodgate/memory_store.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "baseline_map.h"
+#include "cli/bench_support.h"
+
+namespace floodgate::bench {
+namespace {
+
+using cli::KeySequence;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::size_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::size_t pages_total = 0, pages_resident = 0;
+  statm >> pages_total >> pages_resident;
+  return pages_resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+}
+
+// Child mode: RSS growth of a fresh memory store holding `keys` keys under `policy`.
+int MeasureRss(const std::string& policy_text, std::size_t keys) {
+  const Policy policy = *Policy::Parse(policy_text);
+  MemoryStoreOptions options;
+  options.max_keys = keys * 2;
+  MemoryStore store(options);
+  char key[32];
+  std::size_t key_bytes = 0;
+  const TimePoint now = SystemNow();
+  // Warm the allocator and the shards' first chunks before the baseline reading.
+  for (std::size_t i = 0; i < 1000; ++i) {
+    const auto end = fmt::format_to(key, "warm:{}", i);
+    (void)store.Decide({std::string_view(key, end - key), policy, 1, now});
+  }
+  const std::size_t before = ResidentBytes();
+  for (std::size_t i = 0; i < keys; ++i) {
+    const auto end = fmt::format_to(key, "user:{}", i);
+    key_bytes += end - key;
+    (void)store.Decide({std::string_view(key, end - key), policy, 1, now});
+  }
+  const std::size_t after = ResidentBytes();
+  const double per_key = static_cast<double>(after - before) / keys;
+  const double key_avg = static_cast<double>(key_bytes) / keys;
+  fmt::print("{} {:.1f} {:.1f} {}\n", policy_text, per_key, key_avg, store.Stats().keys);
+  return 0;
+}
+
+struct Scenario {
+  const char* name;
+  double zipf;
+  int threads;
+};
+
+struct ScenarioResult {
+  Scenario scenario;
+  double baseline_rate, floodgate_rate, ratio;
+};
+
+}  // namespace
+}  // namespace floodgate::bench
+
+int main(int argc, char** argv) {
+  using namespace floodgate;
+  using namespace floodgate::bench;
+  int rounds = 5;
+  double seconds = 0.4;
+  std::string markdown_path, csv_path;
+  std::size_t rss_keys = 1'000'000;
+  std::string rss_policy;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
+    if (arg == "--rounds") rounds = std::stoi(next());
+    else if (arg == "--seconds") seconds = std::stod(next());
+    else if (arg == "--markdown") markdown_path = next();
+    else if (arg == "--csv") csv_path = next();
+    else if (arg == "--rss") rss_policy = next();
+    else if (arg == "--keys") rss_keys = std::stoul(next());
+    else {
+      fmt::print(stderr, "unknown argument {}\n", arg);
+      return 2;
+    }
+  }
+  if (!rss_policy.empty()) return MeasureRss(rss_policy, rss_keys);
+
+  constexpr std::size_t kKeys = 100'000;
+  const std::vector<std::string> keys = cli::MakeKeys(kKeys);
+  const Policy gcra = *Policy::Parse("gcra:1000/1s");
+  const auto duration = std::chrono::nanoseconds(static_cast<std::int64_t>(seconds * 1e9));
+
+  const Scenario scenarios[] = {{"uniform, 1 thread", 0, 1},
+                                {"uniform, 2 threads", 0, 2},
+                                {"zipf 1.1, 1 thread", 1.1, 1},
+                                {"zipf 1.1, 2 threads", 1.1, 2}};
+  std::vector<ScenarioResult> results;
+  for (const Scenario& sc : scenarios) {
+    std::vector<KeySequence> sequences;
+    for (int t = 0; t < sc.threads; ++t) sequences.emplace_back(kKeys, sc.zipf, 1000 + t);
+    BaselineMap baseline;
+    Limiter limiter(std::make_unique<MemoryStore>());
+    const auto run_baseline = [&] {
+      return cli::RunTimed(sc.threads, duration, [&](int t, const std::atomic<bool>& stop) {
+        std::uint64_t i = 0, sink = 0;
+        for (; (i & 63) != 0 || !stop.load(std::memory_order_relaxed); ++i) {
+          sink += baseline.Decide(keys[sequences[t][i]]);
+        }
+        if (sink == 42) std::fputc(' ', stderr);  // keep the work observable
+        return i;
+      });
+    };
+    const auto run_floodgate = [&] {
+      return cli::RunTimed(sc.threads, duration, [&](int t, const std::atomic<bool>& stop) {
+        std::uint64_t i = 0, sink = 0;
+        for (; (i & 63) != 0 || !stop.load(std::memory_order_relaxed); ++i) {
+          sink += limiter.Check(keys[sequences[t][i]], gcra)->remaining;
+        }
+        if (sink == 42) std::fputc(' ', stderr);
+        return i;
+      });
+    };
+    run_baseline();  // warm-up: every key inserted, caches and allocator settled
+    run_floodgate();
+    std::vector<double> base_rates, fg_rates, ratios;
+    for (int r = 0; r < rounds; ++r) {
+      // Alternate the order so neither side always runs on a warmer (or hotter) machine.
+      cli::LoopResult b, f;
+      if (r % 2 == 0) {
+        b = run_baseline();
+        f = run_floodgate();
+      } else {
+        f = run_floodgate();
+        b = run_baseline();
+      }
+      const double br = b.operations / b.seconds, fr = f.operations / f.seconds;
+      base_rates.push_back(br);
+      fg_rates.push_back(fr);
+      ratios.push_back(fr / br);
+    }
+    results.push_back({sc, Median(base_rates), Median(fg_rates), Median(ratios)});
+    fmt::print(stderr, "  {:<22} baseline {:>6.2f} M/s  floodgate {:>6.2f} M/s  ratio {:.2f}\n",
+               sc.name, results.back().baseline_rate / 1e6, results.back().floodgate_rate / 1e6,
+               results.back().ratio);
+  }
+
+  // Memory per key: one fresh child process per policy, so allocations do not mix.
+  const char* rss_policies[] = {"gcra:100/1s", "token_bucket:100/1s",
+                                "token_bucket:100/1s,refill=interval", "fixed_window:100/1s",
+                                "sliding_window:100/1s", "sliding_log:100/1s"};
+  struct Rss {
+    std::string policy;
+    double per_key, key_bytes;
+  };
+  std::vector<Rss> rss;
+  for (const char* policy : rss_policies) {
+    const std::string command =
+        fmt::format("/proc/{}/exe --rss '{}' --keys {}", getpid(), policy, rss_keys);
+    std::FILE* pipe = popen(command.c_str(), "r");
+    char line[256] = {};
+    if (pipe == nullptr || std::fgets(line, sizeof line, pipe) == nullptr) {
+      fmt::print(stderr, "memory measurement failed for {}\n", policy);
+      return 1;
+    }
+    pclose(pipe);
+    char name[128];
+    double per_key = 0, key_bytes = 0;
+    std::sscanf(line, "%127s %lf %lf", name, &per_key, &key_bytes);
+    rss.push_back({policy, per_key, key_bytes});
+    fmt::print(stderr, "  {:<40} {:>6.1f} bytes/key (keys average {:.1f} bytes)\n", policy,
+               per_key, key_bytes);
+  }
+
+  std::string md = fmt::format(
+      "### memory:// against the bare baseline map (gcra, 100,000 keys)\n\n"
+      "Median of {} rounds of {:.1f} s each; each ratio is taken within one round, baseline "
+      "and floodgate back to back (order alternating), so machine noise cancels. Target: "
+      "ratio >= 0.70.\n\n"
+      "| keys | baseline decisions/s | floodgate decisions/s | ratio |\n|---|---:|---:|---:|\n",
+      rounds, seconds);
+  for (const auto& r : results) {
+    md += fmt::format("| {} | {:.2f} M | {:.2f} M | **{:.2f}** |\n", r.scenario.name,
+                      r.baseline_rate / 1e6, r.floodgate_rate / 1e6, r.ratio);
+  }
+  md += fmt::format(
+      "\n### Resident memory per key ({} keys, one fresh process each)\n\n"
+      "Target: <= 64 bytes of state per key plus the key's bytes (gcra, token_bucket, "
+      "fixed_window, sliding_window). Keys here are `user:N`, {:.1f} bytes on average, stored "
+      "inline.\n\n| policy | RSS growth per key | minus key bytes |\n|---|---:|---:|\n",
+      rss_keys, rss.front().key_bytes);
+  for (const auto& r : rss) {
+    md += fmt::format("| `{}` | {:.1f} B | {:.1f} B |\n", r.policy, r.per_key,
+                      r.per_key - r.key_bytes);
+  }
+  fmt::print("{}", md);
+  if (!markdown_path.empty()) std::ofstream(markdown_path) << md;
+  if (!csv_path.empty()) {
+    std::ofstream csv(csv_path);
+    csv << "kind,name,baseline_per_sec,floodgate_per_sec,ratio,bytes_per_key\n";
+    for (const auto& r : results) {
+      csv << fmt::format("throughput,{},{:.0f},{:.0f},{:.4f},\n", r.scenario.name,
+                         r.baseline_rate, r.floodgate_rate, r.ratio);
+    }
+    for (const auto& r : rss) csv << fmt::format("memory,{},,,,{:.1f}\n", r.policy, r.per_key);
+  }
+  return 0;
+}

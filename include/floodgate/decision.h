@@ -1,0 +1,32 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace floodgate {
+
+// The answer to one request (algorithms.md, "Decision"; service.md, "Decision JSON").
+struct Decision {
+  // retry_after when the cost can never be admitted under the policy.
+  static constexpr std::chrono::microseconds kNever{-1};
+
+  bool allowed = false;
+  std::int64_t limit = 0;
+  // Cost-1 requests that would be allowed right now, after this decision.
+  std::int64_t remaining = 0;
+  // 0 when allowed; else the wait until the same request would be allowed, or kNever.
+  std::chrono::microseconds retry_after{0};
+  // Wait until the key is back to full capacity with no other traffic.
+  std::chrono::microseconds reset_after{0};
+  // The configured store did not answer; a failure mode (on_error) decided instead.
+  bool degraded = false;
+
+  friend bool operator==(const Decision&, const Decision&) = default;
+};
+
+// One Decision as the JSON object of service.md, e.g.
+// {"allowed":true,"limit":10,"remaining":9,"retry_after_us":0,"reset_after_us":100000}
+std::string ToJson(const Decision& decision);
+
+}  // namespace floodgate

@@ -1,0 +1,31 @@
+#pragma once
+
+#include <floodgate/store.h>
+
+#include <memory>
+#include <string_view>
+
+namespace floodgate {
+
+// What applications call: a key, a policy, a cost, and a Decision back.
+// Thread-safe; movable, not copyable.
+class Limiter {
+ public:
+  // Opens the store named by `store_url` ("memory://" when empty).
+  static absl::StatusOr<Limiter> Open(std::string_view store_url = "memory://");
+  explicit Limiter(std::unique_ptr<Store> store);
+
+  // Decides at the store's clock.
+  absl::StatusOr<Decision> Check(std::string_view key, const Policy& policy,
+                                 std::int64_t cost = 1);
+  // Decides at an explicit time (replays, tests).
+  absl::StatusOr<Decision> CheckAt(TimePoint now, std::string_view key, const Policy& policy,
+                                   std::int64_t cost = 1);
+
+  Store& store() { return *store_; }
+
+ private:
+  std::unique_ptr<Store> store_;
+};
+
+}  // namespace floodgate

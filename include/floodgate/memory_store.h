@@ -1,0 +1,50 @@
+#pragma once
+
+#include <floodgate/store.h>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+namespace floodgate {
+
+struct MemoryStoreOptions {
+  // Upper bound on keys held. Past it the store reclaims expired keys first, then
+  // evicts the least recently used (approximated by the CLOCK algorithm, per shard), and
+  // counts evictions.
+  std::size_t max_keys = 1'000'000;
+  // Power of two; 0 picks one from the core count (several shards per core).
+  std::size_t shards = 0;
+  // Decision time for requests without an explicit `now`; the system clock when empty.
+  std::function<TimePoint()> clock;
+
+  // memory://[?max_keys=N&shards=N]
+  static absl::StatusOr<MemoryStoreOptions> FromUrl(std::string_view url);
+};
+
+// The embedded store: sharded, each shard an open-addressing index behind its own lock.
+// Every key expires once its state is fresh again. All methods are thread-safe.
+class MemoryStore final : public Store {
+ public:
+  explicit MemoryStore(MemoryStoreOptions options = {});
+  ~MemoryStore() override;
+
+  StoreStats Stats() const override;
+  std::string Describe() const override;
+
+  // Reclaims up to `budget_per_shard` expired keys in each shard (looking at a bounded
+  // number of keys), one shard locked at a time. Inserts reclaim as they go; this lets
+  // an idle store give memory back too. Returns the number of keys reclaimed.
+  std::size_t ReclaimExpired(std::size_t budget_per_shard);
+
+  std::size_t shard_count() const;
+
+ protected:
+  absl::StatusOr<Decision> DecideValidated(const DecideRequest& request) override;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace floodgate

@@ -1,0 +1,67 @@
+#pragma once
+
+#include <absl/status/statusor.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace floodgate {
+
+enum class Algorithm : std::uint8_t {
+  kGcra,
+  kTokenBucket,
+  kSlidingLog,
+  kSlidingWindow,
+  kFixedWindow,
+};
+
+enum class Refill : std::uint8_t { kSmooth, kInterval };
+
+// Ranges from algorithms.md ("Units and inputs") and service.md.
+inline constexpr std::int64_t kMaxLimit = 1'000'000'000;
+inline constexpr std::int64_t kMaxBurst = 1'000'000'000;
+inline constexpr std::int64_t kMaxCost = 1'000'000'000;
+inline constexpr std::chrono::microseconds kMinPeriod = std::chrono::milliseconds(1);
+inline constexpr std::chrono::microseconds kMaxPeriod = std::chrono::days(366);
+// A full burst must refill within the longest period: it bounds every TTL and keeps all
+// state times far below 2^53 µs, where doubles stop being exact.
+inline constexpr std::chrono::microseconds kMaxBurstWindow = kMaxPeriod;
+inline constexpr std::size_t kMaxKeyBytes = 512;
+
+// A rate-limit policy: `limit` units per `period`, shaped by `algorithm`.
+// A value type; build one with Parse() or fill the fields and call Validate().
+struct Policy {
+  Algorithm algorithm = Algorithm::kGcra;
+  std::int64_t limit = 1;
+  std::chrono::microseconds period = std::chrono::seconds(1);
+  // Capacity of gcra and token_bucket; 0 means "same as limit". Must stay 0 for the
+  // window algorithms, which have no separate burst.
+  std::int64_t burst = 0;
+  Refill refill = Refill::kSmooth;  // token_bucket only
+
+  // Parses `ALGORITHM:LIMIT/PERIOD[,burst=B][,refill=smooth|interval]` (service.md).
+  // Errors name the offending part, e.g. "burst must be >= 1, got 0".
+  static absl::StatusOr<Policy> Parse(std::string_view text);
+
+  // OK when every field is within the ranges of algorithms.md.
+  absl::Status Validate() const;
+
+  // B of algorithms.md: the burst, or the limit when no burst is set.
+  std::int64_t capacity() const { return burst == 0 ? limit : burst; }
+
+  // The canonical policy string; Parse(ToString()) == *this.
+  std::string ToString() const;
+
+  friend bool operator==(const Policy&, const Policy&) = default;
+};
+
+// A duration written as an integer and a unit (us, ms, s, m, h, d), or a bare unit
+// meaning 1 ("s" is one second), as in policy periods and config timeouts.
+absl::StatusOr<std::chrono::microseconds> ParseDuration(std::string_view text);
+
+// "gcra", "token_bucket", ... as written in policy strings.
+std::string_view AlgorithmName(Algorithm algorithm);
+
+}  // namespace floodgate

@@ -1,0 +1,62 @@
+#pragma once
+
+#include <floodgate/decision.h>
+#include <floodgate/policy.h>
+#include <floodgate/time.h>
+
+#include <absl/status/statusor.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace floodgate {
+
+struct DecideRequest {
+  std::string_view key;  // 1..kMaxKeyBytes bytes, binary-safe
+  Policy policy;
+  std::int64_t cost = 1;  // 0..kMaxCost; 0 is a peek
+  // Decision time; the store's own clock when unset (Redis: the server's TIME).
+  std::optional<TimePoint> now;
+};
+
+struct StoreStats {
+  std::uint64_t keys = 0;       // keys held, including expired ones not yet reclaimed
+  std::uint64_t evictions = 0;  // live keys dropped to stay under max_keys
+  std::uint64_t expired = 0;    // expired keys reclaimed
+};
+
+// Where limiter state lives. Implementations fetch and save state; the semantics are
+// the pure functions of src/core, identical for every store.
+class Store {
+ public:
+  virtual ~Store() = default;
+  Store() = default;
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // Thread-safe. Validates the request (key size, cost range, policy ranges), then
+  // decides atomically: no other decision on the same key interleaves.
+  absl::StatusOr<Decision> Decide(const DecideRequest& request);
+
+  // Thread-safe.
+  virtual StoreStats Stats() const = 0;
+
+  // The store's URL with its effective options, for logs and the demo page.
+  virtual std::string Describe() const = 0;
+
+ protected:
+  // Called by Decide() with a request that passed ValidateRequest().
+  virtual absl::StatusOr<Decision> DecideValidated(const DecideRequest& request) = 0;
+};
+
+// The checks Decide() applies; exposed so front ends can reject input early.
+absl::Status ValidateRequest(const DecideRequest& request);
+
+// Opens a store from its URL (service.md, "Store URLs"). Unknown schemes and bad
+// options are errors that name the offending part.
+absl::StatusOr<std::unique_ptr<Store>> OpenStore(std::string_view url);
+
+}  // namespace floodgate

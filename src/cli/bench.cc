@@ -1,0 +1,136 @@
+// floodgate bench: drive a store from T threads and report throughput and latency.
+#include <floodgate/policy.h>
+#include <floodgate/store.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <string>
+
+#include "cli/bench_support.h"
+#include "cli/commands.h"
+#include "common/strings.h"
+
+namespace floodgate::cli {
+
+namespace {
+
+struct ThreadResult {
+  std::uint64_t allowed = 0, denied = 0, errors = 0;
+  LatencyHistogram latency;
+};
+
+}  // namespace
+
+Command AddBench(CLI::App& app) {
+  struct Flags {
+    std::string store = "memory://";
+    std::string policy = "gcra:1000/1s";
+    std::size_t keys = 100'000;
+    double zipf = 0;
+    int threads = 1;
+    int concurrency = 1;
+    std::string duration = "5s";
+    std::uint64_t max_decisions = 1'000'000'000;
+    bool json = false;
+  };
+  auto flags = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Drive a store with generated traffic; print decisions/s and latency");
+  cmd->add_option("--store", flags->store, "store URL")->capture_default_str();
+  cmd->add_option("--policy", flags->policy, "policy for every key")->capture_default_str();
+  cmd->add_option("--keys", flags->keys, "distinct keys (1 hammers one key)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30))
+      ->capture_default_str();
+  cmd->add_option("--zipf", flags->zipf, "Zipf exponent of key popularity (0: uniform)")
+      ->check(CLI::Range(0.0, 10.0))
+      ->capture_default_str();
+  cmd->add_option("--threads", flags->threads, "client threads")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--concurrency", flags->concurrency,
+                  "requests in flight per thread (asynchronous stores; memory:// decides "
+                  "inline, so it always has one)")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  cmd->add_option("--duration", flags->duration, "how long to run, e.g. 10s")
+      ->capture_default_str();
+  cmd->add_option("--max-decisions", flags->max_decisions, "stop after this many decisions")
+      ->capture_default_str();
+  cmd->add_flag("--json", flags->json, "one JSON object on one line");
+
+  return {cmd, [flags]() -> int {
+            const auto fail = [](std::string_view why) {
+              fmt::print(stderr, "floodgate bench: {}\n", why);
+              return kExitError;
+            };
+            auto policy = Policy::Parse(flags->policy);
+            if (!policy.ok()) return fail(MessageOf(policy.status()));
+            auto duration = ParseDuration(flags->duration);
+            if (!duration.ok()) return fail(fmt::format("--duration {}", MessageOf(duration.status())));
+            auto store = OpenStore(flags->store);
+            if (!store.ok()) return fail(MessageOf(store.status()));
+
+            const std::vector<std::string> keys = MakeKeys(flags->keys);
+            std::vector<ThreadResult> results(flags->threads);
+            const std::uint64_t per_thread_cap =
+                std::max<std::uint64_t>(1, flags->max_decisions / flags->threads);
+            const LoopResult loop = RunTimed(
+                flags->threads, *duration, [&](int t, const std::atomic<bool>& stop) {
+                  const KeySequence sequence(keys.size(), flags->zipf, 1000 + t);
+                  ThreadResult& r = results[t];
+                  DecideRequest request{{}, *policy, 1, std::nullopt};
+                  std::uint64_t i = 0;
+                  for (; i < per_thread_cap && ((i & 63) != 0 || !stop.load(std::memory_order_relaxed)); ++i) {
+                    request.key = keys[sequence[i]];
+                    const auto begin = std::chrono::steady_clock::now();
+                    const auto decision = (*store)->Decide(request);
+                    const auto end = std::chrono::steady_clock::now();
+                    r.latency.Record(std::chrono::duration_cast<std::chrono::nanoseconds>(end - begin).count());
+                    if (!decision.ok()) {
+                      ++r.errors;
+                    } else {
+                      ++(decision->allowed ? r.allowed : r.denied);
+                    }
+                  }
+                  return i;
+                });
+
+            ThreadResult total;
+            for (const ThreadResult& r : results) {
+              total.allowed += r.allowed;
+              total.denied += r.denied;
+              total.errors += r.errors;
+              total.latency.Merge(r.latency);
+            }
+            const double rate = loop.operations / loop.seconds;
+            const auto us = [&](double q) { return total.latency.Percentile(q) / 1000.0; };
+            if (flags->json) {
+              nlohmann::json j = {
+                  {"store", (*store)->Describe()}, {"policy", policy->ToString()},
+                  {"keys", flags->keys},           {"zipf", flags->zipf},
+                  {"threads", flags->threads},     {"concurrency", flags->concurrency},
+                  {"seconds", loop.seconds},       {"decisions", loop.operations},
+                  {"decisions_per_sec", rate},     {"allowed", total.allowed},
+                  {"denied", total.denied},        {"errors", total.errors},
+                  {"p50_us", us(0.50)},            {"p90_us", us(0.90)},
+                  {"p99_us", us(0.99)},            {"p999_us", us(0.999)},
+              };
+              fmt::print("{}\n", j.dump());
+            } else {
+              fmt::print(
+                  "store        {}\npolicy       {}\nkeys         {}{}\nthreads      {} "
+                  "(concurrency {})\nduration     {:.2f} s\n\ndecisions/s  {:.0f}\nallowed      "
+                  "{}\ndenied       {}\nerrors       {}\nlatency µs   p50 {:.2f}  p90 {:.2f}  "
+                  "p99 {:.2f}  p999 {:.2f}  (includes ~0.02 µs of clock reads)\n",
+                  (*store)->Describe(), policy->ToString(), flags->keys,
+                  flags->zipf > 0 ? fmt::format(" (zipf {})", flags->zipf) : " (uniform)",
+                  flags->threads, flags->concurrency, loop.seconds, rate, total.allowed,
+                  total.denied, total.errors, us(0.50), us(0.90), us(0.99), us(0.999));
+            }
+            return total.errors > 0 ? kExitError : kExitAllowed;
+          }};
+}
+
+}  // namespace floodgate::cli

@@ -1,0 +1,25 @@
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace floodgate::cli {
+
+// A subcommand registered on the top-level app, and what runs it once parsing succeeded;
+// run's result is the process exit code.
+struct Command {
+  CLI::App* app;
+  std::function<int()> run;
+};
+
+Command AddCheck(CLI::App& app);
+Command AddReplay(CLI::App& app);
+Command AddBench(CLI::App& app);
+
+// Exit codes shared by every subcommand (service.md, "Command line").
+inline constexpr int kExitAllowed = 0;
+inline constexpr int kExitDenied = 1;
+inline constexpr int kExitError = 2;
+
+}  // namespace floodgate::cli

@@ -1,0 +1,30 @@
+#pragma once
+
+// Debian builds abseil with its own absl::string_view (ABSL_OPTION_USE_STD_STRING_VIEW
+// is 0), which does not convert to or from std::string_view. Our code speaks
+// std::string_view and formats with fmt; these helpers cross the boundary.
+
+#include <absl/status/status.h>
+#include <absl/strings/string_view.h>
+
+#include <charconv>
+#include <string>
+#include <string_view>
+
+namespace floodgate {
+
+inline absl::string_view ToAbsl(std::string_view s) { return {s.data(), s.size()}; }
+inline std::string_view ToStd(absl::string_view s) { return {s.data(), s.size()}; }
+
+// The status message as a std::string_view (valid while the status lives).
+inline std::string_view MessageOf(const absl::Status& status) { return ToStd(status.message()); }
+
+// A whole decimal integer: digits only (no sign, no spaces), no overflow.
+template <class Int>
+bool ParseDecimal(std::string_view text, Int& out) {
+  if (text.empty() || text.front() < '0' || text.front() > '9') return false;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return error == std::errc() && end == text.data() + text.size();
+}
+
+}  // namespace floodgate

@@ -1,0 +1,29 @@
+#pragma once
+
+// Rounding helpers for the double arithmetic of algorithms.md. Every value passed here
+// is bounded by the policy ranges (see kMaxBurstWindow), far inside int64.
+
+#include <floodgate/decision.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+
+namespace floodgate::core {
+
+inline std::int64_t CeilToInt(double x) { return static_cast<std::int64_t>(std::ceil(x)); }
+inline std::int64_t FloorToInt(double x) { return static_cast<std::int64_t>(std::floor(x)); }
+inline double D(std::int64_t x) { return static_cast<double>(x); }
+
+inline Decision MakeDecision(bool allowed, std::int64_t limit, std::int64_t remaining,
+                             std::int64_t retry_after_us, std::int64_t reset_after_us) {
+  Decision d;
+  d.allowed = allowed;
+  d.limit = limit;
+  d.remaining = remaining < 0 ? 0 : remaining;
+  d.retry_after = std::chrono::microseconds(allowed ? 0 : retry_after_us);
+  d.reset_after = std::chrono::microseconds(reset_after_us);
+  return d;
+}
+
+}  // namespace floodgate::core

@@ -1,0 +1,223 @@
+// Policy strings: service.md, "Policy strings". Ranges: algorithms.md, "Units and inputs".
+#include <floodgate/policy.h>
+
+#include <absl/status/status.h>
+#include <fmt/format.h>
+
+#include <array>
+#include <utility>
+#include <vector>
+
+#include "common/strings.h"
+
+namespace floodgate {
+
+namespace {
+
+using std::chrono::microseconds;
+
+constexpr std::array<std::pair<std::string_view, Algorithm>, 5> kAlgorithms{{
+    {"gcra", Algorithm::kGcra},
+    {"token_bucket", Algorithm::kTokenBucket},
+    {"sliding_log", Algorithm::kSlidingLog},
+    {"sliding_window", Algorithm::kSlidingWindow},
+    {"fixed_window", Algorithm::kFixedWindow},
+}};
+
+// Largest unit first, so ToString() picks the shortest exact spelling.
+constexpr std::array<std::pair<std::string_view, std::int64_t>, 6> kUnits{{
+    {"d", 86'400'000'000},
+    {"h", 3'600'000'000},
+    {"m", 60'000'000},
+    {"s", 1'000'000},
+    {"ms", 1'000},
+    {"us", 1},
+}};
+
+absl::Status Invalid(std::string_view text, std::string_view reason) {
+  return absl::InvalidArgumentError(fmt::format("invalid policy \"{}\": {}", text, reason));
+}
+
+// A positive decimal integer, or an error naming `what`.
+absl::StatusOr<std::int64_t> ParseCount(std::string_view text, std::string_view what,
+                                        std::string_view value) {
+  std::int64_t n = 0;
+  if (!ParseDecimal(value, n)) {
+    return Invalid(text, fmt::format("{} must be a whole number, got \"{}\"", what, value));
+  }
+  return n;
+}
+
+absl::StatusOr<microseconds> ParsePeriod(std::string_view text, std::string_view period) {
+  auto parsed = ParseDuration(period);
+  if (!parsed.ok()) return Invalid(text, fmt::format("period {}", MessageOf(parsed.status())));
+  return *parsed;
+}
+
+std::string FormatPeriod(microseconds period) {
+  for (const auto& [name, us] : kUnits) {
+    if (period.count() % us == 0) {
+      const std::int64_t n = period.count() / us;
+      return fmt::format("{}{}", n, name);
+    }
+  }
+  return fmt::format("{}us", period.count());  // unreachable: "us" divides everything
+}
+
+}  // namespace
+
+absl::StatusOr<microseconds> ParseDuration(std::string_view text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  const std::string_view number = text.substr(0, digits);
+  const std::string_view unit = text.substr(digits);
+  std::int64_t scale = 0;
+  for (const auto& [name, us] : kUnits) {
+    if (unit == name) scale = us;
+  }
+  if (scale == 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("\"{}\" needs a unit: us, ms, s, m, h or d (e.g. 10s)", text));
+  }
+  std::int64_t count = 1;
+  if (!number.empty() && (!ParseDecimal(number, count) || count > kMaxPeriod.count() / scale)) {
+    return absl::InvalidArgumentError(fmt::format("\"{}\" is longer than 366d", text));
+  }
+  return microseconds(count * scale);
+}
+
+std::string_view AlgorithmName(Algorithm algorithm) {
+  for (const auto& [name, value] : kAlgorithms) {
+    if (value == algorithm) return name;
+  }
+  return "unknown";
+}
+
+absl::StatusOr<Policy> Policy::Parse(std::string_view text) {
+  const std::size_t colon = text.find(':');
+  if (colon == std::string_view::npos) {
+    return Invalid(text, "expected ALGORITHM:LIMIT/PERIOD, e.g. gcra:100/1m");
+  }
+  Policy policy;
+  const std::string_view algorithm = text.substr(0, colon);
+  bool known = false;
+  for (const auto& [name, value] : kAlgorithms) {
+    if (algorithm == name) {
+      policy.algorithm = value;
+      known = true;
+    }
+  }
+  if (!known) {
+    return Invalid(text, fmt::format("unknown algorithm \"{}\" (gcra, token_bucket, "
+                                     "sliding_log, sliding_window, fixed_window)",
+                                     algorithm));
+  }
+
+  std::vector<std::string_view> parts;
+  for (std::string_view rest = text.substr(colon + 1);;) {
+    const std::size_t comma = rest.find(',');
+    parts.push_back(rest.substr(0, comma));
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  const std::string_view rate = parts[0];
+  const std::size_t slash = rate.find('/');
+  if (slash == std::string_view::npos) {
+    return Invalid(text, fmt::format("rate \"{}\" must be LIMIT/PERIOD, e.g. 100/1m", rate));
+  }
+  auto limit = ParseCount(text, "limit", rate.substr(0, slash));
+  if (!limit.ok()) return limit.status();
+  policy.limit = *limit;
+  auto period = ParsePeriod(text, rate.substr(slash + 1));
+  if (!period.ok()) return period.status();
+  policy.period = *period;
+
+  bool has_burst = false;
+  bool has_refill = false;
+  for (std::size_t i = 1; i < parts.size(); ++i) {
+    const std::string_view option = parts[i];
+    const std::size_t eq = option.find('=');
+    const std::string_view name = option.substr(0, eq);
+    const std::string_view value =
+        eq == std::string_view::npos ? std::string_view() : option.substr(eq + 1);
+    if (name == "burst") {
+      if (has_burst) return Invalid(text, "burst given twice");
+      if (policy.algorithm != Algorithm::kGcra && policy.algorithm != Algorithm::kTokenBucket) {
+        return Invalid(text,
+                       fmt::format("burst is only for gcra and token_bucket, not {}", algorithm));
+      }
+      auto burst = ParseCount(text, "burst", value);
+      if (!burst.ok()) return burst.status();
+      if (*burst < 1) return Invalid(text, fmt::format("burst must be >= 1, got {}", *burst));
+      policy.burst = *burst;
+      has_burst = true;
+    } else if (name == "refill") {
+      if (has_refill) return Invalid(text, "refill given twice");
+      if (policy.algorithm != Algorithm::kTokenBucket) {
+        return Invalid(text, fmt::format("refill is only for token_bucket, not {}", algorithm));
+      }
+      if (value == "smooth") {
+        policy.refill = Refill::kSmooth;
+      } else if (value == "interval") {
+        policy.refill = Refill::kInterval;
+      } else {
+        return Invalid(text, fmt::format("refill must be smooth or interval, got \"{}\"", value));
+      }
+      has_refill = true;
+    } else {
+      return Invalid(text, fmt::format("unknown option \"{}\" (expected burst=B or "
+                                       "refill=smooth|interval)",
+                                       option));
+    }
+  }
+  if (absl::Status status = policy.Validate(); !status.ok()) {
+    return Invalid(text, MessageOf(status));
+  }
+  return policy;
+}
+
+absl::Status Policy::Validate() const {
+  const auto bad = [](std::string message) {
+    return absl::InvalidArgumentError(std::move(message));
+  };
+  if (static_cast<unsigned>(algorithm) > static_cast<unsigned>(Algorithm::kFixedWindow)) {
+    return bad("unknown algorithm");
+  }
+  if (limit < 1 || limit > kMaxLimit) {
+    return bad(fmt::format("limit must be between 1 and 1000000000, got {}", limit));
+  }
+  if (period < kMinPeriod) {
+    return bad(fmt::format("period must be at least 1ms, got {}", FormatPeriod(period)));
+  }
+  if (period > kMaxPeriod) {
+    return bad(fmt::format("period must be at most 366d, got {}", FormatPeriod(period)));
+  }
+  const bool has_burst = algorithm == Algorithm::kGcra || algorithm == Algorithm::kTokenBucket;
+  if (burst < 0) return bad(fmt::format("burst must be >= 1, got {}", burst));
+  if (burst > kMaxBurst) return bad(fmt::format("burst must be at most 1000000000, got {}", burst));
+  if (!has_burst && burst != 0) {
+    return bad(fmt::format("burst is only for gcra and token_bucket, not {}",
+                           AlgorithmName(algorithm)));
+  }
+  if (algorithm != Algorithm::kTokenBucket && refill != Refill::kSmooth) {
+    return bad(fmt::format("refill is only for token_bucket, not {}", AlgorithmName(algorithm)));
+  }
+  // burst * period / limit, the time a full burst takes to refill, compared without
+  // overflow: each factor is at most 10^9 or 366d in µs (< 2^45).
+  const __int128 burst_window = static_cast<__int128>(capacity()) * period.count();
+  if (burst_window > static_cast<__int128>(kMaxBurstWindow.count()) * limit) {
+    return bad(fmt::format("burst={} takes longer than 366d to refill at {}/{}; lower burst or "
+                           "raise the rate",
+                           capacity(), limit, FormatPeriod(period)));
+  }
+  return absl::OkStatus();
+}
+
+std::string Policy::ToString() const {
+  std::string out = fmt::format("{}:{}/{}", AlgorithmName(algorithm), limit, FormatPeriod(period));
+  if (burst != 0) out += fmt::format(",burst={}", burst);
+  if (refill == Refill::kInterval) out += ",refill=interval";
+  return out;
+}
+
+}  // namespace floodgate

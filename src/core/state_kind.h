@@ -1,0 +1,59 @@
+#pragma once
+
+#include <floodgate/policy.h>
+
+#include <cstdint>
+#include <string_view>
+
+namespace floodgate::core {
+
+// Which state layout a policy keeps. Token bucket's two refill modes store different
+// state, so they get different kinds (and key tags): switching a rule's refill mode, like
+// switching its algorithm, never reinterprets old state.
+enum class StateKind : std::uint8_t {
+  kGcra = 1,
+  kSmoothBucket,
+  kIntervalBucket,
+  kSlidingLog,
+  kSlidingWindow,
+  kFixedWindow,
+};
+
+constexpr StateKind KindOf(const Policy& policy) {
+  switch (policy.algorithm) {
+    case Algorithm::kGcra:
+      return StateKind::kGcra;
+    case Algorithm::kTokenBucket:
+      return policy.refill == Refill::kInterval ? StateKind::kIntervalBucket
+                                                : StateKind::kSmoothBucket;
+    case Algorithm::kSlidingLog:
+      return StateKind::kSlidingLog;
+    case Algorithm::kSlidingWindow:
+      return StateKind::kSlidingWindow;
+    case Algorithm::kFixedWindow:
+      return StateKind::kFixedWindow;
+  }
+  return StateKind::kGcra;
+}
+
+// The <algorithm-tag> of a store key `<prefix><algorithm-tag>:<key>` (algorithms.md,
+// "Store keys"). Short, because Redis keeps one per key.
+constexpr std::string_view KeyTag(StateKind kind) {
+  switch (kind) {
+    case StateKind::kGcra:
+      return "gcra";
+    case StateKind::kSmoothBucket:
+      return "tb";
+    case StateKind::kIntervalBucket:
+      return "tbi";
+    case StateKind::kSlidingLog:
+      return "sl";
+    case StateKind::kSlidingWindow:
+      return "sw";
+    case StateKind::kFixedWindow:
+      return "fw";
+  }
+  return "?";
+}
+
+}  // namespace floodgate::core

@@ -1,0 +1,29 @@
+#include <floodgate/store.h>
+
+#include <absl/status/status.h>
+#include <fmt/format.h>
+
+namespace floodgate {
+
+absl::Status ValidateRequest(const DecideRequest& request) {
+  if (request.key.empty()) return absl::InvalidArgumentError("key must not be empty");
+  if (request.key.size() > kMaxKeyBytes) {
+    return absl::InvalidArgumentError(
+        fmt::format("key is {} bytes; the limit is {}", request.key.size(), kMaxKeyBytes));
+  }
+  if (request.cost < 0 || request.cost > kMaxCost) {
+    return absl::InvalidArgumentError(
+        fmt::format("cost must be between 0 and 1000000000, got {}", request.cost));
+  }
+  if (request.now && request.now->time_since_epoch().count() < 0) {
+    return absl::InvalidArgumentError("now must not be before the Unix epoch");
+  }
+  return request.policy.Validate();
+}
+
+absl::StatusOr<Decision> Store::Decide(const DecideRequest& request) {
+  if (absl::Status status = ValidateRequest(request); !status.ok()) return status;
+  return DecideValidated(request);
+}
+
+}  // namespace floodgate

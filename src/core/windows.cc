@@ -1,0 +1,124 @@
+// The window algorithms: algorithms.md, "sliding_log", "sliding_window", "fixed_window".
+#include <algorithm>
+
+#include "core/algorithms.h"
+#include "core/arith.h"
+
+namespace floodgate::core {
+
+namespace {
+
+struct WindowClock {
+  std::int64_t now;
+  std::int64_t window;  // w = floor(now / P)
+};
+
+// w for `now`, with time going backwards clamped to the start of the stored window.
+WindowClock ClampedWindow(std::int64_t now, std::int64_t period,
+                          std::optional<std::int64_t> stored_window) {
+  std::int64_t window = FloorToInt(D(now) / D(period));
+  if (stored_window && *stored_window > window) {
+    window = *stored_window;
+    now = window * period;
+  }
+  return {now, window};
+}
+
+}  // namespace
+
+LogOutcome DecideSlidingLog(const Policy& policy, SlidingLog& log, std::int64_t now,
+                            std::int64_t cost) {
+  const std::int64_t period = policy.period.count();
+  const std::int64_t limit = policy.limit;
+  if (!log.empty()) now = std::max(now, log.newest().time);
+  log.DropThrough(now - period);  // an entry exactly P old no longer counts
+
+  const std::int64_t count = log.units();
+  const bool allowed = cost == 0 || count + cost <= limit;
+  if (allowed && cost > 0) log.Append(now, cost);
+
+  std::int64_t retry = 0;
+  if (!allowed) retry = cost > limit ? -1 : log.TimeOfUnit(count + cost - limit) + period - now;
+  const std::int64_t reset = log.empty() ? 0 : log.newest().time + period - now;
+
+  LogOutcome out;
+  out.decision = MakeDecision(allowed, limit, limit - log.units(), retry, reset);
+  out.ttl_us = reset;
+  return out;
+}
+
+Outcome<SlidingWindowState> DecideSlidingWindow(const Policy& policy,
+                                                std::optional<SlidingWindowState> stored,
+                                                std::int64_t now, std::int64_t cost) {
+  const std::int64_t period = policy.period.count();
+  const std::int64_t limit = policy.limit;
+  const auto [at, w] =
+      ClampedWindow(now, period, stored ? std::optional(stored->window) : std::nullopt);
+  const std::int64_t x = at - w * period;
+
+  std::int64_t cur = 0;
+  std::int64_t prev = 0;
+  if (stored && stored->window == w) {
+    cur = stored->cur;
+    prev = stored->prev;
+  } else if (stored && stored->window == w - 1) {
+    prev = stored->cur;
+  }
+
+  double estimate = D(prev) * D(period - x) / D(period) + D(cur);
+  const bool allowed = cost == 0 || estimate + D(cost) <= D(limit);
+  Outcome<SlidingWindowState> out;
+  std::int64_t retry = 0;
+  if (allowed) {
+    if (cost > 0) {
+      cur += cost;
+      estimate += D(cost);
+      out.write = SlidingWindowState{w, static_cast<std::uint32_t>(cur),
+                                     static_cast<std::uint32_t>(prev)};
+    }
+  } else if (cost > limit) {
+    retry = -1;
+  } else {
+    // The earliest t with no other traffic at which estimate(t) + cost <= limit.
+    std::int64_t t;
+    if (cur <= limit - cost && prev > 0) {
+      t = w * period +
+          CeilToInt(D(period) - D(limit - cost - cur) * D(period) / D(prev));
+    } else {
+      t = (w + 1) * period +
+          std::max<std::int64_t>(
+              0, CeilToInt(D(period) - D(limit - cost) * D(period) / D(cur)));
+    }
+    retry = t - at;
+  }
+  const std::int64_t reset =
+      cur > 0 ? (w + 2) * period - at : (prev > 0 ? (w + 1) * period - at : 0);
+  out.decision = MakeDecision(allowed, limit, FloorToInt(D(limit) - estimate), retry, reset);
+  out.ttl_us = reset;
+  return out;
+}
+
+Outcome<FixedWindowState> DecideFixedWindow(const Policy& policy,
+                                            std::optional<FixedWindowState> stored,
+                                            std::int64_t now, std::int64_t cost) {
+  const std::int64_t period = policy.period.count();
+  const std::int64_t limit = policy.limit;
+  const auto [at, w] =
+      ClampedWindow(now, period, stored ? std::optional(stored->window) : std::nullopt);
+  std::int64_t count = stored && stored->window == w ? stored->count : 0;
+
+  const bool allowed = cost == 0 || count + cost <= limit;
+  Outcome<FixedWindowState> out;
+  if (allowed && cost > 0) {
+    count += cost;
+    out.write = FixedWindowState{w, count};
+  }
+  const std::int64_t end = (w + 1) * period - at;
+  const std::int64_t retry = allowed ? 0 : (cost > limit ? -1 : end);
+  const std::int64_t reset = count > 0 ? end : 0;
+  out.decision = MakeDecision(allowed, limit, limit - count, retry, reset);
+  out.ttl_us = reset;
+  return out;
+}
+
+}  // namespace floodgate::core

@@ -1,0 +1,23 @@
+#include <floodgate/limiter.h>
+
+namespace floodgate {
+
+absl::StatusOr<Limiter> Limiter::Open(std::string_view store_url) {
+  auto store = OpenStore(store_url);
+  if (!store.ok()) return store.status();
+  return Limiter(*std::move(store));
+}
+
+Limiter::Limiter(std::unique_ptr<Store> store) : store_(std::move(store)) {}
+
+absl::StatusOr<Decision> Limiter::Check(std::string_view key, const Policy& policy,
+                                        std::int64_t cost) {
+  return store_->Decide(DecideRequest{key, policy, cost, std::nullopt});
+}
+
+absl::StatusOr<Decision> Limiter::CheckAt(TimePoint now, std::string_view key,
+                                          const Policy& policy, std::int64_t cost) {
+  return store_->Decide(DecideRequest{key, policy, cost, now});
+}
+
+}  // namespace floodgate

@@ -1,0 +1,144 @@
+#include <floodgate/memory_store.h>
+
+#include <absl/status/status.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <thread>
+#include <vector>
+
+#include "common/strings.h"
+#include "core/state_kind.h"
+#include "store/memory/shard.h"
+
+namespace floodgate {
+
+namespace {
+
+constexpr std::size_t kMaxShards = 1 << 16;
+
+std::size_t DefaultShards() {
+  // Several shards per core keeps lock collisions rare; at least 256 keeps each shard's
+  // index small, so a rehash pauses one shard for microseconds, not milliseconds.
+  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  return std::clamp<std::size_t>(std::bit_ceil(cores * 16), 256, 4096);
+}
+
+}  // namespace
+
+absl::StatusOr<MemoryStoreOptions> MemoryStoreOptions::FromUrl(std::string_view url) {
+  constexpr std::string_view kScheme = "memory://";
+  if (!url.starts_with(kScheme)) {
+    return absl::InvalidArgumentError(fmt::format("not a memory:// URL: \"{}\"", url));
+  }
+  std::string_view rest = url.substr(kScheme.size());
+  MemoryStoreOptions options;
+  if (rest.empty()) return options;
+  if (rest.front() != '?') {
+    return absl::InvalidArgumentError(fmt::format(
+        "memory:// takes no host or path, got \"{}\" (options go after '?')", rest));
+  }
+  for (std::string_view query = rest.substr(1); !query.empty();) {
+    const std::size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    const std::size_t eq = pair.find('=');
+    const std::string_view name = pair.substr(0, eq);
+    const std::string_view value = eq == std::string_view::npos ? "" : pair.substr(eq + 1);
+    std::uint64_t n = 0;
+    if (name != "max_keys" && name != "shards") {
+      return absl::InvalidArgumentError(
+          fmt::format("unknown memory:// option \"{}\" (known: max_keys, shards)", name));
+    }
+    if (!ParseDecimal(value, n) || n == 0) {
+      return absl::InvalidArgumentError(fmt::format(
+          "memory:// option {} must be a positive integer, got \"{}\"", name, value));
+    }
+    if (name == "max_keys") {
+      options.max_keys = n;
+    } else if (!std::has_single_bit(n) || n > kMaxShards) {
+      return absl::InvalidArgumentError(fmt::format(
+          "memory:// option shards must be a power of two up to {}, got {}", kMaxShards, n));
+    } else {
+      options.shards = n;
+    }
+  }
+  return options;
+}
+
+class MemoryStore::Impl {
+ public:
+  explicit Impl(MemoryStoreOptions options) : clock_(std::move(options.clock)) {
+    std::size_t shards = options.shards == 0 ? DefaultShards() : options.shards;
+    // No shard may hold less than one key, and the shards together never more than
+    // max_keys: the bound is global even though each shard enforces its own share.
+    const std::size_t max_keys = std::max<std::size_t>(1, options.max_keys);
+    shards = std::min(shards, std::bit_floor(max_keys));
+    max_keys_ = max_keys;
+    shard_bits_ = static_cast<unsigned>(std::countr_zero(shards));
+    shards_.reserve(shards);
+    for (std::size_t i = 0; i < shards; ++i) {
+      shards_.push_back(std::make_unique<memory::Shard>(max_keys / shards));
+    }
+  }
+
+  Decision Decide(const DecideRequest& request) {
+    const core::StateKind kind = core::KindOf(request.policy);
+    const std::size_t hash = memory::HashKey(kind, request.key);
+    const TimePoint now = request.now ? *request.now : Now();
+    return ShardFor(hash).Decide(memory::Probe{kind, request.key, hash}, request.policy,
+                                 now.time_since_epoch().count(), request.cost);
+  }
+
+  StoreStats Stats() const {
+    StoreStats total;
+    for (const auto& shard : shards_) {
+      const StoreStats s = shard->Stats();
+      total.keys += s.keys;
+      total.evictions += s.evictions;
+      total.expired += s.expired;
+    }
+    return total;
+  }
+
+  std::size_t ReclaimExpired(std::size_t budget) {
+    const std::int64_t now = Now().time_since_epoch().count();
+    std::size_t reclaimed = 0;
+    for (auto& shard : shards_) reclaimed += shard->ReclaimExpired(now, budget);
+    return reclaimed;
+  }
+
+  std::string Describe() const {
+    return fmt::format("memory://?max_keys={}&shards={}", max_keys_, shards_.size());
+  }
+  std::size_t shard_count() const { return shards_.size(); }
+
+ private:
+  TimePoint Now() const { return clock_ ? clock_() : SystemNow(); }
+  memory::Shard& ShardFor(std::size_t hash) {
+    // The top bits pick the shard; SwissTable uses the low bits inside it.
+    return shard_bits_ == 0 ? *shards_[0] : *shards_[hash >> (64 - shard_bits_)];
+  }
+
+  std::function<TimePoint()> clock_;
+  std::size_t max_keys_ = 0;
+  unsigned shard_bits_ = 0;
+  std::vector<std::unique_ptr<memory::Shard>> shards_;
+};
+
+MemoryStore::MemoryStore(MemoryStoreOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
+MemoryStore::~MemoryStore() = default;
+
+absl::StatusOr<Decision> MemoryStore::DecideValidated(const DecideRequest& request) {
+  return impl_->Decide(request);
+}
+StoreStats MemoryStore::Stats() const { return impl_->Stats(); }
+std::string MemoryStore::Describe() const { return impl_->Describe(); }
+std::size_t MemoryStore::ReclaimExpired(std::size_t budget_per_shard) {
+  return impl_->ReclaimExpired(budget_per_shard);
+}
+std::size_t MemoryStore::shard_count() const { return impl_->shard_count(); }
+
+}  // namespace floodgate

@@ -1,0 +1,206 @@
+#include "store/memory/shard.h"
+
+#include <absl/hash/hash.h>
+
+#include "common/strings.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace floodgate::memory {
+
+namespace {
+
+// Entries the expiry sweep looks at per insert: reclamation outpaces growth, so expired
+// keys never pile up while new keys keep arriving.
+constexpr std::size_t kSweepPerInsert = 2;
+// Entries the sweep looks at when an insert finds the shard full, before it evicts a
+// live key: expired keys go first whenever one is this close to the sweep cursor.
+constexpr std::size_t kSweepWhenFull = 64;
+
+std::uint32_t SecondsFloor(std::int64_t us) {
+  return static_cast<std::uint32_t>(std::min<std::int64_t>(
+      us / 1'000'000, std::numeric_limits<std::uint32_t>::max()));
+}
+
+// Rounded up, so an entry is never reclaimed before its state is fresh.
+std::uint32_t SecondsCeil(std::int64_t us) {
+  return static_cast<std::uint32_t>(std::min<std::int64_t>(
+      (us + 999'999) / 1'000'000, std::numeric_limits<std::uint32_t>::max()));
+}
+
+template <class S>
+S& StateAs(Entry::State& state) {
+  if constexpr (std::is_same_v<S, core::GcraState>) return state.gcra;
+  if constexpr (std::is_same_v<S, core::SmoothBucketState>) return state.smooth;
+  if constexpr (std::is_same_v<S, core::IntervalBucketState>) return state.interval;
+  if constexpr (std::is_same_v<S, core::FixedWindowState>) return state.fixed;
+  if constexpr (std::is_same_v<S, core::SlidingWindowState>) return state.sliding;
+}
+
+}  // namespace
+
+std::size_t HashKey(core::StateKind kind, std::string_view key) {
+  return absl::HashOf(static_cast<std::uint8_t>(kind), ToAbsl(key));
+}
+
+Shard::Shard(std::size_t max_keys)
+    : index_(0, IndexHash{&entries_}, IndexEq{&entries_}), max_keys_(max_keys) {}
+
+Decision Shard::Decide(const Probe& probe, const Policy& policy, std::int64_t now_us,
+                       std::int64_t cost) {
+  std::lock_guard lock(mu_);
+  Found found;
+  if (auto it = index_.find(probe); it != index_.end()) {
+    found.slot = *it;
+    found.entry = &entries_[found.slot];
+    found.live = !found.entry->expired(SecondsFloor(now_us));
+  }
+  switch (probe.kind) {
+    case core::StateKind::kGcra:
+      return DecideValue<core::GcraState>(probe, found, now_us, [&](auto stored) {
+        return core::DecideGcra(policy, stored, now_us, cost);
+      });
+    case core::StateKind::kSmoothBucket:
+      return DecideValue<core::SmoothBucketState>(probe, found, now_us, [&](auto stored) {
+        return core::DecideSmoothBucket(policy, stored, now_us, cost);
+      });
+    case core::StateKind::kIntervalBucket:
+      return DecideValue<core::IntervalBucketState>(probe, found, now_us, [&](auto stored) {
+        return core::DecideIntervalBucket(policy, stored, now_us, cost);
+      });
+    case core::StateKind::kSlidingWindow:
+      return DecideValue<core::SlidingWindowState>(probe, found, now_us, [&](auto stored) {
+        return core::DecideSlidingWindow(policy, stored, now_us, cost);
+      });
+    case core::StateKind::kFixedWindow:
+      return DecideValue<core::FixedWindowState>(probe, found, now_us, [&](auto stored) {
+        return core::DecideFixedWindow(policy, stored, now_us, cost);
+      });
+    case core::StateKind::kSlidingLog:
+      return DecideLog(probe, found, policy, now_us, cost);
+  }
+  return Decision{};  // unreachable: every kind is handled above
+}
+
+template <class S, class DecideFn>
+Decision Shard::DecideValue(const Probe& probe, Found found, std::int64_t now_us,
+                            DecideFn decide) {
+  std::optional<S> stored;
+  if (found.live) stored = StateAs<S>(found.entry->state());
+  const core::Outcome<S> out = decide(stored);
+  if (out.write && out.ttl_us > 0) {
+    Entry::State state;
+    StateAs<S>(state) = *out.write;
+    Save(probe, found, state, now_us, now_us + out.ttl_us);
+  } else if (out.write || !found.live) {
+    Drop(found);  // the state is fresh again (or had expired): nothing worth keeping
+  } else {
+    found.entry->set_referenced(true);
+  }
+  return out.decision;
+}
+
+Decision Shard::DecideLog(const Probe& probe, Found found, const Policy& policy,
+                          std::int64_t now_us, std::int64_t cost) {
+  core::SlidingLog scratch;
+  core::SlidingLog& log = found.live ? *found.entry->state().log : scratch;
+  const core::LogOutcome out = core::DecideSlidingLog(policy, log, now_us, cost);
+  if (out.ttl_us <= 0 || (!found.live && log.empty())) {
+    Drop(found);
+  } else if (found.live) {
+    found.entry->set_expires(SecondsCeil(now_us + out.ttl_us));
+    found.entry->set_referenced(true);
+  } else {
+    Entry::State state;
+    state.log = std::make_unique<core::SlidingLog>(std::move(log)).release();  // owned by Entry
+    Save(probe, found, state, now_us, now_us + out.ttl_us);
+  }
+  return out.decision;
+}
+
+void Shard::Save(const Probe& probe, Found found, Entry::State state, std::int64_t now_us,
+                 std::int64_t expires_us) {
+  if (found.entry != nullptr) {
+    found.entry->Replace(state, SecondsCeil(expires_us));
+    return;
+  }
+  const std::uint32_t now_s = SecondsFloor(now_us);
+  Sweep(now_s, kSweepPerInsert);
+  if (entries_.size() >= max_keys_ && Sweep(now_s, kSweepWhenFull) == 0) MakeRoom(now_s);
+  const std::uint32_t slot =
+      entries_.push_back(Entry(CompactKey(static_cast<std::uint8_t>(probe.kind), probe.key),
+                               state, SecondsCeil(expires_us)));
+  index_.insert(slot);
+}
+
+void Shard::Drop(Found found) {
+  if (found.entry == nullptr) return;
+  if (!found.live) ++expired_;
+  RemoveAt(found.slot);
+}
+
+void Shard::RemoveAt(std::uint32_t slot) {
+  index_.erase(slot);
+  const std::uint32_t last = entries_.size() - 1;
+  if (slot != last) {
+    index_.erase(last);
+    entries_[slot] = std::move(entries_[last]);
+    index_.insert(slot);
+  }
+  entries_.pop_back();
+}
+
+// Least recently used, approximated by CLOCK (second chance): the hand skips, and
+// clears, entries used since it last passed, and takes the first one that was not. It
+// prefers an expired entry it meets on the way. Amortised O(1) per eviction; one pass
+// over the shard at worst.
+void Shard::MakeRoom(std::uint32_t now_s) {
+  for (std::size_t scanned = 0;; ++scanned) {
+    if (clock_hand_ >= entries_.size()) clock_hand_ = 0;
+    Entry& entry = entries_[clock_hand_];
+    if (entry.expired(now_s)) {
+      ++expired_;
+      break;
+    }
+    if (!entry.referenced() || scanned >= entries_.size()) {
+      ++evictions_;
+      break;
+    }
+    entry.set_referenced(false);
+    ++clock_hand_;
+  }
+  RemoveAt(clock_hand_);
+  // The slot now holds the entry that was last in the array (the newest); skip it so a
+  // new key is not the next one evicted.
+  ++clock_hand_;
+}
+
+// The cursor walks down the array. Removing entry i moves the last entry into slot i;
+// walking down, that entry has been looked at already (or was just inserted), so every
+// look is at a new entry and none is wasted.
+std::size_t Shard::Sweep(std::uint32_t now_s, std::size_t budget) {
+  std::size_t reclaimed = 0;
+  for (; budget > 0 && entries_.size() > 0; --budget) {
+    if (sweep_cursor_ == 0 || sweep_cursor_ > entries_.size()) sweep_cursor_ = entries_.size();
+    const std::uint32_t slot = --sweep_cursor_;
+    if (entries_[slot].expired(now_s)) {
+      RemoveAt(slot);
+      ++expired_;
+      ++reclaimed;
+    }
+  }
+  return reclaimed;
+}
+
+std::size_t Shard::ReclaimExpired(std::int64_t now_us, std::size_t budget) {
+  std::lock_guard lock(mu_);
+  return Sweep(SecondsFloor(now_us), budget);
+}
+
+StoreStats Shard::Stats() {
+  std::lock_guard lock(mu_);
+  return StoreStats{entries_.size(), evictions_, expired_};
+}
+
+}  // namespace floodgate::memory

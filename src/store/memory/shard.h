@@ -1,0 +1,98 @@
+#pragma once
+
+#include <floodgate/decision.h>
+#include <floodgate/policy.h>
+#include <floodgate/store.h>
+
+#include <absl/container/flat_hash_set.h>
+
+#include <cstdint>
+#include <mutex>
+#include <string_view>
+
+#include "core/state_kind.h"
+#include "store/memory/entry.h"
+
+namespace floodgate::memory {
+
+// A key being looked up, with its hash computed once (it also picked the shard).
+struct Probe {
+  core::StateKind kind;
+  std::string_view key;
+  std::size_t hash;
+};
+
+std::size_t HashKey(core::StateKind kind, std::string_view key);
+
+// One lock's worth of keys. The index is abseil's SwissTable holding 4-byte positions
+// into a dense EntryArray: 40 bytes of entry plus ~6-11 bytes of index per key, where a
+// flat_hash_map<std::string, State> would spend 50-100. Positions also let the eviction
+// clock and the expiry sweep walk the array with cursors that survive inserts, which no
+// map's iterators do.
+class alignas(64) Shard {  // own cache lines: no false sharing between locks
+ public:
+  explicit Shard(std::size_t max_keys);
+  Shard(const Shard&) = delete;
+  Shard& operator=(const Shard&) = delete;
+
+  // Thread-safe.
+  Decision Decide(const Probe& probe, const Policy& policy, std::int64_t now_us,
+                  std::int64_t cost);
+  // Thread-safe. Looks at up to `budget` entries, reclaiming the expired ones.
+  std::size_t ReclaimExpired(std::int64_t now_us, std::size_t budget);
+  // Thread-safe.
+  StoreStats Stats();
+
+ private:
+  struct IndexHash {
+    using is_transparent = void;
+    const EntryArray* entries;
+    std::size_t operator()(std::uint32_t i) const {
+      const CompactKey& key = (*entries)[i].key();
+      return HashKey(static_cast<core::StateKind>(key.tag()), key.bytes());
+    }
+    std::size_t operator()(const Probe& probe) const { return probe.hash; }
+  };
+  struct IndexEq {
+    using is_transparent = void;
+    const EntryArray* entries;
+    bool operator()(std::uint32_t a, std::uint32_t b) const { return a == b; }
+    bool operator()(std::uint32_t i, const Probe& p) const {
+      return (*entries)[i].key().Equals(static_cast<std::uint8_t>(p.kind), p.key);
+    }
+    bool operator()(const Probe& p, std::uint32_t i) const { return (*this)(i, p); }
+  };
+  using Index = absl::flat_hash_set<std::uint32_t, IndexHash, IndexEq>;
+
+  // The entry found for a probe, if any. An expired entry is as good as absent: its
+  // state is the fresh state by definition of the TTLs.
+  struct Found {
+    Entry* entry = nullptr;
+    std::uint32_t slot = 0;
+    bool live = false;
+  };
+
+  template <class S, class DecideFn>
+  Decision DecideValue(const Probe& probe, Found found, std::int64_t now_us, DecideFn decide);
+  Decision DecideLog(const Probe& probe, Found found, const Policy& policy, std::int64_t now_us,
+                     std::int64_t cost);
+
+  // Saves state for the probe's key: updates the found entry or inserts a new one.
+  void Save(const Probe& probe, Found found, Entry::State state, std::int64_t now_us,
+            std::int64_t expires_us);
+  void Drop(Found found);
+  void RemoveAt(std::uint32_t slot);
+  void MakeRoom(std::uint32_t now_s);
+  std::size_t Sweep(std::uint32_t now_s, std::size_t budget);
+
+  std::mutex mu_;
+  EntryArray entries_;
+  Index index_;
+  const std::size_t max_keys_;
+  std::uint32_t clock_hand_ = 0;    // eviction (MakeRoom)
+  std::uint32_t sweep_cursor_ = 0;  // expiry (Sweep): one past the next entry to look at
+  std::uint64_t evictions_ = 0;
+  std::uint64_t expired_ = 0;
+};
+
+}  // namespace floodgate::memory

@@ -1,0 +1,21 @@
+#include <floodgate/memory_store.h>
+#include <floodgate/store.h>
+
+#include <absl/status/status.h>
+#include <fmt/format.h>
+
+namespace floodgate {
+
+absl::StatusOr<std::unique_ptr<Store>> OpenStore(std::string_view url) {
+  if (url.empty() || url.starts_with("memory:")) {
+    auto options = MemoryStoreOptions::FromUrl(url.empty() ? "memory://" : url);
+    if (!options.ok()) return options.status();
+    return std::make_unique<MemoryStore>(*std::move(options));
+  }
+  const std::size_t scheme = url.find("://");
+  return absl::InvalidArgumentError(fmt::format(
+      "unsupported store \"{}\" in \"{}\" (this build knows memory://)",
+      url.substr(0, scheme == std::string_view::npos ? url.size() : scheme), url));
+}
+
+}  // namespace floodgate

@@ -1,0 +1,202 @@
+// The floodgate binary as users run it: flags, output, exit codes.
+#include <floodgate/memory_store.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace floodgate {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+struct ProcessResult {
+  int exit_code;
+  std::string out;
+  std::string err;
+};
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "floodgate-cli-XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  static std::string Slurp(const fs::path& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+  // Runs `floodgate ARGS` through the shell (ARGS is shell-quoted by the caller).
+  ProcessResult Floodgate(const std::string& args, const std::string& stdin_file = "/dev/null") {
+    const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
+    const std::string command = std::string("'") + FLOODGATE_BINARY + "' " + args + " <" +
+                                stdin_file + " >" + out.string() + " 2>" + err.string();
+    const int status = std::system(command.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(out), Slurp(err)};
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(CliTest, CheckPrintsDecisionJsonAndExitsByResult) {
+  ProcessResult r = Floodgate("check --policy gcra:10/1s,burst=5 user:1");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const auto allowed = nlohmann::json::parse(r.out);
+  EXPECT_EQ(allowed["allowed"], true);
+  EXPECT_EQ(allowed["limit"], 10);
+  EXPECT_EQ(allowed["remaining"], 4);
+  EXPECT_EQ(allowed["retry_after_us"], 0);
+  EXPECT_EQ(allowed["reset_after_us"], 100000);
+
+  r = Floodgate("check --policy fixed_window:3/1h --cost 4 user:1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(nlohmann::json::parse(r.out)["retry_after_us"], -1);
+
+  r = Floodgate("check --policy gcra:10/1s --cost 0 user:1");
+  EXPECT_EQ(r.exit_code, 0);
+}
+
+TEST_F(CliTest, CheckErrorsExitTwoWithAMessage) {
+  ProcessResult r = Floodgate("check --policy gcra:10/1s,burst=0 user:1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("burst must be >= 1, got 0"));
+  EXPECT_EQ(r.out, "");
+
+  r = Floodgate("check user:1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--policy is required"));
+
+  r = Floodgate("check --policy gcra:1/1s --store redis-sentinel://x user:1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("unsupported store"));
+
+  r = Floodgate("check --policy gcra:1/1s --cost -3 user:1");
+  EXPECT_EQ(r.exit_code, 2);
+
+  r = Floodgate("check --policy gcra:1/1s " + std::string(513, 'k'));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("key is 513 bytes"));
+}
+
+TEST_F(CliTest, VersionAndHelp) {
+  ProcessResult r = Floodgate("--version");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("floodgate 0."));
+  r = Floodgate("--help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("replay"));
+  r = Floodgate("");
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+TEST_F(CliTest, ReplayMatchesTheLibraryLineByLine) {
+  const char* policy = "sliding_window:20/10s";
+  ProcessResult r = Floodgate(std::string("replay --policy ") + policy + " --input " +
+                    FLOODGATE_SAMPLE_TRACE);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  // Recompute every decision in-process and compare the JSON text.
+  MemoryStore store;
+  const Policy p = *Policy::Parse(policy);
+  std::ifstream trace(FLOODGATE_SAMPLE_TRACE);
+  std::istringstream output(r.out);
+  std::string in_line, out_line;
+  std::size_t lines = 0, denied = 0;
+  while (std::getline(trace, in_line)) {
+    ASSERT_TRUE(std::getline(output, out_line)) << "missing output for line " << lines + 1;
+    const auto in = nlohmann::json::parse(in_line);
+    const auto out = nlohmann::json::parse(out_line);
+    const Decision d = *store.Decide({in["key"].get<std::string>(), p, in.value("cost", 1),
+                                      TimePoint(std::chrono::microseconds(in["t"]))});
+    auto expected = nlohmann::json::parse(ToJson(d));
+    expected["t"] = in["t"];
+    expected["key"] = in["key"];
+    ASSERT_EQ(out, expected) << "line " << lines + 1;
+    denied += !d.allowed;
+    ++lines;
+  }
+  EXPECT_FALSE(std::getline(output, out_line)) << "extra output";
+  EXPECT_GT(lines, 8000u);
+  EXPECT_GT(denied, 100u);  // the sample trace has abusers; the policy catches them
+  EXPECT_THAT(r.err, HasSubstr("replayed " + std::to_string(lines) + " requests"));
+  EXPECT_THAT(r.err, HasSubstr("denied     " + std::to_string(denied)));
+  EXPECT_THAT(r.err, HasSubstr("top 10 denied keys"));
+  EXPECT_THAT(r.err, HasSubstr("bulk:"));
+}
+
+TEST_F(CliTest, ReplayReadsStdinAndWritesAFile) {
+  std::ofstream(dir_ / "in.jsonl") << R"({"t":1000000,"key":"a"})" "\n"
+                                   << R"({"t":1000000,"key":"a","cost":1})" "\n"
+                                   << "\n"
+                                   << R"({"t":1000001,"key":"b\n\"x"})" "\n";
+  ProcessResult r = Floodgate("replay --policy fixed_window:1/1s --output " + (dir_ / "out").string(),
+                    (dir_ / "in.jsonl").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Slurp(dir_ / "out"),
+            R"({"t":1000000,"key":"a","allowed":true,"limit":1,"remaining":0,"retry_after_us":0,"reset_after_us":1000000})" "\n"
+            R"({"t":1000000,"key":"a","allowed":false,"limit":1,"remaining":0,"retry_after_us":1000000,"reset_after_us":1000000})" "\n"
+            R"({"t":1000001,"key":"b\n\"x","allowed":true,"limit":1,"remaining":0,"retry_after_us":0,"reset_after_us":999999})" "\n");
+}
+
+TEST_F(CliTest, ReplayStopsAtABadLineWithItsNumber) {
+  std::ofstream(dir_ / "bad.jsonl") << R"({"t":1,"key":"a"})" "\n"
+                                    << R"({"t":2,"key":"a"})" "\n"
+                                    << R"({"t":3,"key":"a","cost":"two"})" "\n"
+                                    << R"({"t":4,"key":"a"})" "\n";
+  ProcessResult r = Floodgate("replay --policy gcra:1/1s --input " + (dir_ / "bad.jsonl").string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("line 3: \"cost\" must be a whole number"));
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2);  // the good lines before it
+
+  std::ofstream(dir_ / "order.jsonl") << R"({"t":5,"key":"a"})" "\n" << R"({"t":4,"key":"a"})" "\n";
+  r = Floodgate("replay --policy gcra:1/1s --input " + (dir_ / "order.jsonl").string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("line 2: t 4 is before the previous line's t 5"));
+
+  r = Floodgate("replay --policy gcra:1/1s --input " + (dir_ / "missing.jsonl").string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("cannot read"));
+}
+
+TEST_F(CliTest, BenchJsonReportsExactCountsOnOneKey) {
+  ProcessResult r = Floodgate("bench --policy fixed_window:100/1h --keys 1 --threads 2 --duration 300ms "
+                    "--json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* field : {"decisions_per_sec", "allowed", "denied", "errors", "p50_us",
+                            "p90_us", "p99_us", "p999_us"}) {
+    EXPECT_TRUE(j.contains(field)) << field;
+  }
+  EXPECT_GT(j["decisions_per_sec"].get<double>(), 0);
+  EXPECT_EQ(j["errors"], 0);
+  // One key, 1 h window: at most one window boundary can fall inside a 0.3 s run.
+  EXPECT_GE(j["allowed"].get<int>(), 100);
+  EXPECT_LE(j["allowed"].get<int>(), 200);
+  EXPECT_EQ(j["allowed"].get<std::int64_t>() + j["denied"].get<std::int64_t>(),
+            j["decisions"].get<std::int64_t>());
+  EXPECT_LE(j["p50_us"].get<double>(), j["p99_us"].get<double>());
+}
+
+TEST_F(CliTest, BenchRejectsBadFlags) {
+  ProcessResult r = Floodgate("bench --threads 0");
+  EXPECT_EQ(r.exit_code, 2);
+  r = Floodgate("bench --duration 5");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("needs a unit"));
+}
+
+}  // namespace
+}  // namespace floodgate

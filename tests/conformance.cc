@@ -1,0 +1,61 @@
+#include "conformance.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace floodgate::testing {
+
+std::vector<VectorCase> LoadAllVectors() {
+  std::vector<VectorCase> cases;
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(FLOODGATE_VECTORS_DIR)) {
+    if (entry.path().extension() == ".json") files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& path : files) {
+    std::ifstream in(path);
+    const nlohmann::json doc = nlohmann::json::parse(in);
+    for (const auto& c : doc.at("cases")) {
+      VectorCase vc{path.filename().string(), c.at("name"), c.value("why", ""), c.at("policy"), {}};
+      for (const auto& s : c.at("steps")) {
+        const auto& e = s.at("expect");
+        Decision expect;
+        expect.allowed = e.at("allowed");
+        expect.limit = e.at("limit");
+        expect.remaining = e.at("remaining");
+        expect.retry_after = std::chrono::microseconds(e.at("retry_after_us").get<std::int64_t>());
+        expect.reset_after = std::chrono::microseconds(e.at("reset_after_us").get<std::int64_t>());
+        vc.steps.push_back({s.at("t"), s.at("key"), s.at("cost"), expect});
+      }
+      cases.push_back(std::move(vc));
+    }
+  }
+  return cases;
+}
+
+void RunCase(Store& store, const VectorCase& c, const std::string& key_prefix) {
+  auto policy = Policy::Parse(c.policy);
+  ASSERT_TRUE(policy.ok()) << c.policy << ": " << policy.status();
+  for (std::size_t i = 0; i < c.steps.size(); ++i) {
+    const VectorStep& step = c.steps[i];
+    const std::string key = key_prefix + step.key;
+    auto got = store.Decide(DecideRequest{key, *policy, step.cost,
+                                          TimePoint(std::chrono::microseconds(step.t))});
+    ASSERT_TRUE(got.ok()) << got.status();
+    const std::string where = fmt::format("{} / \"{}\" ({}), step {} (t={}, key={}, cost={})",
+                                          c.file, c.name, c.policy, i + 1, step.t, step.key,
+                                          step.cost);
+    EXPECT_EQ(got->allowed, step.expect.allowed) << where;
+    EXPECT_EQ(got->limit, step.expect.limit) << where;
+    EXPECT_EQ(got->remaining, step.expect.remaining) << where;
+    EXPECT_EQ(got->retry_after.count(), step.expect.retry_after.count()) << where;
+    EXPECT_EQ(got->reset_after.count(), step.expect.reset_after.count()) << where;
+    EXPECT_FALSE(got->degraded) << where;
+  }
+}
+
+}  // namespace floodgate::testing

@@ -1,0 +1,36 @@
+#pragma once
+
+// The table-driven conformance vectors of tests/vectors (written from algorithms.md),
+// run through the Store interface so that every store is held to the same answers.
+
+#include <floodgate/store.h>
+
+#include <string>
+#include <vector>
+
+namespace floodgate::testing {
+
+struct VectorStep {
+  std::int64_t t;
+  std::string key;
+  std::int64_t cost;
+  Decision expect;
+};
+
+struct VectorCase {
+  std::string file;
+  std::string name;
+  std::string why;
+  std::string policy;
+  std::vector<VectorStep> steps;
+};
+
+// Every case of every file in tests/vectors.
+std::vector<VectorCase> LoadAllVectors();
+
+// Runs one case on `store`, each key prefixed with `key_prefix` (a store shared by many
+// cases gives each its own prefix, since every case starts from an empty store).
+// Records a gtest failure, naming the step, for every field that differs.
+void RunCase(Store& store, const VectorCase& c, const std::string& key_prefix);
+
+}  // namespace floodgate::testing

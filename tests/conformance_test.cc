@@ -1,0 +1,36 @@
+// The conformance vectors on memory://, one store per case and one store shared by all
+// cases (with key prefixes, as the Redis stores will run them).
+#include <floodgate/memory_store.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "conformance.h"
+
+namespace floodgate::testing {
+namespace {
+
+class MemoryConformance : public ::testing::TestWithParam<VectorCase> {};
+
+TEST_P(MemoryConformance, FreshStore) {
+  MemoryStore store;
+  RunCase(store, GetParam(), "");
+}
+
+TEST(MemoryConformanceShared, AllCasesInOneStoreWithPrefixes) {
+  MemoryStore store;
+  const auto cases = LoadAllVectors();
+  ASSERT_GE(cases.size(), 60u);  // every file loaded
+  for (std::size_t i = 0; i < cases.size(); ++i) RunCase(store, cases[i], fmt::format("c{}:", i));
+}
+
+std::string CaseName(const ::testing::TestParamInfo<VectorCase>& info) {
+  std::string name = info.param.file.substr(0, info.param.file.find('.')) + "_" +
+                     std::to_string(info.index);
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Vectors, MemoryConformance, ::testing::ValuesIn(LoadAllVectors()),
+                         CaseName);
+
+}  // namespace
+}  // namespace floodgate::testing

@@ -1,0 +1,26 @@
+# Installs floodgate into a scratch prefix, then configures, builds and runs
+# examples/embed against it with find_package(floodgate): what a user project does.
+file(REMOVE_RECURSE ${WORK_DIR})
+execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix
+  RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "install failed: ${rc}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/embed -B ${WORK_DIR}/build
+  -G ${GENERATOR} -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "configuring examples/embed failed: ${rc}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "building examples/embed failed: ${rc}")
+endif()
+execute_process(COMMAND ${WORK_DIR}/build/embed_example RESULT_VARIABLE rc
+  OUTPUT_VARIABLE out ERROR_VARIABLE out)
+message("${out}")
+if(rc)
+  message(FATAL_ERROR "examples/embed exited with ${rc}")
+endif()
+if(NOT out MATCHES "allowed 3 of 5")
+  message(FATAL_ERROR "examples/embed printed an unexpected result")
+endif()

@@ -1,0 +1,211 @@
+#include <floodgate/limiter.h>
+#include <floodgate/memory_store.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+
+#include "common/strings.h"
+
+namespace floodgate {
+namespace {
+
+using std::chrono::microseconds;
+using ::testing::HasSubstr;
+
+constexpr std::int64_t T0 = 1'700'000'000'000'000;
+
+// A store whose clock the test moves by hand.
+class ManualClockStore {
+ public:
+  explicit ManualClockStore(std::size_t max_keys = 1'000'000, std::size_t shards = 0) {
+    MemoryStoreOptions options;
+    options.max_keys = max_keys;
+    options.shards = shards;
+    options.clock = [this] { return TimePoint(microseconds(now_.load())); };
+    store_ = std::make_unique<MemoryStore>(std::move(options));
+  }
+  Decision Decide(const std::string& key, const char* policy, std::int64_t cost = 1) {
+    auto d = store_->Decide({key, *Policy::Parse(policy), cost, std::nullopt});
+    EXPECT_TRUE(d.ok()) << d.status();
+    return d.value_or(Decision{});
+  }
+  void Advance(std::int64_t us) { now_ += us; }
+  MemoryStore& store() { return *store_; }
+
+ private:
+  std::atomic<std::int64_t> now_{T0};
+  std::unique_ptr<MemoryStore> store_;
+};
+
+TEST(MemoryStore, UsesItsClockWhenNoTimeIsGiven) {
+  ManualClockStore s;
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(s.Decide("k", "fixed_window:3/1s").allowed);
+  EXPECT_FALSE(s.Decide("k", "fixed_window:3/1s").allowed);
+  s.Advance(1'000'000);
+  EXPECT_TRUE(s.Decide("k", "fixed_window:3/1s").allowed);
+}
+
+TEST(MemoryStore, AlgorithmsKeepSeparateStateForTheSameKey) {
+  ManualClockStore s;
+  EXPECT_TRUE(s.Decide("k", "fixed_window:1/1h").allowed);
+  EXPECT_FALSE(s.Decide("k", "fixed_window:1/1h").allowed);
+  EXPECT_TRUE(s.Decide("k", "gcra:1/1h").allowed);
+  EXPECT_TRUE(s.Decide("k", "token_bucket:1/1h").allowed);
+  EXPECT_TRUE(s.Decide("k", "token_bucket:1/1h,refill=interval").allowed);
+  EXPECT_TRUE(s.Decide("k", "sliding_log:1/1h").allowed);
+  EXPECT_TRUE(s.Decide("k", "sliding_window:1/1h").allowed);
+  EXPECT_EQ(s.store().Stats().keys, 6u);
+}
+
+TEST(MemoryStore, KeysAreBinarySafeAndLongKeysWork) {
+  ManualClockStore s;
+  const std::string a("a\0b", 3), b("a\0c", 3);
+  const std::string long_a(512, 'x');
+  std::string long_b = long_a;
+  long_b.back() = 'y';
+  for (const auto& key : {a, b, long_a, long_b}) {
+    EXPECT_TRUE(s.Decide(key, "fixed_window:1/1h").allowed);
+  }
+  for (const auto& key : {a, b, long_a, long_b}) {
+    EXPECT_FALSE(s.Decide(key, "fixed_window:1/1h").allowed);
+  }
+  EXPECT_EQ(s.store().Stats().keys, 4u);
+}
+
+TEST(MemoryStore, RejectsBadRequestsWithClearErrors) {
+  MemoryStore store;
+  const Policy policy = *Policy::Parse("gcra:1/1s");
+  auto too_long = store.Decide({std::string(513, 'k'), policy, 1, std::nullopt});
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_THAT(std::string(MessageOf(too_long.status())), HasSubstr("key is 513 bytes; the limit is 512"));
+  auto empty = store.Decide({"", policy, 1, std::nullopt});
+  EXPECT_THAT(std::string(MessageOf(empty.status())), HasSubstr("key must not be empty"));
+  auto cost = store.Decide({"k", policy, 1'000'000'001, std::nullopt});
+  EXPECT_THAT(std::string(MessageOf(cost.status())), HasSubstr("cost must be between 0 and"));
+  auto negative = store.Decide({"k", policy, -1, std::nullopt});
+  EXPECT_FALSE(negative.ok());
+  Policy bad = policy;
+  bad.limit = 0;
+  EXPECT_FALSE(store.Decide({"k", bad, 1, std::nullopt}).ok());
+  EXPECT_EQ(store.Stats().keys, 0u);
+}
+
+TEST(MemoryStore, PeeksAndDenialsOfUnknownKeysStoreNothing) {
+  ManualClockStore s;
+  for (const char* policy : {"gcra:1/1s", "token_bucket:1/1s", "token_bucket:1/1s,refill=interval",
+                             "sliding_log:1/1s", "sliding_window:1/1s", "fixed_window:1/1s"}) {
+    SCOPED_TRACE(policy);
+    EXPECT_TRUE(s.Decide("peek", policy, 0).allowed);
+    EXPECT_FALSE(s.Decide("too-big", policy, 2).allowed);
+  }
+  EXPECT_EQ(s.store().Stats().keys, 0u);
+}
+
+TEST(MemoryStore, ExpiredKeysAreReclaimedIncrementally) {
+  ManualClockStore s(1'000'000, 1);
+  for (int i = 0; i < 100; ++i) s.Decide("k" + std::to_string(i), "gcra:1/1s");
+  EXPECT_EQ(s.store().Stats().keys, 100u);
+  EXPECT_EQ(s.store().ReclaimExpired(1000), 0u);  // nothing is fresh yet
+  s.Advance(2'000'000);                             // TTL 1 s, rounded up to whole seconds
+  // Bounded work per call: 10 keys at a time, never a stop-the-world sweep.
+  EXPECT_EQ(s.store().ReclaimExpired(10), 10u);
+  EXPECT_EQ(s.store().Stats().keys, 90u);
+  // Inserts reclaim as they go: each new key looks at two old ones.
+  for (int i = 0; i < 45; ++i) s.Decide("new" + std::to_string(i), "gcra:1/1s");
+  EXPECT_EQ(s.store().Stats().keys, 45u);
+  EXPECT_EQ(s.store().Stats().expired, 100u);
+  EXPECT_EQ(s.store().Stats().evictions, 0u);
+}
+
+TEST(MemoryStore, AnExpiredKeyIsDecidedAsFresh) {
+  ManualClockStore s(1'000'000, 1);
+  EXPECT_TRUE(s.Decide("k", "sliding_log:2/1s", 2).allowed);
+  EXPECT_FALSE(s.Decide("k", "sliding_log:2/1s").allowed);
+  s.Advance(1'000'000);
+  const Decision d = s.Decide("k", "sliding_log:2/1s", 0);
+  EXPECT_EQ(d.remaining, 2);
+  EXPECT_EQ(s.store().Stats().keys, 0u);  // the peek found it expired and dropped it
+}
+
+TEST(MemoryStore, NeverHoldsMoreThanMaxKeys) {
+  ManualClockStore s(1000, 4);
+  for (int i = 0; i < 10'000; ++i) s.Decide("k" + std::to_string(i), "fixed_window:5/1h");
+  const StoreStats stats = s.store().Stats();
+  EXPECT_LE(stats.keys, 1000u);
+  EXPECT_GE(stats.keys, 990u);
+  EXPECT_EQ(stats.evictions, 10'000u - stats.keys);
+  EXPECT_EQ(stats.expired, 0u);
+}
+
+TEST(MemoryStore, EvictsExpiredKeysBeforeLiveOnes) {
+  ManualClockStore s(100, 1);
+  for (int i = 0; i < 50; ++i) s.Decide("live" + std::to_string(i), "fixed_window:5/1h");
+  for (int i = 0; i < 50; ++i) s.Decide("short" + std::to_string(i), "gcra:1/1s");
+  s.Advance(2'000'000);  // the 50 short keys are expired, the 50 live ones are not
+  for (int i = 0; i < 50; ++i) s.Decide("new" + std::to_string(i), "fixed_window:5/1h");
+  const StoreStats stats = s.store().Stats();
+  EXPECT_EQ(stats.evictions, 0u);
+  EXPECT_EQ(stats.expired, 50u);
+  for (int i = 0; i < 50; ++i) {  // every live key kept its count
+    EXPECT_EQ(s.Decide("live" + std::to_string(i), "fixed_window:5/1h", 0).remaining, 4) << i;
+  }
+}
+
+TEST(MemoryStore, EvictsLeastRecentlyUsedFirst) {
+  ManualClockStore s(1000, 1);
+  const char* policy = "fixed_window:5/1h";
+  for (int i = 0; i < 1000; ++i) s.Decide("old" + std::to_string(i), policy);
+  for (int i = 0; i < 500; ++i) s.Decide("old" + std::to_string(i), policy);  // used again
+  for (int i = 0; i < 400; ++i) s.Decide("new" + std::to_string(i), policy);
+  EXPECT_EQ(s.store().Stats().evictions, 400u);
+  int kept = 0;
+  for (int i = 0; i < 500; ++i) kept += s.Decide("old" + std::to_string(i), policy, 0).remaining == 3;
+  EXPECT_EQ(kept, 500);  // none of the recently used keys was evicted
+}
+
+TEST(MemoryStore, UrlOptions) {
+  auto options = MemoryStoreOptions::FromUrl("memory://?max_keys=500&shards=8");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->max_keys, 500u);
+  EXPECT_EQ(options->shards, 8u);
+  EXPECT_EQ(MemoryStore(*options).Describe(), "memory://?max_keys=500&shards=8");
+  EXPECT_EQ(MemoryStore(*MemoryStoreOptions::FromUrl("memory://?max_keys=3&shards=8")).shard_count(), 2u);
+
+  for (const char* bad : {"memory://?shards=3", "memory://?max_keys=0", "memory://?max_keys=x",
+                          "memory://?colour=red", "memory://host", "memory:/"}) {
+    EXPECT_FALSE(MemoryStoreOptions::FromUrl(bad).ok()) << bad;
+  }
+  auto unknown = OpenStore("mongodb://localhost");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(std::string(MessageOf(unknown.status())), HasSubstr("unsupported store \"mongodb\""));
+}
+
+TEST(Limiter, OpensMemoryByDefault) {
+  auto limiter = Limiter::Open();
+  ASSERT_TRUE(limiter.ok());
+  const Policy policy = *Policy::Parse("fixed_window:2/1h");
+  EXPECT_TRUE(limiter->Check("user:1", policy)->allowed);
+  EXPECT_TRUE(limiter->Check("user:1", policy)->allowed);
+  EXPECT_FALSE(limiter->Check("user:1", policy)->allowed);
+  EXPECT_EQ(limiter->store().Stats().keys, 1u);
+}
+
+TEST(DecisionJson, MatchesTheServiceSpecShape) {
+  Decision d;
+  d.allowed = true;
+  d.limit = 10;
+  d.remaining = 9;
+  d.reset_after = microseconds(100'000);
+  EXPECT_EQ(ToJson(d),
+            R"({"allowed":true,"limit":10,"remaining":9,"retry_after_us":0,"reset_after_us":100000})");
+  d.degraded = true;
+  d.allowed = false;
+  d.retry_after = Decision::kNever;
+  EXPECT_EQ(ToJson(d),
+            R"({"allowed":false,"limit":10,"remaining":9,"retry_after_us":-1,"reset_after_us":100000,"degraded":true})");
+}
+
+}  // namespace
+}  // namespace floodgate

@@ -1,0 +1,144 @@
+#include <floodgate/policy.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/strings.h"
+
+namespace floodgate {
+namespace {
+
+using std::chrono::microseconds;
+using ::testing::HasSubstr;
+
+TEST(PolicyParse, ServiceSpecExamples) {
+  auto p = Policy::Parse("gcra:100/1m,burst=20");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->algorithm, Algorithm::kGcra);
+  EXPECT_EQ(p->limit, 100);
+  EXPECT_EQ(p->period, std::chrono::minutes(1));
+  EXPECT_EQ(p->capacity(), 20);
+
+  p = Policy::Parse("sliding_log:5/15m");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->algorithm, Algorithm::kSlidingLog);
+  EXPECT_EQ(p->period, std::chrono::minutes(15));
+  EXPECT_EQ(p->capacity(), 5);
+
+  p = Policy::Parse("token_bucket:1/1s,burst=10,refill=interval");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->algorithm, Algorithm::kTokenBucket);
+  EXPECT_EQ(p->refill, Refill::kInterval);
+  EXPECT_EQ(p->capacity(), 10);
+}
+
+TEST(PolicyParse, BareUnitMeansOne) {
+  auto p = Policy::Parse("fixed_window:10/s");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->period, std::chrono::seconds(1));
+}
+
+TEST(PolicyParse, EveryUnit) {
+  const std::pair<const char*, microseconds> cases[] = {
+      {"gcra:1/1000us", microseconds(1000)}, {"gcra:1/5ms", std::chrono::milliseconds(5)},
+      {"gcra:1/2s", std::chrono::seconds(2)}, {"gcra:1/3m", std::chrono::minutes(3)},
+      {"gcra:1/4h", std::chrono::hours(4)},   {"gcra:1/366d", std::chrono::days(366)},
+  };
+  for (const auto& [text, period] : cases) {
+    auto p = Policy::Parse(text);
+    ASSERT_TRUE(p.ok()) << text << ": " << p.status();
+    EXPECT_EQ(p->period, period) << text;
+  }
+}
+
+TEST(PolicyParse, RoundTripsThroughToString) {
+  for (const char* text : {"gcra:100/1m,burst=20", "sliding_log:5/15m", "fixed_window:10/1s",
+                           "token_bucket:1/1s,burst=10,refill=interval", "sliding_window:7/90s",
+                           "token_bucket:3/1500ms"}) {
+    auto p = Policy::Parse(text);
+    ASSERT_TRUE(p.ok()) << text;
+    auto again = Policy::Parse(p->ToString());
+    ASSERT_TRUE(again.ok()) << p->ToString();
+    EXPECT_EQ(*again, *p) << text << " -> " << p->ToString();
+  }
+  EXPECT_EQ(Policy::Parse("sliding_window:7/90s")->ToString(), "sliding_window:7/90s");
+  EXPECT_EQ(Policy::Parse("gcra:1/60m")->ToString(), "gcra:1/1h");
+}
+
+struct BadPolicy {
+  const char* text;
+  const char* message;  // a part of the error that names what is wrong
+};
+
+class PolicyRejects : public ::testing::TestWithParam<BadPolicy> {};
+
+TEST_P(PolicyRejects, WithAMessageNamingTheBadPart) {
+  auto p = Policy::Parse(GetParam().text);
+  ASSERT_FALSE(p.ok()) << GetParam().text << " parsed as " << p->ToString();
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(MessageOf(p.status())), HasSubstr(GetParam().message))
+      << GetParam().text;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, PolicyRejects,
+    ::testing::Values(
+        BadPolicy{"", "expected ALGORITHM:LIMIT/PERIOD"},
+        BadPolicy{"gcra", "expected ALGORITHM:LIMIT/PERIOD"},
+        BadPolicy{"leaky:10/1s", "unknown algorithm \"leaky\""},
+        BadPolicy{"GCRA:10/1s", "unknown algorithm \"GCRA\""},
+        BadPolicy{"gcra:10", "rate \"10\" must be LIMIT/PERIOD"},
+        BadPolicy{"gcra:/1s", "limit must be a whole number, got \"\""},
+        BadPolicy{"gcra:ten/1s", "limit must be a whole number, got \"ten\""},
+        BadPolicy{"gcra:-5/1s", "limit must be a whole number, got \"-5\""},
+        BadPolicy{"gcra:1.5/1s", "limit must be a whole number, got \"1.5\""},
+        BadPolicy{"gcra: 10/1s", "limit must be a whole number, got \" 10\""},
+        BadPolicy{"gcra:0/1s", "limit must be between 1 and 1000000000, got 0"},
+        BadPolicy{"gcra:1000000001/1s", "limit must be between 1 and 1000000000"},
+        BadPolicy{"gcra:99999999999999999999/1s", "limit must be a whole number"},
+        BadPolicy{"gcra:10/", "period \"\" needs a unit"},
+        BadPolicy{"gcra:10/10", "period \"10\" needs a unit"},
+        BadPolicy{"gcra:10/10x", "period \"10x\" needs a unit"},
+        BadPolicy{"gcra:10/1 s", "period \"1 s\" needs a unit"},
+        BadPolicy{"gcra:10/999us", "period must be at least 1ms, got 999us"},
+        BadPolicy{"gcra:10/0s", "period must be at least 1ms"},
+        BadPolicy{"gcra:10/367d", "period \"367d\" is longer than 366d"},
+        BadPolicy{"gcra:10/99999999999999999d", "period \"99999999999999999d\" is longer than 366d"},
+        BadPolicy{"gcra:10/1s,burst=0", "burst must be >= 1, got 0"},
+        BadPolicy{"gcra:10/1s,burst=-1", "burst must be a whole number, got \"-1\""},
+        BadPolicy{"gcra:10/1s,burst=", "burst must be a whole number, got \"\""},
+        BadPolicy{"gcra:10/1s,burst=2000000000", "burst must be at most 1000000000"},
+        BadPolicy{"gcra:1/1d,burst=400", "burst=400 takes longer than 366d to refill"},
+        BadPolicy{"gcra:10/1s,burst=5,burst=6", "burst given twice"},
+        BadPolicy{"sliding_log:10/1s,burst=5", "burst is only for gcra and token_bucket, not sliding_log"},
+        BadPolicy{"fixed_window:10/1s,burst=5", "burst is only for gcra and token_bucket"},
+        BadPolicy{"sliding_window:10/1s,burst=5", "burst is only for gcra and token_bucket"},
+        BadPolicy{"gcra:10/1s,refill=interval", "refill is only for token_bucket, not gcra"},
+        BadPolicy{"token_bucket:10/1s,refill=leaky", "refill must be smooth or interval, got \"leaky\""},
+        BadPolicy{"token_bucket:10/1s,refill=smooth,refill=interval", "refill given twice"},
+        BadPolicy{"gcra:10/1s,colour=red", "unknown option \"colour=red\""},
+        BadPolicy{"gcra:10/1s,", "unknown option \"\""}),
+    [](const ::testing::TestParamInfo<BadPolicy>& info) { return std::to_string(info.index); });
+
+TEST(PolicyValidate, RejectsHandBuiltPoliciesOutOfRange) {
+  Policy p;
+  p.algorithm = Algorithm::kFixedWindow;
+  p.limit = 10;
+  p.period = std::chrono::seconds(1);
+  EXPECT_TRUE(p.Validate().ok());
+  p.burst = 3;
+  EXPECT_FALSE(p.Validate().ok());
+  p.burst = 0;
+  p.period = microseconds(10);
+  EXPECT_FALSE(p.Validate().ok());
+}
+
+TEST(ParseDuration, AcceptsUnitsRejectsGarbage) {
+  EXPECT_EQ(*ParseDuration("50ms"), std::chrono::milliseconds(50));
+  EXPECT_EQ(*ParseDuration("s"), std::chrono::seconds(1));
+  EXPECT_FALSE(ParseDuration("50").ok());
+  EXPECT_FALSE(ParseDuration("-5s").ok());
+  EXPECT_FALSE(ParseDuration("5 s").ok());
+}
+
+}  // namespace
+}  // namespace floodgate
