@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/strings.h"
+#include "store/memory/compact_key.h"
 
 namespace floodgate {
 namespace {
@@ -165,6 +166,30 @@ TEST(MemoryStore, EvictsLeastRecentlyUsedFirst) {
   EXPECT_EQ(kept, 500);  // none of the recently used keys was evicted
 }
 
+std::string LongKey(const char* kind, int i) {
+  return kind + std::string(":a-key-long-enough-to-live-in-the-arena:") + std::to_string(i);
+}
+
+TEST(MemoryStore, LongKeysKeepTheirStateThroughArenaCompaction) {
+  ManualClockStore s(1'000'000, 1);
+  for (int i = 0; i < 2000; ++i) {
+    s.Decide(LongKey("live", i), "fixed_window:5/1h");
+    s.Decide(LongKey("short", i), "gcra:1/1s");
+  }
+  s.Advance(2'000'000);
+  // New keys reclaim the expired ones as they go; their bytes become arena garbage and
+  // the arena compacts, moving every live long key.
+  for (int i = 0; i < 2000; ++i) s.Decide(LongKey("new", i), "fixed_window:5/1h");
+  EXPECT_GE(s.store().Stats().expired, 1900u);
+  s.store().ReclaimExpired(10'000);
+  EXPECT_EQ(s.store().Stats().expired, 2000u);
+  for (int i = 0; i < 2000; ++i) {
+    EXPECT_EQ(s.Decide(LongKey("live", i), "fixed_window:5/1h", 0).remaining, 4) << i;
+    EXPECT_EQ(s.Decide(LongKey("new", i), "fixed_window:5/1h", 0).remaining, 4) << i;
+  }
+  EXPECT_EQ(s.store().Stats().keys, 4000u);
+}
+
 TEST(MemoryStore, UrlOptions) {
   auto options = MemoryStoreOptions::FromUrl("memory://?max_keys=500&shards=8");
   ASSERT_TRUE(options.ok()) << options.status();
@@ -180,6 +205,30 @@ TEST(MemoryStore, UrlOptions) {
   auto unknown = OpenStore("mongodb://localhost");
   ASSERT_FALSE(unknown.ok());
   EXPECT_THAT(std::string(MessageOf(unknown.status())), HasSubstr("unsupported store \"mongodb\""));
+}
+
+TEST(KeyArena, CompactsOnceAQuarterIsGarbage) {
+  const std::string key(100, 'k');
+  memory::KeyArena big;
+  for (int i = 0; i < 1000; ++i) big.Store(key);  // 100,000 bytes in 25 blocks of 40 keys
+  big.Release(5000);  // 5,000 + 24 unused 96-byte block tails: 7.3% garbage
+  EXPECT_FALSE(big.WantsCompaction());
+
+  memory::KeyArena arena;
+  for (int i = 0; i < 100; ++i) arena.Store(key);  // 10,000 bytes in 3 blocks
+  arena.Release(3000);  // 3,192 bytes of garbage: less than a block is not worth moving
+  EXPECT_FALSE(arena.WantsCompaction());
+  arena.Release(1000);  // 4,192 of 10,192 bytes: over a quarter
+  EXPECT_TRUE(arena.WantsCompaction());
+  memory::KeyArena fresh;
+  memory::CompactKey inline_key(1, "short", fresh);
+  memory::CompactKey long_key(1, key, arena);
+  EXPECT_FALSE(inline_key.in_arena());
+  EXPECT_TRUE(long_key.in_arena());
+  long_key.MoveTo(fresh);
+  EXPECT_EQ(long_key.bytes(), key);
+  EXPECT_TRUE(long_key.Equals(1, key));
+  EXPECT_FALSE(long_key.Equals(2, key));
 }
 
 TEST(Limiter, OpensMemoryByDefault) {

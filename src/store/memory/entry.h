@@ -27,16 +27,18 @@ class Entry {
   static_assert(std::is_trivially_copyable_v<State> && sizeof(State) == 16);
 
   Entry(CompactKey key, State state, std::uint32_t expires_s)
-      : key_(std::move(key)), state_(state), expires_s_(expires_s) {}
+      : key_(key), state_(state), expires_s_(expires_s) {}
   ~Entry() {
     if (kind() == core::StateKind::kSlidingLog) std::unique_ptr<core::SlidingLog> owned(state_.log);
   }
-  // The moved-from key loses its tag, so the moved-from entry frees nothing.
+  // The moved-from entry gives up its sliding log, if it has one.
   Entry(Entry&& other) noexcept
-      : key_(std::move(other.key_)),
+      : key_(other.key_),
         state_(other.state_),
         expires_s_(other.expires_s_),
-        referenced_(other.referenced_) {}
+        referenced_(other.referenced_) {
+    if (kind() == core::StateKind::kSlidingLog) other.state_.log = nullptr;
+  }
   Entry& operator=(Entry&& other) noexcept {
     if (this != &other) {
       std::destroy_at(this);
@@ -56,6 +58,7 @@ class Entry {
   }
 
   const CompactKey& key() const { return key_; }
+  CompactKey& key() { return key_; }
   core::StateKind kind() const { return static_cast<core::StateKind>(key_.tag()); }
   State& state() { return state_; }
   bool expired(std::uint32_t now_s) const { return now_s >= expires_s_; }

@@ -129,7 +129,7 @@ void Shard::Save(const Probe& probe, Found found, Entry::State state, std::int64
   Sweep(now_s, kSweepPerInsert);
   if (entries_.size() >= max_keys_ && Sweep(now_s, kSweepWhenFull) == 0) MakeRoom(now_s);
   const std::uint32_t slot =
-      entries_.push_back(Entry(CompactKey(static_cast<std::uint8_t>(probe.kind), probe.key),
+      entries_.push_back(Entry(CompactKey(static_cast<std::uint8_t>(probe.kind), probe.key, arena_),
                                state, SecondsCeil(expires_us)));
   index_.insert(slot);
 }
@@ -142,6 +142,7 @@ void Shard::Drop(Found found) {
 
 void Shard::RemoveAt(std::uint32_t slot) {
   index_.erase(slot);
+  if (entries_[slot].key().in_arena()) arena_.Release(entries_[slot].key().size());
   const std::uint32_t last = entries_.size() - 1;
   if (slot != last) {
     index_.erase(last);
@@ -149,6 +150,15 @@ void Shard::RemoveAt(std::uint32_t slot) {
     index_.insert(slot);
   }
   entries_.pop_back();
+  if (arena_.WantsCompaction()) CompactKeys();
+}
+
+// Copies the live long keys into fresh blocks: O(bytes of live long keys), run once
+// deleted keys hold a quarter of the arena, so at most 3 bytes copied per byte freed.
+void Shard::CompactKeys() {
+  KeyArena fresh;
+  for (std::uint32_t i = 0; i < entries_.size(); ++i) entries_[i].key().MoveTo(fresh);
+  arena_ = std::move(fresh);
 }
 
 // Least recently used, approximated by CLOCK (second chance): the hand skips, and

@@ -84,9 +84,11 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   void RemoveAt(std::uint32_t slot);
   void MakeRoom(std::uint32_t now_s);
   std::size_t Sweep(std::uint32_t now_s, std::size_t budget);
+  void CompactKeys();
 
   std::mutex mu_;
   EntryArray entries_;
+  KeyArena arena_;  // the bytes of long keys
   Index index_;
   const std::size_t max_keys_;
   std::uint32_t clock_hand_ = 0;    // eviction (MakeRoom)
