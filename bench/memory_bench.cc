@@ -90,13 +90,20 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
-    if (arg == "--rounds") rounds = std::stoi(next());
-    else if (arg == "--seconds") seconds = std::stod(next());
-    else if (arg == "--markdown") markdown_path = next();
-    else if (arg == "--csv") csv_path = next();
-    else if (arg == "--rss") rss_policy = next();
-    else if (arg == "--keys") rss_keys = std::stoul(next());
-    else if (arg == "--key-bytes") rss_key_width = std::stoul(next());
+    if (arg == "--rounds")
+      rounds = std::stoi(next());
+    else if (arg == "--seconds")
+      seconds = std::stod(next());
+    else if (arg == "--markdown")
+      markdown_path = next();
+    else if (arg == "--csv")
+      csv_path = next();
+    else if (arg == "--rss")
+      rss_policy = next();
+    else if (arg == "--keys")
+      rss_keys = std::stoul(next());
+    else if (arg == "--key-bytes")
+      rss_key_width = std::stoul(next());
     else {
       fmt::print(stderr, "unknown argument {}\n", arg);
       return 2;
@@ -166,10 +173,13 @@ int main(int argc, char** argv) {
   // Memory per key: one fresh child process per policy, so allocations do not mix.
   // Short keys (`user:N`, stored inline) and 32-byte keys (API-key sized, in the arena).
   const std::pair<const char*, std::size_t> rss_cases[] = {
-      {"gcra:100/1s", 0},           {"token_bucket:100/1s", 0},
+      {"gcra:100/1s", 0},
+      {"token_bucket:100/1s", 0},
       {"token_bucket:100/1s,refill=interval", 0},
-      {"fixed_window:100/1s", 0},   {"sliding_window:100/1s", 0},
-      {"sliding_log:100/1s", 0},    {"gcra:100/1s", 32},
+      {"fixed_window:100/1s", 0},
+      {"sliding_window:100/1s", 0},
+      {"sliding_log:100/1s", 0},
+      {"gcra:100/1s", 32},
       {"sliding_window:100/1s", 32}};
   struct Rss {
     std::string policy;
@@ -190,8 +200,8 @@ int main(int argc, char** argv) {
     double per_key = 0, key_bytes = 0;
     std::sscanf(line, "%127s %lf %lf", name, &per_key, &key_bytes);
     rss.push_back({policy, per_key, key_bytes});
-    fmt::print(stderr, "  {:<40} {:>6.1f} bytes/key (keys average {:.1f} bytes)\n", policy,
-               per_key, key_bytes);
+    fmt::print(stderr, "  {:<40} {:>6.1f} bytes/key (keys average {:.1f} bytes)\n", policy, per_key,
+               key_bytes);
   }
 
   std::string md = fmt::format(
@@ -213,8 +223,8 @@ int main(int argc, char** argv) {
       "| policy | key bytes | RSS growth per key | minus key bytes |\n|---|---:|---:|---:|\n",
       rss_keys);
   for (const auto& r : rss) {
-    md += fmt::format("| `{}` | {:.1f} | {:.1f} B | {:.1f} B |\n", r.policy, r.key_bytes,
-                      r.per_key, r.per_key - r.key_bytes);
+    md += fmt::format("| `{}` | {:.1f} | {:.1f} B | {:.1f} B |\n", r.policy, r.key_bytes, r.per_key,
+                      r.per_key - r.key_bytes);
   }
   fmt::print("{}", md);
   if (!markdown_path.empty()) std::ofstream(markdown_path) << md;
@@ -222,8 +232,8 @@ int main(int argc, char** argv) {
     std::ofstream csv(csv_path);
     csv << "kind,name,baseline_per_sec,floodgate_per_sec,ratio,bytes_per_key\n";
     for (const auto& r : results) {
-      csv << fmt::format("throughput,{},{:.0f},{:.0f},{:.4f},\n", r.scenario.name,
-                         r.baseline_rate, r.floodgate_rate, r.ratio);
+      csv << fmt::format("throughput,{},{:.0f},{:.0f},{:.4f},\n", r.scenario.name, r.baseline_rate,
+                         r.floodgate_rate, r.ratio);
     }
     for (const auto& r : rss) csv << fmt::format("memory,{},,,,{:.1f}\n", r.policy, r.per_key);
   }

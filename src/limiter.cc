@@ -15,8 +15,8 @@ absl::StatusOr<Decision> Limiter::Check(std::string_view key, const Policy& poli
   return store_->Decide(DecideRequest{key, policy, cost, std::nullopt});
 }
 
-absl::StatusOr<Decision> Limiter::CheckAt(TimePoint now, std::string_view key,
-                                          const Policy& policy, std::int64_t cost) {
+absl::StatusOr<Decision> Limiter::CheckAt(TimePoint now, std::string_view key, const Policy& policy,
+                                          std::int64_t cost) {
   return store_->Decide(DecideRequest{key, policy, cost, now});
 }
 

@@ -1,10 +1,10 @@
 // Unit tests per algorithm (algorithms.md), driven through the Limiter facade on
 // memory:// with explicit times, plus direct checks of the pure core functions.
+#include "core/algorithms.h"
+
 #include <floodgate/limiter.h>
 #include <floodgate/memory_store.h>
 #include <gtest/gtest.h>
-
-#include "core/algorithms.h"
 
 namespace floodgate {
 namespace {
@@ -15,16 +15,15 @@ constexpr std::int64_t T0 = 1'700'000'000'000'000;  // a whole second, hour and 
 
 class AlgorithmTest : public ::testing::Test {
  protected:
-  Decision At(std::int64_t t, const char* policy, std::int64_t cost = 1,
-              const char* key = "k") {
+  Decision At(std::int64_t t, const char* policy, std::int64_t cost = 1, const char* key = "k") {
     auto p = Policy::Parse(policy);
     EXPECT_TRUE(p.ok()) << p.status();
     auto d = limiter_.CheckAt(TimePoint(microseconds(t)), key, *p, cost);
     EXPECT_TRUE(d.ok()) << d.status();
     return d.value_or(Decision{});
   }
-  static void Expect(const Decision& d, bool allowed, std::int64_t remaining,
-                     std::int64_t retry_us, std::int64_t reset_us) {
+  static void Expect(const Decision& d, bool allowed, std::int64_t remaining, std::int64_t retry_us,
+                     std::int64_t reset_us) {
     EXPECT_EQ(d.allowed, allowed);
     EXPECT_EQ(d.remaining, remaining);
     EXPECT_EQ(d.retry_after.count(), retry_us);
@@ -110,7 +109,7 @@ TEST_F(AlgorithmTest, IntervalBucketRefillsInWholeSteps) {
   Expect(At(T0, kInterval), true, 3, 0, 1'000'000);
   for (int i = 0; i < 3; ++i) At(T0, kInterval);
   Expect(At(T0, kInterval), false, 0, 1'000'000, 2'000'000);
-  Expect(At(T0 + 999'999, kInterval), false, 0, 1, 1'000'001);  // a partial period adds nothing
+  Expect(At(T0 + 999'999, kInterval), false, 0, 1, 1'000'001);   // a partial period adds nothing
   Expect(At(T0 + 1'000'000, kInterval), true, 1, 0, 2'000'000);  // one period adds exactly L
   Expect(At(T0 + 1'500'000, kInterval), true, 0, 0, 1'500'000);
   // 2.5 periods later: two refills of 2, capped at C = 4; a full bucket restarts its phase.
@@ -126,13 +125,13 @@ TEST_F(AlgorithmTest, SlidingLogEntryExactlyPOldNoLongerCounts) {
   Expect(At(T0 + 100, p), true, 1, 0, 1'000'000);
   Expect(At(T0 + 200, p), true, 0, 0, 1'000'000);
   Expect(At(T0 + 300, p), false, 0, 999'700, 999'900);
-  Expect(At(T0 + 999'999, p), false, 0, 1, 201);  // T0's entry is P-1 old: counts
+  Expect(At(T0 + 999'999, p), false, 0, 1, 201);         // T0's entry is P-1 old: counts
   Expect(At(T0 + 1'000'000, p), true, 0, 0, 1'000'000);  // exactly P old: gone
 }
 
 TEST_F(AlgorithmTest, SlidingLogRetryFromKthOldestWithSharedTimestamps) {
   const char* p = "sliding_log:5/1s";
-  At(T0, p, 3);        // three entries at T0
+  At(T0, p, 3);          // three entries at T0
   At(T0 + 1'000, p, 2);  // two at T0+1000
   // cost 4 needs 4 entries gone: the three at T0 and one at T0+1000.
   Expect(At(T0 + 2'000, p, 4), false, 0, 999'000, 999'000);
@@ -198,9 +197,9 @@ TEST(CoreFunctions, GcraDeniedAndPeekNeverAskForAWrite) {
 TEST(CoreFunctions, EveryAlgorithmTtlMatchesResetAfterAndFreshStateIsEquivalent) {
   // A key may be dropped once reset_after has passed: deciding then on the stored state
   // and on no state at all must give the same answer.
-  for (const char* text : {"gcra:7/1m,burst=3", "token_bucket:3/1s,burst=5",
-                           "token_bucket:3/1s,burst=5,refill=interval", "fixed_window:5/1s",
-                           "sliding_window:5/1s"}) {
+  for (const char* text :
+       {"gcra:7/1m,burst=3", "token_bucket:3/1s,burst=5",
+        "token_bucket:3/1s,burst=5,refill=interval", "fixed_window:5/1s", "sliding_window:5/1s"}) {
     SCOPED_TRACE(text);
     MemoryStore a, b;
     auto policy = *Policy::Parse(text);

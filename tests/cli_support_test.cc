@@ -66,7 +66,7 @@ TEST(ReplaySummary, CountsAndRanksDeniedKeys) {
   EXPECT_THAT(text, HasSubstr("trace span 2.000 s"));
   EXPECT_THAT(text, HasSubstr("top 2 denied keys (2 keys had denials)"));
   EXPECT_LT(text.find("noisy"), text.find("medium"));  // ranked by denials
-  EXPECT_EQ(text.find("quiet"), std::string::npos);     // never denied: not listed
+  EXPECT_EQ(text.find("quiet"), std::string::npos);    // never denied: not listed
 }
 
 TEST(LatencyHistogram, PercentilesWithinTwoPercent) {

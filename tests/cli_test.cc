@@ -2,12 +2,12 @@
 #include <floodgate/memory_store.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
@@ -104,8 +104,8 @@ TEST_F(CliTest, VersionAndHelp) {
 
 TEST_F(CliTest, ReplayMatchesTheLibraryLineByLine) {
   const char* policy = "sliding_window:20/10s";
-  ProcessResult r = Floodgate(std::string("replay --policy ") + policy + " --input " +
-                    FLOODGATE_SAMPLE_TRACE);
+  ProcessResult r =
+      Floodgate(std::string("replay --policy ") + policy + " --input " + FLOODGATE_SAMPLE_TRACE);
   ASSERT_EQ(r.exit_code, 0) << r.err;
 
   // Recompute every decision in-process and compare the JSON text.
@@ -138,30 +138,45 @@ TEST_F(CliTest, ReplayMatchesTheLibraryLineByLine) {
 }
 
 TEST_F(CliTest, ReplayReadsStdinAndWritesAFile) {
-  std::ofstream(dir_ / "in.jsonl") << R"({"t":1000000,"key":"a"})" "\n"
-                                   << R"({"t":1000000,"key":"a","cost":1})" "\n"
+  std::ofstream(dir_ / "in.jsonl") << R"({"t":1000000,"key":"a"})"
+                                      "\n"
+                                   << R"({"t":1000000,"key":"a","cost":1})"
+                                      "\n"
                                    << "\n"
-                                   << R"({"t":1000001,"key":"b\n\"x"})" "\n";
-  ProcessResult r = Floodgate("replay --policy fixed_window:1/1s --output " + (dir_ / "out").string(),
-                    (dir_ / "in.jsonl").string());
+                                   << R"({"t":1000001,"key":"b\n\"x"})"
+                                      "\n";
+  ProcessResult r =
+      Floodgate("replay --policy fixed_window:1/1s --output " + (dir_ / "out").string(),
+                (dir_ / "in.jsonl").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(Slurp(dir_ / "out"),
-            R"({"t":1000000,"key":"a","allowed":true,"limit":1,"remaining":0,"retry_after_us":0,"reset_after_us":1000000})" "\n"
-            R"({"t":1000000,"key":"a","allowed":false,"limit":1,"remaining":0,"retry_after_us":1000000,"reset_after_us":1000000})" "\n"
-            R"({"t":1000001,"key":"b\n\"x","allowed":true,"limit":1,"remaining":0,"retry_after_us":0,"reset_after_us":999999})" "\n");
+  EXPECT_EQ(
+      Slurp(dir_ / "out"),
+      R"({"t":1000000,"key":"a","allowed":true,"limit":1,"remaining":0,"retry_after_us":0,"reset_after_us":1000000})"
+      "\n"
+      R"({"t":1000000,"key":"a","allowed":false,"limit":1,"remaining":0,"retry_after_us":1000000,"reset_after_us":1000000})"
+      "\n"
+      R"({"t":1000001,"key":"b\n\"x","allowed":true,"limit":1,"remaining":0,"retry_after_us":0,"reset_after_us":999999})"
+      "\n");
 }
 
 TEST_F(CliTest, ReplayStopsAtABadLineWithItsNumber) {
-  std::ofstream(dir_ / "bad.jsonl") << R"({"t":1,"key":"a"})" "\n"
-                                    << R"({"t":2,"key":"a"})" "\n"
-                                    << R"({"t":3,"key":"a","cost":"two"})" "\n"
-                                    << R"({"t":4,"key":"a"})" "\n";
+  std::ofstream(dir_ / "bad.jsonl") << R"({"t":1,"key":"a"})"
+                                       "\n"
+                                    << R"({"t":2,"key":"a"})"
+                                       "\n"
+                                    << R"({"t":3,"key":"a","cost":"two"})"
+                                       "\n"
+                                    << R"({"t":4,"key":"a"})"
+                                       "\n";
   ProcessResult r = Floodgate("replay --policy gcra:1/1s --input " + (dir_ / "bad.jsonl").string());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("line 3: \"cost\" must be a whole number"));
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2);  // the good lines before it
 
-  std::ofstream(dir_ / "order.jsonl") << R"({"t":5,"key":"a"})" "\n" << R"({"t":4,"key":"a"})" "\n";
+  std::ofstream(dir_ / "order.jsonl") << R"({"t":5,"key":"a"})"
+                                         "\n"
+                                      << R"({"t":4,"key":"a"})"
+                                         "\n";
   r = Floodgate("replay --policy gcra:1/1s --input " + (dir_ / "order.jsonl").string());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("line 2: t 4 is before the previous line's t 5"));
@@ -172,12 +187,13 @@ TEST_F(CliTest, ReplayStopsAtABadLineWithItsNumber) {
 }
 
 TEST_F(CliTest, BenchJsonReportsExactCountsOnOneKey) {
-  ProcessResult r = Floodgate("bench --policy fixed_window:100/1h --keys 1 --threads 2 --duration 300ms "
-                    "--json");
+  ProcessResult r = Floodgate(
+      "bench --policy fixed_window:100/1h --keys 1 --threads 2 --duration 300ms "
+      "--json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
-  for (const char* field : {"decisions_per_sec", "allowed", "denied", "errors", "p50_us",
-                            "p90_us", "p99_us", "p999_us"}) {
+  for (const char* field : {"decisions_per_sec", "allowed", "denied", "errors", "p50_us", "p90_us",
+                            "p99_us", "p999_us"}) {
     EXPECT_TRUE(j.contains(field)) << field;
   }
   EXPECT_GT(j["decisions_per_sec"].get<double>(), 0);

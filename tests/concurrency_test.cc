@@ -77,8 +77,7 @@ TEST_P(ExactUnderContention, AtOneInstantEveryAlgorithmAdmitsItsCapacity) {
 INSTANTIATE_TEST_SUITE_P(
     Algorithms, ExactUnderContention,
     ::testing::Values(Bound{"fixed_window:1000/1h", 1000}, Bound{"sliding_log:1000/1h", 1000},
-                      Bound{"sliding_window:1000/1h", 1000},
-                      Bound{"gcra:1000/1h,burst=700", 700},
+                      Bound{"sliding_window:1000/1h", 1000}, Bound{"gcra:1000/1h,burst=700", 700},
                       Bound{"token_bucket:1000/1h,burst=700", 700},
                       Bound{"token_bucket:1000/1h,burst=700,refill=interval", 700}),
     [](const ::testing::TestParamInfo<Bound>& info) {

@@ -43,12 +43,12 @@ void RunCase(Store& store, const VectorCase& c, const std::string& key_prefix) {
   for (std::size_t i = 0; i < c.steps.size(); ++i) {
     const VectorStep& step = c.steps[i];
     const std::string key = key_prefix + step.key;
-    auto got = store.Decide(DecideRequest{key, *policy, step.cost,
-                                          TimePoint(std::chrono::microseconds(step.t))});
+    auto got = store.Decide(
+        DecideRequest{key, *policy, step.cost, TimePoint(std::chrono::microseconds(step.t))});
     ASSERT_TRUE(got.ok()) << got.status();
-    const std::string where = fmt::format("{} / \"{}\" ({}), step {} (t={}, key={}, cost={})",
-                                          c.file, c.name, c.policy, i + 1, step.t, step.key,
-                                          step.cost);
+    const std::string where =
+        fmt::format("{} / \"{}\" ({}), step {} (t={}, key={}, cost={})", c.file, c.name, c.policy,
+                    i + 1, step.t, step.key, step.cost);
     EXPECT_EQ(got->allowed, step.expect.allowed) << where;
     EXPECT_EQ(got->limit, step.expect.limit) << where;
     EXPECT_EQ(got->remaining, step.expect.remaining) << where;

@@ -1,10 +1,10 @@
 // The conformance vectors on memory://, one store per case and one store shared by all
 // cases (with key prefixes, as the Redis stores will run them).
+#include "conformance.h"
+
 #include <floodgate/memory_store.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-
-#include "conformance.h"
 
 namespace floodgate::testing {
 namespace {
@@ -24,8 +24,8 @@ TEST(MemoryConformanceShared, AllCasesInOneStoreWithPrefixes) {
 }
 
 std::string CaseName(const ::testing::TestParamInfo<VectorCase>& info) {
-  std::string name = info.param.file.substr(0, info.param.file.find('.')) + "_" +
-                     std::to_string(info.index);
+  std::string name =
+      info.param.file.substr(0, info.param.file.find('.')) + "_" + std::to_string(info.index);
   return name;
 }
 

@@ -80,7 +80,8 @@ TEST(MemoryStore, RejectsBadRequestsWithClearErrors) {
   const Policy policy = *Policy::Parse("gcra:1/1s");
   auto too_long = store.Decide({std::string(513, 'k'), policy, 1, std::nullopt});
   ASSERT_FALSE(too_long.ok());
-  EXPECT_THAT(std::string(MessageOf(too_long.status())), HasSubstr("key is 513 bytes; the limit is 512"));
+  EXPECT_THAT(std::string(MessageOf(too_long.status())),
+              HasSubstr("key is 513 bytes; the limit is 512"));
   auto empty = store.Decide({"", policy, 1, std::nullopt});
   EXPECT_THAT(std::string(MessageOf(empty.status())), HasSubstr("key must not be empty"));
   auto cost = store.Decide({"k", policy, 1'000'000'001, std::nullopt});
@@ -109,7 +110,7 @@ TEST(MemoryStore, ExpiredKeysAreReclaimedIncrementally) {
   for (int i = 0; i < 100; ++i) s.Decide("k" + std::to_string(i), "gcra:1/1s");
   EXPECT_EQ(s.store().Stats().keys, 100u);
   EXPECT_EQ(s.store().ReclaimExpired(1000), 0u);  // nothing is fresh yet
-  s.Advance(2'000'000);                             // TTL 1 s, rounded up to whole seconds
+  s.Advance(2'000'000);                           // TTL 1 s, rounded up to whole seconds
   // Bounded work per call: 10 keys at a time, never a stop-the-world sweep.
   EXPECT_EQ(s.store().ReclaimExpired(10), 10u);
   EXPECT_EQ(s.store().Stats().keys, 90u);
@@ -162,7 +163,8 @@ TEST(MemoryStore, EvictsLeastRecentlyUsedFirst) {
   for (int i = 0; i < 400; ++i) s.Decide("new" + std::to_string(i), policy);
   EXPECT_EQ(s.store().Stats().evictions, 400u);
   int kept = 0;
-  for (int i = 0; i < 500; ++i) kept += s.Decide("old" + std::to_string(i), policy, 0).remaining == 3;
+  for (int i = 0; i < 500; ++i)
+    kept += s.Decide("old" + std::to_string(i), policy, 0).remaining == 3;
   EXPECT_EQ(kept, 500);  // none of the recently used keys was evicted
 }
 
@@ -196,7 +198,8 @@ TEST(MemoryStore, UrlOptions) {
   EXPECT_EQ(options->max_keys, 500u);
   EXPECT_EQ(options->shards, 8u);
   EXPECT_EQ(MemoryStore(*options).Describe(), "memory://?max_keys=500&shards=8");
-  EXPECT_EQ(MemoryStore(*MemoryStoreOptions::FromUrl("memory://?max_keys=3&shards=8")).shard_count(), 2u);
+  EXPECT_EQ(
+      MemoryStore(*MemoryStoreOptions::FromUrl("memory://?max_keys=3&shards=8")).shard_count(), 2u);
 
   for (const char* bad : {"memory://?shards=3", "memory://?max_keys=0", "memory://?max_keys=x",
                           "memory://?colour=red", "memory://host", "memory:/"}) {
@@ -247,13 +250,15 @@ TEST(DecisionJson, MatchesTheServiceSpecShape) {
   d.limit = 10;
   d.remaining = 9;
   d.reset_after = microseconds(100'000);
-  EXPECT_EQ(ToJson(d),
-            R"({"allowed":true,"limit":10,"remaining":9,"retry_after_us":0,"reset_after_us":100000})");
+  EXPECT_EQ(
+      ToJson(d),
+      R"({"allowed":true,"limit":10,"remaining":9,"retry_after_us":0,"reset_after_us":100000})");
   d.degraded = true;
   d.allowed = false;
   d.retry_after = Decision::kNever;
-  EXPECT_EQ(ToJson(d),
-            R"({"allowed":false,"limit":10,"remaining":9,"retry_after_us":-1,"reset_after_us":100000,"degraded":true})");
+  EXPECT_EQ(
+      ToJson(d),
+      R"({"allowed":false,"limit":10,"remaining":9,"retry_after_us":-1,"reset_after_us":100000,"degraded":true})");
 }
 
 }  // namespace

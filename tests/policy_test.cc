@@ -39,7 +39,7 @@ TEST(PolicyParse, BareUnitMeansOne) {
 
 TEST(PolicyParse, EveryUnit) {
   const std::pair<const char*, microseconds> cases[] = {
-      {"gcra:1/1000us", microseconds(1000)}, {"gcra:1/5ms", std::chrono::milliseconds(5)},
+      {"gcra:1/1000us", microseconds(1000)},  {"gcra:1/5ms", std::chrono::milliseconds(5)},
       {"gcra:1/2s", std::chrono::seconds(2)}, {"gcra:1/3m", std::chrono::minutes(3)},
       {"gcra:1/4h", std::chrono::hours(4)},   {"gcra:1/366d", std::chrono::days(366)},
   };
@@ -75,8 +75,7 @@ TEST_P(PolicyRejects, WithAMessageNamingTheBadPart) {
   auto p = Policy::Parse(GetParam().text);
   ASSERT_FALSE(p.ok()) << GetParam().text << " parsed as " << p->ToString();
   EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(MessageOf(p.status())), HasSubstr(GetParam().message))
-      << GetParam().text;
+  EXPECT_THAT(std::string(MessageOf(p.status())), HasSubstr(GetParam().message)) << GetParam().text;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -102,18 +101,21 @@ INSTANTIATE_TEST_SUITE_P(
         BadPolicy{"gcra:10/999us", "period must be at least 1ms, got 999us"},
         BadPolicy{"gcra:10/0s", "period must be at least 1ms"},
         BadPolicy{"gcra:10/367d", "period \"367d\" is longer than 366d"},
-        BadPolicy{"gcra:10/99999999999999999d", "period \"99999999999999999d\" is longer than 366d"},
+        BadPolicy{"gcra:10/99999999999999999d",
+                  "period \"99999999999999999d\" is longer than 366d"},
         BadPolicy{"gcra:10/1s,burst=0", "burst must be >= 1, got 0"},
         BadPolicy{"gcra:10/1s,burst=-1", "burst must be a whole number, got \"-1\""},
         BadPolicy{"gcra:10/1s,burst=", "burst must be a whole number, got \"\""},
         BadPolicy{"gcra:10/1s,burst=2000000000", "burst must be at most 1000000000"},
         BadPolicy{"gcra:1/1d,burst=400", "burst=400 takes longer than 366d to refill"},
         BadPolicy{"gcra:10/1s,burst=5,burst=6", "burst given twice"},
-        BadPolicy{"sliding_log:10/1s,burst=5", "burst is only for gcra and token_bucket, not sliding_log"},
+        BadPolicy{"sliding_log:10/1s,burst=5",
+                  "burst is only for gcra and token_bucket, not sliding_log"},
         BadPolicy{"fixed_window:10/1s,burst=5", "burst is only for gcra and token_bucket"},
         BadPolicy{"sliding_window:10/1s,burst=5", "burst is only for gcra and token_bucket"},
         BadPolicy{"gcra:10/1s,refill=interval", "refill is only for token_bucket, not gcra"},
-        BadPolicy{"token_bucket:10/1s,refill=leaky", "refill must be smooth or interval, got \"leaky\""},
+        BadPolicy{"token_bucket:10/1s,refill=leaky",
+                  "refill must be smooth or interval, got \"leaky\""},
         BadPolicy{"token_bucket:10/1s,refill=smooth,refill=interval", "refill given twice"},
         BadPolicy{"gcra:10/1s,colour=red", "unknown option \"colour=red\""},
         BadPolicy{"gcra:10/1s,", "unknown option \"\""}),

@@ -16,8 +16,7 @@ class Limiter {
   explicit Limiter(std::unique_ptr<Store> store);
 
   // Decides at the store's clock.
-  absl::StatusOr<Decision> Check(std::string_view key, const Policy& policy,
-                                 std::int64_t cost = 1);
+  absl::StatusOr<Decision> Check(std::string_view key, const Policy& policy, std::int64_t cost = 1);
   // Decides at an explicit time (replays, tests).
   absl::StatusOr<Decision> CheckAt(TimePoint now, std::string_view key, const Policy& policy,
                                    std::int64_t cost = 1);

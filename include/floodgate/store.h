@@ -1,10 +1,9 @@
 #pragma once
 
+#include <absl/status/statusor.h>
 #include <floodgate/decision.h>
 #include <floodgate/policy.h>
 #include <floodgate/time.h>
-
-#include <absl/status/statusor.h>
 
 #include <cstdint>
 #include <memory>

@@ -1,11 +1,10 @@
 // floodgate bench: drive a store from T threads and report throughput and latency.
 #include <floodgate/policy.h>
 #include <floodgate/store.h>
-
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "cli/bench_support.h"
@@ -60,77 +59,88 @@ Command AddBench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--json", flags->json, "one JSON object on one line");
 
-  return {cmd, [flags]() -> int {
-            const auto fail = [](std::string_view why) {
-              fmt::print(stderr, "floodgate bench: {}\n", why);
-              return kExitError;
-            };
-            auto policy = Policy::Parse(flags->policy);
-            if (!policy.ok()) return fail(MessageOf(policy.status()));
-            auto duration = ParseDuration(flags->duration);
-            if (!duration.ok()) return fail(fmt::format("--duration {}", MessageOf(duration.status())));
-            auto store = OpenStore(flags->store);
-            if (!store.ok()) return fail(MessageOf(store.status()));
+  return {
+      cmd, [flags]() -> int {
+        const auto fail = [](std::string_view why) {
+          fmt::print(stderr, "floodgate bench: {}\n", why);
+          return kExitError;
+        };
+        auto policy = Policy::Parse(flags->policy);
+        if (!policy.ok()) return fail(MessageOf(policy.status()));
+        auto duration = ParseDuration(flags->duration);
+        if (!duration.ok()) return fail(fmt::format("--duration {}", MessageOf(duration.status())));
+        auto store = OpenStore(flags->store);
+        if (!store.ok()) return fail(MessageOf(store.status()));
 
-            const std::vector<std::string> keys = MakeKeys(flags->keys);
-            std::vector<ThreadResult> results(flags->threads);
-            const std::uint64_t per_thread_cap =
-                std::max<std::uint64_t>(1, flags->max_decisions / flags->threads);
-            const LoopResult loop = RunTimed(
-                flags->threads, *duration, [&](int t, const std::atomic<bool>& stop) {
-                  const KeySequence sequence(keys.size(), flags->zipf, 1000 + t);
-                  ThreadResult& r = results[t];
-                  DecideRequest request{{}, *policy, 1, std::nullopt};
-                  std::uint64_t i = 0;
-                  for (; i < per_thread_cap && ((i & 63) != 0 || !stop.load(std::memory_order_relaxed)); ++i) {
-                    request.key = keys[sequence[i]];
-                    const auto begin = std::chrono::steady_clock::now();
-                    const auto decision = (*store)->Decide(request);
-                    const auto end = std::chrono::steady_clock::now();
-                    r.latency.Record(std::chrono::duration_cast<std::chrono::nanoseconds>(end - begin).count());
-                    if (!decision.ok()) {
-                      ++r.errors;
-                    } else {
-                      ++(decision->allowed ? r.allowed : r.denied);
-                    }
-                  }
-                  return i;
-                });
+        const std::vector<std::string> keys = MakeKeys(flags->keys);
+        std::vector<ThreadResult> results(flags->threads);
+        const std::uint64_t per_thread_cap =
+            std::max<std::uint64_t>(1, flags->max_decisions / flags->threads);
+        const LoopResult loop =
+            RunTimed(flags->threads, *duration, [&](int t, const std::atomic<bool>& stop) {
+              const KeySequence sequence(keys.size(), flags->zipf, 1000 + t);
+              ThreadResult& r = results[t];
+              DecideRequest request{{}, *policy, 1, std::nullopt};
+              std::uint64_t i = 0;
+              for (; i < per_thread_cap && ((i & 63) != 0 || !stop.load(std::memory_order_relaxed));
+                   ++i) {
+                request.key = keys[sequence[i]];
+                const auto begin = std::chrono::steady_clock::now();
+                const auto decision = (*store)->Decide(request);
+                const auto end = std::chrono::steady_clock::now();
+                r.latency.Record(
+                    std::chrono::duration_cast<std::chrono::nanoseconds>(end - begin).count());
+                if (!decision.ok()) {
+                  ++r.errors;
+                } else {
+                  ++(decision->allowed ? r.allowed : r.denied);
+                }
+              }
+              return i;
+            });
 
-            ThreadResult total;
-            for (const ThreadResult& r : results) {
-              total.allowed += r.allowed;
-              total.denied += r.denied;
-              total.errors += r.errors;
-              total.latency.Merge(r.latency);
-            }
-            const double rate = loop.operations / loop.seconds;
-            const auto us = [&](double q) { return total.latency.Percentile(q) / 1000.0; };
-            if (flags->json) {
-              nlohmann::json j = {
-                  {"store", (*store)->Describe()}, {"policy", policy->ToString()},
-                  {"keys", flags->keys},           {"zipf", flags->zipf},
-                  {"threads", flags->threads},     {"concurrency", flags->concurrency},
-                  {"seconds", loop.seconds},       {"decisions", loop.operations},
-                  {"decisions_per_sec", rate},     {"allowed", total.allowed},
-                  {"denied", total.denied},        {"errors", total.errors},
-                  {"p50_us", us(0.50)},            {"p90_us", us(0.90)},
-                  {"p99_us", us(0.99)},            {"p999_us", us(0.999)},
-              };
-              fmt::print("{}\n", j.dump());
-            } else {
-              fmt::print(
-                  "store        {}\npolicy       {}\nkeys         {}{}\nthreads      {} "
-                  "(concurrency {})\nduration     {:.2f} s\n\ndecisions/s  {:.0f}\nallowed      "
-                  "{}\ndenied       {}\nerrors       {}\nlatency µs   p50 {:.2f}  p90 {:.2f}  "
-                  "p99 {:.2f}  p999 {:.2f}  (includes ~0.02 µs of clock reads)\n",
-                  (*store)->Describe(), policy->ToString(), flags->keys,
-                  flags->zipf > 0 ? fmt::format(" (zipf {})", flags->zipf) : " (uniform)",
-                  flags->threads, flags->concurrency, loop.seconds, rate, total.allowed,
-                  total.denied, total.errors, us(0.50), us(0.90), us(0.99), us(0.999));
-            }
-            return total.errors > 0 ? kExitError : kExitAllowed;
-          }};
+        ThreadResult total;
+        for (const ThreadResult& r : results) {
+          total.allowed += r.allowed;
+          total.denied += r.denied;
+          total.errors += r.errors;
+          total.latency.Merge(r.latency);
+        }
+        const double rate = loop.operations / loop.seconds;
+        const auto us = [&](double q) { return total.latency.Percentile(q) / 1000.0; };
+        if (flags->json) {
+          nlohmann::json j = {
+              {"store", (*store)->Describe()},
+              {"policy", policy->ToString()},
+              {"keys", flags->keys},
+              {"zipf", flags->zipf},
+              {"threads", flags->threads},
+              {"concurrency", flags->concurrency},
+              {"seconds", loop.seconds},
+              {"decisions", loop.operations},
+              {"decisions_per_sec", rate},
+              {"allowed", total.allowed},
+              {"denied", total.denied},
+              {"errors", total.errors},
+              {"p50_us", us(0.50)},
+              {"p90_us", us(0.90)},
+              {"p99_us", us(0.99)},
+              {"p999_us", us(0.999)},
+          };
+          fmt::print("{}\n", j.dump());
+        } else {
+          fmt::print(
+              "store        {}\npolicy       {}\nkeys         {}{}\nthreads      {} "
+              "(concurrency {})\nduration     {:.2f} s\n\ndecisions/s  {:.0f}\nallowed      "
+              "{}\ndenied       {}\nerrors       {}\nlatency µs   p50 {:.2f}  p90 {:.2f}  "
+              "p99 {:.2f}  p999 {:.2f}  (includes ~0.02 µs of clock reads)\n",
+              (*store)->Describe(), policy->ToString(), flags->keys,
+              flags->zipf > 0 ? fmt::format(" (zipf {})", flags->zipf) : " (uniform)",
+              flags->threads, flags->concurrency, loop.seconds, rate, total.allowed, total.denied,
+              total.errors, us(0.50), us(0.90), us(0.99), us(0.999));
+        }
+        return total.errors > 0 ? kExitError : kExitAllowed;
+      }};
 }
 
 }  // namespace floodgate::cli

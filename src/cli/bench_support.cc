@@ -44,8 +44,7 @@ std::uint64_t LatencyHistogram::Percentile(double q) const {
   return UpperBound(buckets_.size() - 1);
 }
 
-KeySequence::KeySequence(std::size_t keys, double zipf_s, std::uint64_t seed,
-                         std::size_t length)
+KeySequence::KeySequence(std::size_t keys, double zipf_s, std::uint64_t seed, std::size_t length)
     : draws_(std::bit_ceil(length)) {
   std::mt19937_64 rng(seed);
   if (zipf_s <= 0) {

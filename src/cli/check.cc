@@ -1,6 +1,5 @@
 // floodgate check --policy POLICY [--store URL] [--cost N] KEY  (service.md, "Command line")
 #include <floodgate/limiter.h>
-
 #include <fmt/core.h>
 
 #include <string>
@@ -18,8 +17,9 @@ Command AddCheck(CLI::App& app) {
     std::string key;
   };
   auto flags = std::make_shared<Flags>();
-  CLI::App* cmd = app.add_subcommand("check", "Decide one request and print the Decision JSON "
-                                              "(exit 0 allowed, 1 denied, 2 error)");
+  CLI::App* cmd = app.add_subcommand("check",
+                                     "Decide one request and print the Decision JSON "
+                                     "(exit 0 allowed, 1 denied, 2 error)");
   cmd->add_option("--policy", flags->policy, "ALGORITHM:LIMIT/PERIOD[,burst=B][,refill=...]")
       ->required();
   cmd->add_option("--store", flags->store, "store URL")->capture_default_str();

@@ -1,20 +1,19 @@
 // floodgate replay --policy POLICY [--store URL] [--input FILE|-] [--output FILE|-]
 // (service.md, "Command line"): decide every line of a recorded trace at its own time.
 #include <floodgate/limiter.h>
-
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "cli/commands.h"
-#include "common/strings.h"
 #include "cli/replay_summary.h"
 #include "cli/trace.h"
+#include "common/strings.h"
 
 namespace floodgate::cli {
 
@@ -74,99 +73,99 @@ Command AddReplay(CLI::App& app) {
   };
   auto flags = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand(
-      "replay", "Decide every line of a JSON Lines trace {\"t\": µs, \"key\": ..., \"cost\": 1} "
-                "at its own time; print one Decision per line and a summary on stderr");
+      "replay",
+      "Decide every line of a JSON Lines trace {\"t\": µs, \"key\": ..., \"cost\": 1} "
+      "at its own time; print one Decision per line and a summary on stderr");
   cmd->add_option("--policy", flags->policy, "ALGORITHM:LIMIT/PERIOD[,burst=B][,refill=...]")
       ->required();
   cmd->add_option("--store", flags->store, "store URL")->capture_default_str();
   cmd->add_option("--input", flags->input, "trace file, or - for stdin")->capture_default_str();
   cmd->add_option("--output", flags->output, "decisions file, or - for stdout")
       ->capture_default_str();
-  cmd->add_option("--top", flags->top, "denied keys to list in the summary")
-      ->capture_default_str();
+  cmd->add_option("--top", flags->top, "denied keys to list in the summary")->capture_default_str();
 
-  return {cmd, [flags]() -> int {
-            const auto fail = [](std::string_view why) {
-              fmt::print(stderr, "floodgate replay: {}\n", why);
-              return kExitError;
-            };
-            auto policy = Policy::Parse(flags->policy);
-            if (!policy.ok()) return fail(MessageOf(policy.status()));
-            auto limiter = Limiter::Open(flags->store);
-            if (!limiter.ok()) return fail(MessageOf(limiter.status()));
+  return {
+      cmd, [flags]() -> int {
+        const auto fail = [](std::string_view why) {
+          fmt::print(stderr, "floodgate replay: {}\n", why);
+          return kExitError;
+        };
+        auto policy = Policy::Parse(flags->policy);
+        if (!policy.ok()) return fail(MessageOf(policy.status()));
+        auto limiter = Limiter::Open(flags->store);
+        if (!limiter.ok()) return fail(MessageOf(limiter.status()));
 
-            std::FILE* in = flags->input == "-" ? stdin : std::fopen(flags->input.c_str(), "rb");
-            if (in == nullptr) {
-              return fail(fmt::format("cannot read {}: {}", flags->input, std::strerror(errno)));
-            }
-            LineReader reader(in, in != stdin);
-            std::FILE* out =
-                flags->output == "-" ? stdout : std::fopen(flags->output.c_str(), "wb");
-            if (out == nullptr) {
-              return fail(fmt::format("cannot write {}: {}", flags->output, std::strerror(errno)));
-            }
-            std::setvbuf(out, nullptr, _IOFBF, 1 << 20);
+        std::FILE* in = flags->input == "-" ? stdin : std::fopen(flags->input.c_str(), "rb");
+        if (in == nullptr) {
+          return fail(fmt::format("cannot read {}: {}", flags->input, std::strerror(errno)));
+        }
+        LineReader reader(in, in != stdin);
+        std::FILE* out = flags->output == "-" ? stdout : std::fopen(flags->output.c_str(), "wb");
+        if (out == nullptr) {
+          return fail(fmt::format("cannot write {}: {}", flags->output, std::strerror(errno)));
+        }
+        std::setvbuf(out, nullptr, _IOFBF, 1 << 20);
 
-            TraceParser parser;
-            ReplaySummary summary;
-            Progress progress(isatty(fileno(stderr)) != 0);
-            const auto start = Clock::now();
-            std::string_view line;
-            std::uint64_t line_no = 0;
-            std::int64_t previous_t = -1;
-            std::string buffer;
-            int status = kExitAllowed;
-            while (reader.Next(line)) {
-              ++line_no;
-              progress.Update(line_no, reader.bytes_read(), reader.total_bytes());
-              if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
-              auto event = parser.Parse(line);
-              if (!event.ok()) {
-                progress.Clear();
-                status = fail(fmt::format("line {}: {}", line_no, MessageOf(event.status())));
-                break;
-              }
-              if (event->t < previous_t) {
-                progress.Clear();
-                status = fail(fmt::format("line {}: t {} is before the previous line's t {}; "
-                                          "a trace must be in time order",
-                                          line_no, event->t, previous_t));
-                break;
-              }
-              previous_t = event->t;
-              auto decision = limiter->CheckAt(TimePoint(std::chrono::microseconds(event->t)),
-                                               event->key, *policy, event->cost);
-              if (!decision.ok()) {
-                progress.Clear();
-                status = fail(fmt::format("line {}: {}", line_no, MessageOf(decision.status())));
-                break;
-              }
-              summary.Add(event->key, *decision, event->t);
-              buffer = ToJson(*decision);
-              buffer.replace(0, 1, fmt::format("{{\"t\":{},\"key\":{},", event->t,
-                                               EscapeKey(event->key)));
-              buffer += '\n';
-              std::fwrite(buffer.data(), 1, buffer.size(), out);
-            }
+        TraceParser parser;
+        ReplaySummary summary;
+        Progress progress(isatty(fileno(stderr)) != 0);
+        const auto start = Clock::now();
+        std::string_view line;
+        std::uint64_t line_no = 0;
+        std::int64_t previous_t = -1;
+        std::string buffer;
+        int status = kExitAllowed;
+        while (reader.Next(line)) {
+          ++line_no;
+          progress.Update(line_no, reader.bytes_read(), reader.total_bytes());
+          if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
+          auto event = parser.Parse(line);
+          if (!event.ok()) {
             progress.Clear();
-            if (reader.failed()) status = fail(fmt::format("reading {} failed", flags->input));
-            if (std::fflush(out) != 0 || std::ferror(out)) {
-              status = fail(fmt::format("writing {} failed: {}", flags->output,
-                                        std::strerror(errno)));
-            }
-            if (out != stdout) std::fclose(out);
-            const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-            fmt::print(stderr, "{}", summary.Render(policy->ToString(), flags->top, seconds));
-            const StoreStats stats = limiter->store().Stats();
-            if (stats.evictions > 0) {
-              fmt::print(stderr,
-                         "warning: the store evicted {} live keys to stay under max_keys; "
-                         "raise it (e.g. --store 'memory://?max_keys=10000000') for exact "
-                         "results\n",
-                         stats.evictions);
-            }
-            return status;
-          }};
+            status = fail(fmt::format("line {}: {}", line_no, MessageOf(event.status())));
+            break;
+          }
+          if (event->t < previous_t) {
+            progress.Clear();
+            status =
+                fail(fmt::format("line {}: t {} is before the previous line's t {}; "
+                                 "a trace must be in time order",
+                                 line_no, event->t, previous_t));
+            break;
+          }
+          previous_t = event->t;
+          auto decision = limiter->CheckAt(TimePoint(std::chrono::microseconds(event->t)),
+                                           event->key, *policy, event->cost);
+          if (!decision.ok()) {
+            progress.Clear();
+            status = fail(fmt::format("line {}: {}", line_no, MessageOf(decision.status())));
+            break;
+          }
+          summary.Add(event->key, *decision, event->t);
+          buffer = ToJson(*decision);
+          buffer.replace(0, 1,
+                         fmt::format("{{\"t\":{},\"key\":{},", event->t, EscapeKey(event->key)));
+          buffer += '\n';
+          std::fwrite(buffer.data(), 1, buffer.size(), out);
+        }
+        progress.Clear();
+        if (reader.failed()) status = fail(fmt::format("reading {} failed", flags->input));
+        if (std::fflush(out) != 0 || std::ferror(out)) {
+          status = fail(fmt::format("writing {} failed: {}", flags->output, std::strerror(errno)));
+        }
+        if (out != stdout) std::fclose(out);
+        const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+        fmt::print(stderr, "{}", summary.Render(policy->ToString(), flags->top, seconds));
+        const StoreStats stats = limiter->store().Stats();
+        if (stats.evictions > 0) {
+          fmt::print(stderr,
+                     "warning: the store evicted {} live keys to stay under max_keys; "
+                     "raise it (e.g. --store 'memory://?max_keys=10000000') for exact "
+                     "results\n",
+                     stats.evictions);
+        }
+        return status;
+      }};
 }
 
 }  // namespace floodgate::cli

@@ -26,8 +26,7 @@ void ReplaySummary::Add(std::string_view key, const Decision& decision, std::int
   if (!decision.allowed) ++it->second.denied;
 }
 
-std::string ReplaySummary::Render(std::string_view policy, std::size_t top,
-                                  double seconds) const {
+std::string ReplaySummary::Render(std::string_view policy, std::size_t top, double seconds) const {
   const std::uint64_t total = allowed_ + denied_;
   const auto pct = [total](std::uint64_t n) { return total == 0 ? 0.0 : 100.0 * n / total; };
   std::string out = fmt::format(
@@ -53,7 +52,8 @@ std::string ReplaySummary::Render(std::string_view policy, std::size_t top,
   const std::size_t shown = std::min(top, offenders.size());
   std::partial_sort(offenders.begin(), offenders.begin() + shown, offenders.end(),
                     [](const auto& a, const auto& b) {
-                      if (a.second.denied != b.second.denied) return a.second.denied > b.second.denied;
+                      if (a.second.denied != b.second.denied)
+                        return a.second.denied > b.second.denied;
                       return a.first < b.first;
                     });
   if (shown == 0) {

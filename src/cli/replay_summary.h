@@ -1,8 +1,7 @@
 #pragma once
 
-#include <floodgate/decision.h>
-
 #include <absl/container/flat_hash_map.h>
+#include <floodgate/decision.h>
 
 #include <cstdint>
 #include <string>

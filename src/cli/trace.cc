@@ -1,8 +1,7 @@
 #include "cli/trace.h"
 
-#include <floodgate/policy.h>
-
 #include <absl/status/status.h>
+#include <floodgate/policy.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
 

@@ -1,5 +1,4 @@
 #include <floodgate/decision.h>
-
 #include <fmt/format.h>
 
 namespace floodgate {

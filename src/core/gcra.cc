@@ -16,21 +16,19 @@ Outcome<GcraState> DecideGcra(const Policy& policy, std::optional<GcraState> sto
 
   Outcome<GcraState> out;
   if (cost == 0) {  // peek: diff is now - (tat - tau), which may be a hair below 0
-    out.decision = MakeDecision(true, policy.limit, FloorToInt(std::max(0.0, diff) / emission),
-                                0, tat - now);
+    out.decision =
+        MakeDecision(true, policy.limit, FloorToInt(std::max(0.0, diff) / emission), 0, tat - now);
     return out;
   }
   if (diff >= 0) {
     const std::int64_t new_tat = CeilToInt(next);
-    out.decision =
-        MakeDecision(true, policy.limit, FloorToInt(diff / emission), 0, new_tat - now);
+    out.decision = MakeDecision(true, policy.limit, FloorToInt(diff / emission), 0, new_tat - now);
     out.write = GcraState{new_tat};
     out.ttl_us = new_tat - now;
     return out;
   }
   const std::int64_t retry = D(cost) * emission > tau ? -1 : CeilToInt(-diff);
-  const std::int64_t remaining =
-      FloorToInt(std::max(0.0, D(now) - (D(tat) - tau)) / emission);
+  const std::int64_t remaining = FloorToInt(std::max(0.0, D(now) - (D(tat) - tau)) / emission);
   out.decision = MakeDecision(false, policy.limit, remaining, retry, tat - now);
   return out;
 }

@@ -1,7 +1,6 @@
 // Policy strings: service.md, "Policy strings". Ranges: algorithms.md, "Units and inputs".
-#include <floodgate/policy.h>
-
 #include <absl/status/status.h>
+#include <floodgate/policy.h>
 #include <fmt/format.h>
 
 #include <array>
@@ -196,8 +195,8 @@ absl::Status Policy::Validate() const {
   if (burst < 0) return bad(fmt::format("burst must be >= 1, got {}", burst));
   if (burst > kMaxBurst) return bad(fmt::format("burst must be at most 1000000000, got {}", burst));
   if (!has_burst && burst != 0) {
-    return bad(fmt::format("burst is only for gcra and token_bucket, not {}",
-                           AlgorithmName(algorithm)));
+    return bad(
+        fmt::format("burst is only for gcra and token_bucket, not {}", AlgorithmName(algorithm)));
   }
   if (algorithm != Algorithm::kTokenBucket && refill != Refill::kSmooth) {
     return bad(fmt::format("refill is only for token_bucket, not {}", AlgorithmName(algorithm)));
@@ -206,9 +205,10 @@ absl::Status Policy::Validate() const {
   // overflow: each factor is at most 10^9 or 366d in µs (< 2^45).
   const __int128 burst_window = static_cast<__int128>(capacity()) * period.count();
   if (burst_window > static_cast<__int128>(kMaxBurstWindow.count()) * limit) {
-    return bad(fmt::format("burst={} takes longer than 366d to refill at {}/{}; lower burst or "
-                           "raise the rate",
-                           capacity(), limit, FormatPeriod(period)));
+    return bad(
+        fmt::format("burst={} takes longer than 366d to refill at {}/{}; lower burst or "
+                    "raise the rate",
+                    capacity(), limit, FormatPeriod(period)));
   }
   return absl::OkStatus();
 }

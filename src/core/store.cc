@@ -1,6 +1,5 @@
-#include <floodgate/store.h>
-
 #include <absl/status/status.h>
+#include <floodgate/store.h>
 #include <fmt/format.h>
 
 namespace floodgate {

@@ -20,9 +20,9 @@ class SmoothLevel {
         now_(now) {}
 
   double At(std::int64_t d) const {
-    return std::min(capacity_,
-                    state_.tokens + D(std::max<std::int64_t>(0, now_ + d - state_.last)) *
-                                        limit_ / period_);
+    return std::min(
+        capacity_,
+        state_.tokens + D(std::max<std::int64_t>(0, now_ + d - state_.last)) * limit_ / period_);
   }
 
   // The smallest whole d >= 0 with At(d) >= x: the closed form, then corrected by a
@@ -65,8 +65,7 @@ Outcome<SmoothBucketState> DecideSmoothBucket(const Policy& policy,
   }
   const SmoothLevel level(policy, before, now);
   const std::int64_t retry = cost > policy.capacity() ? -1 : level.Wait(D(cost));
-  out.decision =
-      MakeDecision(false, policy.limit, FloorToInt(tokens), retry, level.Wait(capacity));
+  out.decision = MakeDecision(false, policy.limit, FloorToInt(tokens), retry, level.Wait(capacity));
   return out;
 }
 

@@ -73,8 +73,8 @@ Outcome<SlidingWindowState> DecideSlidingWindow(const Policy& policy,
     if (cost > 0) {
       cur += cost;
       estimate += D(cost);
-      out.write = SlidingWindowState{w, static_cast<std::uint32_t>(cur),
-                                     static_cast<std::uint32_t>(prev)};
+      out.write =
+          SlidingWindowState{w, static_cast<std::uint32_t>(cur), static_cast<std::uint32_t>(prev)};
     }
   } else if (cost > limit) {
     retry = -1;
@@ -82,12 +82,10 @@ Outcome<SlidingWindowState> DecideSlidingWindow(const Policy& policy,
     // The earliest t with no other traffic at which estimate(t) + cost <= limit.
     std::int64_t t;
     if (cur <= limit - cost && prev > 0) {
-      t = w * period +
-          CeilToInt(D(period) - D(limit - cost - cur) * D(period) / D(prev));
+      t = w * period + CeilToInt(D(period) - D(limit - cost - cur) * D(period) / D(prev));
     } else {
       t = (w + 1) * period +
-          std::max<std::int64_t>(
-              0, CeilToInt(D(period) - D(limit - cost) * D(period) / D(cur)));
+          std::max<std::int64_t>(0, CeilToInt(D(period) - D(limit - cost) * D(period) / D(cur)));
     }
     retry = t - at;
   }

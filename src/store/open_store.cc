@@ -1,7 +1,6 @@
+#include <absl/status/status.h>
 #include <floodgate/memory_store.h>
 #include <floodgate/store.h>
-
-#include <absl/status/status.h>
 #include <fmt/format.h>
 
 namespace floodgate {
@@ -13,9 +12,9 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(std::string_view url) {
     return std::make_unique<MemoryStore>(*std::move(options));
   }
   const std::size_t scheme = url.find("://");
-  return absl::InvalidArgumentError(fmt::format(
-      "unsupported store \"{}\" in \"{}\" (this build knows memory://)",
-      url.substr(0, scheme == std::string_view::npos ? url.size() : scheme), url));
+  return absl::InvalidArgumentError(
+      fmt::format("unsupported store \"{}\" in \"{}\" (this build knows memory://)",
+                  url.substr(0, scheme == std::string_view::npos ? url.size() : scheme), url));
 }
 
 }  // namespace floodgate

@@ -1,6 +1,5 @@
-#include <floodgate/memory_store.h>
-
 #include <absl/status/status.h>
+#include <floodgate/memory_store.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -36,8 +35,8 @@ absl::StatusOr<MemoryStoreOptions> MemoryStoreOptions::FromUrl(std::string_view 
   MemoryStoreOptions options;
   if (rest.empty()) return options;
   if (rest.front() != '?') {
-    return absl::InvalidArgumentError(fmt::format(
-        "memory:// takes no host or path, got \"{}\" (options go after '?')", rest));
+    return absl::InvalidArgumentError(
+        fmt::format("memory:// takes no host or path, got \"{}\" (options go after '?')", rest));
   }
   for (std::string_view query = rest.substr(1); !query.empty();) {
     const std::size_t amp = query.find('&');
@@ -52,8 +51,8 @@ absl::StatusOr<MemoryStoreOptions> MemoryStoreOptions::FromUrl(std::string_view 
           fmt::format("unknown memory:// option \"{}\" (known: max_keys, shards)", name));
     }
     if (!ParseDecimal(value, n) || n == 0) {
-      return absl::InvalidArgumentError(fmt::format(
-          "memory:// option {} must be a positive integer, got \"{}\"", name, value));
+      return absl::InvalidArgumentError(
+          fmt::format("memory:// option {} must be a positive integer, got \"{}\"", name, value));
     }
     if (name == "max_keys") {
       options.max_keys = n;

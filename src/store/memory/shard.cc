@@ -2,10 +2,10 @@
 
 #include <absl/hash/hash.h>
 
-#include "common/strings.h"
-
 #include <algorithm>
 #include <limits>
+
+#include "common/strings.h"
 
 namespace floodgate::memory {
 
@@ -19,8 +19,8 @@ constexpr std::size_t kSweepPerInsert = 2;
 constexpr std::size_t kSweepWhenFull = 64;
 
 std::uint32_t SecondsFloor(std::int64_t us) {
-  return static_cast<std::uint32_t>(std::min<std::int64_t>(
-      us / 1'000'000, std::numeric_limits<std::uint32_t>::max()));
+  return static_cast<std::uint32_t>(
+      std::min<std::int64_t>(us / 1'000'000, std::numeric_limits<std::uint32_t>::max()));
 }
 
 // Rounded up, so an entry is never reclaimed before its state is fresh.
@@ -84,8 +84,7 @@ Decision Shard::Decide(const Probe& probe, const Policy& policy, std::int64_t no
 }
 
 template <class S, class DecideFn>
-Decision Shard::DecideValue(const Probe& probe, Found found, std::int64_t now_us,
-                            DecideFn decide) {
+Decision Shard::DecideValue(const Probe& probe, Found found, std::int64_t now_us, DecideFn decide) {
   std::optional<S> stored;
   if (found.live) stored = StateAs<S>(found.entry->state());
   const core::Outcome<S> out = decide(stored);

@@ -1,10 +1,9 @@
 #pragma once
 
+#include <absl/container/flat_hash_set.h>
 #include <floodgate/decision.h>
 #include <floodgate/policy.h>
 #include <floodgate/store.h>
-
-#include <absl/container/flat_hash_set.h>
 
 #include <cstdint>
 #include <mutex>
@@ -36,8 +35,7 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   Shard& operator=(const Shard&) = delete;
 
   // Thread-safe.
-  Decision Decide(const Probe& probe, const Policy& policy, std::int64_t now_us,
-                  std::int64_t cost);
+  Decision Decide(const Probe& probe, const Policy& policy, std::int64_t now_us, std::int64_t cost);
   // Thread-safe. Looks at up to `budget` entries, reclaiming the expired ones.
   std::size_t ReclaimExpired(std::int64_t now_us, std::size_t budget);
   // Thread-safe.
