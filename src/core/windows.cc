@@ -14,11 +14,12 @@ struct WindowClock {
 };
 
 // w for `now`, with time going backwards clamped to the start of the stored window.
+template <class WindowState>
 WindowClock ClampedWindow(std::int64_t now, std::int64_t period,
-                          std::optional<std::int64_t> stored_window) {
+                          const std::optional<WindowState>& stored) {
   std::int64_t window = FloorToInt(D(now) / D(period));
-  if (stored_window && *stored_window > window) {
-    window = *stored_window;
+  if (stored && stored->window > window) {
+    window = stored->window;
     now = window * period;
   }
   return {now, window};
@@ -52,8 +53,7 @@ Outcome<SlidingWindowState> DecideSlidingWindow(const Policy& policy,
                                                 std::int64_t now, std::int64_t cost) {
   const std::int64_t period = policy.period.count();
   const std::int64_t limit = policy.limit;
-  const auto [at, w] =
-      ClampedWindow(now, period, stored ? std::optional(stored->window) : std::nullopt);
+  const auto [at, w] = ClampedWindow(now, period, stored);
   const std::int64_t x = at - w * period;
 
   std::int64_t cur = 0;
@@ -101,8 +101,7 @@ Outcome<FixedWindowState> DecideFixedWindow(const Policy& policy,
                                             std::int64_t now, std::int64_t cost) {
   const std::int64_t period = policy.period.count();
   const std::int64_t limit = policy.limit;
-  const auto [at, w] =
-      ClampedWindow(now, period, stored ? std::optional(stored->window) : std::nullopt);
+  const auto [at, w] = ClampedWindow(now, period, stored);
   std::int64_t count = stored && stored->window == w ? stored->count : 0;
 
   const bool allowed = cost == 0 || count + cost <= limit;
