@@ -9,8 +9,11 @@ packages=(
   build-essential cmake ninja-build pkg-config
   # libraries (see DEVELOPERS.md: every dependency is a Debian package)
   libabsl-dev libfmt-dev libspdlog-dev libcli11-dev nlohmann-json3-dev libsimdjson-dev
+  libboost-dev libhiredis-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
+  # real servers the tests and benchmarks start themselves
+  redis-server redis-tools
 )
 
 missing=()

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <absl/functional/any_invocable.h>
 #include <absl/status/statusor.h>
 #include <floodgate/decision.h>
 #include <floodgate/policy.h>
@@ -27,6 +28,9 @@ struct StoreStats {
   std::uint64_t expired = 0;    // expired keys reclaimed
 };
 
+// Receives the result of an asynchronous decision, exactly once.
+using DecisionCallback = absl::AnyInvocable<void(absl::StatusOr<Decision>)>;
+
 // Where limiter state lives. Implementations fetch and save state; the semantics are
 // the pure functions of src/core, identical for every store.
 class Store {
@@ -40,6 +44,11 @@ class Store {
   // decides atomically: no other decision on the same key interleaves.
   absl::StatusOr<Decision> Decide(const DecideRequest& request);
 
+  // Thread-safe. The same decision, answered through `done`: before returning, or later
+  // on the store's I/O thread (keep `done` short there). The request's key is copied;
+  // it need not outlive the call. A store without I/O decides inline.
+  void DecideAsync(const DecideRequest& request, DecisionCallback done);
+
   // Thread-safe.
   virtual StoreStats Stats() const = 0;
 
@@ -49,6 +58,10 @@ class Store {
  protected:
   // Called by Decide() with a request that passed ValidateRequest().
   virtual absl::StatusOr<Decision> DecideValidated(const DecideRequest& request) = 0;
+  // Called by DecideAsync() with a valid request; by default decides inline.
+  virtual void DecideAsyncValidated(const DecideRequest& request, DecisionCallback done) {
+    done(DecideValidated(request));
+  }
 };
 
 // The checks Decide() applies; exposed so front ends can reject input early.

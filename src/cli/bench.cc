@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -18,7 +20,63 @@ namespace {
 struct ThreadResult {
   std::uint64_t allowed = 0, denied = 0, errors = 0;
   LatencyHistogram latency;
+
+  void Record(const absl::StatusOr<Decision>& decision, std::chrono::nanoseconds took) {
+    latency.Record(took.count());
+    if (!decision.ok()) {
+      ++errors;
+    } else {
+      ++(decision->allowed ? allowed : denied);
+    }
+  }
 };
+
+using Steady = std::chrono::steady_clock;
+
+// One decision at a time: the caller's thread waits for each answer.
+std::uint64_t RunBlocking(Store& store, const Policy& policy, const std::vector<std::string>& keys,
+                          const KeySequence& sequence, std::uint64_t cap,
+                          const std::atomic<bool>& stop, ThreadResult& result) {
+  DecideRequest request{{}, policy, 1, std::nullopt};
+  std::uint64_t i = 0;
+  for (; i < cap && ((i & 63) != 0 || !stop.load(std::memory_order_relaxed)); ++i) {
+    request.key = keys[sequence[i]];
+    const auto begin = Steady::now();
+    const auto decision = store.Decide(request);
+    result.Record(decision, Steady::now() - begin);
+  }
+  return i;
+}
+
+// `concurrency` decisions in flight through DecideAsync; answers may arrive on the
+// store's I/O thread, so the counters are shared under a lock.
+std::uint64_t RunPipelined(Store& store, const Policy& policy,
+                           const std::vector<std::string>& keys, const KeySequence& sequence,
+                           std::uint64_t cap, int concurrency, const std::atomic<bool>& stop,
+                           ThreadResult& result) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int in_flight = 0;
+  std::uint64_t i = 0;
+  for (; i < cap && !stop.load(std::memory_order_relaxed); ++i) {
+    {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return in_flight < concurrency; });
+      ++in_flight;
+    }
+    const auto begin = Steady::now();
+    store.DecideAsync({keys[sequence[i]], policy, 1, std::nullopt},
+                      [&, begin](absl::StatusOr<Decision> decision) {
+                        std::lock_guard lock(mu);
+                        result.Record(decision, Steady::now() - begin);
+                        --in_flight;
+                        cv.notify_one();
+                      });
+  }
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return in_flight == 0; });
+  return i;
+}
 
 }  // namespace
 
@@ -79,24 +137,11 @@ Command AddBench(CLI::App& app) {
         const LoopResult loop =
             RunTimed(flags->threads, *duration, [&](int t, const std::atomic<bool>& stop) {
               const KeySequence sequence(keys.size(), flags->zipf, 1000 + t);
-              ThreadResult& r = results[t];
-              DecideRequest request{{}, *policy, 1, std::nullopt};
-              std::uint64_t i = 0;
-              for (; i < per_thread_cap && ((i & 63) != 0 || !stop.load(std::memory_order_relaxed));
-                   ++i) {
-                request.key = keys[sequence[i]];
-                const auto begin = std::chrono::steady_clock::now();
-                const auto decision = (*store)->Decide(request);
-                const auto end = std::chrono::steady_clock::now();
-                r.latency.Record(
-                    std::chrono::duration_cast<std::chrono::nanoseconds>(end - begin).count());
-                if (!decision.ok()) {
-                  ++r.errors;
-                } else {
-                  ++(decision->allowed ? r.allowed : r.denied);
-                }
-              }
-              return i;
+              return flags->concurrency == 1
+                         ? RunBlocking(**store, *policy, keys, sequence, per_thread_cap, stop,
+                                       results[t])
+                         : RunPipelined(**store, *policy, keys, sequence, per_thread_cap,
+                                        flags->concurrency, stop, results[t]);
             });
 
         ThreadResult total;

@@ -25,4 +25,12 @@ absl::StatusOr<Decision> Store::Decide(const DecideRequest& request) {
   return DecideValidated(request);
 }
 
+void Store::DecideAsync(const DecideRequest& request, DecisionCallback done) {
+  if (absl::Status status = ValidateRequest(request); !status.ok()) {
+    done(std::move(status));
+    return;
+  }
+  DecideAsyncValidated(request, std::move(done));
+}
+
 }  // namespace floodgate

@@ -1,5 +1,6 @@
 #include <absl/status/status.h>
 #include <floodgate/memory_store.h>
+#include <floodgate/redis_store.h>
 #include <floodgate/store.h>
 #include <fmt/format.h>
 
@@ -11,9 +12,16 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(std::string_view url) {
     if (!options.ok()) return options.status();
     return std::make_unique<MemoryStore>(*std::move(options));
   }
+  if (url.starts_with("redis://") || url.starts_with("rediss://")) {
+    auto options = RedisStoreOptions::FromUrl(url);
+    if (!options.ok()) return options.status();
+    auto store = RedisStore::Open(*std::move(options));
+    if (!store.ok()) return store.status();
+    return std::unique_ptr<Store>(*std::move(store));
+  }
   const std::size_t scheme = url.find("://");
   return absl::InvalidArgumentError(
-      fmt::format("unsupported store \"{}\" in \"{}\" (this build knows memory://)",
+      fmt::format("unsupported store \"{}\" in \"{}\" (known: memory://, redis://)",
                   url.substr(0, scheme == std::string_view::npos ? url.size() : scheme), url));
 }
 

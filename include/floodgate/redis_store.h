@@ -1,0 +1,92 @@
+#pragma once
+
+#include <floodgate/store.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace floodgate {
+
+// What a store answers when Redis fails or exceeds its timeout (service.md, "Failure
+// modes"). Every such answer carries degraded = true.
+enum class OnError : std::uint8_t {
+  kFailOpen,    // allow
+  kFailClosed,  // deny
+  kLocal,       // decide with an in-process memory store under the same policy
+};
+
+struct RedisStoreOptions {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 6379;
+  std::string user;      // ACL user; empty: the default user
+  std::string password;  // empty: no AUTH
+  int db = 0;
+  std::string prefix = "fg:";  // store keys are <prefix><algorithm-tag>:<key>
+  // No decision waits longer than this for Redis (then on_error answers).
+  std::chrono::microseconds timeout = std::chrono::milliseconds(50);
+  std::chrono::microseconds connect_timeout = std::chrono::milliseconds(1000);
+  OnError on_error = OnError::kLocal;
+  int connections = 2;  // each auto-pipelined; decisions spread round-robin
+  // Decisions queued on one connection go out as one script call of at most this many
+  // (1 turns batching off: one EVALSHA per decision).
+  int max_batch = 64;
+  // Remember denials with retry_after >= this in process, and answer repeats without a
+  // round trip until they lapse; 0 turns the cache off.
+  std::chrono::microseconds denial_cache_min = std::chrono::milliseconds(10);
+  std::size_t denial_cache_size = 100'000;
+  // Circuit breaker: after this many consecutive failures, stop sending for a while.
+  int breaker_failures = 5;
+  std::chrono::microseconds breaker_open = std::chrono::milliseconds(250);
+  // Reconnect backoff doubles from min to max.
+  std::chrono::microseconds reconnect_min = std::chrono::milliseconds(10);
+  std::chrono::microseconds reconnect_max = std::chrono::milliseconds(500);
+
+  // redis://[user:password@]host:port[/db][?timeout=50ms&on_error=local&connections=2
+  //   &batch=64&prefix=fg:&connect_timeout=1s&denial_cache=10ms]
+  static absl::StatusOr<RedisStoreOptions> FromUrl(std::string_view url);
+  // The URL with the password masked, for logs.
+  std::string Describe() const;
+};
+
+// Counters a running Redis store keeps (beyond StoreStats), for metrics and tests.
+struct RedisStats {
+  std::uint64_t calls = 0;              // script calls sent
+  std::uint64_t batched_decisions = 0;  // decisions that went in a multi-decision call
+  std::uint64_t errors = 0;             // decisions that failed on Redis (then on_error)
+  std::uint64_t timeouts = 0;
+  std::uint64_t degraded = 0;           // answers given by on_error
+  std::uint64_t denial_cache_hits = 0;
+  std::uint64_t noscript_reloads = 0;
+  std::uint64_t reconnects = 0;
+  bool breaker_open = false;
+};
+
+// A store on one Redis server (or a primary). Every decision is one atomic Lua script
+// run on the server's clock (or an explicit `now`); concurrent decisions are pipelined
+// and batched. Thread-safe.
+class RedisStore final : public Store {
+ public:
+  // Connects and loads the scripts; a wrong password or an unreachable server is an
+  // error naming the address and the cause.
+  static absl::StatusOr<std::unique_ptr<RedisStore>> Open(RedisStoreOptions options);
+  ~RedisStore() override;
+
+  StoreStats Stats() const override;
+  std::string Describe() const override;
+  RedisStats redis_stats() const;
+  // PING round trip within the timeout: what /readyz asks.
+  bool Ping();
+
+ protected:
+  absl::StatusOr<Decision> DecideValidated(const DecideRequest& request) override;
+  void DecideAsyncValidated(const DecideRequest& request, DecisionCallback done) override;
+
+ private:
+  class Impl;
+  explicit RedisStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace floodgate

@@ -1,0 +1,157 @@
+-- floodgate Redis scripts: shared helpers. The contract is shared/spec/algorithms.md;
+-- src/core is the other definition, and tests/vectors proves the two agree.
+--
+-- The loaded scripts are plain concatenations, one Lua chunk each:
+--   common.lua .. <algorithm>.lua .. single.lua      (one per algorithm; token_bucket.lua
+--                                                      serves both 'tb' and 'tbi')
+--   common.lua .. gcra.lua .. token_bucket.lua .. sliding_log.lua .. sliding_window.lua
+--     .. fixed_window.lua .. batch.lua
+-- So everything here is a chunk-level local seen by the files after it, there is no
+-- top-level return before the driver's, and the chunk keeps few locals (Lua allows 200).
+--
+-- Numbers: Lua 5.1 has only doubles, like the C++ `double` steps of algorithms.md, so the
+-- arithmetic in the algorithm files follows src/core operation by operation. µs times
+-- have 16 digits and tostring() keeps 14, so every number handed to redis.call goes
+-- through FG.int_string (exact for integers below 2^53), never a raw Lua number.
+
+-- Each algorithm file registers its decision function here, keyed by the state-kind code
+-- (also the key tag, src/core/state_kind.h):
+--   DECIDERS[kind] = function(key, now, limit, period, burst, cost)
+--     returns {allowed (1|0), remaining, retry_after_us, reset_after_us}
+local DECIDERS = {}
+
+local FG = {}
+
+-- Input ranges: algorithms.md, "Units and inputs" (include/floodgate/policy.h).
+FG.MAX_LIMIT = 1000000000
+FG.MAX_BURST = 1000000000
+FG.MAX_COST = 1000000000
+FG.MIN_PERIOD = 1000                      -- 1 ms
+FG.MAX_PERIOD = 366 * 86400 * 1000000     -- 366 d
+-- Every time must be an integer a double holds exactly, or the µs arithmetic (sums and
+-- differences of times, which algorithms.md requires exact) would round.
+FG.MAX_TIME = 9007199254740991            -- 2^53 - 1
+
+function FG.int_string(x)
+  return string.format('%d', x)
+end
+
+-- A strict decimal integer in [lo, hi], or nil. tonumber alone would take '1e3', '0x10',
+-- ' 7' and fractions, none of which the C++ side ever sends.
+function FG.parse_int(s, lo, hi)
+  if type(s) ~= 'string' or #s == 0 or #s > 16 or not string.find(s, '^%d+$') then
+    return nil
+  end
+  local n = tonumber(s)
+  if n < lo or n > hi then return nil end
+  return n
+end
+
+-- The server clock in µs ("Units and inputs": TIME inside the script, so every
+-- application instance agrees). Redis < 5 refuses writes after a non-deterministic
+-- command unless the script switches to effects replication first; Redis 7 always
+-- replicates effects and keeps the call as a no-op.
+function FG.server_now()
+  if redis.replicate_commands then redis.replicate_commands() end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- One decision's 6 arguments, starting after argv[base]: kind, now ('' = server clock),
+-- limit, period_us, burst, cost. Returns a request (now = false when the clock is
+-- needed) or nil and the reason.
+function FG.parse(argv, base)
+  local kind = argv[base + 1]
+  if type(kind) ~= 'string' or DECIDERS[kind] == nil then
+    return nil, 'unknown algorithm kind'
+  end
+  local req = {kind = kind, now = false}
+  local now = argv[base + 2]
+  if now ~= '' then
+    req.now = FG.parse_int(now, 0, FG.MAX_TIME)
+    if not req.now then return nil, 'now must be empty or an integer count of microseconds' end
+  end
+  req.limit = FG.parse_int(argv[base + 3], 1, FG.MAX_LIMIT)
+  if not req.limit then return nil, 'limit must be an integer in [1, 1000000000]' end
+  req.period = FG.parse_int(argv[base + 4], FG.MIN_PERIOD, FG.MAX_PERIOD)
+  if not req.period then return nil, 'period must be an integer count of microseconds in [1ms, 366d]' end
+  req.burst = FG.parse_int(argv[base + 5], 1, FG.MAX_BURST)
+  if not req.burst then return nil, 'burst must be an integer in [1, 1000000000]' end
+  req.cost = FG.parse_int(argv[base + 6], 0, FG.MAX_COST)
+  if not req.cost then return nil, 'cost must be an integer in [0, 1000000000]' end
+  return req
+end
+
+-- With an explicit now (replays, tests), TTLs still run on the server's clock, which
+-- may move much more slowly or quickly than the caller's; a floor keeps the state until
+-- the caller is done with it. Keeping a state past its TTL never changes a decision (a
+-- fresh state decides like a missing one), so the floor costs only memory, briefly.
+-- The drivers set FG.min_ttl_ms per decision.
+FG.EXPLICIT_NOW_MIN_TTL_MS = 60000
+FG.min_ttl_ms = 0
+
+-- Milliseconds for PEXPIRE/PX, rounded up so a key never expires before its state is
+-- fresh (expiring late is harmless: a fresh state decides like a missing one).
+function FG.ttl_ms(ttl_us)
+  return FG.int_string(math.max(math.ceil(ttl_us / 1000), FG.min_ttl_ms))
+end
+
+-- Runs one parsed request (FG.parse) at `clock` when it has no explicit now.
+function FG.decide(key, request, clock)
+  FG.min_ttl_ms = request.now and FG.EXPLICIT_NOW_MIN_TTL_MS or 0
+  return DECIDERS[request.kind](key, request.now or clock, request.limit, request.period,
+                                request.burst, request.cost)
+end
+
+-- Saves a string state with a TTL of ttl_us (algorithms.md, "Store keys": every key has
+-- a TTL). ttl_us <= 0 means the saved state would be the fresh one, so the key goes.
+function FG.save(key, value, ttl_us)
+  if ttl_us <= 0 then
+    redis.call('DEL', key)
+  else
+    redis.call('SET', key, value, 'PX', FG.ttl_ms(ttl_us))
+  end
+end
+
+-- Sets the TTL of a key written in place (the sliding log's sorted set); same rule.
+function FG.expire(key, ttl_us)
+  if ttl_us <= 0 then
+    redis.call('DEL', key)
+  else
+    redis.call('PEXPIRE', key, FG.ttl_ms(ttl_us))
+  end
+end
+
+-- Raises an error reply for a stored state this script cannot read. The key is left out
+-- of the message: keys are binary and may hold CR/LF.
+function FG.corrupt()
+  error(redis.error_reply('floodgate: unreadable stored state (not written by these scripts)'))
+end
+
+-- struct.unpack of a packed state, checking its size first (a short string would make
+-- struct read past it; a long one is not ours).
+function FG.unpack(fmt, raw, size)
+  if #raw ~= size then FG.corrupt() end
+  return struct.unpack(fmt, raw)
+end
+
+-- The decision as returned to the caller, as src/core/arith.h MakeDecision builds it:
+-- remaining clamped to >= 0, retry_after_us 0 when allowed.
+function FG.result(allowed, remaining, retry_after_us, reset_after_us)
+  if remaining < 0 then remaining = 0 end
+  if allowed then return {1, remaining, 0, reset_after_us} end
+  return {0, remaining, retry_after_us, reset_after_us}
+end
+
+-- The window index of `now` for the window algorithms (src/core/windows.cc
+-- ClampedWindow): w = floor(now / P), and when the stored window is later (time went
+-- backwards) the decision happens at the start of the stored window instead, so waits
+-- are never negative. Returns the (possibly clamped) now and w.
+function FG.window(now, period, stored_window)
+  local w = math.floor(now / period)
+  if stored_window and stored_window > w then
+    w = stored_window
+    now = w * period
+  end
+  return now, w
+end

@@ -1,0 +1,23 @@
+-- fixed_window: algorithms.md, "fixed_window"; the same steps as DecideFixedWindow in
+-- src/core/windows.cc.
+-- State: struct '<dI4' (w, count), 12 bytes; count <= L <= 10^9 fits 32 bits.
+DECIDERS['fw'] = function(key, now, limit, period, burst, cost)
+  local raw = redis.call('GET', key)
+  local stored_w, stored_count
+  if raw then stored_w, stored_count = FG.unpack('<dI4', raw, 12) end
+  local at, w = FG.window(now, period, stored_w)
+  local count = 0
+  if stored_w == w then count = stored_count end
+
+  local allowed = cost == 0 or count + cost <= limit
+  if allowed and cost > 0 then count = count + cost end
+  local to_end = (w + 1) * period - at
+  -- c > L can never fit (-1); otherwise the next window admits it.
+  local retry = to_end
+  if cost > limit then retry = -1 end
+  local reset = 0
+  if count > 0 then reset = to_end end
+  -- A denial or a peek writes nothing.
+  if allowed and cost > 0 then FG.save(key, struct.pack('<dI4', w, count), reset) end
+  return FG.result(allowed, limit - count, retry, reset)
+end

@@ -1,0 +1,52 @@
+-- sliding_window: algorithms.md, "sliding_window (two-counter approximation, O(1)
+-- memory)"; the same steps as DecideSlidingWindow in src/core/windows.cc.
+-- State: struct '<dI4I4' (w, cur, prev), 16 bytes; both counts <= L <= 10^9.
+DECIDERS['sw'] = function(key, now, limit, period, burst, cost)
+  local raw = redis.call('GET', key)
+  local stored_w, stored_cur, stored_prev
+  if raw then stored_w, stored_cur, stored_prev = FG.unpack('<dI4I4', raw, 16) end
+  local at, w = FG.window(now, period, stored_w)
+  local x = at - w * period
+
+  -- cur counts window w, prev window w-1: a state one window old shifts down, an older
+  -- one counts nothing.
+  local cur, prev = 0, 0
+  if stored_w == w then
+    cur, prev = stored_cur, stored_prev
+  elseif stored_w == w - 1 then
+    prev = stored_cur
+  end
+
+  local estimate = prev * (period - x) / period + cur
+  local allowed = cost == 0 or estimate + cost <= limit
+  local retry = 0
+  if allowed then
+    if cost > 0 then
+      cur = cur + cost
+      estimate = estimate + cost
+    end
+  elseif cost > limit then
+    retry = -1  -- can never fit
+  else
+    -- The earliest t with no other traffic at which estimate(t) + c <= L: within this
+    -- window while prev decays, else in the next one while cur (now prev) decays.
+    -- (Here cur > 0 in the second branch: with cur = prev = 0 the request fits.)
+    local t
+    if cur <= limit - cost and prev > 0 then
+      t = w * period + math.ceil(period - (limit - cost - cur) * period / prev)
+    else
+      t = (w + 1) * period + math.max(0, math.ceil(period - (limit - cost) * period / cur))
+    end
+    retry = t - at
+  end
+
+  local reset = 0
+  if cur > 0 then
+    reset = (w + 2) * period - at
+  elseif prev > 0 then
+    reset = (w + 1) * period - at
+  end
+  -- A denial or a peek writes nothing.
+  if allowed and cost > 0 then FG.save(key, struct.pack('<dI4I4', w, cur, prev), reset) end
+  return FG.result(allowed, math.floor(limit - estimate), retry, reset)
+end

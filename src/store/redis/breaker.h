@@ -1,0 +1,58 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+namespace floodgate::redis {
+
+// A circuit breaker: after `threshold` consecutive failures, Allow() says no for
+// `open_for`, so callers answer at memory speed instead of each waiting out a timeout on a
+// dead Redis; then one probe goes through, and its success closes the breaker.
+// Thread-safe, lock-free.
+class Breaker {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  Breaker(int threshold, std::chrono::microseconds open_for)
+      : threshold_(threshold), open_for_(open_for) {}
+
+  bool Allow(Clock::time_point now) {
+    const std::int64_t until = open_until_.load(std::memory_order_acquire);
+    if (until == 0) return true;
+    if (Ticks(now) < until) return false;
+    bool expected = false;  // half-open: exactly one probe
+    return probing_.compare_exchange_strong(expected, true);
+  }
+  void Success() {
+    failures_.store(0, std::memory_order_relaxed);
+    if (open_until_.load(std::memory_order_relaxed) != 0) {
+      open_until_.store(0, std::memory_order_release);
+      probing_.store(false, std::memory_order_relaxed);
+    }
+  }
+  void Failure(Clock::time_point now) {
+    const int failures = failures_.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (failures >= threshold_ || open_until_.load(std::memory_order_relaxed) != 0) {
+      open_until_.store(Ticks(now + open_for_), std::memory_order_release);
+      probing_.store(false, std::memory_order_relaxed);
+    }
+  }
+  bool open(Clock::time_point now) const {
+    const std::int64_t until = open_until_.load(std::memory_order_acquire);
+    return until != 0 && Ticks(now) < until;
+  }
+
+ private:
+  static std::int64_t Ticks(Clock::time_point t) {
+    return std::max<std::int64_t>(1, t.time_since_epoch().count());
+  }
+
+  const int threshold_;
+  const std::chrono::microseconds open_for_;
+  std::atomic<int> failures_{0};
+  std::atomic<std::int64_t> open_until_{0};  // 0: closed
+  std::atomic<bool> probing_{false};
+};
+
+}  // namespace floodgate::redis

@@ -1,0 +1,189 @@
+#include "store/redis/connection.h"
+
+#include <absl/status/status.h>
+#include <fmt/format.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <cctype>
+
+#include "common/strings.h"
+
+namespace floodgate::redis {
+
+namespace {
+
+absl::Status Unreachable(const std::string& address, const boost::system::error_code& ec) {
+  std::string why = ec.message();  // "Connection refused": lower-cased to read as a clause
+  if (!why.empty()) why[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(why[0])));
+  return absl::UnavailableError(fmt::format("redis unreachable at {}: {}", address, why));
+}
+
+}  // namespace
+
+Connection::Connection(asio::io_context& io, ConnectionOptions options, Hooks hooks)
+    : io_(io),
+      options_(std::move(options)),
+      hooks_(std::move(hooks)),
+      resolver_(io),
+      socket_(io),
+      timer_(io),
+      backoff_(options_.reconnect_min),
+      read_buffer_(64 * 1024) {}
+
+std::string Connection::address() const {
+  const bool v6 = options_.host.find(':') != std::string::npos;
+  return v6 ? fmt::format("[{}]:{}", options_.host, options_.port)
+            : fmt::format("{}:{}", options_.host, options_.port);
+}
+
+void Connection::Start() {
+  if (state_ == State::kIdle) Connect();
+}
+
+void Connection::Stop() {
+  state_ = State::kStopped;
+  ++generation_;
+  timer_.cancel();
+  resolver_.cancel();
+  boost::system::error_code ignored;
+  socket_.close(ignored);
+  auto handlers = std::move(handlers_);
+  handlers_.clear();
+  for (auto& handler : handlers) handler(absl::CancelledError("redis store shut down"));
+}
+
+void Connection::Connect() {
+  state_ = State::kConnecting;
+  const std::uint64_t generation = ++generation_;
+  timer_.expires_after(options_.connect_timeout);
+  timer_.async_wait([this, generation](const boost::system::error_code& ec) {
+    if (ec || generation != generation_) return;
+    Fail(absl::DeadlineExceededError(fmt::format(
+        "redis unreachable at {}: no connection within {} ms", address(),
+        std::chrono::duration_cast<std::chrono::milliseconds>(options_.connect_timeout).count())));
+  });
+  resolver_.async_resolve(
+      options_.host, std::to_string(options_.port),
+      [this, generation](const boost::system::error_code& ec,
+                         asio::ip::tcp::resolver::results_type results) {
+        if (generation != generation_) return;
+        if (ec) return Fail(Unreachable(address(), ec));
+        asio::async_connect(socket_, results,
+                            [this, generation](const boost::system::error_code& ec,
+                                               const asio::ip::tcp::endpoint&) {
+                              if (generation != generation_) return;
+                              if (ec) return Fail(Unreachable(address(), ec));
+                              OnConnected();
+                            });
+      });
+}
+
+void Connection::OnConnected() {
+  boost::system::error_code ignored;
+  socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+  state_ = State::kHandshake;
+  reader_.Reset();
+  StartRead();
+  const std::vector<std::string> commands = hooks_.handshake();
+  handshake_left_ = commands.size();
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    pending_writes_ += commands[i];
+    handlers_.push_back([this, i, generation = generation_](absl::StatusOr<Reply> reply) {
+      if (generation != generation_ || !reply.ok()) return;  // Fail() reported it already
+      if (absl::Status status = hooks_.check_handshake(i, **reply); !status.ok()) {
+        return Fail(std::move(status));
+      }
+      if (--handshake_left_ == 0) {
+        timer_.cancel();
+        state_ = State::kReady;
+        backoff_ = options_.reconnect_min;
+        hooks_.on_ready();
+      }
+    });
+  }
+  StartWrite();
+}
+
+void Connection::Send(std::string_view command, ReplyHandler handler) {
+  if (state_ != State::kReady) {
+    handler(absl::UnavailableError(fmt::format("redis at {} is not connected", address())));
+    return;
+  }
+  pending_writes_.append(command);
+  handlers_.push_back(std::move(handler));
+  if (!write_in_flight_) StartWrite();
+}
+
+void Connection::StartWrite() {
+  if (pending_writes_.empty()) return;
+  writing_.swap(pending_writes_);
+  pending_writes_.clear();
+  write_in_flight_ = true;
+  asio::async_write(socket_, asio::buffer(writing_),
+                    [this, generation = generation_](const boost::system::error_code& ec,
+                                                     std::size_t) {
+                      if (generation != generation_) return;
+                      write_in_flight_ = false;
+                      writing_.clear();
+                      if (ec) return Fail(Unreachable(address(), ec));
+                      StartWrite();  // whatever queued up meanwhile, in one write
+                    });
+}
+
+void Connection::StartRead() {
+  socket_.async_read_some(
+      asio::buffer(read_buffer_),
+      [this, generation = generation_](const boost::system::error_code& ec, std::size_t n) {
+        if (generation != generation_) return;
+        if (ec) return Fail(Unreachable(address(), ec));
+        if (absl::Status status = reader_.Feed(read_buffer_.data(), n); !status.ok()) {
+          return Fail(std::move(status));
+        }
+        while (true) {
+          absl::StatusOr<Reply> reply = reader_.Next();
+          if (!reply.ok()) return Fail(reply.status());
+          if (*reply == nullptr) break;
+          if (handlers_.empty()) {
+            return Fail(absl::InternalError(
+                fmt::format("redis at {} sent a reply nobody asked for", address())));
+          }
+          ReplyHandler handler = std::move(handlers_.front());
+          handlers_.pop_front();
+          const std::uint64_t before = generation_;
+          handler(std::move(reply));
+          if (generation_ != before) return;  // the handler failed this connection
+        }
+        StartRead();
+      });
+}
+
+void Connection::Fail(absl::Status status) {
+  if (state_ == State::kStopped || state_ == State::kBackoff) return;
+  ++generation_;
+  timer_.cancel();
+  boost::system::error_code ignored;
+  socket_.close(ignored);
+  pending_writes_.clear();
+  writing_.clear();
+  write_in_flight_ = false;
+  auto handlers = std::move(handlers_);
+  handlers_.clear();
+  state_ = State::kBackoff;
+  for (auto& handler : handlers) handler(status);
+  hooks_.on_down(status);
+  ScheduleReconnect();
+}
+
+void Connection::ScheduleReconnect() {
+  if (state_ == State::kStopped) return;
+  timer_.expires_after(backoff_);
+  backoff_ = std::min(backoff_ * 2, options_.reconnect_max);
+  timer_.async_wait([this, generation = generation_](const boost::system::error_code& ec) {
+    if (ec || generation != generation_ || state_ != State::kBackoff) return;
+    Connect();
+  });
+}
+
+}  // namespace floodgate::redis

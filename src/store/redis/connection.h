@@ -1,0 +1,90 @@
+#pragma once
+
+#include <absl/functional/any_invocable.h>
+#include <absl/status/statusor.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "store/redis/resp.h"
+
+namespace floodgate::redis {
+
+namespace asio = boost::asio;
+
+using ReplyHandler = absl::AnyInvocable<void(absl::StatusOr<Reply>)>;
+
+struct ConnectionOptions {
+  std::string host;
+  std::uint16_t port = 6379;
+  std::chrono::microseconds connect_timeout{1'000'000};
+  std::chrono::microseconds reconnect_min{10'000};
+  std::chrono::microseconds reconnect_max{500'000};
+};
+
+// One TCP connection to Redis, automatically pipelined: commands sent while a write is
+// in flight go out together in the next write, and replies are matched to handlers in
+// order. It reconnects by itself with capped exponential backoff. Not thread-safe: every
+// method runs on the io_context's thread (owners post to it).
+class Connection {
+ public:
+  struct Hooks {
+    // Commands sent first on every new connection (AUTH, SELECT, SCRIPT LOAD), in RESP.
+    std::function<std::vector<std::string>()> handshake;
+    // Judges the reply to handshake command `index`; an error closes the connection.
+    std::function<absl::Status(std::size_t index, const redisReply& reply)> check_handshake;
+    std::function<void()> on_ready;
+    // The connection failed (or a handshake was refused); it retries after a backoff.
+    std::function<void(const absl::Status&)> on_down;
+  };
+
+  Connection(asio::io_context& io, ConnectionOptions options, Hooks hooks);
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  void Start();
+  // Closes the socket and fails every pending handler; no reconnect afterwards.
+  void Stop();
+  bool ready() const { return state_ == State::kReady; }
+  std::size_t in_flight() const { return handlers_.size(); }
+  std::string address() const;
+
+  // Queues one RESP command; when not ready the handler fails at once (Unavailable).
+  void Send(std::string_view command, ReplyHandler handler);
+
+ private:
+  enum class State { kIdle, kConnecting, kHandshake, kReady, kBackoff, kStopped };
+
+  void Connect();
+  void OnConnected();
+  void StartWrite();
+  void StartRead();
+  void Fail(absl::Status status);
+  void ScheduleReconnect();
+
+  asio::io_context& io_;
+  ConnectionOptions options_;
+  Hooks hooks_;
+  asio::ip::tcp::resolver resolver_;
+  asio::ip::tcp::socket socket_;
+  asio::steady_timer timer_;  // connect timeout, then reconnect backoff
+  State state_ = State::kIdle;
+  std::uint64_t generation_ = 0;  // bumps per socket; stale completions are ignored
+  std::chrono::microseconds backoff_;
+  std::string pending_writes_;
+  std::string writing_;
+  bool write_in_flight_ = false;
+  std::deque<ReplyHandler> handlers_;
+  std::size_t handshake_left_ = 0;
+  ReplyReader reader_;
+  std::vector<char> read_buffer_;
+};
+
+}  // namespace floodgate::redis

@@ -1,0 +1,158 @@
+// redis://[user:password@]host:port[/db][?option=value&...]  (service.md, "Store URLs")
+#include <absl/status/status.h>
+#include <fmt/format.h>
+
+#include <charconv>
+
+#include "common/strings.h"
+#include "floodgate/redis_store.h"
+
+namespace floodgate {
+
+namespace {
+
+absl::Status Bad(std::string_view url, std::string_view why) {
+  return absl::InvalidArgumentError(fmt::format("invalid redis URL \"{}\": {}", url, why));
+}
+
+// %XX escapes, so passwords may hold '@', ':' or '/'.
+std::optional<std::string> PercentDecode(std::string_view s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out += s[i];
+      continue;
+    }
+    unsigned value = 0;
+    if (i + 2 >= s.size()) return std::nullopt;
+    const auto [end, ec] = std::from_chars(s.data() + i + 1, s.data() + i + 3, value, 16);
+    if (ec != std::errc() || end != s.data() + i + 3) return std::nullopt;
+    out += static_cast<char>(value);
+    i += 2;
+  }
+  return out;
+}
+
+template <class Int>
+bool ParseBounded(std::string_view text, Int min, Int max, Int& out) {
+  return ParseDecimal(text, out) && out >= min && out <= max;
+}
+
+}  // namespace
+
+absl::StatusOr<RedisStoreOptions> RedisStoreOptions::FromUrl(std::string_view url) {
+  constexpr std::string_view kScheme = "redis://";
+  if (url.starts_with("rediss://")) return Bad(url, "TLS (rediss://) is not supported yet");
+  if (!url.starts_with(kScheme)) return Bad(url, "expected redis://host:port");
+  RedisStoreOptions options;
+  std::string_view rest = url.substr(kScheme.size());
+  std::string_view query;
+  if (const std::size_t q = rest.find('?'); q != std::string_view::npos) {
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+  }
+  if (const std::size_t at = rest.rfind('@'); at != std::string_view::npos) {
+    const std::string_view userinfo = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    const std::size_t colon = userinfo.find(':');
+    auto user = PercentDecode(userinfo.substr(0, colon));
+    auto password = PercentDecode(colon == std::string_view::npos ? std::string_view()
+                                                                  : userinfo.substr(colon + 1));
+    if (!user || !password) return Bad(url, "bad %-escape in user or password");
+    if (colon == std::string_view::npos) {
+      options.password = *user;  // redis://secret@host: a password, as redis-cli reads it
+    } else {
+      options.user = *user;
+      options.password = *password;
+    }
+  }
+  if (const std::size_t slash = rest.find('/'); slash != std::string_view::npos) {
+    const std::string_view db = rest.substr(slash + 1);
+    if (!db.empty() && !ParseBounded(db, 0, 1'000'000, options.db)) {
+      return Bad(url, fmt::format("database must be a number, got \"{}\"", db));
+    }
+    rest = rest.substr(0, slash);
+  }
+  std::string_view host = rest;
+  std::string_view port;
+  if (rest.starts_with('[')) {  // [IPv6]:port
+    const std::size_t close = rest.find(']');
+    if (close == std::string_view::npos) return Bad(url, "unclosed '[' in host");
+    host = rest.substr(1, close - 1);
+    if (close + 1 < rest.size()) {
+      if (rest[close + 1] != ':') return Bad(url, "expected ':' after ']'");
+      port = rest.substr(close + 2);
+    }
+  } else if (const std::size_t colon = rest.rfind(':'); colon != std::string_view::npos) {
+    host = rest.substr(0, colon);
+    port = rest.substr(colon + 1);
+  }
+  if (host.empty()) return Bad(url, "missing host");
+  options.host = std::string(host);
+  if (!port.empty() && !ParseBounded<std::uint16_t>(port, 1, 65535, options.port)) {
+    return Bad(url, fmt::format("port must be 1-65535, got \"{}\"", port));
+  }
+
+  while (!query.empty()) {
+    const std::size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    const std::size_t eq = pair.find('=');
+    const std::string_view name = pair.substr(0, eq);
+    const std::string_view value = eq == std::string_view::npos ? "" : pair.substr(eq + 1);
+    const auto duration = [&](std::chrono::microseconds& out) -> absl::Status {
+      auto d = ParseDuration(value);
+      if (!d.ok()) return Bad(url, fmt::format("{} {}", name, MessageOf(d.status())));
+      out = *d;
+      return absl::OkStatus();
+    };
+    absl::Status status;
+    if (name == "timeout") {
+      status = duration(options.timeout);
+      if (status.ok() && options.timeout.count() <= 0) status = Bad(url, "timeout must be > 0");
+    } else if (name == "connect_timeout") {
+      status = duration(options.connect_timeout);
+    } else if (name == "denial_cache") {
+      status = duration(options.denial_cache_min);
+    } else if (name == "on_error") {
+      if (value == "fail_open") {
+        options.on_error = OnError::kFailOpen;
+      } else if (value == "fail_closed") {
+        options.on_error = OnError::kFailClosed;
+      } else if (value == "local") {
+        options.on_error = OnError::kLocal;
+      } else {
+        status = Bad(url, fmt::format("on_error must be fail_open, fail_closed or local, got "
+                                      "\"{}\"",
+                                      value));
+      }
+    } else if (name == "connections") {
+      if (!ParseBounded(value, 1, 64, options.connections)) {
+        status = Bad(url, fmt::format("connections must be 1-64, got \"{}\"", value));
+      }
+    } else if (name == "batch") {
+      if (!ParseBounded(value, 1, 1024, options.max_batch)) {
+        status = Bad(url, fmt::format("batch must be 1-1024, got \"{}\"", value));
+      }
+    } else if (name == "prefix") {
+      options.prefix = std::string(value);
+    } else {
+      status = Bad(url, fmt::format("unknown option \"{}\" (known: timeout, connect_timeout, "
+                                    "on_error, connections, batch, prefix, denial_cache)",
+                                    name));
+    }
+    if (!status.ok()) return status;
+  }
+  return options;
+}
+
+std::string RedisStoreOptions::Describe() const {
+  std::string auth;
+  if (!user.empty()) auth = user + (password.empty() ? "" : ":***") + "@";
+  else if (!password.empty()) auth = "***@";
+  const bool v6 = host.find(':') != std::string::npos;
+  return fmt::format("redis://{}{}{}{}:{}/{}", auth, v6 ? "[" : "", host, v6 ? "]" : "", port,
+                     db);
+}
+
+}  // namespace floodgate

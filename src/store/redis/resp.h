@@ -1,0 +1,47 @@
+#pragma once
+
+// RESP through hiredis: its formatter builds commands and its reader parses replies. We
+// use no hiredis sockets; the bytes travel over our own Asio connection.
+
+#include <absl/status/statusor.h>
+#include <hiredis/hiredis.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace floodgate::redis {
+
+struct ReplyDeleter {
+  void operator()(redisReply* reply) const { freeReplyObject(reply); }
+};
+using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
+
+// Appends one command in RESP to `out`; arguments are binary-safe.
+void AppendCommand(std::string& out, const std::vector<std::string_view>& args);
+
+// Incremental reply parser over a byte stream. Not thread-safe.
+class ReplyReader {
+ public:
+  ReplyReader();
+  ~ReplyReader();
+  ReplyReader(const ReplyReader&) = delete;
+  ReplyReader& operator=(const ReplyReader&) = delete;
+
+  absl::Status Feed(const char* data, std::size_t size);
+  // Drops buffered bytes (a new connection starts a new stream).
+  void Reset();
+  // The next complete reply, nullptr when more bytes are needed, or a protocol error.
+  absl::StatusOr<Reply> Next();
+
+ private:
+  redisReader* reader_;
+};
+
+// The text of a status, error or string reply.
+inline std::string_view TextOf(const redisReply& reply) {
+  return {reply.str == nullptr ? "" : reply.str, reply.str == nullptr ? 0 : reply.len};
+}
+
+}  // namespace floodgate::redis

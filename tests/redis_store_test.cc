@@ -1,0 +1,328 @@
+// The Redis store against a real redis-server: conformance, batching, atomicity across
+// threads, script loss, restarts, pauses, TTLs, authentication.
+#include <floodgate/memory_store.h>
+#include <floodgate/redis_store.h>
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <barrier>
+#include <future>
+#include <thread>
+
+#include "common/strings.h"
+#include "conformance.h"
+#include "redis_server.h"
+
+namespace floodgate::testing {
+namespace {
+
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+using ::testing::HasSubstr;
+using Steady = std::chrono::steady_clock;
+
+std::unique_ptr<RedisStore> OpenRedis(const std::string& url) {
+  auto options = RedisStoreOptions::FromUrl(url);
+  EXPECT_TRUE(options.ok()) << options.status();
+  auto store = RedisStore::Open(*options);
+  EXPECT_TRUE(store.ok()) << store.status();
+  return store.ok() ? *std::move(store) : nullptr;
+}
+
+class RedisTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { server_ = RedisServer::Start().release(); }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override { ASSERT_NE(server_, nullptr); }
+
+  // Keys of every test live under their own prefix.
+  static std::string Url(const std::string& options = "") {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string prefix = fmt::format("prefix=t:{}.{}:", info->test_suite_name(), info->name());
+    return server_->url(options.empty() ? prefix : prefix + "&" + options);
+  }
+
+  static RedisServer* server_;
+};
+RedisServer* RedisTest::server_ = nullptr;
+
+// ---- conformance -------------------------------------------------------------------
+
+TEST_F(RedisTest, ConformanceVectorsOneCallPerDecision) {
+  auto store = OpenRedis(Url("batch=1"));
+  ASSERT_NE(store, nullptr);
+  const auto cases = LoadAllVectors();
+  ASSERT_GE(cases.size(), 60u);
+  for (std::size_t i = 0; i < cases.size(); ++i) RunCase(*store, cases[i], fmt::format("c{}:", i));
+  EXPECT_EQ(store->redis_stats().batched_decisions, 0u);
+  EXPECT_EQ(store->redis_stats().degraded, 0u);
+}
+
+// Every step of a case submitted at once on one connection: they go out as batch
+// script calls, and each decision still sees the ones before it.
+TEST_F(RedisTest, ConformanceVectorsBatched) {
+  auto store = OpenRedis(Url("connections=1&batch=7"));
+  ASSERT_NE(store, nullptr);
+  const auto cases = LoadAllVectors();
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    const VectorCase& vc = cases[c];
+    const Policy policy = *Policy::Parse(vc.policy);
+    std::vector<std::promise<absl::StatusOr<Decision>>> results(vc.steps.size());
+    std::vector<std::string> keys;
+    for (const auto& step : vc.steps) keys.push_back(fmt::format("b{}:{}", c, step.key));
+    for (std::size_t i = 0; i < vc.steps.size(); ++i) {
+      store->DecideAsync({keys[i], policy, vc.steps[i].cost,
+                          TimePoint(microseconds(vc.steps[i].t))},
+                         [&results, i](absl::StatusOr<Decision> d) {
+                           results[i].set_value(std::move(d));
+                         });
+    }
+    for (std::size_t i = 0; i < vc.steps.size(); ++i) {
+      const auto got = results[i].get_future().get();
+      ASSERT_TRUE(got.ok()) << got.status();
+      const Decision& want = vc.steps[i].expect;
+      EXPECT_EQ(*got, want) << vc.file << " / " << vc.name << ", step " << i + 1;
+    }
+  }
+  EXPECT_GT(store->redis_stats().batched_decisions, 300u);
+  EXPECT_EQ(store->redis_stats().degraded, 0u);
+}
+
+// ---- atomicity -----------------------------------------------------------------------
+
+// 8 threads x 64 decisions in flight on one key, through two connections.
+std::int64_t Hammer(Store& store, const Policy& policy, const std::string& key, int per_thread) {
+  std::atomic<std::int64_t> admitted{0}, failed{0};
+  std::barrier start(8);
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([&] {
+        start.arrive_and_wait();
+        std::counting_semaphore<64> slots(64);
+        std::atomic<int> done{0};
+        for (int i = 0; i < per_thread; ++i) {
+          slots.acquire();
+          store.DecideAsync({key, policy, 1, std::nullopt}, [&](absl::StatusOr<Decision> d) {
+            if (!d.ok() || d->degraded) ++failed;
+            else if (d->allowed) ++admitted;
+            ++done;
+            slots.release();
+          });
+        }
+        for (int i = 0; i < 64; ++i) slots.acquire();
+      });
+    }
+  }
+  EXPECT_EQ(failed.load(), 0);
+  return admitted.load();
+}
+
+TEST_F(RedisTest, EveryAlgorithmAdmitsExactlyItsCapacityUnderContention) {
+  auto store = OpenRedis(Url("timeout=2s&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const std::pair<const char*, std::int64_t> bounds[] = {
+      {"fixed_window:1000/1h", 1000}, {"sliding_log:1000/1h", 1000},
+      {"sliding_window:1000/1h", 1000}, {"gcra:1000/1h,burst=500", 500},
+      {"token_bucket:1000/1h,burst=500", 500},
+      {"token_bucket:1000/1h,burst=500,refill=interval", 500}};
+  for (const auto& [text, expected] : bounds) {
+    const auto hour = [] { return SystemNow().time_since_epoch().count() / 3'600'000'000; };
+    const auto before = hour();
+    const std::int64_t admitted = Hammer(*store, *Policy::Parse(text), text, 500);
+    if (hour() == before) {
+      EXPECT_EQ(admitted, expected) << text;
+    } else {
+      EXPECT_LE(admitted, 2 * expected) << text << " (the run crossed an hour boundary)";
+    }
+  }
+  EXPECT_GT(store->redis_stats().batched_decisions, 0u);
+}
+
+// ---- TTLs ----------------------------------------------------------------------------
+
+TEST_F(RedisTest, EveryKeyWrittenHasATtl) {
+  auto store = OpenRedis(Url());
+  ASSERT_NE(store, nullptr);
+  for (const char* text : {"gcra:5/1m", "token_bucket:5/1m", "token_bucket:5/1m,refill=interval",
+                           "sliding_log:5/1m", "sliding_window:5/1m", "fixed_window:5/1m"}) {
+    const Policy policy = *Policy::Parse(text);
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_TRUE(store->Decide({fmt::format("k{}", i % 7), policy, 1 + i % 3, std::nullopt}).ok());
+    }
+  }
+  const std::string without_ttl = server_->Cli(
+      {"EVAL",
+       "local n = 0 for _, k in ipairs(redis.call('KEYS', ARGV[1])) do "
+       "if redis.call('PTTL', k) < 0 then n = n + 1 end end return n",
+       "0", "t:RedisTest.EveryKeyWrittenHasATtl:*"});
+  EXPECT_EQ(without_ttl, "0\n");
+  const std::string count = server_->Cli(
+      {"EVAL", "return #redis.call('KEYS', ARGV[1])", "0", "t:RedisTest.EveryKeyWrittenHasATtl:*"});
+  EXPECT_EQ(count, "42\n");  // 7 keys x 6 algorithms
+}
+
+// ---- failures ------------------------------------------------------------------------
+
+TEST_F(RedisTest, ScriptFlushLosesNoDecision) {
+  auto store = OpenRedis(Url());
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("fixed_window:100000/1h");
+  std::atomic<bool> stop{false};
+  std::atomic<int> failures{0}, decisions{0};
+  std::jthread load([&] {
+    for (int i = 0; i < 200'000 && !stop; ++i) {
+      auto d = store->Decide({fmt::format("k{}", i % 100), policy, 1, std::nullopt});
+      if (!d.ok() || d->degraded || !d->allowed) ++failures;
+      ++decisions;
+    }
+  });
+  while (decisions < 200) std::this_thread::yield();
+  EXPECT_EQ(server_->Cli({"SCRIPT", "FLUSH"}), "OK\n");
+  const int at_flush = decisions;
+  while (decisions < at_flush + 200) std::this_thread::yield();
+  stop = true;
+  load.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_GE(store->redis_stats().noscript_reloads, 1u);
+}
+
+TEST_F(RedisTest, DeniedRepeatsComeFromTheDenialCache) {
+  auto store = OpenRedis(Url());
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("fixed_window:1/1h");
+  EXPECT_TRUE(store->Decide({"abuser", policy, 1, std::nullopt})->allowed);
+  const Decision first = *store->Decide({"abuser", policy, 1, std::nullopt});
+  EXPECT_FALSE(first.allowed);
+  const auto calls = store->redis_stats().calls;
+  for (int i = 0; i < 100; ++i) {
+    const Decision again = *store->Decide({"abuser", policy, 1, std::nullopt});
+    EXPECT_FALSE(again.allowed);
+    EXPECT_FALSE(again.degraded);
+    EXPECT_LE(again.retry_after, first.retry_after);
+    EXPECT_GT(again.retry_after.count(), 0);
+  }
+  EXPECT_EQ(store->redis_stats().calls, calls);  // no round trip
+  EXPECT_EQ(store->redis_stats().denial_cache_hits, 100u);
+  // A different cost is a different request: it goes to Redis.
+  EXPECT_FALSE(store->Decide({"abuser", policy, 0, std::nullopt})->degraded);
+  EXPECT_EQ(store->redis_stats().calls, calls + 1);
+}
+
+TEST_F(RedisTest, ClientPauseAnswersDegradedWithinTheTimeout) {
+  auto store = OpenRedis(Url("timeout=50ms&on_error=fail_closed"));
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("gcra:1000/1s");
+  ASSERT_FALSE(store->Decide({"k", policy, 1, std::nullopt})->degraded);
+  server_->Cli({"CLIENT", "PAUSE", "600", "ALL"});
+  int degraded = 0;
+  milliseconds slowest{0};
+  for (int i = 0; i < 20; ++i) {
+    const auto begin = Steady::now();
+    const Decision d = *store->Decide({fmt::format("k{}", i), policy, 1, std::nullopt});
+    slowest = std::max(slowest, std::chrono::duration_cast<milliseconds>(Steady::now() - begin));
+    degraded += d.degraded;
+    if (d.degraded) {
+      EXPECT_FALSE(d.allowed);  // fail_closed
+    }
+  }
+  EXPECT_EQ(degraded, 20);
+  EXPECT_LE(slowest, milliseconds(50 + 30));  // timeout + the sweep's tick + scheduling
+  EXPECT_TRUE(store->redis_stats().breaker_open);  // most of them never reached Redis
+  server_->Cli({"CLIENT", "UNPAUSE"});
+}
+
+TEST(RedisFailure, RestartDegradesThenRecoversWithinASecond) {
+  auto server = RedisServer::Start();
+  ASSERT_NE(server, nullptr);
+  auto store = OpenRedis(server->url("timeout=50ms&on_error=local"));
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("fixed_window:1000000/1h");
+  ASSERT_FALSE(store->Decide({"k", policy, 1, std::nullopt})->degraded);
+
+  server->Kill();
+  for (int i = 0; i < 50; ++i) {
+    const auto begin = Steady::now();
+    const Decision d = *store->Decide({"k", policy, 1, std::nullopt});
+    EXPECT_LE(Steady::now() - begin, milliseconds(80));
+    EXPECT_TRUE(d.degraded);
+    EXPECT_TRUE(d.allowed);  // the local limiter decides, and has room
+  }
+  ASSERT_TRUE(server->Restart());
+  const auto back = Steady::now();
+  Decision d;
+  do {
+    d = *store->Decide({"k", policy, 1, std::nullopt});
+  } while (d.degraded && Steady::now() - back < std::chrono::seconds(3));
+  EXPECT_FALSE(d.degraded);
+  EXPECT_LE(Steady::now() - back, std::chrono::seconds(1));
+  EXPECT_GE(store->redis_stats().reconnects, 1u);
+}
+
+TEST(RedisFailure, UnreachableServerIsAClearError) {
+  const int port = FreeLoopbackPort();
+  auto store = RedisStore::Open(*RedisStoreOptions::FromUrl(fmt::format("redis://127.0.0.1:{}", port)));
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(std::string(MessageOf(store.status())),
+            fmt::format("redis unreachable at 127.0.0.1:{}: connection refused", port));
+}
+
+// ---- authentication --------------------------------------------------------------------
+
+TEST(RedisAuth, PasswordAndAclUser) {
+  auto server = RedisServer::Start({"--requirepass", "s3cret"});
+  ASSERT_NE(server, nullptr);
+  const Policy policy = *Policy::Parse("gcra:10/1s");
+  const std::string base = fmt::format("127.0.0.1:{}", server->port());
+
+  auto ok = OpenRedis("redis://:s3cret@" + base);
+  ASSERT_NE(ok, nullptr);
+  EXPECT_TRUE(ok->Decide({"k", policy, 1, std::nullopt})->allowed);
+
+  auto wrong = RedisStore::Open(*RedisStoreOptions::FromUrl("redis://:nope@" + base));
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_THAT(std::string(MessageOf(wrong.status())), HasSubstr("refused AUTH"));
+  EXPECT_THAT(std::string(MessageOf(wrong.status())), HasSubstr("WRONGPASS"));
+  EXPECT_THAT(std::string(MessageOf(wrong.status())), ::testing::Not(HasSubstr("nope")));
+
+  auto none = RedisStore::Open(*RedisStoreOptions::FromUrl("redis://" + base));
+  ASSERT_FALSE(none.ok());
+  EXPECT_THAT(std::string(MessageOf(none.status())), HasSubstr("needs a password"));
+
+  server->Cli({"-a", "s3cret", "--no-auth-warning", "ACL", "SETUSER", "limiter", "on",
+               ">pa:ss@word", "~*", "+@all"});
+  auto user = OpenRedis("redis://limiter:pa%3Ass%40word@" + base + "/2");
+  ASSERT_NE(user, nullptr);
+  EXPECT_TRUE(user->Decide({"k", policy, 1, std::nullopt})->allowed);
+  EXPECT_EQ(server->Cli({"-a", "s3cret", "--no-auth-warning", "-n", "2", "EXISTS", "fg:gcra:k"}),
+            "1\n");
+}
+
+TEST(RedisUrl, ParsesAndRejects) {
+  auto o = RedisStoreOptions::FromUrl(
+      "redis://u:p%40ss@[::1]:7000/3?timeout=20ms&on_error=fail_open&connections=4&batch=32");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->user, "u");
+  EXPECT_EQ(o->password, "p@ss");
+  EXPECT_EQ(o->host, "::1");
+  EXPECT_EQ(o->port, 7000);
+  EXPECT_EQ(o->db, 3);
+  EXPECT_EQ(o->timeout, milliseconds(20));
+  EXPECT_EQ(o->on_error, OnError::kFailOpen);
+  EXPECT_EQ(o->connections, 4);
+  EXPECT_EQ(o->max_batch, 32);
+  EXPECT_EQ(o->Describe(), "redis://u:***@[::1]:7000/3");
+  for (const char* bad : {"redis://", "redis://h:0", "redis://h:70000", "redis://h:1/x",
+                          "redis://h?timeout=5", "redis://h?on_error=maybe", "redis://h?batch=0",
+                          "redis://h?colour=red", "http://h", "redis://%zz@h"}) {
+    EXPECT_FALSE(RedisStoreOptions::FromUrl(bad).ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace floodgate::testing
