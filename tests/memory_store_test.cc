@@ -242,6 +242,13 @@ TEST(Limiter, OpensMemoryByDefault) {
   EXPECT_TRUE(limiter->Check("user:1", policy)->allowed);
   EXPECT_FALSE(limiter->Check("user:1", policy)->allowed);
   EXPECT_EQ(limiter->store().Stats().keys, 1u);
+  // The asynchronous form answers inline on memory://, and validates the same way.
+  std::optional<absl::StatusOr<Decision>> async;
+  limiter->CheckAsync("user:1", policy, 0, [&](absl::StatusOr<Decision> d) { async = d; });
+  ASSERT_TRUE(async.has_value() && async->ok());
+  EXPECT_EQ((*async)->remaining, 0);
+  limiter->CheckAsync("", policy, 1, [&](absl::StatusOr<Decision> d) { async = d; });
+  EXPECT_FALSE(async->ok());
 }
 
 TEST(DecisionJson, MatchesTheServiceSpecShape) {

@@ -87,21 +87,11 @@ std::unique_ptr<RedisServer> RedisServer::Start(std::vector<std::string> extra_a
 }
 
 bool RedisServer::Launch() {
-  std::vector<std::string> args = {"redis-server",
-                                   "--port",
-                                   std::to_string(port_),
-                                   "--bind",
-                                   "127.0.0.1",
-                                   "--dir",
-                                   dir_,
-                                   "--save",
-                                   "",
-                                   "--appendonly",
-                                   "no",
-                                   "--daemonize",
-                                   "no",
-                                   "--logfile",
-                                   dir_ + "/redis.log"};
+  std::vector<std::string> args = {"redis-server", "--port",    std::to_string(port_),
+                                   "--bind",       "127.0.0.1", "--dir",
+                                   dir_,           "--save",    "",
+                                   "--appendonly", "no",        "--daemonize",
+                                   "no",           "--logfile", dir_ + "/redis.log"};
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());

@@ -76,11 +76,9 @@ TEST_F(RedisTest, ConformanceVectorsBatched) {
     std::vector<std::string> keys;
     for (const auto& step : vc.steps) keys.push_back(fmt::format("b{}:{}", c, step.key));
     for (std::size_t i = 0; i < vc.steps.size(); ++i) {
-      store->DecideAsync({keys[i], policy, vc.steps[i].cost,
-                          TimePoint(microseconds(vc.steps[i].t))},
-                         [&results, i](absl::StatusOr<Decision> d) {
-                           results[i].set_value(std::move(d));
-                         });
+      store->DecideAsync(
+          {keys[i], policy, vc.steps[i].cost, TimePoint(microseconds(vc.steps[i].t))},
+          [&results, i](absl::StatusOr<Decision> d) { results[i].set_value(std::move(d)); });
     }
     for (std::size_t i = 0; i < vc.steps.size(); ++i) {
       const auto got = results[i].get_future().get();
@@ -109,8 +107,10 @@ std::int64_t Hammer(Store& store, const Policy& policy, const std::string& key, 
         for (int i = 0; i < per_thread; ++i) {
           slots.acquire();
           store.DecideAsync({key, policy, 1, std::nullopt}, [&](absl::StatusOr<Decision> d) {
-            if (!d.ok() || d->degraded) ++failed;
-            else if (d->allowed) ++admitted;
+            if (!d.ok() || d->degraded)
+              ++failed;
+            else if (d->allowed)
+              ++admitted;
             ++done;
             slots.release();
           });
@@ -127,8 +127,10 @@ TEST_F(RedisTest, EveryAlgorithmAdmitsExactlyItsCapacityUnderContention) {
   auto store = OpenRedis(Url("timeout=2s&denial_cache=0us"));
   ASSERT_NE(store, nullptr);
   const std::pair<const char*, std::int64_t> bounds[] = {
-      {"fixed_window:1000/1h", 1000}, {"sliding_log:1000/1h", 1000},
-      {"sliding_window:1000/1h", 1000}, {"gcra:1000/1h,burst=500", 500},
+      {"fixed_window:1000/1h", 1000},
+      {"sliding_log:1000/1h", 1000},
+      {"sliding_window:1000/1h", 1000},
+      {"gcra:1000/1h,burst=500", 500},
       {"token_bucket:1000/1h,burst=500", 500},
       {"token_bucket:1000/1h,burst=500,refill=interval", 500}};
   for (const auto& [text, expected] : bounds) {
@@ -156,11 +158,11 @@ TEST_F(RedisTest, EveryKeyWrittenHasATtl) {
       ASSERT_TRUE(store->Decide({fmt::format("k{}", i % 7), policy, 1 + i % 3, std::nullopt}).ok());
     }
   }
-  const std::string without_ttl = server_->Cli(
-      {"EVAL",
-       "local n = 0 for _, k in ipairs(redis.call('KEYS', ARGV[1])) do "
-       "if redis.call('PTTL', k) < 0 then n = n + 1 end end return n",
-       "0", "t:RedisTest.EveryKeyWrittenHasATtl:*"});
+  const std::string without_ttl =
+      server_->Cli({"EVAL",
+                    "local n = 0 for _, k in ipairs(redis.call('KEYS', ARGV[1])) do "
+                    "if redis.call('PTTL', k) < 0 then n = n + 1 end end return n",
+                    "0", "t:RedisTest.EveryKeyWrittenHasATtl:*"});
   EXPECT_EQ(without_ttl, "0\n");
   const std::string count = server_->Cli(
       {"EVAL", "return #redis.call('KEYS', ARGV[1])", "0", "t:RedisTest.EveryKeyWrittenHasATtl:*"});
@@ -232,7 +234,7 @@ TEST_F(RedisTest, ClientPauseAnswersDegradedWithinTheTimeout) {
     }
   }
   EXPECT_EQ(degraded, 20);
-  EXPECT_LE(slowest, milliseconds(50 + 30));  // timeout + the sweep's tick + scheduling
+  EXPECT_LE(slowest, milliseconds(50 + 30));       // timeout + the sweep's tick + scheduling
   EXPECT_TRUE(store->redis_stats().breaker_open);  // most of them never reached Redis
   server_->Cli({"CLIENT", "UNPAUSE"});
 }
@@ -266,7 +268,8 @@ TEST(RedisFailure, RestartDegradesThenRecoversWithinASecond) {
 
 TEST(RedisFailure, UnreachableServerIsAClearError) {
   const int port = FreeLoopbackPort();
-  auto store = RedisStore::Open(*RedisStoreOptions::FromUrl(fmt::format("redis://127.0.0.1:{}", port)));
+  auto store =
+      RedisStore::Open(*RedisStoreOptions::FromUrl(fmt::format("redis://127.0.0.1:{}", port)));
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(std::string(MessageOf(store.status())),
             fmt::format("redis unreachable at 127.0.0.1:{}: connection refused", port));

@@ -21,6 +21,11 @@ class Limiter {
   absl::StatusOr<Decision> CheckAt(TimePoint now, std::string_view key, const Policy& policy,
                                    std::int64_t cost = 1);
 
+  // Decides at the store's clock and answers through `done`, possibly on the store's
+  // I/O thread (see Store::DecideAsync). The key is copied.
+  void CheckAsync(std::string_view key, const Policy& policy, std::int64_t cost,
+                  DecisionCallback done);
+
   Store& store() { return *store_; }
 
  private:

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "cli/bench_support.h"
 #include "cli/commands.h"
@@ -50,21 +51,30 @@ std::uint64_t RunBlocking(Store& store, const Policy& policy, const std::vector<
 
 // `concurrency` decisions in flight through DecideAsync; answers may arrive on the
 // store's I/O thread, so the counters are shared under a lock.
-std::uint64_t RunPipelined(Store& store, const Policy& policy,
-                           const std::vector<std::string>& keys, const KeySequence& sequence,
-                           std::uint64_t cap, int concurrency, const std::atomic<bool>& stop,
-                           ThreadResult& result) {
+// With `rate` > 0 the load is open-loop: request i is due at start + i / rate, and its
+// latency counts from when it was due, not from when it could be sent, so a stalled store
+// shows up in the percentiles instead of hiding behind fewer requests sent
+// ("coordinated omission").
+std::uint64_t RunPipelined(Store& store, const Policy& policy, const std::vector<std::string>& keys,
+                           const KeySequence& sequence, std::uint64_t cap, int concurrency,
+                           double rate, const std::atomic<bool>& stop, ThreadResult& result) {
   std::mutex mu;
   std::condition_variable cv;
   int in_flight = 0;
+  const auto start = Steady::now();
   std::uint64_t i = 0;
   for (; i < cap && !stop.load(std::memory_order_relaxed); ++i) {
+    auto begin = Steady::now();
+    if (rate > 0) {
+      begin = start + std::chrono::duration_cast<Steady::duration>(
+                          std::chrono::duration<double>(static_cast<double>(i) / rate));
+      std::this_thread::sleep_until(begin);  // pacing the offered load, not synchronisation
+    }
     {
       std::unique_lock lock(mu);
       cv.wait(lock, [&] { return in_flight < concurrency; });
       ++in_flight;
     }
-    const auto begin = Steady::now();
     store.DecideAsync({keys[sequence[i]], policy, 1, std::nullopt},
                       [&, begin](absl::StatusOr<Decision> decision) {
                         std::lock_guard lock(mu);
@@ -91,6 +101,7 @@ Command AddBench(CLI::App& app) {
     std::string duration = "5s";
     std::uint64_t max_decisions = 1'000'000'000;
     bool json = false;
+    double rate = 0;
   };
   auto flags = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand(
@@ -115,77 +126,84 @@ Command AddBench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-decisions", flags->max_decisions, "stop after this many decisions")
       ->capture_default_str();
+  cmd->add_option("--rate", flags->rate,
+                  "offered load in decisions/s over all threads (open loop); 0: as fast as "
+                  "possible")
+      ->check(CLI::Range(0.0, 1e9))
+      ->capture_default_str();
   cmd->add_flag("--json", flags->json, "one JSON object on one line");
 
-  return {
-      cmd, [flags]() -> int {
-        const auto fail = [](std::string_view why) {
-          fmt::print(stderr, "floodgate bench: {}\n", why);
-          return kExitError;
-        };
-        auto policy = Policy::Parse(flags->policy);
-        if (!policy.ok()) return fail(MessageOf(policy.status()));
-        auto duration = ParseDuration(flags->duration);
-        if (!duration.ok()) return fail(fmt::format("--duration {}", MessageOf(duration.status())));
-        auto store = OpenStore(flags->store);
-        if (!store.ok()) return fail(MessageOf(store.status()));
+  return {cmd, [flags]() -> int {
+            const auto fail = [](std::string_view why) {
+              fmt::print(stderr, "floodgate bench: {}\n", why);
+              return kExitError;
+            };
+            auto policy = Policy::Parse(flags->policy);
+            if (!policy.ok()) return fail(MessageOf(policy.status()));
+            auto duration = ParseDuration(flags->duration);
+            if (!duration.ok())
+              return fail(fmt::format("--duration {}", MessageOf(duration.status())));
+            auto store = OpenStore(flags->store);
+            if (!store.ok()) return fail(MessageOf(store.status()));
 
-        const std::vector<std::string> keys = MakeKeys(flags->keys);
-        std::vector<ThreadResult> results(flags->threads);
-        const std::uint64_t per_thread_cap =
-            std::max<std::uint64_t>(1, flags->max_decisions / flags->threads);
-        const LoopResult loop =
-            RunTimed(flags->threads, *duration, [&](int t, const std::atomic<bool>& stop) {
-              const KeySequence sequence(keys.size(), flags->zipf, 1000 + t);
-              return flags->concurrency == 1
-                         ? RunBlocking(**store, *policy, keys, sequence, per_thread_cap, stop,
-                                       results[t])
-                         : RunPipelined(**store, *policy, keys, sequence, per_thread_cap,
-                                        flags->concurrency, stop, results[t]);
-            });
+            const std::vector<std::string> keys = MakeKeys(flags->keys);
+            std::vector<ThreadResult> results(flags->threads);
+            const std::uint64_t per_thread_cap =
+                std::max<std::uint64_t>(1, flags->max_decisions / flags->threads);
+            const LoopResult loop =
+                RunTimed(flags->threads, *duration, [&](int t, const std::atomic<bool>& stop) {
+                  const KeySequence sequence(keys.size(), flags->zipf, 1000 + t);
+                  return flags->concurrency == 1 && flags->rate == 0
+                             ? RunBlocking(**store, *policy, keys, sequence, per_thread_cap, stop,
+                                           results[t])
+                             : RunPipelined(**store, *policy, keys, sequence, per_thread_cap,
+                                            flags->concurrency, flags->rate / flags->threads, stop,
+                                            results[t]);
+                });
 
-        ThreadResult total;
-        for (const ThreadResult& r : results) {
-          total.allowed += r.allowed;
-          total.denied += r.denied;
-          total.errors += r.errors;
-          total.latency.Merge(r.latency);
-        }
-        const double rate = loop.operations / loop.seconds;
-        const auto us = [&](double q) { return total.latency.Percentile(q) / 1000.0; };
-        if (flags->json) {
-          nlohmann::json j = {
-              {"store", (*store)->Describe()},
-              {"policy", policy->ToString()},
-              {"keys", flags->keys},
-              {"zipf", flags->zipf},
-              {"threads", flags->threads},
-              {"concurrency", flags->concurrency},
-              {"seconds", loop.seconds},
-              {"decisions", loop.operations},
-              {"decisions_per_sec", rate},
-              {"allowed", total.allowed},
-              {"denied", total.denied},
-              {"errors", total.errors},
-              {"p50_us", us(0.50)},
-              {"p90_us", us(0.90)},
-              {"p99_us", us(0.99)},
-              {"p999_us", us(0.999)},
-          };
-          fmt::print("{}\n", j.dump());
-        } else {
-          fmt::print(
-              "store        {}\npolicy       {}\nkeys         {}{}\nthreads      {} "
-              "(concurrency {})\nduration     {:.2f} s\n\ndecisions/s  {:.0f}\nallowed      "
-              "{}\ndenied       {}\nerrors       {}\nlatency µs   p50 {:.2f}  p90 {:.2f}  "
-              "p99 {:.2f}  p999 {:.2f}  (includes ~0.02 µs of clock reads)\n",
-              (*store)->Describe(), policy->ToString(), flags->keys,
-              flags->zipf > 0 ? fmt::format(" (zipf {})", flags->zipf) : " (uniform)",
-              flags->threads, flags->concurrency, loop.seconds, rate, total.allowed, total.denied,
-              total.errors, us(0.50), us(0.90), us(0.99), us(0.999));
-        }
-        return total.errors > 0 ? kExitError : kExitAllowed;
-      }};
+            ThreadResult total;
+            for (const ThreadResult& r : results) {
+              total.allowed += r.allowed;
+              total.denied += r.denied;
+              total.errors += r.errors;
+              total.latency.Merge(r.latency);
+            }
+            const double rate = loop.operations / loop.seconds;
+            const auto us = [&](double q) { return total.latency.Percentile(q) / 1000.0; };
+            if (flags->json) {
+              nlohmann::json j = {
+                  {"store", (*store)->Describe()},
+                  {"policy", policy->ToString()},
+                  {"keys", flags->keys},
+                  {"zipf", flags->zipf},
+                  {"threads", flags->threads},
+                  {"concurrency", flags->concurrency},
+                  {"seconds", loop.seconds},
+                  {"decisions", loop.operations},
+                  {"decisions_per_sec", rate},
+                  {"allowed", total.allowed},
+                  {"denied", total.denied},
+                  {"errors", total.errors},
+                  {"p50_us", us(0.50)},
+                  {"p90_us", us(0.90)},
+                  {"p99_us", us(0.99)},
+                  {"p999_us", us(0.999)},
+                  {"offered_rate", flags->rate},
+              };
+              fmt::print("{}\n", j.dump());
+            } else {
+              fmt::print(
+                  "store        {}\npolicy       {}\nkeys         {}{}\nthreads      {} "
+                  "(concurrency {})\nduration     {:.2f} s\n\ndecisions/s  {:.0f}\nallowed      "
+                  "{}\ndenied       {}\nerrors       {}\nlatency µs   p50 {:.2f}  p90 {:.2f}  "
+                  "p99 {:.2f}  p999 {:.2f}  (includes ~0.02 µs of clock reads)\n",
+                  (*store)->Describe(), policy->ToString(), flags->keys,
+                  flags->zipf > 0 ? fmt::format(" (zipf {})", flags->zipf) : " (uniform)",
+                  flags->threads, flags->concurrency, loop.seconds, rate, total.allowed,
+                  total.denied, total.errors, us(0.50), us(0.90), us(0.99), us(0.999));
+            }
+            return total.errors > 0 ? kExitError : kExitAllowed;
+          }};
 }
 
 }  // namespace floodgate::cli

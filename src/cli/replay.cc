@@ -1,13 +1,17 @@
 // floodgate replay --policy POLICY [--store URL] [--input FILE|-] [--output FILE|-]
 // (service.md, "Command line"): decide every line of a recorded trace at its own time.
-#include <floodgate/limiter.h>
+#include <floodgate/store.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 
 #include "cli/commands.h"
@@ -56,6 +60,29 @@ class Progress {
   Clock::time_point start_, last_;
 };
 
+// A replay never touches live state: on a shared store its keys get a fresh random
+// prefix (service.md, "replay"). It uses one connection, so decisions in flight reach
+// the store in trace order, and a patient timeout unless the URL sets one: a replay
+// wants the store's answers, not on_error's. The embedded store is private anyway.
+std::string ReplayStoreUrl(const std::string& url) {
+  if (!url.starts_with("redis")) return url;
+  std::random_device random;
+  std::string out = url + (url.find('?') == std::string::npos ? "?" : "&");
+  out += fmt::format("connections=1&prefix=fg:replay:{:08x}{:08x}:", random(), random());
+  if (url.find("timeout=") == std::string::npos) out += "&timeout=10s";
+  return out;
+}
+
+// How many decisions a replay keeps in flight: enough to fill batch script calls.
+constexpr std::size_t kReplayWindow = 1024;
+
+struct InFlight {
+  std::uint64_t line;
+  std::int64_t t;
+  std::string key;
+  std::optional<absl::StatusOr<Decision>> result;  // set by the store's callback
+};
+
 std::string EscapeKey(std::string_view key) {
   return nlohmann::json(std::string(key))
       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -92,8 +119,8 @@ Command AddReplay(CLI::App& app) {
         };
         auto policy = Policy::Parse(flags->policy);
         if (!policy.ok()) return fail(MessageOf(policy.status()));
-        auto limiter = Limiter::Open(flags->store);
-        if (!limiter.ok()) return fail(MessageOf(limiter.status()));
+        auto store = OpenStore(ReplayStoreUrl(flags->store));
+        if (!store.ok()) return fail(MessageOf(store.status()));
 
         std::FILE* in = flags->input == "-" ? stdin : std::fopen(flags->input.c_str(), "rb");
         if (in == nullptr) {
@@ -115,38 +142,74 @@ Command AddReplay(CLI::App& app) {
         std::int64_t previous_t = -1;
         std::string buffer;
         int status = kExitAllowed;
+        std::optional<std::string> bad_line;
+        // Decisions go out asynchronously and are written in trace order as they land.
+        std::mutex mu;
+        std::condition_variable landed;
+        std::deque<std::shared_ptr<InFlight>> window;
+        const auto wait_for = [&](const InFlight& f) {
+          std::unique_lock lock(mu);
+          landed.wait(lock, [&] { return f.result.has_value(); });
+        };
+        const auto write_oldest = [&]() -> bool {
+          const std::shared_ptr<InFlight> oldest = std::move(window.front());
+          window.pop_front();
+          wait_for(*oldest);
+          const absl::StatusOr<Decision>& decision = *oldest->result;
+          if (!decision.ok()) {
+            progress.Clear();
+            status = fail(fmt::format("line {}: {}", oldest->line, MessageOf(decision.status())));
+            return false;
+          }
+          summary.Add(oldest->key, *decision, oldest->t);
+          buffer = ToJson(*decision);
+          buffer.replace(0, 1,
+                         fmt::format("{{\"t\":{},\"key\":{},", oldest->t, EscapeKey(oldest->key)));
+          buffer += '\n';
+          std::fwrite(buffer.data(), 1, buffer.size(), out);
+          return true;
+        };
         while (reader.Next(line)) {
           ++line_no;
           progress.Update(line_no, reader.bytes_read(), reader.total_bytes());
           if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
           auto event = parser.Parse(line);
           if (!event.ok()) {
-            progress.Clear();
-            status = fail(fmt::format("line {}: {}", line_no, MessageOf(event.status())));
+            bad_line = fmt::format("line {}: {}", line_no, MessageOf(event.status()));
             break;
           }
           if (event->t < previous_t) {
-            progress.Clear();
-            status =
-                fail(fmt::format("line {}: t {} is before the previous line's t {}; "
-                                 "a trace must be in time order",
-                                 line_no, event->t, previous_t));
+            bad_line = fmt::format(
+                "line {}: t {} is before the previous line's t {}; a trace must be in time order",
+                line_no, event->t, previous_t);
             break;
           }
           previous_t = event->t;
-          auto decision = limiter->CheckAt(TimePoint(std::chrono::microseconds(event->t)),
-                                           event->key, *policy, event->cost);
-          if (!decision.ok()) {
-            progress.Clear();
-            status = fail(fmt::format("line {}: {}", line_no, MessageOf(decision.status())));
-            break;
+          if (window.size() >= kReplayWindow && !write_oldest()) break;
+          auto flight = std::make_shared<InFlight>(
+              InFlight{line_no, event->t, std::string(event->key), std::nullopt});
+          window.push_back(flight);
+          (*store)->DecideAsync(
+              {flight->key, *policy, event->cost, TimePoint(std::chrono::microseconds(event->t))},
+              [&mu, &landed, flight](absl::StatusOr<Decision> decision) {
+                std::lock_guard lock(mu);
+                flight->result = std::move(decision);
+                landed.notify_all();
+              });
+        }
+        // Every callback must land before `mu` and `landed` go out of scope. The lines
+        // before a bad one are still written; after a store error nothing more is.
+        while (!window.empty()) {
+          if (status == kExitAllowed) {
+            write_oldest();
+          } else {
+            wait_for(*window.front());
+            window.pop_front();
           }
-          summary.Add(event->key, *decision, event->t);
-          buffer = ToJson(*decision);
-          buffer.replace(0, 1,
-                         fmt::format("{{\"t\":{},\"key\":{},", event->t, EscapeKey(event->key)));
-          buffer += '\n';
-          std::fwrite(buffer.data(), 1, buffer.size(), out);
+        }
+        if (bad_line && status == kExitAllowed) {
+          progress.Clear();
+          status = fail(*bad_line);
         }
         progress.Clear();
         if (reader.failed()) status = fail(fmt::format("reading {} failed", flags->input));
@@ -156,7 +219,7 @@ Command AddReplay(CLI::App& app) {
         if (out != stdout) std::fclose(out);
         const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
         fmt::print(stderr, "{}", summary.Render(policy->ToString(), flags->top, seconds));
-        const StoreStats stats = limiter->store().Stats();
+        const StoreStats stats = (*store)->Stats();
         if (stats.evictions > 0) {
           fmt::print(stderr,
                      "warning: the store evicted {} live keys to stay under max_keys; "

@@ -64,20 +64,20 @@ void Connection::Connect() {
         "redis unreachable at {}: no connection within {} ms", address(),
         std::chrono::duration_cast<std::chrono::milliseconds>(options_.connect_timeout).count())));
   });
-  resolver_.async_resolve(
-      options_.host, std::to_string(options_.port),
-      [this, generation](const boost::system::error_code& ec,
-                         asio::ip::tcp::resolver::results_type results) {
-        if (generation != generation_) return;
-        if (ec) return Fail(Unreachable(address(), ec));
-        asio::async_connect(socket_, results,
-                            [this, generation](const boost::system::error_code& ec,
-                                               const asio::ip::tcp::endpoint&) {
-                              if (generation != generation_) return;
-                              if (ec) return Fail(Unreachable(address(), ec));
-                              OnConnected();
-                            });
-      });
+  resolver_.async_resolve(options_.host, std::to_string(options_.port),
+                          [this, generation](const boost::system::error_code& ec,
+                                             asio::ip::tcp::resolver::results_type results) {
+                            if (generation != generation_) return;
+                            if (ec) return Fail(Unreachable(address(), ec));
+                            asio::async_connect(
+                                socket_, results,
+                                [this, generation](const boost::system::error_code& ec,
+                                                   const asio::ip::tcp::endpoint&) {
+                                  if (generation != generation_) return;
+                                  if (ec) return Fail(Unreachable(address(), ec));
+                                  OnConnected();
+                                });
+                          });
 }
 
 void Connection::OnConnected() {
@@ -121,15 +121,15 @@ void Connection::StartWrite() {
   writing_.swap(pending_writes_);
   pending_writes_.clear();
   write_in_flight_ = true;
-  asio::async_write(socket_, asio::buffer(writing_),
-                    [this, generation = generation_](const boost::system::error_code& ec,
-                                                     std::size_t) {
-                      if (generation != generation_) return;
-                      write_in_flight_ = false;
-                      writing_.clear();
-                      if (ec) return Fail(Unreachable(address(), ec));
-                      StartWrite();  // whatever queued up meanwhile, in one write
-                    });
+  asio::async_write(
+      socket_, asio::buffer(writing_),
+      [this, generation = generation_](const boost::system::error_code& ec, std::size_t) {
+        if (generation != generation_) return;
+        write_in_flight_ = false;
+        writing_.clear();
+        if (ec) return Fail(Unreachable(address(), ec));
+        StartWrite();  // whatever queued up meanwhile, in one write
+      });
 }
 
 void Connection::StartRead() {

@@ -1,9 +1,8 @@
 #pragma once
 
+#include <absl/container/flat_hash_map.h>
 #include <floodgate/decision.h>
 #include <floodgate/policy.h>
-
-#include <absl/container/flat_hash_map.h>
 
 #include <array>
 #include <chrono>

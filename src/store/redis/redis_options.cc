@@ -148,11 +148,12 @@ absl::StatusOr<RedisStoreOptions> RedisStoreOptions::FromUrl(std::string_view ur
 
 std::string RedisStoreOptions::Describe() const {
   std::string auth;
-  if (!user.empty()) auth = user + (password.empty() ? "" : ":***") + "@";
-  else if (!password.empty()) auth = "***@";
+  if (!user.empty())
+    auth = user + (password.empty() ? "" : ":***") + "@";
+  else if (!password.empty())
+    auth = "***@";
   const bool v6 = host.find(':') != std::string::npos;
-  return fmt::format("redis://{}{}{}{}:{}/{}", auth, v6 ? "[" : "", host, v6 ? "]" : "", port,
-                     db);
+  return fmt::format("redis://{}{}{}{}:{}/{}", auth, v6 ? "[" : "", host, v6 ? "]" : "", port, db);
 }
 
 }  // namespace floodgate

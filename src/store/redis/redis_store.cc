@@ -1,8 +1,7 @@
-#include <floodgate/memory_store.h>
-#include <floodgate/redis_store.h>
-
 #include <absl/container/flat_hash_map.h>
 #include <absl/status/status.h>
+#include <floodgate/memory_store.h>
+#include <floodgate/redis_store.h>
 #include <fmt/format.h>
 
 #include <array>
@@ -169,9 +168,9 @@ class RedisStore::Impl {
       for (auto& lane : lanes_) lane->connection->Start();
     });
     std::unique_lock lock(start_mu_);
-    const bool settled = start_cv_.wait_for(
-        lock, options_.connect_timeout + std::chrono::seconds(1),
-        [this] { return ready_lanes_ > 0 || failed_lanes_ >= lanes_.size(); });
+    const bool settled =
+        start_cv_.wait_for(lock, options_.connect_timeout + std::chrono::seconds(1),
+                           [this] { return ready_lanes_ > 0 || failed_lanes_ >= lanes_.size(); });
     if (ready_lanes_ > 0) return absl::OkStatus();
     if (!settled) {
       return absl::DeadlineExceededError(
@@ -197,8 +196,8 @@ class RedisStore::Impl {
     }
     auto pending = std::make_shared<PendingDecision>(PendingDecision{
         std::move(redis_key), std::string(request.key), request.policy, request.cost,
-        request.now ? std::optional(request.now->time_since_epoch().count()) : std::nullopt,
-        kind, now + options_.timeout, std::move(done)});
+        request.now ? std::optional(request.now->time_since_epoch().count()) : std::nullopt, kind,
+        now + options_.timeout, std::move(done)});
     if (!breaker_.Allow(now)) {
       // Not a new failure (the breaker's own refusal must not keep it open): answer as
       // on_error says, at memory speed.
@@ -471,8 +470,8 @@ class RedisStore::Impl {
   }
 
   absl::Status TimeoutError() const {
-    return absl::DeadlineExceededError(Format(
-        "redis at {} did not answer within {} µs", options_.Describe(), options_.timeout.count()));
+    return absl::DeadlineExceededError(Format("redis at {} did not answer within {} µs",
+                                              options_.Describe(), options_.timeout.count()));
   }
 
   void ArmSweep(Lane& lane) {

@@ -17,8 +17,8 @@ void AppendCommand(std::string& out, const std::vector<std::string_view>& args) 
     lengths.push_back(arg.size());
   }
   char* command = nullptr;
-  const int size = redisFormatCommandArgv(&command, static_cast<int>(args.size()), argv.data(),
-                                          lengths.data());
+  const int size =
+      redisFormatCommandArgv(&command, static_cast<int>(args.size()), argv.data(), lengths.data());
   if (size > 0) out.append(command, static_cast<std::size_t>(size));
   redisFreeCommand(command);
 }
