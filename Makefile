@@ -44,6 +44,7 @@ bench: build
 	$(BUILD)/bench/memory_bench --rounds 5 --seconds 0.5 \
 	  --markdown bench/results/memory.md --csv bench/results/memory.csv
 	$(BUILD)/floodgate bench --policy gcra:1000/1s --keys 100000 --zipf 1.1 --threads 2 --duration 3s
+	python3 bench/redis_bench.py --floodgate $(BUILD)/floodgate --lua lua --out bench/results
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')

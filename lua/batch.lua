@@ -1,28 +1,45 @@
 -- Driver: n decisions in one call, in order, each exactly as if it ran alone (a later
 -- decision on the same key sees the earlier one's write). KEYS[i] = the key of decision
--- i; ARGV holds 6 values per decision, as in single.lua: kind, now ('' = the server
--- clock), limit, period_us, burst, cost. Returns a flat array of 4*n integers: allowed
--- (1|0), remaining, retry_after_us, reset_after_us per decision.
--- Every decision is validated before any runs, so bad input never applies half a batch.
--- TIME is read at most once, so all clock-timed decisions of a batch share one now.
-if #ARGV ~= 6 * #KEYS then
-  return redis.error_reply('floodgate: expected 6 arguments per key '
-                           .. '(kind, now, limit, period_us, burst, cost)')
+-- i. The decisions of a batch usually share their policy, so policies are sent once:
+--   ARGV = {p, then p policies of 4 values (kind, limit, period_us, burst), then 3
+--           values per decision (its policy's number 1..p, now ('' = the server
+--           clock), cost)}
+-- which halves the arguments Redis parses per decision. Returns a flat array of 4*n
+-- integers: allowed (1|0), remaining, retry_after_us, reset_after_us per decision.
+-- Every argument is checked before any decision runs, so bad input never applies half
+-- a batch. TIME is read at most once, so all clock-timed decisions share one now.
+local p = FG.parse_int(ARGV[1] or '', 1, 1024)
+if not p or #ARGV ~= 1 + 4 * p + 3 * #KEYS then
+  return redis.error_reply('floodgate: expected ARGV = {p, p x (kind, limit, period_us, '
+                           .. 'burst), n x (policy, now, cost)}')
 end
-local requests = {}
+local policies = {}
+for j = 1, p do
+  local at = 4 * j - 2
+  local why = FG.check_policy(ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3])
+  if why then return redis.error_reply(string.format('floodgate: policy %d: %s', j, why)) end
+  policies[j] = {ARGV[at], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]),
+                 tonumber(ARGV[at + 3])}
+end
+local first = 2 + 4 * p  -- the first decision's policy number
 local needs_clock = false
 for i = 1, #KEYS do
-  local request, why = FG.parse(ARGV, 6 * (i - 1))
-  if not request then
+  local at = first + 3 * (i - 1)
+  local why = (not FG.parse_int(ARGV[at], 1, p) and 'policy number out of range')
+              or FG.check_request(ARGV[at + 1], ARGV[at + 2])
+  if why then
     return redis.error_reply(string.format('floodgate: decision %d: %s', i, why))
   end
-  requests[i] = request
-  if not request.now then needs_clock = true end
+  if ARGV[at + 1] == '' then needs_clock = true end
 end
 local clock = needs_clock and FG.server_now()
 local out = {}
-for i, request in ipairs(requests) do
-  local d = FG.decide(KEYS[i], request, clock)
-  out[4 * i - 3], out[4 * i - 2], out[4 * i - 1], out[4 * i] = d[1], d[2], d[3], d[4]
+for i = 1, #KEYS do
+  local at = first + 3 * (i - 1)
+  local policy = policies[tonumber(ARGV[at])]
+  local o = 4 * (i - 1)
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4] =
+      FG.run(KEYS[i], policy[1], ARGV[at + 1], policy[2], policy[3], policy[4],
+             tonumber(ARGV[at + 2]), clock)
 end
 return out

@@ -17,7 +17,7 @@
 -- Each algorithm file registers its decision function here, keyed by the state-kind code
 -- (also the key tag, src/core/state_kind.h):
 --   DECIDERS[kind] = function(key, now, limit, period, burst, cost)
---     returns {allowed (1|0), remaining, retry_after_us, reset_after_us}
+--     returns allowed (1|0), remaining, retry_after_us, reset_after_us (via FG.result)
 local DECIDERS = {}
 
 local FG = {}
@@ -39,9 +39,7 @@ end
 -- A strict decimal integer in [lo, hi], or nil. tonumber alone would take '1e3', '0x10',
 -- ' 7' and fractions, none of which the C++ side ever sends.
 function FG.parse_int(s, lo, hi)
-  if type(s) ~= 'string' or #s == 0 or #s > 16 or not string.find(s, '^%d+$') then
-    return nil
-  end
+  if #s == 0 or #s > 16 or not string.find(s, '^%d+$') then return nil end
   local n = tonumber(s)
   if n < lo or n > hi then return nil end
   return n
@@ -57,29 +55,31 @@ function FG.server_now()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
--- One decision's 6 arguments, starting after argv[base]: kind, now ('' = server clock),
--- limit, period_us, burst, cost. Returns a request (now = false when the clock is
--- needed) or nil and the reason.
-function FG.parse(argv, base)
-  local kind = argv[base + 1]
-  if type(kind) ~= 'string' or DECIDERS[kind] == nil then
-    return nil, 'unknown algorithm kind'
+-- Checks a policy's arguments (strings, as they arrive in ARGV): kind, limit,
+-- period_us, burst. Returns nil when valid, else the reason. Allocates nothing.
+function FG.check_policy(kind, limit, period, burst)
+  if DECIDERS[kind] == nil then return 'unknown algorithm kind' end
+  if not FG.parse_int(limit, 1, FG.MAX_LIMIT) then
+    return 'limit must be an integer in [1, 1000000000]'
   end
-  local req = {kind = kind, now = false}
-  local now = argv[base + 2]
-  if now ~= '' then
-    req.now = FG.parse_int(now, 0, FG.MAX_TIME)
-    if not req.now then return nil, 'now must be empty or an integer count of microseconds' end
+  if not FG.parse_int(period, FG.MIN_PERIOD, FG.MAX_PERIOD) then
+    return 'period must be an integer count of microseconds in [1ms, 366d]'
   end
-  req.limit = FG.parse_int(argv[base + 3], 1, FG.MAX_LIMIT)
-  if not req.limit then return nil, 'limit must be an integer in [1, 1000000000]' end
-  req.period = FG.parse_int(argv[base + 4], FG.MIN_PERIOD, FG.MAX_PERIOD)
-  if not req.period then return nil, 'period must be an integer count of microseconds in [1ms, 366d]' end
-  req.burst = FG.parse_int(argv[base + 5], 1, FG.MAX_BURST)
-  if not req.burst then return nil, 'burst must be an integer in [1, 1000000000]' end
-  req.cost = FG.parse_int(argv[base + 6], 0, FG.MAX_COST)
-  if not req.cost then return nil, 'cost must be an integer in [0, 1000000000]' end
-  return req
+  if not FG.parse_int(burst, 1, FG.MAX_BURST) then
+    return 'burst must be an integer in [1, 1000000000]'
+  end
+  return nil
+end
+
+-- Checks a decision's own arguments: now ('' = the server clock) and cost.
+function FG.check_request(now, cost)
+  if now ~= '' and not FG.parse_int(now, 0, FG.MAX_TIME) then
+    return 'now must be empty or an integer count of microseconds'
+  end
+  if not FG.parse_int(cost, 0, FG.MAX_COST) then
+    return 'cost must be an integer in [0, 1000000000]'
+  end
+  return nil
 end
 
 -- With an explicit now (replays, tests), TTLs still run on the server's clock, which
@@ -96,11 +96,18 @@ function FG.ttl_ms(ttl_us)
   return FG.int_string(math.max(math.ceil(ttl_us / 1000), FG.min_ttl_ms))
 end
 
--- Runs one parsed request (FG.parse) at `clock` when it has no explicit now.
-function FG.decide(key, request, clock)
-  FG.min_ttl_ms = request.now and FG.EXPLICIT_NOW_MIN_TTL_MS or 0
-  return DECIDERS[request.kind](key, request.now or clock, request.limit, request.period,
-                                request.burst, request.cost)
+-- Runs one checked decision. `now_arg` is the argument as sent ('' = the server clock,
+-- given as `clock`); the policy numbers and cost are numbers already. Returns allowed
+-- (1|0), remaining, retry_after_us, reset_after_us.
+function FG.run(key, kind, now_arg, limit, period, burst, cost, clock)
+  local now = clock
+  if now_arg == '' then
+    FG.min_ttl_ms = 0
+  else
+    FG.min_ttl_ms = FG.EXPLICIT_NOW_MIN_TTL_MS
+    now = tonumber(now_arg)
+  end
+  return DECIDERS[kind](key, now, limit, period, burst, cost)
 end
 
 -- Saves a string state with a TTL of ttl_us (algorithms.md, "Store keys": every key has
@@ -136,11 +143,12 @@ function FG.unpack(fmt, raw, size)
 end
 
 -- The decision as returned to the caller, as src/core/arith.h MakeDecision builds it:
--- remaining clamped to >= 0, retry_after_us 0 when allowed.
+-- remaining clamped to >= 0, retry_after_us 0 when allowed. Four values, not a table:
+-- a batch copies them straight into its reply without a table per decision.
 function FG.result(allowed, remaining, retry_after_us, reset_after_us)
   if remaining < 0 then remaining = 0 end
-  if allowed then return {1, remaining, 0, reset_after_us} end
-  return {0, remaining, retry_after_us, reset_after_us}
+  if allowed then return 1, remaining, 0, reset_after_us end
+  return 0, remaining, retry_after_us, reset_after_us
 end
 
 -- The window index of `now` for the window algorithms (src/core/windows.cc

@@ -6,6 +6,8 @@ if #KEYS ~= 1 or #ARGV ~= 6 then
   return redis.error_reply('floodgate: expected 1 key and 6 arguments '
                            .. '(kind, now, limit, period_us, burst, cost)')
 end
-local request, why = FG.parse(ARGV, 0)
-if not request then return redis.error_reply('floodgate: ' .. why) end
-return FG.decide(KEYS[1], request, not request.now and FG.server_now())
+local why = FG.check_policy(ARGV[1], ARGV[3], ARGV[4], ARGV[5])
+            or FG.check_request(ARGV[2], ARGV[6])
+if why then return redis.error_reply('floodgate: ' .. why) end
+return {FG.run(KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]),
+               tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[2] == '' and FG.server_now())}

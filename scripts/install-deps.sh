@@ -12,8 +12,8 @@ packages=(
   libboost-dev libhiredis-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
-  # real servers the tests and benchmarks start themselves
-  redis-server redis-tools
+  # real servers the tests and benchmarks start themselves, and the bench driver
+  redis-server redis-tools python3
 )
 
 missing=()

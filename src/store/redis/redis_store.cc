@@ -142,7 +142,7 @@ class RedisStore::Impl {
       for (auto& lane : lanes_) {
         lane->connection->Stop();
         lane->sweep.cancel();
-        std::vector<PendingPtr> queued;
+        std::deque<PendingPtr> queued;
         {
           std::lock_guard lock(lane->mu);
           queued.swap(lane->queued);
@@ -258,8 +258,12 @@ class RedisStore::Impl {
     std::atomic<bool> ready{false};
     // Filled by any thread, drained by Flush on the I/O thread.
     std::mutex mu;
-    std::vector<PendingPtr> queued;
+    std::deque<PendingPtr> queued;
     bool flush_posted = false;
+    // I/O thread only: script calls sent and not yet answered, and whether Flush left
+    // decisions queued because enough calls were out (see kCallsOutWhenBatching).
+    int calls_out = 0;
+    bool holding = false;
     // I/O thread only: decisions sent, oldest first, for the timeout sweep.
     std::deque<PendingPtr> deadlines;
     asio::steady_timer sweep;
@@ -361,14 +365,23 @@ class RedisStore::Impl {
     return nullptr;
   }
 
+  // With batching on, at most this many script calls are out per connection; decisions
+  // arriving meanwhile wait in the queue and leave together, in as few calls as possible,
+  // when a call returns. Under load that fills the batches; at light load a decision
+  // still leaves at once. With batching off (batch=1) calls are only pipelined.
+  static constexpr int kCallsOutWhenBatching = 2;
+
   // I/O thread: sends what queued up since the last flush, batched.
   void Flush(Lane& lane) {
-    std::vector<PendingPtr> queued;
+    std::deque<PendingPtr> queued;
     {
       std::lock_guard lock(lane.mu);
-      queued.swap(lane.queued);
       lane.flush_posted = false;
+      lane.holding = options_.max_batch > 1 && lane.connection->ready() &&
+                     lane.calls_out >= kCallsOutWhenBatching && !lane.queued.empty();
+      if (!lane.holding) queued.swap(lane.queued);
     }
+    if (lane.holding) return ArmSweep(lane);  // the sweep answers any held too long
     const Steady::time_point now = Steady::now();
     std::vector<PendingPtr> live;
     live.reserve(queued.size());
@@ -396,35 +409,66 @@ class RedisStore::Impl {
   // flushed its scripts); EVAL caches it again for the next EVALSHA.
   void Send(Lane& lane, std::vector<PendingPtr> chunk, bool as_eval) {
     const ScriptId id = chunk.size() == 1 ? SingleScriptFor(chunk[0]->kind) : kScriptBatch;
+    // Decimal arguments, kept alive until the command is formatted (the vector is sized
+    // up front, so the views into it stay valid).
     std::vector<std::string> numbers;
-    numbers.reserve(chunk.size() * 5 + 1);
-    numbers.push_back(std::to_string(chunk.size()));
+    numbers.reserve(1 + chunk.size() * 7);
+    const auto number = [&numbers](std::string text) -> std::string_view {
+      return numbers.emplace_back(std::move(text));
+    };
+    const auto now_arg = [](const PendingDecision& p) {
+      return p.now_us ? std::to_string(*p.now_us) : std::string();
+    };
     std::vector<std::string_view> args;
-    args.reserve(3 + chunk.size() * 7);
+    args.reserve(8 + chunk.size() * 4);
     args.push_back(as_eval ? "EVAL" : "EVALSHA");
     args.push_back(as_eval ? scripts_[id].body : scripts_[id].sha);
-    args.push_back(numbers.back());
+    args.push_back(number(std::to_string(chunk.size())));
     for (const auto& p : chunk) args.push_back(p->redis_key);
-    for (const auto& p : chunk) {
-      args.push_back(core::KeyTag(p->kind));
-      numbers.push_back(p->now_us ? std::to_string(*p->now_us) : std::string());
-      args.push_back(numbers.back());
-      numbers.push_back(std::to_string(p->policy.limit));
-      args.push_back(numbers.back());
-      numbers.push_back(std::to_string(p->policy.period.count()));
-      args.push_back(numbers.back());
-      numbers.push_back(std::to_string(p->policy.capacity()));
-      args.push_back(numbers.back());
-      numbers.push_back(std::to_string(p->cost));
-      args.push_back(numbers.back());
+    if (chunk.size() == 1) {  // lua/single.lua: kind, now, limit, period, burst, cost
+      const PendingDecision& p = *chunk[0];
+      args.push_back(core::KeyTag(p.kind));
+      args.push_back(number(now_arg(p)));
+      args.push_back(number(std::to_string(p.policy.limit)));
+      args.push_back(number(std::to_string(p.policy.period.count())));
+      args.push_back(number(std::to_string(p.policy.capacity())));
+      args.push_back(number(std::to_string(p.cost)));
+    } else {  // lua/batch.lua: the distinct policies once, then (policy, now, cost) each
+      std::vector<const PendingDecision*> policies;
+      std::vector<std::size_t> policy_of(chunk.size());
+      for (std::size_t i = 0; i < chunk.size(); ++i) {
+        const PendingDecision& p = *chunk[i];
+        std::size_t j = 0;
+        while (j < policies.size() &&
+               !(policies[j]->kind == p.kind && policies[j]->policy == p.policy)) {
+          ++j;
+        }
+        if (j == policies.size()) policies.push_back(&p);
+        policy_of[i] = j + 1;
+      }
+      args.push_back(number(std::to_string(policies.size())));
+      for (const PendingDecision* p : policies) {
+        args.push_back(core::KeyTag(p->kind));
+        args.push_back(number(std::to_string(p->policy.limit)));
+        args.push_back(number(std::to_string(p->policy.period.count())));
+        args.push_back(number(std::to_string(p->policy.capacity())));
+      }
+      for (std::size_t i = 0; i < chunk.size(); ++i) {
+        args.push_back(number(std::to_string(policy_of[i])));
+        args.push_back(number(now_arg(*chunk[i])));
+        args.push_back(number(std::to_string(chunk[i]->cost)));
+      }
     }
     std::string command;
     redis::AppendCommand(command, args);
     ++stats_.calls;
     if (chunk.size() > 1) stats_.batched += chunk.size();
+    ++lane.calls_out;
     lane.connection->Send(command, [this, &lane, chunk = std::move(chunk),
                                     as_eval](absl::StatusOr<redis::Reply> reply) mutable {
+      --lane.calls_out;
       OnReply(lane, std::move(chunk), as_eval, std::move(reply));
+      if (lane.holding) Flush(lane);
     });
   }
 
@@ -475,7 +519,7 @@ class RedisStore::Impl {
   }
 
   void ArmSweep(Lane& lane) {
-    if (lane.sweeping || lane.deadlines.empty()) return;
+    if (lane.sweeping || (lane.deadlines.empty() && !lane.holding)) return;
     lane.sweeping = true;
     // A tenth of the timeout (1-10 ms): a timed-out decision is answered at most that
     // much late.
@@ -490,6 +534,17 @@ class RedisStore::Impl {
              (lane.deadlines.front()->answered || lane.deadlines.front()->deadline <= now)) {
         Complete(*lane.deadlines.front(), TimeoutError());
         lane.deadlines.pop_front();
+      }
+      if (lane.holding) {
+        std::vector<PendingPtr> expired;
+        {
+          std::lock_guard lock(lane.mu);
+          while (!lane.queued.empty() && lane.queued.front()->deadline <= now) {
+            expired.push_back(std::move(lane.queued.front()));
+            lane.queued.pop_front();
+          }
+        }
+        for (auto& pending : expired) Complete(*pending, TimeoutError());
       }
       ArmSweep(lane);
     });
