@@ -131,6 +131,19 @@ TEST(MemoryStore, AnExpiredKeyIsDecidedAsFresh) {
   EXPECT_EQ(s.store().Stats().keys, 0u);  // the peek found it expired and dropped it
 }
 
+TEST(MemoryStore, TimesPast2106DecideExactly) {
+  // Expiry is kept in 32-bit seconds, which run out in 2106; later times must still
+  // decide on the stored state, and times from 2200 on are refused.
+  MemoryStore store;
+  const Policy policy = *Policy::Parse("fixed_window:1/1h");
+  const TimePoint late(microseconds(5'000'000'000'000'000));  // 2128
+  EXPECT_TRUE(store.Decide({"k", policy, 1, late})->allowed);
+  EXPECT_FALSE(store.Decide({"k", policy, 1, late + microseconds(1)})->allowed);
+  auto too_late = store.Decide({"k", policy, 1, kLatestTime});
+  ASSERT_FALSE(too_late.ok());
+  EXPECT_THAT(std::string(MessageOf(too_late.status())), HasSubstr("before 2200-01-01"));
+}
+
 TEST(MemoryStore, NeverHoldsMoreThanMaxKeys) {
   ManualClockStore s(1000, 4);
   for (int i = 0; i < 10'000; ++i) s.Decide("k" + std::to_string(i), "fixed_window:5/1h");

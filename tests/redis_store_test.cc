@@ -266,6 +266,30 @@ TEST(RedisFailure, RestartDegradesThenRecoversWithinASecond) {
   EXPECT_GE(store->redis_stats().reconnects, 1u);
 }
 
+TEST(RedisFailure, EachOnErrorModeAnswersAsConfigured) {
+  auto server = RedisServer::Start();
+  ASSERT_NE(server, nullptr);
+  auto open = OpenRedis(server->url("on_error=fail_open"));
+  auto closed = OpenRedis(server->url("on_error=fail_closed"));
+  auto local = OpenRedis(server->url("on_error=local"));
+  ASSERT_TRUE(open && closed && local);
+  server->Kill();
+  const Policy policy = *Policy::Parse("fixed_window:2/1h");
+  for (int i = 0; i < 3; ++i) {
+    const Decision o = *open->Decide({"k", policy, 1, std::nullopt});
+    EXPECT_TRUE(o.degraded && o.allowed);
+    const Decision c = *closed->Decide({"k", policy, 1, std::nullopt});
+    EXPECT_TRUE(c.degraded && !c.allowed);
+    EXPECT_GT(c.retry_after.count(), 0);
+    // The local limiter applies the same policy to the same key: 2 of 3 pass.
+    const Decision l = *local->Decide({"k", policy, 1, std::nullopt});
+    EXPECT_TRUE(l.degraded);
+    EXPECT_EQ(l.allowed, i < 2) << i;
+    EXPECT_EQ(l.remaining, i < 2 ? 1 - i : 0) << i;
+  }
+  EXPECT_EQ(local->redis_stats().degraded, 3u);
+}
+
 TEST(RedisFailure, UnreachableServerIsAClearError) {
   const int port = FreeLoopbackPort();
   auto store =

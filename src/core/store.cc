@@ -17,6 +17,9 @@ absl::Status ValidateRequest(const DecideRequest& request) {
   if (request.now && request.now->time_since_epoch().count() < 0) {
     return absl::InvalidArgumentError("now must not be before the Unix epoch");
   }
+  if (request.now && *request.now >= kLatestTime) {
+    return absl::InvalidArgumentError("now must be before 2200-01-01");
+  }
   return request.policy.Validate();
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <new>
 #include <type_traits>
@@ -61,7 +62,10 @@ class Entry {
   CompactKey& key() { return key_; }
   core::StateKind kind() const { return static_cast<core::StateKind>(key_.tag()); }
   State& state() { return state_; }
-  bool expired(std::uint32_t now_s) const { return now_s >= expires_s_; }
+  // An expiry that saturated (past 2106) never comes: such a key leaves by eviction.
+  bool expired(std::uint32_t now_s) const {
+    return now_s >= expires_s_ && expires_s_ != std::numeric_limits<std::uint32_t>::max();
+  }
   void set_expires(std::uint32_t expires_s) { expires_s_ = expires_s; }
   // The CLOCK algorithm's reference bit: set by every decision, cleared as the eviction
   // hand passes.
@@ -71,7 +75,7 @@ class Entry {
  private:
   CompactKey key_;
   State state_;
-  std::uint32_t expires_s_;  // whole seconds on the Unix epoch, rounded up (good to 2106)
+  std::uint32_t expires_s_;  // whole seconds on the Unix epoch, rounded up; saturates in 2106
   bool referenced_ = false;  // a new key has not been used again yet
 };
 static_assert(sizeof(Entry) == 40);

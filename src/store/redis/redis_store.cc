@@ -86,7 +86,7 @@ std::string AssembleScript(ScriptId id) {
 // One decision on its way through Redis. Touched only on the I/O thread once queued.
 struct PendingDecision {
   std::string redis_key;  // <prefix><tag>:<key>
-  std::string key;        // as the caller gave it, for on_error=local
+  std::size_t key_at;     // where the caller's key starts in redis_key (for on_error=local)
   Policy policy;
   std::int64_t cost;
   std::optional<std::int64_t> now_us;
@@ -194,8 +194,9 @@ class RedisStore::Impl {
         return;
       }
     }
+    const std::size_t key_at = redis_key.size() - request.key.size();
     auto pending = std::make_shared<PendingDecision>(PendingDecision{
-        std::move(redis_key), std::string(request.key), request.policy, request.cost,
+        std::move(redis_key), key_at, request.policy, request.cost,
         request.now ? std::optional(request.now->time_since_epoch().count()) : std::nullopt, kind,
         now + options_.timeout, std::move(done)});
     if (!breaker_.Allow(now)) {
@@ -590,7 +591,8 @@ class RedisStore::Impl {
         d.reset_after = d.retry_after;
         break;
       case OnError::kLocal: {
-        DecideRequest local{p.key, p.policy, p.cost, std::nullopt};
+        DecideRequest local{std::string_view(p.redis_key).substr(p.key_at), p.policy, p.cost,
+                            std::nullopt};
         if (p.now_us) local.now = TimePoint(std::chrono::microseconds(*p.now_us));
         absl::StatusOr<Decision> decided = local_.Decide(local);
         if (decided.ok()) d = *decided;
