@@ -266,6 +266,29 @@ TEST(RedisFailure, RestartDegradesThenRecoversWithinASecond) {
   EXPECT_GE(store->redis_stats().reconnects, 1u);
 }
 
+TEST(RedisFailure, AConnectionThatStopsAnsweringIsReplaced) {
+  auto server = RedisServer::Start();
+  ASSERT_NE(server, nullptr);
+  auto store = OpenRedis(server->url("timeout=20ms&connections=1"));
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("gcra:1000/1s");
+  ASSERT_FALSE(store->Decide({"k", policy, 1, std::nullopt})->degraded);
+  // Paused past the stall limit (max(1 s, 20 x timeout)): the store must not wait on the
+  // silent connection forever.
+  server->Cli({"CLIENT", "PAUSE", "1800", "ALL"});
+  const auto paused = Steady::now();
+  while (Steady::now() - paused < std::chrono::milliseconds(1600)) {
+    EXPECT_TRUE(store->Decide({"k", policy, 1, std::nullopt})->degraded);
+  }
+  EXPECT_GE(store->redis_stats().reconnects, 1u);
+  const auto back = Steady::now();
+  Decision d;
+  do {
+    d = *store->Decide({"k", policy, 1, std::nullopt});
+  } while (d.degraded && Steady::now() - back < std::chrono::seconds(5));
+  EXPECT_FALSE(d.degraded);
+}
+
 TEST(RedisFailure, EachOnErrorModeAnswersAsConfigured) {
   auto server = RedisServer::Start();
   ASSERT_NE(server, nullptr);

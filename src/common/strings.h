@@ -27,4 +27,19 @@ bool ParseDecimal(std::string_view text, Int& out) {
   return error == std::errc() && end == text.data() + text.size();
 }
 
+// Calls `visit(name, value)` for each `name=value` of a URL query ("a=1&b=2"), stopping
+// at the first error it returns. A pair without '=' has an empty value.
+template <class Visit>
+absl::Status ForEachQueryOption(std::string_view query, Visit visit) {
+  while (!query.empty()) {
+    const std::size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    const std::size_t eq = pair.find('=');
+    const std::string_view value = eq == std::string_view::npos ? "" : pair.substr(eq + 1);
+    if (absl::Status status = visit(pair.substr(0, eq), value); !status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace floodgate

@@ -38,31 +38,28 @@ absl::StatusOr<MemoryStoreOptions> MemoryStoreOptions::FromUrl(std::string_view 
     return absl::InvalidArgumentError(
         fmt::format("memory:// takes no host or path, got \"{}\" (options go after '?')", rest));
   }
-  for (std::string_view query = rest.substr(1); !query.empty();) {
-    const std::size_t amp = query.find('&');
-    const std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-    const std::size_t eq = pair.find('=');
-    const std::string_view name = pair.substr(0, eq);
-    const std::string_view value = eq == std::string_view::npos ? "" : pair.substr(eq + 1);
-    std::uint64_t n = 0;
-    if (name != "max_keys" && name != "shards") {
-      return absl::InvalidArgumentError(
-          fmt::format("unknown memory:// option \"{}\" (known: max_keys, shards)", name));
-    }
-    if (!ParseDecimal(value, n) || n == 0) {
-      return absl::InvalidArgumentError(
-          fmt::format("memory:// option {} must be a positive integer, got \"{}\"", name, value));
-    }
-    if (name == "max_keys") {
-      options.max_keys = n;
-    } else if (!std::has_single_bit(n) || n > kMaxShards) {
-      return absl::InvalidArgumentError(fmt::format(
-          "memory:// option shards must be a power of two up to {}, got {}", kMaxShards, n));
-    } else {
-      options.shards = n;
-    }
-  }
+  const absl::Status status = ForEachQueryOption(
+      rest.substr(1), [&](std::string_view name, std::string_view value) -> absl::Status {
+        std::uint64_t n = 0;
+        if (name != "max_keys" && name != "shards") {
+          return absl::InvalidArgumentError(
+              fmt::format("unknown memory:// option \"{}\" (known: max_keys, shards)", name));
+        }
+        if (!ParseDecimal(value, n) || n == 0) {
+          return absl::InvalidArgumentError(fmt::format(
+              "memory:// option {} must be a positive integer, got \"{}\"", name, value));
+        }
+        if (name == "max_keys") {
+          options.max_keys = n;
+        } else if (!std::has_single_bit(n) || n > kMaxShards) {
+          return absl::InvalidArgumentError(fmt::format(
+              "memory:// option shards must be a power of two up to {}, got {}", kMaxShards, n));
+        } else {
+          options.shards = n;
+        }
+        return absl::OkStatus();
+      });
+  if (!status.ok()) return status;
   return options;
 }
 

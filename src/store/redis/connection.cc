@@ -51,6 +51,7 @@ void Connection::Stop() {
   socket_.close(ignored);
   auto handlers = std::move(handlers_);
   handlers_.clear();
+  sent_at_.clear();
   for (auto& handler : handlers) handler(absl::CancelledError("redis store shut down"));
 }
 
@@ -90,6 +91,7 @@ void Connection::OnConnected() {
   handshake_left_ = commands.size();
   for (std::size_t i = 0; i < commands.size(); ++i) {
     pending_writes_ += commands[i];
+    sent_at_.push_back(std::chrono::steady_clock::now());
     handlers_.push_back([this, i, generation = generation_](absl::StatusOr<Reply> reply) {
       if (generation != generation_ || !reply.ok()) return;  // Fail() reported it already
       if (absl::Status status = hooks_.check_handshake(i, **reply); !status.ok()) {
@@ -113,6 +115,7 @@ void Connection::Send(std::string_view command, ReplyHandler handler) {
   }
   pending_writes_.append(command);
   handlers_.push_back(std::move(handler));
+  sent_at_.push_back(std::chrono::steady_clock::now());
   if (!write_in_flight_) StartWrite();
 }
 
@@ -151,6 +154,7 @@ void Connection::StartRead() {
           }
           ReplyHandler handler = std::move(handlers_.front());
           handlers_.pop_front();
+          sent_at_.pop_front();
           const std::uint64_t before = generation_;
           handler(std::move(reply));
           if (generation_ != before) return;  // the handler failed this connection
@@ -170,6 +174,7 @@ void Connection::Fail(absl::Status status) {
   write_in_flight_ = false;
   auto handlers = std::move(handlers_);
   handlers_.clear();
+  sent_at_.clear();
   state_ = State::kBackoff;
   for (auto& handler : handlers) handler(status);
   hooks_.on_down(status);

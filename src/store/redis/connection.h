@@ -59,6 +59,14 @@ class Connection {
   // Queues one RESP command; when not ready the handler fails at once (Unavailable).
   void Send(std::string_view command, ReplyHandler handler);
 
+  // How long the oldest unanswered command has waited (zero when none has).
+  std::chrono::steady_clock::duration OldestWait(std::chrono::steady_clock::time_point now) const {
+    return sent_at_.empty() ? std::chrono::steady_clock::duration::zero() : now - sent_at_.front();
+  }
+  // Drops the connection as if it had failed (a peer that stopped answering: a
+  // half-open TCP connection gives no error for hours), and reconnects.
+  void Abort(absl::Status status) { Fail(std::move(status)); }
+
  private:
   enum class State { kIdle, kConnecting, kHandshake, kReady, kBackoff, kStopped };
 
@@ -82,6 +90,7 @@ class Connection {
   std::string writing_;
   bool write_in_flight_ = false;
   std::deque<ReplyHandler> handlers_;
+  std::deque<std::chrono::steady_clock::time_point> sent_at_;  // one per handler
   std::size_t handshake_left_ = 0;
   ReplyReader reader_;
   std::vector<char> read_buffer_;

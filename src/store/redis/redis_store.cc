@@ -536,6 +536,15 @@ class RedisStore::Impl {
         Complete(*lane.deadlines.front(), TimeoutError());
         lane.deadlines.pop_front();
       }
+      // A connection whose oldest command has waited this long is taken for dead (a
+      // half-open TCP connection raises no error for hours) and replaced.
+      const auto stall_limit =
+          std::max<Steady::duration>(std::chrono::seconds(1), options_.timeout * 20);
+      if (lane.connection->OldestWait(now) > stall_limit) {
+        lane.connection->Abort(absl::DeadlineExceededError(
+            Format("redis at {} answered nothing for {} ms; reconnecting", options_.Describe(),
+                   std::chrono::duration_cast<std::chrono::milliseconds>(stall_limit).count())));
+      }
       if (lane.holding) {
         std::vector<PendingPtr> expired;
         {
