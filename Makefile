@@ -19,13 +19,10 @@ $(BUILD)/build.ninja: | deps
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Until `floodgate serve` exists: replay the bundled sample trace under a few policies.
+# The service on the embedded store, with the demo page: http://127.0.0.1:8080/
+# (FLOODGATE_LISTEN / FLOODGATE_STORE / a --config file change that; Ctrl-C stops it.)
 run: build
-	@for policy in "gcra:10/1s,burst=20" "sliding_window:60/1m" "token_bucket:5/1s,burst=30,refill=interval"; do \
-	  echo "== floodgate replay --policy $$policy --input examples/traces/sample.jsonl"; \
-	  $(BUILD)/floodgate replay --policy "$$policy" --input examples/traces/sample.jsonl --output /dev/null --top 5; \
-	  echo; \
-	done
+	$(BUILD)/floodgate serve
 
 # The concurrency tests are also built with ThreadSanitizer in their own tree; CTest in
 # the main tree runs that binary too, so one summary line covers everything.

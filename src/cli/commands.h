@@ -15,6 +15,7 @@ struct Command {
 Command AddCheck(CLI::App& app);
 Command AddReplay(CLI::App& app);
 Command AddBench(CLI::App& app);
+Command AddServe(CLI::App& app);
 
 // Exit codes shared by every subcommand (service.md, "Command line").
 inline constexpr int kExitAllowed = 0;

@@ -10,7 +10,8 @@ int main(int argc, char** argv) {
   CLI::App app{"floodgate: a distributed rate limiter", "floodgate"};
   app.set_version_flag("--version", std::string("floodgate ") + floodgate::kVersion);
   app.require_subcommand(1);
-  const std::vector<Command> commands = {AddCheck(app), AddReplay(app), AddBench(app)};
+  const std::vector<Command> commands = {AddServe(app), AddCheck(app), AddReplay(app),
+                                         AddBench(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version

@@ -1,0 +1,147 @@
+// floodgate serve [--config FILE] [--listen HOST:PORT] [--store URL] [--threads N]
+// (service.md, "Command line"; config keys in "Config file").
+#include <floodgate/store.h>
+#include <floodgate/version.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <csignal>
+#include <cstdlib>
+#include <string>
+
+#include "cli/commands.h"
+#include "common/strings.h"
+#include "server/config.h"
+#include "server/http_server.h"
+#include "server/service.h"
+
+namespace floodgate::cli {
+
+namespace {
+
+struct ServeFlags {
+  std::string config;
+  std::string listen;
+  std::string store;
+  int threads = 0;
+};
+
+// The config file (or the defaults), with flags on top and the environment filling
+// what both leave unset.
+absl::StatusOr<server::ServerConfig> Effective(const ServeFlags& flags) {
+  server::ServerConfig config;
+  bool listen_set = false, store_set = false;
+  if (!flags.config.empty()) {
+    auto loaded = server::LoadConfig(flags.config);
+    if (!loaded.ok()) return loaded.status();
+    config = *std::move(loaded);
+    // Which keys the file set, so the environment does not override them.
+    std::string text;
+    if (std::FILE* f = std::fopen(flags.config.c_str(), "r")) {
+      char buffer[4096];
+      std::size_t n;
+      while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) text.append(buffer, n);
+      std::fclose(f);
+    }
+    listen_set = text.find("listen:") != std::string::npos;
+    store_set = text.find("url:") != std::string::npos;
+  } else {
+    config.source = "defaults";
+  }
+  const auto env = [](const char* name) -> std::string {
+    const char* value = std::getenv(name);
+    return value == nullptr ? "" : value;
+  };
+  if (!flags.listen.empty()) {
+    config.listen = flags.listen;
+  } else if (!listen_set && !env("FLOODGATE_LISTEN").empty()) {
+    config.listen = env("FLOODGATE_LISTEN");
+  }
+  if (!flags.store.empty()) {
+    config.store.url = flags.store;
+  } else if (!store_set) {
+    if (!env("FLOODGATE_STORE").empty()) {
+      config.store.url = env("FLOODGATE_STORE");
+    } else if (!env("REDIS_URL").empty()) {
+      config.store.url = env("REDIS_URL");
+    }
+  }
+  if (auto listen = server::ParseListen(config.listen); !listen.ok()) return listen.status();
+  return config;
+}
+
+}  // namespace
+
+Command AddServe(CLI::App& app) {
+  auto flags = std::make_shared<ServeFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve", "Run the HTTP service: decision API, reverse-proxy endpoint, metrics, demo page");
+  cmd->add_option("--config", flags->config, "YAML config file (SIGHUP reloads it)");
+  cmd->add_option("--listen", flags->listen, "HOST:PORT (default 127.0.0.1:8080)");
+  cmd->add_option("--store", flags->store, "store URL (default memory://)");
+  cmd->add_option("--threads", flags->threads, "I/O threads (default: one per core)")
+      ->check(CLI::Range(0, 1024));
+
+  return {cmd, [flags]() -> int {
+            auto config = Effective(*flags);
+            if (!config.ok()) {
+              fmt::print(stderr, "floodgate serve: {}\n", MessageOf(config.status()));
+              return kExitError;
+            }
+            auto opened = OpenStore(config->store.EffectiveUrl());
+            if (!opened.ok()) {
+              fmt::print(stderr, "floodgate serve: {}\n", MessageOf(opened.status()));
+              return kExitError;
+            }
+            std::shared_ptr<Store> store = *std::move(opened);
+            auto shared = std::make_shared<const server::ServerConfig>(*config);
+            server::Service service(store, shared);
+            const auto [host, port] = *server::ParseListen(config->listen);
+            server::HttpOptions options;
+            options.host = host;
+            options.port = port;
+            options.threads = flags->threads;
+            server::HttpServer http(service, options);
+            if (absl::Status status = http.Start(); !status.ok()) {
+              fmt::print(stderr, "floodgate serve: {}\n", MessageOf(status));
+              return kExitError;
+            }
+            spdlog::info("floodgate {} listening on http://{}:{} (store {}, {} rules, config {})",
+                         kVersion, host.find(':') == std::string::npos ? host : "[" + host + "]",
+                         http.port(), store->Describe(), config->rules.size(), config->source);
+
+            boost::asio::io_context signals_io;
+            boost::asio::signal_set signals(signals_io, SIGINT, SIGTERM, SIGHUP);
+            std::function<void(const boost::system::error_code&, int)> on_signal =
+                [&](const boost::system::error_code& ec, int signal) {
+                  if (ec) return;
+                  if (signal != SIGHUP) {
+                    spdlog::info("floodgate: {} received, finishing requests in flight",
+                                 signal == SIGINT ? "SIGINT" : "SIGTERM");
+                    http.Shutdown();
+                    return;
+                  }
+                  auto reloaded = Effective(*flags);
+                  if (!reloaded.ok()) {
+                    spdlog::error("floodgate: reload refused, keeping the running config: {}",
+                                  MessageOf(reloaded.status()));
+                  } else {
+                    if (reloaded->store != service.config()->store ||
+                        reloaded->listen != service.config()->listen) {
+                      spdlog::warn("floodgate: listen and store changes take effect on restart");
+                    }
+                    service.Reload(std::make_shared<const server::ServerConfig>(*reloaded));
+                    spdlog::info("floodgate: config reloaded ({} rules)", reloaded->rules.size());
+                  }
+                  signals.async_wait(on_signal);
+                };
+            signals.async_wait(on_signal);
+            signals_io.run();
+            spdlog::info("floodgate: stopped");
+            return kExitAllowed;
+          }};
+}
+
+}  // namespace floodgate::cli

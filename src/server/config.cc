@@ -1,0 +1,358 @@
+#include "server/config.h"
+
+#include <absl/status/status.h>
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "common/strings.h"
+
+namespace floodgate::server {
+
+namespace {
+
+namespace ip = boost::asio::ip;
+
+// Errors point at the node they are about: "file:line: what".
+class Reader {
+ public:
+  explicit Reader(const std::string& source) : source_(source) {}
+
+  absl::Status Error(const YAML::Node& node, std::string_view what) const {
+    const int line = node.Mark().line >= 0 ? node.Mark().line + 1 : 0;
+    return absl::InvalidArgumentError(fmt::format("{}:{}: {}", source_, line, what));
+  }
+  absl::StatusOr<std::string> String(const YAML::Node& node, std::string_view path) const {
+    if (!node.IsScalar()) return Error(node, fmt::format("{} must be a string", path));
+    return node.Scalar();
+  }
+  absl::StatusOr<std::int64_t> Integer(const YAML::Node& node, std::string_view path,
+                                       std::int64_t min, std::int64_t max) const {
+    std::int64_t value = 0;
+    if (!node.IsScalar() || !ParseDecimal(std::string_view(node.Scalar()), value) ||
+        value < min || value > max) {
+      return Error(node, fmt::format("{} must be a whole number from {} to {}", path, min, max));
+    }
+    return value;
+  }
+  absl::StatusOr<bool> Bool(const YAML::Node& node, std::string_view path) const {
+    bool value = false;
+    if (!node.IsScalar() || !YAML::convert<bool>::decode(node, value)) {
+      return Error(node, fmt::format("{} must be true or false", path));
+    }
+    return value;
+  }
+  // Every key of `map` must be one of `known`.
+  absl::Status KnownKeys(const YAML::Node& map, std::string_view path,
+                         std::initializer_list<std::string_view> known) const {
+    for (const auto& entry : map) {
+      const std::string key = entry.first.Scalar();
+      if (std::find(known.begin(), known.end(), key) == known.end()) {
+        std::string list;
+        for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+        return Error(entry.first, fmt::format("unknown key \"{}\" in {} (known: {})", key,
+                                              path.empty() ? "the config" : path, list));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const std::string& source_;
+};
+
+#define FG_ASSIGN(lhs, expr)                \
+  do {                                      \
+    auto fg_value = (expr);                 \
+    if (!fg_value.ok()) return fg_value.status(); \
+    lhs = *std::move(fg_value);             \
+  } while (false)
+
+absl::StatusOr<Network> ParseNetwork(std::string_view text) {
+  const std::string s(text);
+  boost::system::error_code ec;
+  if (s.find('/') == std::string::npos) {
+    const ip::address address = ip::make_address(s, ec);
+    if (ec) return absl::InvalidArgumentError(fmt::format("\"{}\" is not an IP address or CIDR", s));
+    if (address.is_v4()) return Network(ip::network_v4(address.to_v4(), 32));
+    return Network(ip::network_v6(address.to_v6(), 128));
+  }
+  if (s.find(':') == std::string::npos) {
+    const ip::network_v4 net = ip::make_network_v4(s, ec);
+    if (!ec) return Network(net.canonical());
+  } else {
+    const ip::network_v6 net = ip::make_network_v6(s, ec);
+    if (!ec) return Network(net.canonical());
+  }
+  return absl::InvalidArgumentError(fmt::format("\"{}\" is not an IP address or CIDR", s));
+}
+
+absl::StatusOr<std::vector<IdentityPart>> ParseIdentify(std::string_view text) {
+  std::vector<IdentityPart> parts;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t plus = text.find('+', start);
+    const std::string_view part =
+        text.substr(start, plus == std::string_view::npos ? std::string_view::npos : plus - start);
+    if (part == "ip") {
+      parts.push_back({IdentityPart::Kind::kIp, ""});
+    } else if (part.starts_with("header:") && part.size() > 7) {
+      parts.push_back({IdentityPart::Kind::kHeader, std::string(part.substr(7))});
+    } else if (part.starts_with("cookie:") && part.size() > 7) {
+      parts.push_back({IdentityPart::Kind::kCookie, std::string(part.substr(7))});
+    } else {
+      return absl::InvalidArgumentError(fmt::format(
+          "unknown identity \"{}\" (ip, header:NAME, cookie:NAME, or several joined by '+')",
+          part));
+    }
+    if (plus == std::string_view::npos) break;
+    start = plus + 1;
+  }
+  if (std::count_if(parts.begin(), parts.end(),
+                    [](const IdentityPart& p) { return p.kind == IdentityPart::Kind::kCookie; }) > 1) {
+    return absl::InvalidArgumentError("at most one cookie per rule");
+  }
+  return parts;
+}
+
+absl::StatusOr<Rule> ParseRule(const Reader& r, const YAML::Node& node, const std::string& path) {
+  if (!node.IsMap()) return r.Error(node, fmt::format("{} must be a mapping", path));
+  if (auto s = r.KnownKeys(node, path, {"name", "match", "identify", "policy", "cost"}); !s.ok()) {
+    return s;
+  }
+  Rule rule;
+  if (!node["name"]) return r.Error(node, fmt::format("{} needs a name", path));
+  FG_ASSIGN(rule.name, r.String(node["name"], path + ".name"));
+  if (rule.name.empty() || rule.name.size() > 64 ||
+      !std::all_of(rule.name.begin(), rule.name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+      })) {
+    return r.Error(node["name"], fmt::format("{}.name must be 1-64 of [A-Za-z0-9_.-]", path));
+  }
+  if (const YAML::Node match = node["match"]) {
+    if (!match.IsMap()) return r.Error(match, fmt::format("{}.match must be a mapping", path));
+    if (auto s = r.KnownKeys(match, path + ".match", {"path_prefix", "methods"}); !s.ok()) return s;
+    if (match["path_prefix"]) {
+      FG_ASSIGN(rule.path_prefix, r.String(match["path_prefix"], path + ".match.path_prefix"));
+      if (!rule.path_prefix.starts_with('/')) {
+        return r.Error(match["path_prefix"],
+                       fmt::format("{}.match.path_prefix must start with '/'", path));
+      }
+    }
+    if (const YAML::Node methods = match["methods"]) {
+      if (!methods.IsSequence()) {
+        return r.Error(methods, fmt::format("{}.match.methods must be a list", path));
+      }
+      for (const auto& m : methods) {
+        std::string method;
+        FG_ASSIGN(method, r.String(m, path + ".match.methods[]"));
+        std::transform(method.begin(), method.end(), method.begin(),
+                       [](unsigned char c) { return std::toupper(c); });
+        rule.methods.push_back(method);
+      }
+    }
+  }
+  std::string identify = "ip";
+  if (node["identify"]) FG_ASSIGN(identify, r.String(node["identify"], path + ".identify"));
+  auto parts = ParseIdentify(identify);
+  if (!parts.ok()) {
+    return r.Error(node["identify"], fmt::format("{}.identify: {}", path, MessageOf(parts.status())));
+  }
+  rule.identify = *std::move(parts);
+  if (!node["policy"]) return r.Error(node, fmt::format("{} needs a policy", path));
+  std::string policy;
+  FG_ASSIGN(policy, r.String(node["policy"], path + ".policy"));
+  auto parsed = Policy::Parse(policy);
+  if (!parsed.ok()) {
+    return r.Error(node["policy"], fmt::format("{}.policy: {}", path, MessageOf(parsed.status())));
+  }
+  rule.policy = *parsed;
+  if (node["cost"]) FG_ASSIGN(rule.cost, r.Integer(node["cost"], path + ".cost", 0, kMaxCost));
+  return rule;
+}
+
+}  // namespace
+
+bool Rule::Matches(std::string_view method, std::string_view path) const {
+  if (!path.starts_with(path_prefix)) return false;
+  return methods.empty() || std::find(methods.begin(), methods.end(), method) != methods.end();
+}
+
+const IdentityPart* Rule::cookie() const {
+  for (const IdentityPart& part : identify) {
+    if (part.kind == IdentityPart::Kind::kCookie) return &part;
+  }
+  return nullptr;
+}
+
+std::string StoreConfig::EffectiveUrl() const {
+  if (!url.starts_with("redis")) return url;
+  std::string out = url;
+  const auto add = [&](std::string_view name, const std::string& value) {
+    if (url.find(std::string(name) + "=") != std::string::npos) return;  // the URL says
+    out += (out.find('?') == std::string::npos ? "?" : "&");
+    out += fmt::format("{}={}", name, value);
+  };
+  add("prefix", prefix);
+  add("timeout", fmt::format("{}us", timeout.count()));
+  add("on_error", on_error == OnError::kFailOpen     ? "fail_open"
+                  : on_error == OnError::kFailClosed ? "fail_closed"
+                                                     : "local");
+  return out;
+}
+
+const Rule* ServerConfig::Match(std::string_view method, std::string_view path) const {
+  for (const Rule& rule : rules) {
+    if (rule.Matches(method, path)) return &rule;
+  }
+  return nullptr;
+}
+
+const Rule* ServerConfig::Find(std::string_view name) const {
+  for (const Rule& rule : rules) {
+    if (rule.name == name) return &rule;
+  }
+  return nullptr;
+}
+
+bool ServerConfig::Trusted(const boost::asio::ip::address& address) const {
+  for (const Network& net : trusted_proxies) {
+    if (const auto* v4 = std::get_if<ip::network_v4>(&net)) {
+      if (address.is_v4() && ip::network_v4(address.to_v4(), 32).is_subnet_of(*v4)) return true;
+      if (address.is_v4() && ip::network_v4(address.to_v4(), 32) == *v4) return true;
+    } else if (const auto* v6 = std::get_if<ip::network_v6>(&net)) {
+      if (!address.is_v6()) continue;
+      const ip::network_v6 host(address.to_v6(), 128);
+      if (host == *v6 || host.is_subnet_of(*v6)) return true;
+    }
+  }
+  return false;
+}
+
+absl::StatusOr<std::pair<std::string, std::uint16_t>> ParseListen(std::string_view listen) {
+  std::string_view host, port;
+  if (listen.starts_with('[')) {
+    const std::size_t close = listen.find("]:");
+    if (close == std::string_view::npos) {
+      return absl::InvalidArgumentError(fmt::format("listen \"{}\" must be [IPv6]:PORT", listen));
+    }
+    host = listen.substr(1, close - 1);
+    port = listen.substr(close + 2);
+  } else {
+    const std::size_t colon = listen.rfind(':');
+    if (colon == std::string_view::npos) {
+      return absl::InvalidArgumentError(fmt::format("listen \"{}\" must be HOST:PORT", listen));
+    }
+    host = listen.substr(0, colon);
+    port = listen.substr(colon + 1);
+  }
+  std::uint16_t number = 0;
+  if (host.empty() || !ParseDecimal(port, number)) {
+    return absl::InvalidArgumentError(fmt::format("listen \"{}\" must be HOST:PORT", listen));
+  }
+  return std::pair{std::string(host), number};
+}
+
+absl::StatusOr<ServerConfig> ParseConfig(std::string_view yaml, const std::string& source) {
+  Reader r(source);
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(fmt::format("{}:{}: {}", source, e.mark.line + 1, e.msg));
+  }
+  ServerConfig config;
+  config.source = source;
+  if (!root || root.IsNull()) return config;  // an empty file: every default
+  if (!root.IsMap()) return r.Error(root, "the config must be a mapping of keys");
+  if (auto s = r.KnownKeys(root, "", {"listen", "store", "trusted_proxies", "authz_deny_status",
+                                      "demo", "rules"});
+      !s.ok()) {
+    return s;
+  }
+  if (root["listen"]) {
+    FG_ASSIGN(config.listen, r.String(root["listen"], "listen"));
+    if (auto l = ParseListen(config.listen); !l.ok()) {
+      return r.Error(root["listen"], MessageOf(l.status()));
+    }
+  }
+  if (const YAML::Node store = root["store"]) {
+    if (!store.IsMap()) return r.Error(store, "store must be a mapping");
+    if (auto s = r.KnownKeys(store, "store", {"url", "prefix", "timeout", "on_error"}); !s.ok()) {
+      return s;
+    }
+    if (store["url"]) FG_ASSIGN(config.store.url, r.String(store["url"], "store.url"));
+    if (store["prefix"]) FG_ASSIGN(config.store.prefix, r.String(store["prefix"], "store.prefix"));
+    if (store["timeout"]) {
+      std::string timeout;
+      FG_ASSIGN(timeout, r.String(store["timeout"], "store.timeout"));
+      auto d = ParseDuration(timeout);
+      if (!d.ok() || d->count() <= 0) {
+        return r.Error(store["timeout"],
+                       fmt::format("store.timeout must be a duration like 50ms, got \"{}\"", timeout));
+      }
+      config.store.timeout = *d;
+    }
+    if (store["on_error"]) {
+      std::string mode;
+      FG_ASSIGN(mode, r.String(store["on_error"], "store.on_error"));
+      if (mode == "fail_open") {
+        config.store.on_error = OnError::kFailOpen;
+      } else if (mode == "fail_closed") {
+        config.store.on_error = OnError::kFailClosed;
+      } else if (mode == "local") {
+        config.store.on_error = OnError::kLocal;
+      } else {
+        return r.Error(store["on_error"],
+                       fmt::format("store.on_error must be fail_open, fail_closed or local, got \"{}\"",
+                                   mode));
+      }
+    }
+  }
+  if (const YAML::Node proxies = root["trusted_proxies"]) {
+    if (!proxies.IsSequence()) return r.Error(proxies, "trusted_proxies must be a list of CIDRs");
+    for (const auto& p : proxies) {
+      std::string text;
+      FG_ASSIGN(text, r.String(p, "trusted_proxies[]"));
+      auto net = ParseNetwork(text);
+      if (!net.ok()) return r.Error(p, fmt::format("trusted_proxies: {}", MessageOf(net.status())));
+      config.trusted_proxies.push_back(*net);
+    }
+  }
+  if (root["authz_deny_status"]) {
+    std::int64_t status = 0;
+    FG_ASSIGN(status, r.Integer(root["authz_deny_status"], "authz_deny_status", 400, 499));
+    if (status != 429 && status != 403) {
+      return r.Error(root["authz_deny_status"], "authz_deny_status must be 429 or 403");
+    }
+    config.authz_deny_status = static_cast<int>(status);
+  }
+  if (root["demo"]) FG_ASSIGN(config.demo, r.Bool(root["demo"], "demo"));
+  if (const YAML::Node rules = root["rules"]) {
+    if (!rules.IsSequence()) return r.Error(rules, "rules must be a list");
+    std::set<std::string> names;
+    for (std::size_t i = 0; i < rules.size(); ++i) {
+      auto rule = ParseRule(r, rules[i], fmt::format("rules[{}]", i));
+      if (!rule.ok()) return rule.status();
+      if (!names.insert(rule->name).second) {
+        return r.Error(rules[i]["name"], fmt::format("rule name \"{}\" is used twice", rule->name));
+      }
+      config.rules.push_back(*std::move(rule));
+    }
+  }
+  return config;
+}
+
+absl::StatusOr<ServerConfig> LoadConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(fmt::format("{}: cannot read the config file", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseConfig(text.str(), path);
+}
+
+}  // namespace floodgate::server

@@ -1,0 +1,78 @@
+#pragma once
+
+// The service's configuration (service.md, "Config file"): parsed once, immutable,
+// swapped whole on SIGHUP.
+
+#include <floodgate/policy.h>
+#include <floodgate/redis_store.h>
+
+#include <absl/status/statusor.h>
+
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/ip/network_v4.hpp>
+#include <boost/asio/ip/network_v6.hpp>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace floodgate::server {
+
+// One way to tell clients apart; a rule may combine several ("ip+header:X-Api-Key").
+struct IdentityPart {
+  enum class Kind { kIp, kHeader, kCookie } kind;
+  std::string name;  // header or cookie name
+};
+
+struct Rule {
+  std::string name;
+  std::string path_prefix = "/";
+  std::vector<std::string> methods;  // upper case; empty: any method
+  std::vector<IdentityPart> identify;
+  Policy policy;
+  std::int64_t cost = 1;
+
+  bool Matches(std::string_view method, std::string_view path) const;
+  // The cookie this rule issues when missing, if it identifies by one.
+  const IdentityPart* cookie() const;
+};
+
+using Network = std::variant<boost::asio::ip::network_v4, boost::asio::ip::network_v6>;
+
+struct StoreConfig {
+  std::string url = "memory://";
+  std::string prefix = "fg:";
+  std::chrono::microseconds timeout = std::chrono::milliseconds(50);
+  OnError on_error = OnError::kLocal;
+
+  // The URL with prefix, timeout and on_error added for stores that take them.
+  std::string EffectiveUrl() const;
+  friend bool operator==(const StoreConfig&, const StoreConfig&) = default;
+};
+
+struct ServerConfig {
+  std::string source;  // the file it came from, or "defaults"
+  std::string listen = "127.0.0.1:8080";
+  StoreConfig store;
+  std::vector<Network> trusted_proxies;
+  int authz_deny_status = 429;
+  bool demo = true;
+  std::vector<Rule> rules;
+
+  // The first rule that matches, or nullptr (the request is allowed untouched).
+  const Rule* Match(std::string_view method, std::string_view path) const;
+  const Rule* Find(std::string_view name) const;
+  bool Trusted(const boost::asio::ip::address& address) const;
+};
+
+// Parses a YAML config. Errors name the file, the line and the reason, e.g.
+// "floodgate.yaml:12: rules[1].policy: invalid policy ...: burst must be >= 1, got 0".
+absl::StatusOr<ServerConfig> LoadConfig(const std::string& path);
+absl::StatusOr<ServerConfig> ParseConfig(std::string_view yaml, const std::string& source);
+
+// Parses "HOST:PORT" ("[::1]:8080" for IPv6).
+absl::StatusOr<std::pair<std::string, std::uint16_t>> ParseListen(std::string_view listen);
+
+}  // namespace floodgate::server

@@ -1,0 +1,25 @@
+#pragma once
+
+// The rate-limit response headers, formatted in one place for every endpoint
+// (service.md, "Rate-limit headers"): X-RateLimit-*, IETF RateLimit-Policy/RateLimit,
+// and Retry-After on denial.
+
+#include <floodgate/decision.h>
+#include <floodgate/policy.h>
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace floodgate::server {
+
+using HeaderList = std::vector<std::pair<std::string_view, std::string>>;
+
+// Whole seconds, rounded up (a client that waits that long is never early).
+std::int64_t CeilSeconds(std::chrono::microseconds us);
+
+HeaderList RateLimitHeaders(std::string_view policy_name, const Policy& policy,
+                            const Decision& decision);
+
+}  // namespace floodgate::server

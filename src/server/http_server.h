@@ -1,0 +1,58 @@
+#pragma once
+
+#include <absl/status/status.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/service.h"
+
+namespace floodgate::server {
+
+struct HttpOptions {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 8080;  // 0: any free port (see HttpServer::port())
+  int threads = 0;            // 0: one per core
+  // A connection must deliver each request whole within this (a slowloris cannot pin a
+  // connection), and may sit idle between requests this long.
+  std::chrono::milliseconds request_timeout{10'000};
+  std::size_t header_limit = 8 * 1024;
+  std::size_t body_limit = 64 * 1024;
+};
+
+// HTTP/1.1 on Boost.Beast: one io_context per thread, each with its own acceptor on the
+// same port (SO_REUSEPORT), so connections spread over threads without a hand-off.
+class HttpServer {
+ public:
+  HttpServer(Service& service, HttpOptions options);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds and starts serving; an address in use or not local is an error.
+  absl::Status Start();
+  // Stops accepting, lets requests in flight finish (closing their connections), and
+  // returns once every connection is done or `grace` has passed.
+  void Shutdown(std::chrono::milliseconds grace = std::chrono::seconds(10));
+  std::uint16_t port() const { return port_; }
+  std::size_t connections() const { return sessions_.load(); }
+
+ private:
+  class Worker;
+  class Session;
+  friend class Session;
+
+  Service& service_;
+  HttpOptions options_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<std::size_t> sessions_{0};
+  std::uint16_t port_ = 0;
+};
+
+}  // namespace floodgate::server

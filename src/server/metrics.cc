@@ -1,0 +1,120 @@
+#include "server/metrics.h"
+
+#include <floodgate/memory_store.h>
+#include <floodgate/redis_store.h>
+#include <floodgate/version.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "common/strings.h"
+
+namespace floodgate::server {
+
+Metrics::Metrics() = default;
+
+Metrics::RuleCounters& Metrics::ForRule(std::string_view rule) {
+  std::lock_guard lock(mu_);
+  auto it = rules_.find(ToAbsl(rule));
+  if (it == rules_.end()) {
+    it = rules_.emplace(std::string(rule), std::make_unique<RuleCounters>()).first;
+  }
+  return *it->second;
+}
+
+void Metrics::CountDecision(std::string_view rule, Outcome outcome) {
+  ForRule(rule).outcomes[static_cast<int>(outcome)].fetch_add(1, std::memory_order_relaxed);
+}
+
+void Metrics::ObserveStoreLatency(std::chrono::nanoseconds took) {
+  const double seconds = std::chrono::duration<double>(took).count();
+  const auto bucket = std::lower_bound(kBuckets.begin(), kBuckets.end(), seconds) - kBuckets.begin();
+  latency_[bucket].fetch_add(1, std::memory_order_relaxed);
+  latency_count_.fetch_add(1, std::memory_order_relaxed);
+  latency_sum_ns_.fetch_add(took.count(), std::memory_order_relaxed);
+}
+
+void Metrics::CountHttp(int status) {
+  const int klass = status >= 100 && status < 600 ? status / 100 - 1 : 5;
+  http_[klass].fetch_add(1, std::memory_order_relaxed);
+}
+
+std::string Metrics::Render(Store& store) const {
+  std::string out;
+  const auto escape = [](std::string_view label) {
+    std::string e;
+    for (char c : label) {
+      if (c == '\\' || c == '"') e += '\\';
+      e += c == '\n' ? 'n' : c;
+    }
+    return e;
+  };
+  out += "# HELP floodgate_build_info Version of the running floodgate.\n"
+         "# TYPE floodgate_build_info gauge\n";
+  out += fmt::format("floodgate_build_info{{version=\"{}\",store=\"{}\"}} 1\n", kVersion,
+                     escape(store.Describe()));
+  out += "# HELP floodgate_decisions_total Decisions by rule and result.\n"
+         "# TYPE floodgate_decisions_total counter\n";
+  {
+    std::lock_guard lock(mu_);
+    std::map<std::string, const RuleCounters*> sorted;
+    for (const auto& [name, counters] : rules_) sorted.emplace(name, counters.get());
+    static constexpr const char* kResults[] = {"allowed", "denied", "degraded"};
+    for (const auto& [name, counters] : sorted) {
+      for (int i = 0; i < 3; ++i) {
+        out += fmt::format("floodgate_decisions_total{{rule=\"{}\",result=\"{}\"}} {}\n",
+                           escape(name), kResults[i], counters->outcomes[i].load());
+      }
+    }
+  }
+  out += "# HELP floodgate_store_latency_seconds Time from asking the store to its answer.\n"
+         "# TYPE floodgate_store_latency_seconds histogram\n";
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i < kBuckets.size(); ++i) {
+    cumulative += latency_[i].load();
+    out += fmt::format("floodgate_store_latency_seconds_bucket{{le=\"{}\"}} {}\n", kBuckets[i],
+                       cumulative);
+  }
+  cumulative += latency_[kBuckets.size()].load();
+  out += fmt::format("floodgate_store_latency_seconds_bucket{{le=\"+Inf\"}} {}\n", cumulative);
+  out += fmt::format("floodgate_store_latency_seconds_sum {:.9f}\n",
+                     latency_sum_ns_.load() / 1e9);
+  out += fmt::format("floodgate_store_latency_seconds_count {}\n", latency_count_.load());
+  out += "# HELP floodgate_http_responses_total HTTP responses by status class.\n"
+         "# TYPE floodgate_http_responses_total counter\n";
+  static constexpr const char* kClasses[] = {"1xx", "2xx", "3xx", "4xx", "5xx", "other"};
+  for (int i = 0; i < 6; ++i) {
+    out += fmt::format("floodgate_http_responses_total{{code=\"{}\"}} {}\n", kClasses[i],
+                       http_[i].load());
+  }
+  const StoreStats stats = store.Stats();
+  out += fmt::format(
+      "# HELP floodgate_memory_keys Keys held by the in-process store.\n"
+      "# TYPE floodgate_memory_keys gauge\nfloodgate_memory_keys {}\n"
+      "# HELP floodgate_memory_evictions_total Live keys evicted to stay under max_keys.\n"
+      "# TYPE floodgate_memory_evictions_total counter\nfloodgate_memory_evictions_total {}\n"
+      "# HELP floodgate_memory_expired_total Expired keys reclaimed.\n"
+      "# TYPE floodgate_memory_expired_total counter\nfloodgate_memory_expired_total {}\n",
+      stats.keys, stats.evictions, stats.expired);
+  if (const auto* redis = dynamic_cast<const RedisStore*>(&store)) {
+    const RedisStats r = redis->redis_stats();
+    out += fmt::format(
+        "# HELP floodgate_store_errors_total Decisions the store failed (on_error answered).\n"
+        "# TYPE floodgate_store_errors_total counter\nfloodgate_store_errors_total {}\n"
+        "# HELP floodgate_store_timeouts_total Decisions that exceeded the store timeout.\n"
+        "# TYPE floodgate_store_timeouts_total counter\nfloodgate_store_timeouts_total {}\n"
+        "# HELP floodgate_breaker_open 1 while the circuit breaker stops calls to the store.\n"
+        "# TYPE floodgate_breaker_open gauge\nfloodgate_breaker_open {}\n"
+        "# HELP floodgate_denial_cache_hits_total Denials answered without a store call.\n"
+        "# TYPE floodgate_denial_cache_hits_total counter\nfloodgate_denial_cache_hits_total {}\n"
+        "# HELP floodgate_store_calls_total Script calls sent to the store.\n"
+        "# TYPE floodgate_store_calls_total counter\nfloodgate_store_calls_total {}\n"
+        "# HELP floodgate_store_reconnects_total Connections to the store lost and redone.\n"
+        "# TYPE floodgate_store_reconnects_total counter\nfloodgate_store_reconnects_total {}\n",
+        r.errors, r.timeouts, r.breaker_open ? 1 : 0, r.denial_cache_hits, r.calls, r.reconnects);
+  }
+  return out;
+}
+
+}  // namespace floodgate::server

@@ -1,0 +1,50 @@
+#pragma once
+
+// Prometheus metrics of the service (every name prefixed floodgate_). Labels are rule
+// names and fixed words, never a client key: the series count is bounded by the config.
+
+#include <floodgate/store.h>
+
+#include <absl/container/flat_hash_map.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace floodgate::server {
+
+enum class Outcome { kAllowed, kDenied, kDegraded };
+
+class Metrics {
+ public:
+  Metrics();
+  // Thread-safe.
+  void CountDecision(std::string_view rule, Outcome outcome);
+  void ObserveStoreLatency(std::chrono::nanoseconds took);
+  void CountHttp(int status);
+  // The exposition text, with the store's own counters read now.
+  std::string Render(Store& store) const;
+
+ private:
+  struct RuleCounters {
+    std::array<std::atomic<std::uint64_t>, 3> outcomes{};
+  };
+  // Buckets of the store latency histogram, in seconds.
+  static constexpr std::array<double, 14> kBuckets = {
+      0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001,
+      0.0025,  0.005,    0.01,    0.025,  0.05,    0.1,    0.5};
+
+  RuleCounters& ForRule(std::string_view rule);
+
+  mutable std::mutex mu_;  // guards the map, not the counters
+  absl::flat_hash_map<std::string, std::unique_ptr<RuleCounters>> rules_;
+  std::array<std::atomic<std::uint64_t>, kBuckets.size() + 1> latency_{};
+  std::atomic<std::uint64_t> latency_count_{0};
+  std::atomic<std::uint64_t> latency_sum_ns_{0};
+  std::array<std::atomic<std::uint64_t>, 6> http_{};  // 1xx..5xx, other
+};
+
+}  // namespace floodgate::server

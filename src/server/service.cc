@@ -1,0 +1,392 @@
+#include "server/service.h"
+
+#include <floodgate/redis_store.h>
+#include <floodgate/version.h>
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include <boost/beast/version.hpp>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "common/strings.h"
+#include "server/headers.h"
+#include "server/web_sources.h"
+
+namespace floodgate::server {
+
+namespace {
+
+namespace ip = boost::asio::ip;
+using Steady = std::chrono::steady_clock;
+
+// Rate-limited requests name their policy "policy" in the IETF headers when they came
+// with an inline policy string instead of a rule.
+constexpr std::string_view kInlinePolicy = "policy";
+
+// Boost 1.74's Beast speaks boost::string_view.
+boost::beast::string_view BeastView(std::string_view s) { return {s.data(), s.size()}; }
+
+Response MakeResponse(const Request& request, http::status status, std::string body,
+                      std::string_view content_type) {
+  Response response(status, request.version());
+  response.set(http::field::server, "floodgate");
+  response.set(http::field::content_type, BeastView(content_type));
+  response.keep_alive(request.keep_alive());
+  response.body() = std::move(body);
+  response.prepare_payload();
+  return response;
+}
+
+Response Json(const Request& request, http::status status, std::string body) {
+  return MakeResponse(request, status, std::move(body), "application/json");
+}
+
+void AddHeaders(Response& response, const HeaderList& headers) {
+  for (const auto& [name, value] : headers) response.set(BeastView(name), value);
+}
+
+std::string HtmlEscape(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string Replace(std::string text, std::string_view from, std::string_view to) {
+  for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at)) {
+    text.replace(at, from.size(), to);
+    at += to.size();
+  }
+  return text;
+}
+
+std::string_view HeaderValue(const Request& request, std::string_view name) {
+  const auto it = request.find(BeastView(name));
+  if (it == request.end()) return {};
+  return {it->value().data(), it->value().size()};
+}
+
+// The value of cookie `name` in the Cookie header, if any.
+std::optional<std::string_view> CookieValue(const Request& request, std::string_view name) {
+  for (auto it = request.find(http::field::cookie); it != request.end() &&
+                                                   it->name() == http::field::cookie;
+       ++it) {
+    std::string_view all(it->value().data(), it->value().size());
+    while (!all.empty()) {
+      const std::size_t semi = all.find(';');
+      std::string_view pair = all.substr(0, semi);
+      all = semi == std::string_view::npos ? std::string_view() : all.substr(semi + 1);
+      while (!pair.empty() && pair.front() == ' ') pair.remove_prefix(1);
+      const std::size_t eq = pair.find('=');
+      if (eq != std::string_view::npos && pair.substr(0, eq) == name) return pair.substr(eq + 1);
+    }
+  }
+  return std::nullopt;
+}
+
+// Only values we could have issued count as our cookie: anything else is ignored, so
+// a forged cookie cannot smuggle bytes into store keys.
+bool LooksLikeUuid(std::string_view v) {
+  if (v.size() != 36) return false;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash != (v[i] == '-')) return false;
+    if (!dash && !std::isxdigit(static_cast<unsigned char>(v[i]))) return false;
+  }
+  return true;
+}
+
+std::string_view PathOf(std::string_view target) {
+  return target.substr(0, target.find('?'));
+}
+
+std::string_view QueryParam(std::string_view target, std::string_view name) {
+  const std::size_t q = target.find('?');
+  if (q == std::string_view::npos) return {};
+  std::string_view found;
+  (void)ForEachQueryOption(target.substr(q + 1), [&](std::string_view n, std::string_view v) {
+    if (n == name) found = v;
+    return absl::OkStatus();
+  });
+  return found;
+}
+
+}  // namespace
+
+std::string NewUuidV7() {
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  const std::uint64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+  const std::uint64_t a = random(), b = random();
+  // 48-bit unix ms | version 7 | 12 random bits | variant 10 | 62 random bits.
+  const std::uint64_t high = (ms << 16) | 0x7000 | (a & 0x0fff);
+  const std::uint64_t low = (b & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;
+  return fmt::format("{:08x}-{:04x}-{:04x}-{:04x}-{:012x}", high >> 32, (high >> 16) & 0xffff,
+                     high & 0xffff, low >> 48, low & 0xffffffffffffULL);
+}
+
+ip::address ClientAddress(const Request& request, const ip::address& peer,
+                          const ServerConfig& config) {
+  if (!config.Trusted(peer)) return peer;
+  // Walk X-Forwarded-For from the right: each hop appended the address it saw; the
+  // first one that is not a trusted proxy is the client. All trusted: the left-most.
+  std::vector<std::string_view> hops;
+  for (auto it = request.find("X-Forwarded-For"); it != request.end() && it->name_string() == "X-Forwarded-For"; ++it) {
+    std::string_view list(it->value().data(), it->value().size());
+    while (!list.empty()) {
+      const std::size_t comma = list.find(',');
+      std::string_view hop = list.substr(0, comma);
+      list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+      while (!hop.empty() && hop.front() == ' ') hop.remove_prefix(1);
+      while (!hop.empty() && hop.back() == ' ') hop.remove_suffix(1);
+      if (!hop.empty()) hops.push_back(hop);
+    }
+  }
+  ip::address client = peer;
+  for (auto it = hops.rbegin(); it != hops.rend(); ++it) {
+    boost::system::error_code ec;
+    const ip::address hop = ip::make_address(std::string(*it), ec);
+    if (ec) break;  // garbage: trust nothing further left
+    client = hop;
+    if (!config.Trusted(hop)) break;
+  }
+  return client;
+}
+
+Service::Service(std::shared_ptr<Store> store, std::shared_ptr<const ServerConfig> config)
+    : store_(std::move(store)), config_(std::move(config)) {
+  demo_page_ = Replace(std::string(web::k_index_html), "__FLOODGATE_STORE__",
+                       HtmlEscape(store_->Describe()));
+  demo_page_ = Replace(std::move(demo_page_), "__FLOODGATE_VERSION__", kVersion);
+}
+
+void Service::Reload(std::shared_ptr<const ServerConfig> config) { config_.store(std::move(config)); }
+
+Response Service::Error(const Request& request, http::status status, std::string_view code,
+                        std::string_view message) {
+  nlohmann::ordered_json body = {{"status", static_cast<int>(status)},
+                         {"code", code},
+                         {"message", message}};
+  return Json(request, status,
+              body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+}
+
+void Service::Handle(const Request& request, const ip::address& peer, Respond respond) {
+  auto config = config_.load();
+  const std::string_view target(request.target().data(), request.target().size());
+  const std::string_view path = PathOf(target);
+  Respond counted = [this, respond = std::move(respond)](Response response) {
+    metrics_.CountHttp(response.result_int());
+    respond(std::move(response));
+  };
+  if (path == "/v1/check") {
+    if (request.method() != http::verb::post) {
+      Response r = Error(request, http::status::method_not_allowed, "method_not_allowed",
+                         "/v1/check takes POST");
+      r.set(http::field::allow, "POST");
+      return counted(std::move(r));
+    }
+    return Check(request, std::move(config), std::move(counted));
+  }
+  if (path == "/v1/authz") return Authz(request, peer, std::move(config), std::move(counted));
+  const bool get = request.method() == http::verb::get || request.method() == http::verb::head;
+  if (get && path == "/healthz") {
+    return counted(MakeResponse(request, http::status::ok, "ok\n", "text/plain"));
+  }
+  if (get && path == "/readyz") {
+    auto* redis = dynamic_cast<RedisStore*>(store_.get());
+    const bool ready = redis == nullptr || redis->Ping();
+    return counted(MakeResponse(request, ready ? http::status::ok : http::status::service_unavailable,
+                                ready ? "ready\n" : "store unreachable\n", "text/plain"));
+  }
+  if (get && path == "/metrics") {
+    return counted(MakeResponse(request, http::status::ok, metrics_.Render(*store_),
+                                "text/plain; version=0.0.4"));
+  }
+  if (get && path == "/" && config->demo) {
+    return counted(MakeResponse(request, http::status::ok, demo_page_, "text/html; charset=utf-8"));
+  }
+  counted(Error(request, http::status::not_found, "not_found",
+                fmt::format("no endpoint {} {}", std::string_view(request.method_string().data(),
+                                                                  request.method_string().size()),
+                            path)));
+}
+
+void Service::Decide(std::string key, const Policy& policy, std::int64_t cost,
+                     std::function<void(absl::StatusOr<Decision>)> done) {
+  const auto begin = Steady::now();
+  store_->DecideAsync({key, policy, cost, std::nullopt},
+                      [this, begin, done = std::move(done)](absl::StatusOr<Decision> d) {
+                        metrics_.ObserveStoreLatency(Steady::now() - begin);
+                        done(std::move(d));
+                      });
+}
+
+void Service::Check(const Request& request, std::shared_ptr<const ServerConfig> config,
+                    Respond respond) {
+  const auto bad = [&](std::string_view message) {
+    respond(Error(request, http::status::bad_request, "invalid_argument", message));
+  };
+  thread_local simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  const std::string& body = request.body();
+  if (const auto error = parser.parse(body.data(), body.size()).get(doc); error) {
+    return bad(fmt::format("the body must be a JSON object ({})", simdjson::error_message(error)));
+  }
+  simdjson::dom::object object;
+  if (doc.get_object().get(object) != simdjson::SUCCESS) {
+    return bad("the body must be a JSON object");
+  }
+  std::string_view key, rule_name, policy_text;
+  bool has_key = false, has_rule = false, has_policy = false, has_cost = false;
+  std::int64_t cost = 1;
+  for (const auto [name, value] : object) {
+    if (name == "key") {
+      if (value.get_string().get(key) != simdjson::SUCCESS) return bad("\"key\" must be a string");
+      has_key = true;
+    } else if (name == "rule") {
+      if (value.get_string().get(rule_name) != simdjson::SUCCESS) return bad("\"rule\" must be a string");
+      has_rule = true;
+    } else if (name == "policy") {
+      if (value.get_string().get(policy_text) != simdjson::SUCCESS) {
+        return bad("\"policy\" must be a string");
+      }
+      has_policy = true;
+    } else if (name == "cost") {
+      if (value.get_int64().get(cost) != simdjson::SUCCESS || cost < 0 || cost > kMaxCost) {
+        return bad("\"cost\" must be a whole number from 0 to 1000000000");
+      }
+      has_cost = true;
+    }
+  }
+  if (!has_key) return bad("missing \"key\"");
+  if (has_rule == has_policy) return bad("give exactly one of \"rule\" and \"policy\"");
+  Policy policy;
+  std::string policy_name(kInlinePolicy);
+  std::string store_key;
+  if (has_rule) {
+    const Rule* rule = config->Find(rule_name);
+    if (rule == nullptr) {
+      return respond(Error(request, http::status::not_found, "not_found",
+                           fmt::format("unknown rule \"{}\"", rule_name)));
+    }
+    policy = rule->policy;
+    policy_name = rule->name;
+    if (!has_cost) cost = rule->cost;
+    // Rules keep their keys apart: the same client under two rules is two keys.
+    store_key = fmt::format("{}:{}", rule->name, key);
+  } else {
+    auto parsed = Policy::Parse(policy_text);
+    if (!parsed.ok()) return bad(MessageOf(parsed.status()));
+    policy = *parsed;
+    store_key = std::string(key);
+  }
+  if (key.empty()) return bad("\"key\" must not be empty");
+  if (key.size() > kMaxKeyBytes) {
+    return bad(fmt::format("\"key\" is {} bytes; the limit is {}", key.size(), kMaxKeyBytes));
+  }
+  const std::string name = has_rule ? policy_name : std::string();
+  Decide(std::move(store_key), policy, cost,
+         [this, request_version = request.version(), keep_alive = request.keep_alive(), policy,
+          policy_name, name, respond = std::move(respond)](absl::StatusOr<Decision> decision) {
+           Request shape;
+           shape.version(request_version);
+           shape.keep_alive(keep_alive);
+           if (!decision.ok()) {
+             return respond(Error(shape, http::status::bad_request, "invalid_argument",
+                                  MessageOf(decision.status())));
+           }
+           metrics_.CountDecision(name.empty() ? kInlinePolicy : name,
+                                  decision->degraded  ? Outcome::kDegraded
+                                  : decision->allowed ? Outcome::kAllowed
+                                                      : Outcome::kDenied);
+           Response response = Json(shape, http::status::ok, ToJson(*decision));
+           AddHeaders(response, RateLimitHeaders(policy_name, policy, *decision));
+           respond(std::move(response));
+         });
+}
+
+void Service::Authz(const Request& request, const ip::address& peer,
+                    std::shared_ptr<const ServerConfig> config, Respond respond) {
+  const std::string_view target(request.target().data(), request.target().size());
+  std::string_view original_uri = HeaderValue(request, "X-Original-URI");
+  if (original_uri.empty()) original_uri = HeaderValue(request, "X-Forwarded-Uri");
+  std::string_view method = HeaderValue(request, "X-Original-Method");
+  if (method.empty()) method = HeaderValue(request, "X-Forwarded-Method");
+  if (method.empty()) method = {request.method_string().data(), request.method_string().size()};
+  std::string upper(method);
+  std::transform(upper.begin(), upper.end(), upper.begin(),
+                 [](unsigned char c) { return std::toupper(c); });
+  const std::string_view path = PathOf(original_uri.empty() ? target : original_uri);
+
+  const Rule* rule = config->Match(upper, path);
+  if (rule == nullptr) {
+    return respond(MakeResponse(request, http::status::no_content, "", "text/plain"));
+  }
+  // Identify the client as the rule says; a missing cookie falls back to the IP (and a
+  // new cookie is issued), so dropping the cookie gains nothing.
+  const ip::address client = ClientAddress(request, peer, *config);
+  std::string key = rule->name;
+  std::string issued_cookie;
+  for (const IdentityPart& part : rule->identify) {
+    key += '|';
+    switch (part.kind) {
+      case IdentityPart::Kind::kIp:
+        key += "ip=" + client.to_string();
+        break;
+      case IdentityPart::Kind::kHeader: {
+        const std::string_view value = HeaderValue(request, part.name);
+        key += value.empty() ? "ip=" + client.to_string() : fmt::format("h={}", value);
+        break;
+      }
+      case IdentityPart::Kind::kCookie: {
+        const auto value = CookieValue(request, part.name);
+        if (value && LooksLikeUuid(*value)) {
+          key += fmt::format("c={}", *value);
+        } else {
+          key += "ip=" + client.to_string();
+          issued_cookie = fmt::format("{}={}; Path=/; Max-Age=31536000; HttpOnly; SameSite=Lax",
+                                      part.name, NewUuidV7());
+        }
+        break;
+      }
+    }
+  }
+  // Over-long header values are cut: clients that differ only past 512 bytes share a limit.
+  if (key.size() > kMaxKeyBytes) key.resize(kMaxKeyBytes);
+  const int deny_status = QueryParam(target, "deny_status") == "403" ? 403 : config->authz_deny_status;
+  Decide(std::move(key), rule->policy, rule->cost,
+         [this, version = request.version(), keep_alive = request.keep_alive(), rule_name = rule->name,
+          policy = rule->policy, deny_status, issued_cookie,
+          respond = std::move(respond)](absl::StatusOr<Decision> decision) {
+           Request shape;
+           shape.version(version);
+           shape.keep_alive(keep_alive);
+           if (!decision.ok()) {
+             return respond(Error(shape, http::status::internal_server_error, "internal",
+                                  MessageOf(decision.status())));
+           }
+           metrics_.CountDecision(rule_name, decision->degraded  ? Outcome::kDegraded
+                                             : decision->allowed ? Outcome::kAllowed
+                                                                 : Outcome::kDenied);
+           Response response =
+               decision->allowed
+                   ? MakeResponse(shape, http::status::no_content, "", "text/plain")
+                   : Json(shape, static_cast<http::status>(deny_status),
+                          R"({"status": 429, "code": "rate_limit:exceeded"})");
+           AddHeaders(response, RateLimitHeaders(rule_name, policy, *decision));
+           if (!issued_cookie.empty()) response.set(http::field::set_cookie, issued_cookie);
+           respond(std::move(response));
+         });
+}
+
+}  // namespace floodgate::server

@@ -1,0 +1,64 @@
+#pragma once
+
+// The HTTP API of `floodgate serve` (service.md, "HTTP API"), independent of sockets:
+// a parsed request and the peer address in, a response out through a callback (store
+// decisions may complete on the store's I/O thread).
+
+#include <floodgate/store.h>
+
+#include <atomic>
+#include <boost/asio/ip/address.hpp>
+#include <boost/beast/http.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "server/config.h"
+#include "server/metrics.h"
+
+namespace floodgate::server {
+
+namespace http = boost::beast::http;
+using Request = http::request<http::string_body>;
+using Response = http::response<http::string_body>;
+using Respond = std::function<void(Response)>;
+
+class Service {
+ public:
+  // `store` and the initial config; the demo page's placeholders are filled once.
+  Service(std::shared_ptr<Store> store, std::shared_ptr<const ServerConfig> config);
+
+  // Thread-safe. Calls `respond` exactly once, inline or later.
+  void Handle(const Request& request, const boost::asio::ip::address& peer, Respond respond);
+
+  // Swaps in a new config (SIGHUP); requests in flight keep the one they started with.
+  void Reload(std::shared_ptr<const ServerConfig> config);
+  std::shared_ptr<const ServerConfig> config() const { return config_.load(); }
+
+  // A JSON error body {"status": N, "code": "...", "message": "..."}.
+  static Response Error(const Request& request, http::status status, std::string_view code,
+                        std::string_view message);
+
+ private:
+  void Check(const Request& request, std::shared_ptr<const ServerConfig> config, Respond respond);
+  void Authz(const Request& request, const boost::asio::ip::address& peer,
+             std::shared_ptr<const ServerConfig> config, Respond respond);
+  void Decide(std::string key, const Policy& policy, std::int64_t cost,
+              std::function<void(absl::StatusOr<Decision>)> done);
+
+  std::shared_ptr<Store> store_;
+  std::atomic<std::shared_ptr<const ServerConfig>> config_;
+  std::string demo_page_;
+  Metrics metrics_;
+};
+
+// The client's address: the peer, unless the peer is a trusted proxy; then the
+// right-most address of X-Forwarded-For that is not trusted.
+boost::asio::ip::address ClientAddress(const Request& request,
+                                       const boost::asio::ip::address& peer,
+                                       const ServerConfig& config);
+
+// A new UUIDv7 (RFC 9562), for the anonymous cookie.
+std::string NewUuidV7();
+
+}  // namespace floodgate::server

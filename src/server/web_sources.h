@@ -1,0 +1,11 @@
+#pragma once
+
+// web/, embedded at build time (cmake/embed_files.cmake).
+
+#include <string_view>
+
+namespace floodgate::server::web {
+
+extern const std::string_view k_index_html;
+
+}  // namespace floodgate::server::web
