@@ -33,8 +33,8 @@ class Reader {
   absl::StatusOr<std::int64_t> Integer(const YAML::Node& node, std::string_view path,
                                        std::int64_t min, std::int64_t max) const {
     std::int64_t value = 0;
-    if (!node.IsScalar() || !ParseDecimal(std::string_view(node.Scalar()), value) ||
-        value < min || value > max) {
+    if (!node.IsScalar() || !ParseDecimal(std::string_view(node.Scalar()), value) || value < min ||
+        value > max) {
       return Error(node, fmt::format("{} must be a whole number from {} to {}", path, min, max));
     }
     return value;
@@ -65,11 +65,11 @@ class Reader {
   const std::string& source_;
 };
 
-#define FG_ASSIGN(lhs, expr)                \
-  do {                                      \
-    auto fg_value = (expr);                 \
+#define FG_ASSIGN(lhs, expr)                      \
+  do {                                            \
+    auto fg_value = (expr);                       \
     if (!fg_value.ok()) return fg_value.status(); \
-    lhs = *std::move(fg_value);             \
+    lhs = *std::move(fg_value);                   \
   } while (false)
 
 absl::StatusOr<Network> ParseNetwork(std::string_view text) {
@@ -77,7 +77,8 @@ absl::StatusOr<Network> ParseNetwork(std::string_view text) {
   boost::system::error_code ec;
   if (s.find('/') == std::string::npos) {
     const ip::address address = ip::make_address(s, ec);
-    if (ec) return absl::InvalidArgumentError(fmt::format("\"{}\" is not an IP address or CIDR", s));
+    if (ec)
+      return absl::InvalidArgumentError(fmt::format("\"{}\" is not an IP address or CIDR", s));
     if (address.is_v4()) return Network(ip::network_v4(address.to_v4(), 32));
     return Network(ip::network_v6(address.to_v6(), 128));
   }
@@ -112,8 +113,9 @@ absl::StatusOr<std::vector<IdentityPart>> ParseIdentify(std::string_view text) {
     if (plus == std::string_view::npos) break;
     start = plus + 1;
   }
-  if (std::count_if(parts.begin(), parts.end(),
-                    [](const IdentityPart& p) { return p.kind == IdentityPart::Kind::kCookie; }) > 1) {
+  if (std::count_if(parts.begin(), parts.end(), [](const IdentityPart& p) {
+        return p.kind == IdentityPart::Kind::kCookie;
+      }) > 1) {
     return absl::InvalidArgumentError("at most one cookie per rule");
   }
   return parts;
@@ -160,7 +162,8 @@ absl::StatusOr<Rule> ParseRule(const Reader& r, const YAML::Node& node, const st
   if (node["identify"]) FG_ASSIGN(identify, r.String(node["identify"], path + ".identify"));
   auto parts = ParseIdentify(identify);
   if (!parts.ok()) {
-    return r.Error(node["identify"], fmt::format("{}.identify: {}", path, MessageOf(parts.status())));
+    return r.Error(node["identify"],
+                   fmt::format("{}.identify: {}", path, MessageOf(parts.status())));
   }
   rule.identify = *std::move(parts);
   if (!node["policy"]) return r.Error(node, fmt::format("{} needs a policy", path));
@@ -269,8 +272,8 @@ absl::StatusOr<ServerConfig> ParseConfig(std::string_view yaml, const std::strin
   config.source = source;
   if (!root || root.IsNull()) return config;  // an empty file: every default
   if (!root.IsMap()) return r.Error(root, "the config must be a mapping of keys");
-  if (auto s = r.KnownKeys(root, "", {"listen", "store", "trusted_proxies", "authz_deny_status",
-                                      "demo", "rules"});
+  if (auto s = r.KnownKeys(
+          root, "", {"listen", "store", "trusted_proxies", "authz_deny_status", "demo", "rules"});
       !s.ok()) {
     return s;
   }
@@ -292,8 +295,9 @@ absl::StatusOr<ServerConfig> ParseConfig(std::string_view yaml, const std::strin
       FG_ASSIGN(timeout, r.String(store["timeout"], "store.timeout"));
       auto d = ParseDuration(timeout);
       if (!d.ok() || d->count() <= 0) {
-        return r.Error(store["timeout"],
-                       fmt::format("store.timeout must be a duration like 50ms, got \"{}\"", timeout));
+        return r.Error(
+            store["timeout"],
+            fmt::format("store.timeout must be a duration like 50ms, got \"{}\"", timeout));
       }
       config.store.timeout = *d;
     }
@@ -307,9 +311,10 @@ absl::StatusOr<ServerConfig> ParseConfig(std::string_view yaml, const std::strin
       } else if (mode == "local") {
         config.store.on_error = OnError::kLocal;
       } else {
-        return r.Error(store["on_error"],
-                       fmt::format("store.on_error must be fail_open, fail_closed or local, got \"{}\"",
-                                   mode));
+        return r.Error(
+            store["on_error"],
+            fmt::format("store.on_error must be fail_open, fail_closed or local, got \"{}\"",
+                        mode));
       }
     }
   }

@@ -3,10 +3,9 @@
 // The service's configuration (service.md, "Config file"): parsed once, immutable,
 // swapped whole on SIGHUP.
 
+#include <absl/status/statusor.h>
 #include <floodgate/policy.h>
 #include <floodgate/redis_store.h>
-
-#include <absl/status/statusor.h>
 
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/network_v4.hpp>

@@ -40,8 +40,7 @@ class HttpServer::Worker {
 // The request state is explicit: reading, handling (waiting on the store), writing.
 class HttpServer::Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(Worker& worker, tcp::socket socket)
-      : worker_(worker), stream_(std::move(socket)) {
+  Session(Worker& worker, tcp::socket socket) : worker_(worker), stream_(std::move(socket)) {
     boost::system::error_code ec;
     const auto endpoint = stream_.socket().remote_endpoint(ec);
     peer_ = ec ? asio::ip::address() : endpoint.address();
@@ -63,10 +62,9 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     parser_->header_limit(static_cast<std::uint32_t>(worker_.server.options_.header_limit));
     parser_->body_limit(worker_.server.options_.body_limit);
     stream_.expires_after(worker_.server.options_.request_timeout);
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                       self->OnRead(ec);
-                     });
+    http::async_read(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->OnRead(ec); });
   }
 
   // Shutdown: a connection waiting for its next request closes now; one being answered
@@ -94,7 +92,8 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
       std::string message = fmt::format("malformed HTTP request: {}", ec.message());
       if (ec == http::error::header_limit) {
         status = http::status::request_header_fields_too_large;
-        message = fmt::format("request headers exceed {} bytes", worker_.server.options_.header_limit);
+        message =
+            fmt::format("request headers exceed {} bytes", worker_.server.options_.header_limit);
       } else if (ec == http::error::body_limit) {
         status = http::status::payload_too_large;
         message = fmt::format("request body exceeds {} bytes", worker_.server.options_.body_limit);
@@ -108,14 +107,12 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     state_ = State::kHandling;
     stream_.expires_never();  // the service bounds its own waits (store timeout)
     Request request = parser_->release();
-    worker_.server.service_.Handle(
-        request, peer_, [self = shared_from_this()](Response response) {
-          // The answer may come from a store thread; write on this connection's thread.
-          asio::post(self->stream_.get_executor(),
-                     [self, response = std::move(response)]() mutable {
-                       self->Write(std::move(response), false);
-                     });
-        });
+    worker_.server.service_.Handle(request, peer_, [self = shared_from_this()](Response response) {
+      // The answer may come from a store thread; write on this connection's thread.
+      asio::post(self->stream_.get_executor(), [self, response = std::move(response)]() mutable {
+        self->Write(std::move(response), false);
+      });
+    });
   }
 
   void Write(Response response, bool close) {
@@ -168,8 +165,9 @@ absl::Status HttpServer::Start() {
     return absl::InvalidArgumentError(
         fmt::format("listen address \"{}\" is not an IP address", options_.host));
   }
-  int threads = options_.threads > 0 ? options_.threads
-                                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = options_.threads > 0
+                    ? options_.threads
+                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   port_ = options_.port;
   for (int i = 0; i < threads; ++i) {
     auto worker = std::make_unique<Worker>(*this);
@@ -184,8 +182,8 @@ absl::Status HttpServer::Start() {
     if (!ec) worker->acceptor.bind(endpoint, ec);
     if (!ec) worker->acceptor.listen(asio::socket_base::max_listen_connections, ec);
     if (ec) {
-      return absl::UnavailableError(fmt::format("cannot listen on {}:{}: {}", options_.host,
-                                                port_, ec.message()));
+      return absl::UnavailableError(
+          fmt::format("cannot listen on {}:{}: {}", options_.host, port_, ec.message()));
     }
     port_ = worker->acceptor.local_endpoint().port();  // port 0 resolved by the first
     workers_.push_back(std::move(worker));

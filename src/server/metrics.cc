@@ -29,7 +29,8 @@ void Metrics::CountDecision(std::string_view rule, Outcome outcome) {
 
 void Metrics::ObserveStoreLatency(std::chrono::nanoseconds took) {
   const double seconds = std::chrono::duration<double>(took).count();
-  const auto bucket = std::lower_bound(kBuckets.begin(), kBuckets.end(), seconds) - kBuckets.begin();
+  const auto bucket =
+      std::lower_bound(kBuckets.begin(), kBuckets.end(), seconds) - kBuckets.begin();
   latency_[bucket].fetch_add(1, std::memory_order_relaxed);
   latency_count_.fetch_add(1, std::memory_order_relaxed);
   latency_sum_ns_.fetch_add(took.count(), std::memory_order_relaxed);
@@ -50,12 +51,14 @@ std::string Metrics::Render(Store& store) const {
     }
     return e;
   };
-  out += "# HELP floodgate_build_info Version of the running floodgate.\n"
-         "# TYPE floodgate_build_info gauge\n";
+  out +=
+      "# HELP floodgate_build_info Version of the running floodgate.\n"
+      "# TYPE floodgate_build_info gauge\n";
   out += fmt::format("floodgate_build_info{{version=\"{}\",store=\"{}\"}} 1\n", kVersion,
                      escape(store.Describe()));
-  out += "# HELP floodgate_decisions_total Decisions by rule and result.\n"
-         "# TYPE floodgate_decisions_total counter\n";
+  out +=
+      "# HELP floodgate_decisions_total Decisions by rule and result.\n"
+      "# TYPE floodgate_decisions_total counter\n";
   {
     std::lock_guard lock(mu_);
     std::map<std::string, const RuleCounters*> sorted;
@@ -68,8 +71,9 @@ std::string Metrics::Render(Store& store) const {
       }
     }
   }
-  out += "# HELP floodgate_store_latency_seconds Time from asking the store to its answer.\n"
-         "# TYPE floodgate_store_latency_seconds histogram\n";
+  out +=
+      "# HELP floodgate_store_latency_seconds Time from asking the store to its answer.\n"
+      "# TYPE floodgate_store_latency_seconds histogram\n";
   std::uint64_t cumulative = 0;
   for (std::size_t i = 0; i < kBuckets.size(); ++i) {
     cumulative += latency_[i].load();
@@ -78,11 +82,11 @@ std::string Metrics::Render(Store& store) const {
   }
   cumulative += latency_[kBuckets.size()].load();
   out += fmt::format("floodgate_store_latency_seconds_bucket{{le=\"+Inf\"}} {}\n", cumulative);
-  out += fmt::format("floodgate_store_latency_seconds_sum {:.9f}\n",
-                     latency_sum_ns_.load() / 1e9);
+  out += fmt::format("floodgate_store_latency_seconds_sum {:.9f}\n", latency_sum_ns_.load() / 1e9);
   out += fmt::format("floodgate_store_latency_seconds_count {}\n", latency_count_.load());
-  out += "# HELP floodgate_http_responses_total HTTP responses by status class.\n"
-         "# TYPE floodgate_http_responses_total counter\n";
+  out +=
+      "# HELP floodgate_http_responses_total HTTP responses by status class.\n"
+      "# TYPE floodgate_http_responses_total counter\n";
   static constexpr const char* kClasses[] = {"1xx", "2xx", "3xx", "4xx", "5xx", "other"};
   for (int i = 0; i < 6; ++i) {
     out += fmt::format("floodgate_http_responses_total{{code=\"{}\"}} {}\n", kClasses[i],

@@ -3,9 +3,8 @@
 // Prometheus metrics of the service (every name prefixed floodgate_). Labels are rule
 // names and fixed words, never a client key: the series count is bounded by the config.
 
-#include <floodgate/store.h>
-
 #include <absl/container/flat_hash_map.h>
+#include <floodgate/store.h>
 
 #include <array>
 #include <atomic>
@@ -33,9 +32,9 @@ class Metrics {
     std::array<std::atomic<std::uint64_t>, 3> outcomes{};
   };
   // Buckets of the store latency histogram, in seconds.
-  static constexpr std::array<double, 14> kBuckets = {
-      0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001,
-      0.0025,  0.005,    0.01,    0.025,  0.05,    0.1,    0.5};
+  static constexpr std::array<double, 14> kBuckets = {0.00001, 0.000025, 0.00005, 0.0001, 0.00025,
+                                                      0.0005,  0.001,    0.0025,  0.005,  0.01,
+                                                      0.025,   0.05,     0.1,     0.5};
 
   RuleCounters& ForRule(std::string_view rule);
 

@@ -50,11 +50,20 @@ std::string HtmlEscape(std::string_view text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -76,9 +85,8 @@ std::string_view HeaderValue(const Request& request, std::string_view name) {
 
 // The value of cookie `name` in the Cookie header, if any.
 std::optional<std::string_view> CookieValue(const Request& request, std::string_view name) {
-  for (auto it = request.find(http::field::cookie); it != request.end() &&
-                                                   it->name() == http::field::cookie;
-       ++it) {
+  for (auto it = request.find(http::field::cookie);
+       it != request.end() && it->name() == http::field::cookie; ++it) {
     std::string_view all(it->value().data(), it->value().size());
     while (!all.empty()) {
       const std::size_t semi = all.find(';');
@@ -104,9 +112,7 @@ bool LooksLikeUuid(std::string_view v) {
   return true;
 }
 
-std::string_view PathOf(std::string_view target) {
-  return target.substr(0, target.find('?'));
-}
+std::string_view PathOf(std::string_view target) { return target.substr(0, target.find('?')); }
 
 std::string_view QueryParam(std::string_view target, std::string_view name) {
   const std::size_t q = target.find('?');
@@ -140,7 +146,8 @@ ip::address ClientAddress(const Request& request, const ip::address& peer,
   // Walk X-Forwarded-For from the right: each hop appended the address it saw; the
   // first one that is not a trusted proxy is the client. All trusted: the left-most.
   std::vector<std::string_view> hops;
-  for (auto it = request.find("X-Forwarded-For"); it != request.end() && it->name_string() == "X-Forwarded-For"; ++it) {
+  for (auto it = request.find("X-Forwarded-For");
+       it != request.end() && it->name_string() == "X-Forwarded-For"; ++it) {
     std::string_view list(it->value().data(), it->value().size());
     while (!list.empty()) {
       const std::size_t comma = list.find(',');
@@ -169,13 +176,14 @@ Service::Service(std::shared_ptr<Store> store, std::shared_ptr<const ServerConfi
   demo_page_ = Replace(std::move(demo_page_), "__FLOODGATE_VERSION__", kVersion);
 }
 
-void Service::Reload(std::shared_ptr<const ServerConfig> config) { config_.store(std::move(config)); }
+void Service::Reload(std::shared_ptr<const ServerConfig> config) {
+  config_.store(std::move(config));
+}
 
 Response Service::Error(const Request& request, http::status status, std::string_view code,
                         std::string_view message) {
-  nlohmann::ordered_json body = {{"status", static_cast<int>(status)},
-                         {"code", code},
-                         {"message", message}};
+  nlohmann::ordered_json body = {
+      {"status", static_cast<int>(status)}, {"code", code}, {"message", message}};
   return Json(request, status,
               body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
 }
@@ -205,7 +213,8 @@ void Service::Handle(const Request& request, const ip::address& peer, Respond re
   if (get && path == "/readyz") {
     auto* redis = dynamic_cast<RedisStore*>(store_.get());
     const bool ready = redis == nullptr || redis->Ping();
-    return counted(MakeResponse(request, ready ? http::status::ok : http::status::service_unavailable,
+    return counted(MakeResponse(request,
+                                ready ? http::status::ok : http::status::service_unavailable,
                                 ready ? "ready\n" : "store unreachable\n", "text/plain"));
   }
   if (get && path == "/metrics") {
@@ -215,10 +224,11 @@ void Service::Handle(const Request& request, const ip::address& peer, Respond re
   if (get && path == "/" && config->demo) {
     return counted(MakeResponse(request, http::status::ok, demo_page_, "text/html; charset=utf-8"));
   }
-  counted(Error(request, http::status::not_found, "not_found",
-                fmt::format("no endpoint {} {}", std::string_view(request.method_string().data(),
-                                                                  request.method_string().size()),
-                            path)));
+  counted(Error(
+      request, http::status::not_found, "not_found",
+      fmt::format("no endpoint {} {}",
+                  std::string_view(request.method_string().data(), request.method_string().size()),
+                  path)));
 }
 
 void Service::Decide(std::string key, const Policy& policy, std::int64_t cost,
@@ -254,7 +264,8 @@ void Service::Check(const Request& request, std::shared_ptr<const ServerConfig> 
       if (value.get_string().get(key) != simdjson::SUCCESS) return bad("\"key\" must be a string");
       has_key = true;
     } else if (name == "rule") {
-      if (value.get_string().get(rule_name) != simdjson::SUCCESS) return bad("\"rule\" must be a string");
+      if (value.get_string().get(rule_name) != simdjson::SUCCESS)
+        return bad("\"rule\" must be a string");
       has_rule = true;
     } else if (name == "policy") {
       if (value.get_string().get(policy_text) != simdjson::SUCCESS) {
@@ -363,10 +374,11 @@ void Service::Authz(const Request& request, const ip::address& peer,
   }
   // Over-long header values are cut: clients that differ only past 512 bytes share a limit.
   if (key.size() > kMaxKeyBytes) key.resize(kMaxKeyBytes);
-  const int deny_status = QueryParam(target, "deny_status") == "403" ? 403 : config->authz_deny_status;
+  const int deny_status =
+      QueryParam(target, "deny_status") == "403" ? 403 : config->authz_deny_status;
   Decide(std::move(key), rule->policy, rule->cost,
-         [this, version = request.version(), keep_alive = request.keep_alive(), rule_name = rule->name,
-          policy = rule->policy, deny_status, issued_cookie,
+         [this, version = request.version(), keep_alive = request.keep_alive(),
+          rule_name = rule->name, policy = rule->policy, deny_status, issued_cookie,
           respond = std::move(respond)](absl::StatusOr<Decision> decision) {
            Request shape;
            shape.version(version);
@@ -378,11 +390,10 @@ void Service::Authz(const Request& request, const ip::address& peer,
            metrics_.CountDecision(rule_name, decision->degraded  ? Outcome::kDegraded
                                              : decision->allowed ? Outcome::kAllowed
                                                                  : Outcome::kDenied);
-           Response response =
-               decision->allowed
-                   ? MakeResponse(shape, http::status::no_content, "", "text/plain")
-                   : Json(shape, static_cast<http::status>(deny_status),
-                          R"({"status": 429, "code": "rate_limit:exceeded"})");
+           Response response = decision->allowed
+                                   ? MakeResponse(shape, http::status::no_content, "", "text/plain")
+                                   : Json(shape, static_cast<http::status>(deny_status),
+                                          R"({"status": 429, "code": "rate_limit:exceeded"})");
            AddHeaders(response, RateLimitHeaders(rule_name, policy, *decision));
            if (!issued_cookie.empty()) response.set(http::field::set_cookie, issued_cookie);
            respond(std::move(response));

@@ -54,8 +54,7 @@ class Service {
 
 // The client's address: the peer, unless the peer is a trusted proxy; then the
 // right-most address of X-Forwarded-For that is not trusted.
-boost::asio::ip::address ClientAddress(const Request& request,
-                                       const boost::asio::ip::address& peer,
+boost::asio::ip::address ClientAddress(const Request& request, const boost::asio::ip::address& peer,
                                        const ServerConfig& config);
 
 // A new UUIDv7 (RFC 9562), for the anonymous cookie.

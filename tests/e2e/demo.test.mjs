@@ -40,7 +40,7 @@ const overall = setTimeout(() => {
   finish(1, `FAIL: the e2e test did not finish within ${OVERALL_MS / 1000} s (server at ${BASE} hung?)`);
 }, OVERALL_MS);
 
-const testid = (page, id) => page.getByTestId(id, { exact: true });
+const testid = (page, id) => page.getByTestId(id);
 
 async function text(page, id) {
   return ((await testid(page, id).textContent()) || '').trim();
