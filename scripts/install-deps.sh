@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
 # Installs the Debian packages floodgate needs, only those missing. `apt-get update`
 # runs only when something is missing, so a ready machine does no network I/O.
-#   scripts/install-deps.sh            build + test dependencies
 set -euo pipefail
 
 packages=(
   # build
   build-essential cmake ninja-build pkg-config
-  # libraries (see DEVELOPERS.md: every dependency is a Debian package)
+  # libraries (every dependency is a Debian package)
   libabsl-dev libfmt-dev libspdlog-dev libcli11-dev nlohmann-json3-dev libsimdjson-dev
-  libboost-dev libhiredis-dev
+  libboost-dev libhiredis-dev libyaml-cpp-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # real servers the tests and benchmarks start themselves, and the bench driver
-  redis-server redis-tools python3
+  redis-server redis-tools python3 wrk curl
+)
+# Programs that may come from more than one package: installed only when the command
+# is missing (a machine with another nginx build or its own Node keeps it).
+commands=(
+  "nginx:nginx-light"        # nginx with auth_request, for the reverse-proxy test
+  "chromium:chromium"        # the demo page's browser test (never a downloaded browser)
+  "node:nodejs"
+  "npm:npm"
 )
 
 missing=()
@@ -21,6 +28,9 @@ for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$p")
   fi
+done
+for entry in "${commands[@]}"; do
+  command -v "${entry%%:*}" >/dev/null 2>&1 || missing+=("${entry#*:}")
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
@@ -33,3 +43,9 @@ if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
 export DEBIAN_FRONTEND=noninteractive
 "${sudo_cmd[@]}" apt-get update -qq
 "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Debian starts the daemons it installs; the tests start their own on free ports.
+for service in nginx redis-server; do
+  if command -v systemctl >/dev/null 2>&1; then
+    "${sudo_cmd[@]}" systemctl disable --now "$service" >/dev/null 2>&1 || true
+  fi
+done
