@@ -19,7 +19,7 @@ namespace floodgate::cli {
 namespace {
 
 struct ThreadResult {
-  std::uint64_t allowed = 0, denied = 0, errors = 0;
+  std::uint64_t allowed = 0, denied = 0, errors = 0, degraded = 0;
   LatencyHistogram latency;
 
   void Record(const absl::StatusOr<Decision>& decision, std::chrono::nanoseconds took) {
@@ -28,6 +28,7 @@ struct ThreadResult {
       ++errors;
     } else {
       ++(decision->allowed ? allowed : denied);
+      degraded += decision->degraded;
     }
   }
 };
@@ -165,6 +166,7 @@ Command AddBench(CLI::App& app) {
               total.allowed += r.allowed;
               total.denied += r.denied;
               total.errors += r.errors;
+              total.degraded += r.degraded;
               total.latency.Merge(r.latency);
             }
             // Script calls a Redis store made: decisions per call shows how well they batched.
@@ -188,6 +190,7 @@ Command AddBench(CLI::App& app) {
                   {"allowed", total.allowed},
                   {"denied", total.denied},
                   {"errors", total.errors},
+                  {"degraded", total.degraded},
                   {"p50_us", us(0.50)},
                   {"p90_us", us(0.90)},
                   {"p99_us", us(0.99)},
