@@ -4,6 +4,7 @@
 #include <floodgate/version.h>
 #include <fmt/format.h>
 #include <simdjson.h>
+#include <spdlog/spdlog.h>
 
 #include <boost/beast/version.hpp>
 #include <nlohmann/json.hpp>
@@ -236,9 +237,23 @@ void Service::Decide(std::string key, const Policy& policy, std::int64_t cost,
   const auto begin = Steady::now();
   store_->DecideAsync({key, policy, cost, std::nullopt},
                       [this, begin, done = std::move(done)](absl::StatusOr<Decision> d) {
-                        metrics_.ObserveStoreLatency(Steady::now() - begin);
+                        const auto now = Steady::now();
+                        metrics_.ObserveStoreLatency(now - begin);
+                        if (d.ok() && d->degraded) LogDegraded(now);
                         done(std::move(d));
                       });
+}
+
+void Service::LogDegraded(Steady::time_point now) {
+  const std::uint64_t count = degraded_unlogged_.fetch_add(1) + 1;
+  std::int64_t last = last_degraded_log_ns_.load();
+  const std::int64_t at = now.time_since_epoch().count();
+  if (at - last < 1'000'000'000 || !last_degraded_log_ns_.compare_exchange_strong(last, at)) {
+    return;
+  }
+  degraded_unlogged_.fetch_sub(count);
+  spdlog::warn("store {} failing: {} decision(s) answered by on_error since the last report",
+               store_->Describe(), count);
 }
 
 void Service::Check(const Request& request, std::shared_ptr<const ServerConfig> config,

@@ -45,11 +45,15 @@ class Service {
              std::shared_ptr<const ServerConfig> config, Respond respond);
   void Decide(std::string key, const Policy& policy, std::int64_t cost,
               std::function<void(absl::StatusOr<Decision>)> done);
+  void LogDegraded(std::chrono::steady_clock::time_point now);
 
   std::shared_ptr<Store> store_;
   std::atomic<std::shared_ptr<const ServerConfig>> config_;
   std::string demo_page_;
   Metrics metrics_;
+  // Degraded answers are logged at most once a second, with how many there were.
+  std::atomic<std::int64_t> last_degraded_log_ns_{0};
+  std::atomic<std::uint64_t> degraded_unlogged_{0};
 };
 
 // The client's address: the peer, unless the peer is a trusted proxy; then the
