@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""make bench, HTTP part: `floodgate serve` under wrk, next to Debian's nginx with
+limit_req on the same machine and the same wrk settings.
+
+Every request carries a random client id out of 100,000 (X-Client-Id), so each side
+keeps 100,000 limiter keys. nginx answers from its limit_req shared-memory zone
+(`return 200`, no upstream): the C baseline. floodgate answers /v1/authz (a GET, as
+nginx's auth_request sends) and /v1/check (a JSON POST), on memory:// and on Redis.
+Each round runs nginx and floodgate back to back with the same wrk settings; ratios are
+taken within a round, and the median of the rounds is reported with the p99 latency.
+Everything runs on free loopback ports and is stopped at the end.
+"""
+import argparse
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+CLIENTS = 100_000
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc, what):
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"{what} exited early")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"{what} did not listen on {port}")
+
+
+LUA = {
+    "nginx": """
+math.randomseed(os.time())
+request = function()
+  return wrk.format("GET", "/", {["X-Client-Id"] = "c" .. math.random(1, %d)})
+end
+""" % CLIENTS,
+    "authz": """
+math.randomseed(os.time())
+request = function()
+  return wrk.format("GET", "/v1/authz", {["X-Client-Id"] = "c" .. math.random(1, %d),
+                                           ["X-Original-URI"] = "/api/items",
+                                           ["X-Original-Method"] = "GET"})
+end
+""" % CLIENTS,
+    "check": """
+math.randomseed(os.time())
+request = function()
+  return wrk.format("POST", "/v1/check", {["Content-Type"] = "application/json"},
+                    '{"key":"c' .. math.random(1, %d) .. '","rule":"api"}')
+end
+""" % CLIENTS,
+}
+
+
+def wrk(port, script, args):
+    out = subprocess.run(["wrk", "-t", str(args.wrk_threads), "-c", str(args.connections),
+                          "-d", args.duration, "--latency", "-s", script,
+                          f"http://127.0.0.1:{port}"], capture_output=True, text=True).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", out)
+    scale = {"us": 1, "ms": 1000, "s": 1_000_000}[p99.group(2)]
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return dict(rps=rps, p99_us=float(p99.group(1)) * scale,
+                non2xx=int(non2xx.group(1)) if non2xx else 0)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--floodgate", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--duration", default="5s")
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--wrk-threads", type=int, default=1)
+    parser.add_argument("--server-threads", type=int, default=1)
+    args = parser.parse_args()
+
+    work = tempfile.mkdtemp(prefix="floodgate-http-bench-")
+    procs = []
+    try:
+        scripts = {}
+        for name, body in LUA.items():
+            scripts[name] = os.path.join(work, f"{name}.lua")
+            with open(scripts[name], "w") as f:
+                f.write(body)
+
+        # nginx with limit_req keyed by the client id: a generous rate, so the work is
+        # the zone lookup and update, as floodgate's is.
+        nginx_port = free_port()
+        conf = os.path.join(work, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(f"""
+worker_processes {args.server_threads};
+daemon off;
+pid {work}/nginx.pid;
+error_log {work}/nginx-error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  client_body_temp_path {work}/cb; proxy_temp_path {work}/px; fastcgi_temp_path {work}/fc;
+  uwsgi_temp_path {work}/uw; scgi_temp_path {work}/sc;
+  limit_req_zone $http_x_client_id zone=clients:64m rate=1000r/s;
+  server {{
+    listen 127.0.0.1:{nginx_port} reuseport;
+    location / {{
+      limit_req zone=clients burst=1000 nodelay;
+      limit_req_status 429;
+      default_type text/plain;
+      return 200 "ok\\n";
+    }}
+  }}
+}}
+""")
+        nginx = subprocess.Popen(["nginx", "-p", work, "-c", conf, "-e", f"{work}/nginx-error.log"])
+        procs.append(nginx)
+        wait_port(nginx_port, nginx, "nginx")
+
+        redis_port = free_port()
+        redis = subprocess.Popen(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1",
+                                  "--dir", work, "--save", "", "--appendonly", "no",
+                                  "--logfile", f"{work}/redis.log"])
+        procs.append(redis)
+        wait_port(redis_port, redis, "redis-server")
+
+        fg_conf = os.path.join(work, "floodgate.yaml")
+        with open(fg_conf, "w") as f:
+            f.write("rules:\n  - name: api\n    match: {path_prefix: /api}\n"
+                    "    identify: header:X-Client-Id\n    policy: gcra:1000/1s,burst=1000\n")
+        servers = {}
+        for store in ("memory://", f"redis://127.0.0.1:{redis_port}"):
+            port = free_port()
+            proc = subprocess.Popen([args.floodgate, "serve", "--config", fg_conf, "--listen",
+                                     f"127.0.0.1:{port}", "--store", store, "--threads",
+                                     str(args.server_threads)],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            procs.append(proc)
+            wait_port(port, proc, "floodgate serve")
+            servers["memory" if store.startswith("memory") else "redis"] = port
+
+        rows = {}
+        for store, port in servers.items():
+            for endpoint in ("authz", "check"):
+                base, ours, ratios = [], [], []
+                for r in range(args.rounds):
+                    # Alternate which side runs first, so neither always gets a warmer machine.
+                    if r % 2 == 0:
+                        n = wrk(nginx_port, scripts["nginx"], args)
+                        f = wrk(port, scripts[endpoint], args)
+                    else:
+                        f = wrk(port, scripts[endpoint], args)
+                        n = wrk(nginx_port, scripts["nginx"], args)
+                    base.append(n)
+                    ours.append(f)
+                    ratios.append(f["rps"] / n["rps"])
+                row = dict(nginx_rps=statistics.median(x["rps"] for x in base),
+                           nginx_p99=statistics.median(x["p99_us"] for x in base),
+                           rps=statistics.median(x["rps"] for x in ours),
+                           p99=statistics.median(x["p99_us"] for x in ours),
+                           ratio=statistics.median(ratios),
+                           non2xx=sum(x["non2xx"] for x in ours))
+                rows[(store, endpoint)] = row
+                print(f"  {store:<6} /v1/{endpoint:<5} {row['rps']:>9.0f} req/s (p99 {row['p99']:.0f} us)"
+                      f"  nginx {row['nginx_rps']:>9.0f} req/s  ratio {row['ratio']:.2f}", file=sys.stderr)
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+    md = [f"### HTTP ({time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores shared by wrk and the server)\n",
+          f"`wrk -t{args.wrk_threads} -c{args.connections} -d{args.duration}` with a random client id "
+          f"out of {CLIENTS:,} per request; each server with {args.server_threads} worker thread(s). "
+          "nginx: `limit_req` keyed by the client id, answering itself (the C baseline). "
+          "floodgate: a rule identifying clients by the same header, `gcra:1000/1s,burst=1000`. "
+          f"Ratios are taken within each round; medians of {args.rounds} rounds. Target: >= 1.0x "
+          "nginx on memory://.\n",
+          "| store | endpoint | floodgate req/s | p99 | nginx limit_req req/s | nginx p99 | ratio |",
+          "|---|---|---:|---:|---:|---:|---:|"]
+    for (store, endpoint), r in rows.items():
+        md.append(f"| {store} | `/v1/{endpoint}` | {r['rps']:,.0f} | {r['p99']:.0f} µs | "
+                  f"{r['nginx_rps']:,.0f} | {r['nginx_p99']:.0f} µs | **{r['ratio']:.2f}** |")
+    text = "\n".join(md) + "\n"
+    print(text)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "http.md"), "w") as f:
+        f.write(text)
+
+
+if __name__ == "__main__":
+    main()
