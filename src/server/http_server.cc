@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -128,12 +128,30 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     response_ = std::make_unique<Response>(std::move(response));
     stream_.expires_after(worker_.server.options_.request_timeout);
     http::async_write(stream_, *response_,
-                      [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                      [self = shared_from_this(), close](beast::error_code ec, std::size_t) {
                         const bool keep = !ec && self->response_->keep_alive();
                         self->response_.reset();
                         if (keep) return self->Read();
+                        if (close && !ec) return self->Linger();
                         self->Close();
                       });
+  }
+
+  // After refusing a request whose bytes are still arriving (an oversized body, say),
+  // read and drop them for a moment before closing: closing with unread input makes
+  // the kernel send a reset, which can destroy the error response on its way.
+  void Linger() {
+    if (drain_.empty()) {  // first call: half-close, and 500 ms in all, however it trickles
+      beast::error_code ignored;
+      stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+      stream_.expires_after(std::chrono::milliseconds(500));
+      drain_.resize(16 * 1024);
+    }
+    stream_.async_read_some(asio::buffer(drain_),
+                            [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                              if (ec) return self->Close();
+                              self->Linger();
+                            });
   }
 
   void Close() {
@@ -148,6 +166,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::unique_ptr<Response> response_;
+  std::vector<char> drain_;
   asio::ip::address peer_;
   State state_ = State::kReading;
 };
