@@ -6,6 +6,7 @@
 #include <simdjson.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/beast/version.hpp>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -28,23 +29,27 @@ constexpr std::string_view kInlinePolicy = "policy";
 // Boost 1.74's Beast speaks boost::string_view.
 boost::beast::string_view BeastView(std::string_view s) { return {s.data(), s.size()}; }
 
-Response MakeResponse(const Request& request, http::status status, std::string body,
+Response MakeResponse(unsigned version, bool keep_alive, http::status status, std::string body,
                       std::string_view content_type) {
-  Response response(status, request.version());
-  response.set(http::field::server, "floodgate");
-  response.set(http::field::content_type, BeastView(content_type));
-  response.keep_alive(request.keep_alive());
-  response.body() = std::move(body);
-  response.prepare_payload();
+  Response response;
+  response.status = static_cast<int>(status);
+  response.version = version;
+  response.keep_alive = keep_alive;
+  response.content_type = content_type;
+  response.body = std::move(body);
   return response;
 }
 
-Response Json(const Request& request, http::status status, std::string body) {
-  return MakeResponse(request, status, std::move(body), "application/json");
+Response MakeResponse(const Request& request, http::status status, std::string body,
+                      std::string_view content_type) {
+  Response response =
+      MakeResponse(request.version(), request.keep_alive(), status, std::move(body), content_type);
+  response.head = request.method() == http::verb::head;
+  return response;
 }
 
-void AddHeaders(Response& response, const HeaderList& headers) {
-  for (const auto& [name, value] : headers) response.set(BeastView(name), value);
+void AddHeaders(Response& response, HeaderList headers) {
+  for (auto& header : headers) response.headers.push_back(std::move(header));
 }
 
 std::string HtmlEscape(std::string_view text) {
@@ -128,6 +133,52 @@ std::string_view QueryParam(std::string_view target, std::string_view name) {
 
 }  // namespace
 
+std::string_view Response::Header(std::string_view name) const {
+  const auto same = [](std::string_view a, std::string_view b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+             return std::tolower(static_cast<unsigned char>(x)) ==
+                    std::tolower(static_cast<unsigned char>(y));
+           });
+  };
+  if (same(name, "Content-Type")) return content_type;
+  for (const auto& [n, v] : headers) {
+    if (same(n, name)) return v;
+  }
+  return {};
+}
+
+void Response::SerializeTo(std::string& out) const {
+  const auto reason = http::obsolete_reason(static_cast<http::status>(status));
+  out.clear();
+  out.append("HTTP/1.1 ");
+  out.append(std::to_string(status));
+  out.push_back(' ');
+  out.append(reason.data(), reason.size());
+  out.append("\r\nServer: floodgate");
+  // 1xx, 204 and 304 carry no body, and must not announce one (RFC 9110, 8.6).
+  const bool bodiless = status < 200 || status == 204 || status == 304;
+  if (!bodiless) {
+    out.append("\r\nContent-Type: ");
+    out.append(content_type);
+    out.append("\r\nContent-Length: ");
+    out.append(std::to_string(body.size()));
+  }
+  if (!keep_alive) {
+    out.append("\r\nConnection: close");
+  } else if (version < 11) {
+    out.append("\r\nConnection: keep-alive");  // HTTP/1.0 closes unless told otherwise
+  }
+  out.append("\r\n");
+  for (const auto& [name, value] : headers) {
+    out.append(name);
+    out.append(": ");
+    out.append(value);
+    out.append("\r\n");
+  }
+  out.append("\r\n");
+  if (!head && !bodiless) out.append(body);
+}
+
 std::string NewUuidV7() {
   thread_local std::mt19937_64 random{std::random_device{}()};
   const std::uint64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -183,10 +234,16 @@ void Service::Reload(std::shared_ptr<const ServerConfig> config) {
 
 Response Service::Error(const Request& request, http::status status, std::string_view code,
                         std::string_view message) {
+  return Error(request.version(), request.keep_alive(), status, code, message);
+}
+
+Response Service::Error(unsigned version, bool keep_alive, http::status status,
+                        std::string_view code, std::string_view message) {
   nlohmann::ordered_json body = {
       {"status", static_cast<int>(status)}, {"code", code}, {"message", message}};
-  return Json(request, status,
-              body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+  return MakeResponse(version, keep_alive, status,
+                      body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace),
+                      "application/json");
 }
 
 void Service::Handle(const Request& request, const ip::address& peer, Respond respond) {
@@ -194,14 +251,14 @@ void Service::Handle(const Request& request, const ip::address& peer, Respond re
   const std::string_view target(request.target().data(), request.target().size());
   const std::string_view path = PathOf(target);
   Respond counted = [this, respond = std::move(respond)](Response response) {
-    metrics_.CountHttp(response.result_int());
+    metrics_.CountHttp(response.status);
     respond(std::move(response));
   };
   if (path == "/v1/check") {
     if (request.method() != http::verb::post) {
       Response r = Error(request, http::status::method_not_allowed, "method_not_allowed",
                          "/v1/check takes POST");
-      r.set(http::field::allow, "POST");
+      r.headers.emplace_back("Allow", "POST");
       return counted(std::move(r));
     }
     return Check(request, std::move(config), std::move(counted));
@@ -324,18 +381,16 @@ void Service::Check(const Request& request, std::shared_ptr<const ServerConfig> 
   Decide(std::move(store_key), policy, cost,
          [this, request_version = request.version(), keep_alive = request.keep_alive(), policy,
           policy_name, name, respond = std::move(respond)](absl::StatusOr<Decision> decision) {
-           Request shape;
-           shape.version(request_version);
-           shape.keep_alive(keep_alive);
            if (!decision.ok()) {
-             return respond(Error(shape, http::status::bad_request, "invalid_argument",
-                                  MessageOf(decision.status())));
+             return respond(Error(request_version, keep_alive, http::status::bad_request,
+                                  "invalid_argument", MessageOf(decision.status())));
            }
            metrics_.CountDecision(name.empty() ? kInlinePolicy : name,
                                   decision->degraded  ? Outcome::kDegraded
                                   : decision->allowed ? Outcome::kAllowed
                                                       : Outcome::kDenied);
-           Response response = Json(shape, http::status::ok, ToJson(*decision));
+           Response response = MakeResponse(request_version, keep_alive, http::status::ok,
+                                            ToJson(*decision), "application/json");
            AddHeaders(response, RateLimitHeaders(policy_name, policy, *decision));
            respond(std::move(response));
          });
@@ -395,22 +450,21 @@ void Service::Authz(const Request& request, const ip::address& peer,
          [this, version = request.version(), keep_alive = request.keep_alive(),
           rule_name = rule->name, policy = rule->policy, deny_status, issued_cookie,
           respond = std::move(respond)](absl::StatusOr<Decision> decision) {
-           Request shape;
-           shape.version(version);
-           shape.keep_alive(keep_alive);
            if (!decision.ok()) {
-             return respond(Error(shape, http::status::internal_server_error, "internal",
-                                  MessageOf(decision.status())));
+             return respond(Error(version, keep_alive, http::status::internal_server_error,
+                                  "internal", MessageOf(decision.status())));
            }
            metrics_.CountDecision(rule_name, decision->degraded  ? Outcome::kDegraded
                                              : decision->allowed ? Outcome::kAllowed
                                                                  : Outcome::kDenied);
-           Response response = decision->allowed
-                                   ? MakeResponse(shape, http::status::no_content, "", "text/plain")
-                                   : Json(shape, static_cast<http::status>(deny_status),
-                                          R"({"status": 429, "code": "rate_limit:exceeded"})");
+           Response response =
+               decision->allowed
+                   ? MakeResponse(version, keep_alive, http::status::no_content, "", "text/plain")
+                   : MakeResponse(version, keep_alive, static_cast<http::status>(deny_status),
+                                  R"({"status": 429, "code": "rate_limit:exceeded"})",
+                                  "application/json");
            AddHeaders(response, RateLimitHeaders(rule_name, policy, *decision));
-           if (!issued_cookie.empty()) response.set(http::field::set_cookie, issued_cookie);
+           if (!issued_cookie.empty()) response.headers.emplace_back("Set-Cookie", issued_cookie);
            respond(std::move(response));
          });
 }

@@ -12,6 +12,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "server/config.h"
 #include "server/metrics.h"
@@ -20,7 +22,26 @@ namespace floodgate::server {
 
 namespace http = boost::beast::http;
 using Request = http::request<http::string_body>;
-using Response = http::response<http::string_body>;
+
+// A response as the service builds it: a status, a few headers, a body. Deliberately not
+// Beast's message type: its fields allocate one node per header, which measured among the
+// largest user-space costs of a request; the server lays this out in one buffer.
+struct Response {
+  int status = 200;
+  unsigned version = 11;  // of the request it answers
+  bool keep_alive = true;
+  bool head = false;  // answer to HEAD: headers only
+  std::string_view content_type = "application/json";
+  std::vector<std::pair<std::string_view, std::string>> headers;  // names are literals
+  std::string body;
+
+  int result_int() const { return status; }
+  // The value of header `name` (case-insensitive), or "" when absent.
+  std::string_view Header(std::string_view name) const;
+  // HTTP/1.1 wire format: status line, headers (Server, Content-Type, Content-Length,
+  // Connection as needed, then `headers`), blank line, body.
+  void SerializeTo(std::string& out) const;
+};
 using Respond = std::function<void(Response)>;
 
 class Service {
@@ -38,6 +59,8 @@ class Service {
   // A JSON error body {"status": N, "code": "...", "message": "..."}.
   static Response Error(const Request& request, http::status status, std::string_view code,
                         std::string_view message);
+  static Response Error(unsigned version, bool keep_alive, http::status status,
+                        std::string_view code, std::string_view message);
 
  private:
   void Check(const Request& request, std::shared_ptr<const ServerConfig> config, Respond respond);
