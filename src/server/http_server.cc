@@ -121,6 +121,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
 
   void Write(Response response, bool close) {
     state_ = State::kWriting;
+    worker_.server.service_.CountResponse(response.status);
     if (close || worker_.server.stopping_) response.keep_alive = false;
     const bool keep_alive = response.keep_alive;
     response.SerializeTo(out_);

@@ -222,7 +222,10 @@ ip::address ClientAddress(const Request& request, const ip::address& peer,
 }
 
 Service::Service(std::shared_ptr<Store> store, std::shared_ptr<const ServerConfig> config)
-    : store_(std::move(store)), config_(std::move(config)) {
+    : store_(std::move(store)), config_(std::move(config)), id_([] {
+        static std::atomic<std::uint64_t> next{1};
+        return next.fetch_add(1);
+      }()) {
   demo_page_ = Replace(std::string(web::k_index_html), "__FLOODGATE_STORE__",
                        HtmlEscape(store_->Describe()));
   demo_page_ = Replace(std::move(demo_page_), "__FLOODGATE_VERSION__", kVersion);
@@ -230,6 +233,21 @@ Service::Service(std::shared_ptr<Store> store, std::shared_ptr<const ServerConfi
 
 void Service::Reload(std::shared_ptr<const ServerConfig> config) {
   config_.store(std::move(config));
+  config_generation_.fetch_add(1, std::memory_order_release);
+}
+
+const ServerConfig& Service::CurrentConfig() {
+  struct Cache {
+    std::uint64_t service = 0;
+    std::uint64_t generation = 0;
+    std::shared_ptr<const ServerConfig> config;
+  };
+  thread_local Cache cache;
+  const std::uint64_t generation = config_generation_.load(std::memory_order_acquire);
+  if (cache.service != id_ || cache.generation != generation || !cache.config) {
+    cache = {id_, generation, config_.load()};
+  }
+  return *cache.config;
 }
 
 Response Service::Error(const Request& request, http::status status, std::string_view code,
@@ -247,42 +265,38 @@ Response Service::Error(unsigned version, bool keep_alive, http::status status,
 }
 
 void Service::Handle(const Request& request, const ip::address& peer, Respond respond) {
-  auto config = config_.load();
+  const ServerConfig& config = CurrentConfig();
   const std::string_view target(request.target().data(), request.target().size());
   const std::string_view path = PathOf(target);
-  Respond counted = [this, respond = std::move(respond)](Response response) {
-    metrics_.CountHttp(response.status);
-    respond(std::move(response));
-  };
   if (path == "/v1/check") {
     if (request.method() != http::verb::post) {
       Response r = Error(request, http::status::method_not_allowed, "method_not_allowed",
                          "/v1/check takes POST");
       r.headers.emplace_back("Allow", "POST");
-      return counted(std::move(r));
+      return respond(std::move(r));
     }
-    return Check(request, std::move(config), std::move(counted));
+    return Check(request, config, std::move(respond));
   }
-  if (path == "/v1/authz") return Authz(request, peer, std::move(config), std::move(counted));
+  if (path == "/v1/authz") return Authz(request, peer, config, std::move(respond));
   const bool get = request.method() == http::verb::get || request.method() == http::verb::head;
   if (get && path == "/healthz") {
-    return counted(MakeResponse(request, http::status::ok, "ok\n", "text/plain"));
+    return respond(MakeResponse(request, http::status::ok, "ok\n", "text/plain"));
   }
   if (get && path == "/readyz") {
     auto* redis = dynamic_cast<RedisStore*>(store_.get());
     const bool ready = redis == nullptr || redis->Ping();
-    return counted(MakeResponse(request,
+    return respond(MakeResponse(request,
                                 ready ? http::status::ok : http::status::service_unavailable,
                                 ready ? "ready\n" : "store unreachable\n", "text/plain"));
   }
   if (get && path == "/metrics") {
-    return counted(MakeResponse(request, http::status::ok, metrics_.Render(*store_),
+    return respond(MakeResponse(request, http::status::ok, metrics_.Render(*store_),
                                 "text/plain; version=0.0.4"));
   }
-  if (get && path == "/" && config->demo) {
-    return counted(MakeResponse(request, http::status::ok, demo_page_, "text/html; charset=utf-8"));
+  if (get && path == "/" && config.demo) {
+    return respond(MakeResponse(request, http::status::ok, demo_page_, "text/html; charset=utf-8"));
   }
-  counted(Error(
+  respond(Error(
       request, http::status::not_found, "not_found",
       fmt::format("no endpoint {} {}",
                   std::string_view(request.method_string().data(), request.method_string().size()),
@@ -313,8 +327,7 @@ void Service::LogDegraded(Steady::time_point now) {
                store_->Describe(), count);
 }
 
-void Service::Check(const Request& request, std::shared_ptr<const ServerConfig> config,
-                    Respond respond) {
+void Service::Check(const Request& request, const ServerConfig& config, Respond respond) {
   const auto bad = [&](std::string_view message) {
     respond(Error(request, http::status::bad_request, "invalid_argument", message));
   };
@@ -357,7 +370,7 @@ void Service::Check(const Request& request, std::shared_ptr<const ServerConfig> 
   std::string policy_name(kInlinePolicy);
   std::string store_key;
   if (has_rule) {
-    const Rule* rule = config->Find(rule_name);
+    const Rule* rule = config.Find(rule_name);
     if (rule == nullptr) {
       return respond(Error(request, http::status::not_found, "not_found",
                            fmt::format("unknown rule \"{}\"", rule_name)));
@@ -396,8 +409,8 @@ void Service::Check(const Request& request, std::shared_ptr<const ServerConfig> 
          });
 }
 
-void Service::Authz(const Request& request, const ip::address& peer,
-                    std::shared_ptr<const ServerConfig> config, Respond respond) {
+void Service::Authz(const Request& request, const ip::address& peer, const ServerConfig& config,
+                    Respond respond) {
   const std::string_view target(request.target().data(), request.target().size());
   std::string_view original_uri = HeaderValue(request, "X-Original-URI");
   if (original_uri.empty()) original_uri = HeaderValue(request, "X-Forwarded-Uri");
@@ -409,13 +422,13 @@ void Service::Authz(const Request& request, const ip::address& peer,
                  [](unsigned char c) { return std::toupper(c); });
   const std::string_view path = PathOf(original_uri.empty() ? target : original_uri);
 
-  const Rule* rule = config->Match(upper, path);
+  const Rule* rule = config.Match(upper, path);
   if (rule == nullptr) {
     return respond(MakeResponse(request, http::status::no_content, "", "text/plain"));
   }
   // Identify the client as the rule says; a missing cookie falls back to the IP (and a
   // new cookie is issued), so dropping the cookie gains nothing.
-  const ip::address client = ClientAddress(request, peer, *config);
+  const ip::address client = ClientAddress(request, peer, config);
   std::string key = rule->name;
   std::string issued_cookie;
   for (const IdentityPart& part : rule->identify) {
@@ -426,7 +439,12 @@ void Service::Authz(const Request& request, const ip::address& peer,
         break;
       case IdentityPart::Kind::kHeader: {
         const std::string_view value = HeaderValue(request, part.name);
-        key += value.empty() ? "ip=" + client.to_string() : fmt::format("h={}", value);
+        if (value.empty()) {
+          key += "ip=" + client.to_string();
+        } else {
+          key += "h=";
+          key += value;
+        }
         break;
       }
       case IdentityPart::Kind::kCookie: {
@@ -445,7 +463,7 @@ void Service::Authz(const Request& request, const ip::address& peer,
   // Over-long header values are cut: clients that differ only past 512 bytes share a limit.
   if (key.size() > kMaxKeyBytes) key.resize(kMaxKeyBytes);
   const int deny_status =
-      QueryParam(target, "deny_status") == "403" ? 403 : config->authz_deny_status;
+      QueryParam(target, "deny_status") == "403" ? 403 : config.authz_deny_status;
   Decide(std::move(key), rule->policy, rule->cost,
          [this, version = request.version(), keep_alive = request.keep_alive(),
           rule_name = rule->name, policy = rule->policy, deny_status, issued_cookie,

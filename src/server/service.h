@@ -56,6 +56,9 @@ class Service {
   void Reload(std::shared_ptr<const ServerConfig> config);
   std::shared_ptr<const ServerConfig> config() const { return config_.load(); }
 
+  // Counts a response by status class for /metrics; the server calls it as it writes.
+  void CountResponse(int status) { metrics_.CountHttp(status); }
+
   // A JSON error body {"status": N, "code": "...", "message": "..."}.
   static Response Error(const Request& request, http::status status, std::string_view code,
                         std::string_view message);
@@ -63,15 +66,20 @@ class Service {
                         std::string_view code, std::string_view message);
 
  private:
-  void Check(const Request& request, std::shared_ptr<const ServerConfig> config, Respond respond);
+  void Check(const Request& request, const ServerConfig& config, Respond respond);
   void Authz(const Request& request, const boost::asio::ip::address& peer,
-             std::shared_ptr<const ServerConfig> config, Respond respond);
+             const ServerConfig& config, Respond respond);
+  // The current config, through a per-thread cache: loading the shared pointer itself on
+  // every request costs a lock and two reference-count updates.
+  const ServerConfig& CurrentConfig();
   void Decide(std::string key, const Policy& policy, std::int64_t cost,
               std::function<void(absl::StatusOr<Decision>)> done);
   void LogDegraded(std::chrono::steady_clock::time_point now);
 
   std::shared_ptr<Store> store_;
   std::atomic<std::shared_ptr<const ServerConfig>> config_;
+  std::atomic<std::uint64_t> config_generation_{0};
+  const std::uint64_t id_;  // tells this service's cache entries from another's
   std::string demo_page_;
   Metrics metrics_;
   // Degraded answers are logged at most once a second, with how many there were.
