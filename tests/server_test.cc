@@ -250,6 +250,18 @@ TEST_F(ServiceTest, TrustedProxiesDecideWhichAddressIsTheClient) {
   // An untrusted peer's X-Forwarded-For is ignored: spoofing gains nothing.
   for (int i = 0; i < 3; ++i) EXPECT_EQ(login("198.51.100.7", "1.2.3.4"), 204);
   EXPECT_EQ(login("198.51.100.7", "5.6.7.8"), 429);
+  // Several X-Forwarded-For lines, in any letter case, read as one list.
+  const auto two_lines = [&] {
+    return Call(http::verb::post, "/v1/authz", "",
+                {{"X-Original-URI", "/login"},
+                 {"X-Original-Method", "POST"},
+                 {"x-forwarded-for", "198.18.0.1"},
+                 {"X-FORWARDED-FOR", "10.0.0.7"}},
+                "10.0.0.1")
+        .result_int();
+  };
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(two_lines(), 204);
+  EXPECT_EQ(login("10.0.0.1", "198.18.0.1"), 429);  // the same client as above
   // The right-most untrusted address is the client, not a spoofed left-most one.
   for (int i = 0; i < 3; ++i) EXPECT_EQ(login("::1", "9.9.9.9, 192.0.2.1, 10.0.0.3"), 204);
   EXPECT_EQ(login("::1", "1.1.1.1, 192.0.2.1"), 429);

@@ -42,4 +42,18 @@ absl::Status ForEachQueryOption(std::string_view query, Visit visit) {
   return absl::OkStatus();
 }
 
+// Calls `visit(item)` for each item of a `separator`-separated list, trimmed of spaces;
+// empty items are skipped ("a, b;c" style header values).
+template <class Visit>
+void ForEachItem(std::string_view list, char separator, Visit visit) {
+  while (!list.empty()) {
+    const std::size_t at = list.find(separator);
+    std::string_view item = list.substr(0, at);
+    list = at == std::string_view::npos ? std::string_view() : list.substr(at + 1);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (!item.empty()) visit(item);
+  }
+}
+
 }  // namespace floodgate

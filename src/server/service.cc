@@ -91,19 +91,16 @@ std::string_view HeaderValue(const Request& request, std::string_view name) {
 
 // The value of cookie `name` in the Cookie header, if any.
 std::optional<std::string_view> CookieValue(const Request& request, std::string_view name) {
-  for (auto it = request.find(http::field::cookie);
-       it != request.end() && it->name() == http::field::cookie; ++it) {
-    std::string_view all(it->value().data(), it->value().size());
-    while (!all.empty()) {
-      const std::size_t semi = all.find(';');
-      std::string_view pair = all.substr(0, semi);
-      all = semi == std::string_view::npos ? std::string_view() : all.substr(semi + 1);
-      while (!pair.empty() && pair.front() == ' ') pair.remove_prefix(1);
+  std::optional<std::string_view> found;
+  for (auto [it, end] = request.equal_range(http::field::cookie); it != end; ++it) {
+    ForEachItem({it->value().data(), it->value().size()}, ';', [&](std::string_view pair) {
       const std::size_t eq = pair.find('=');
-      if (eq != std::string_view::npos && pair.substr(0, eq) == name) return pair.substr(eq + 1);
-    }
+      if (!found && eq != std::string_view::npos && pair.substr(0, eq) == name) {
+        found = pair.substr(eq + 1);
+      }
+    });
   }
-  return std::nullopt;
+  return found;
 }
 
 // Only values we could have issued count as our cookie: anything else is ignored, so
@@ -198,17 +195,9 @@ ip::address ClientAddress(const Request& request, const ip::address& peer,
   // Walk X-Forwarded-For from the right: each hop appended the address it saw; the
   // first one that is not a trusted proxy is the client. All trusted: the left-most.
   std::vector<std::string_view> hops;
-  for (auto it = request.find("X-Forwarded-For");
-       it != request.end() && it->name_string() == "X-Forwarded-For"; ++it) {
-    std::string_view list(it->value().data(), it->value().size());
-    while (!list.empty()) {
-      const std::size_t comma = list.find(',');
-      std::string_view hop = list.substr(0, comma);
-      list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
-      while (!hop.empty() && hop.front() == ' ') hop.remove_prefix(1);
-      while (!hop.empty() && hop.back() == ' ') hop.remove_suffix(1);
-      if (!hop.empty()) hops.push_back(hop);
-    }
+  for (auto [it, end] = request.equal_range("X-Forwarded-For"); it != end; ++it) {
+    ForEachItem({it->value().data(), it->value().size()}, ',',  // names match in any case
+                [&](std::string_view hop) { hops.push_back(hop); });
   }
   ip::address client = peer;
   for (auto it = hops.rbegin(); it != hops.rend(); ++it) {
