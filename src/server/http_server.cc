@@ -35,7 +35,9 @@ class HttpServer::Worker {
   // unregister here.
   std::mutex mu;  // sessions may end on another thread (a store callback holds the last ref)
   std::set<Session*> sessions;
-  asio::io_context io{1};
+  // Every socket operation of a worker starts on its own thread, so the reactor needs no
+  // locks (UNSAFE_IO); handlers posted from other threads (store answers) still are.
+  asio::io_context io{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
   Acceptor acceptor;
   asio::executor_work_guard<asio::io_context::executor_type> work;
   std::thread thread;
@@ -65,7 +67,10 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
 
   void Read() {
     state_ = State::kReading;
-    parser_.emplace();
+    parser_.reset();
+    arena_.release();  // the previous request's header fields
+    parser_.emplace(std::piecewise_construct, std::make_tuple(),
+                    std::make_tuple(FieldAllocator(&arena_)));
     parser_->header_limit(static_cast<std::uint32_t>(worker_.server.options_.header_limit));
     parser_->body_limit(worker_.server.options_.body_limit);
     stream_.expires_after(worker_.server.options_.request_timeout);
@@ -108,8 +113,10 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
       Response response = Service::Error(11, false, status, "invalid_argument", message);
       return Write(std::move(response), /*close=*/true);
     }
+    // The deadline armed by Read() keeps running through handling and writing: one
+    // timer per request bounds all three (the store bounds its own waits far below it),
+    // and a client that stops reading its answers cannot pin the connection.
     state_ = State::kHandling;
-    stream_.expires_never();  // the service bounds its own waits (store timeout)
     Request request = parser_->release();
     worker_.server.service_.Handle(request, peer_, [self = shared_from_this()](Response response) {
       // The answer may come from a store thread; write on this connection's thread.
@@ -125,7 +132,6 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     if (close || worker_.server.stopping_) response.keep_alive = false;
     const bool keep_alive = response.keep_alive;
     response.SerializeTo(out_);
-    stream_.expires_after(worker_.server.options_.request_timeout);
     asio::async_write(
         stream_, asio::buffer(out_),
         [self = shared_from_this(), close, keep_alive](beast::error_code ec, std::size_t) {
@@ -161,8 +167,10 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
 
   Worker& worker_;
   Stream stream_;
+  alignas(std::max_align_t) char arena_buffer_[4096];  // most requests' fields fit here
   beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  std::pmr::monotonic_buffer_resource arena_{arena_buffer_, sizeof arena_buffer_};
+  std::optional<http::request_parser<http::string_body, FieldAllocator>> parser_;
   std::string out_;  // the response being written
   std::vector<char> drain_;
   asio::ip::address peer_;

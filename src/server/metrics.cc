@@ -12,14 +12,28 @@
 
 namespace floodgate::server {
 
-Metrics::Metrics() = default;
+Metrics::Metrics()
+    : id_([] {
+        static std::atomic<std::uint64_t> next{1};
+        return next.fetch_add(1);
+      }()) {}
 
 Metrics::RuleCounters& Metrics::ForRule(std::string_view rule) {
+  // Most requests on a thread count under the rule before them: remember it, and skip
+  // the lock and the lookup. Counters are never freed while their Metrics lives.
+  struct Last {
+    std::uint64_t owner = 0;
+    std::string rule;
+    RuleCounters* counters = nullptr;
+  };
+  thread_local Last last;
+  if (last.owner == id_ && last.rule == rule) return *last.counters;
   std::lock_guard lock(mu_);
   auto it = rules_.find(ToAbsl(rule));
   if (it == rules_.end()) {
     it = rules_.emplace(std::string(rule), std::make_unique<RuleCounters>()).first;
   }
+  last = {id_, std::string(rule), it->second.get()};
   return *it->second;
 }
 

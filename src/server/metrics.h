@@ -38,7 +38,8 @@ class Metrics {
 
   RuleCounters& ForRule(std::string_view rule);
 
-  mutable std::mutex mu_;  // guards the map, not the counters
+  const std::uint64_t id_;  // tells this instance's per-thread cache entries from another's
+  mutable std::mutex mu_;   // guards the map, not the counters
   absl::flat_hash_map<std::string, std::unique_ptr<RuleCounters>> rules_;
   std::array<std::atomic<std::uint64_t>, kBuckets.size() + 1> latency_{};
   std::atomic<std::uint64_t> latency_count_{0};
