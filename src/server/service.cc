@@ -1,5 +1,6 @@
 #include "server/service.h"
 
+#include <floodgate/memory_store.h>
 #include <floodgate/redis_store.h>
 #include <floodgate/version.h>
 #include <fmt/format.h>
@@ -211,7 +212,10 @@ ip::address ClientAddress(const Request& request, const ip::address& peer,
 }
 
 Service::Service(std::shared_ptr<Store> store, std::shared_ptr<const ServerConfig> config)
-    : store_(std::move(store)), config_(std::move(config)), id_([] {
+    : store_(std::move(store)),
+      store_answers_inline_(dynamic_cast<MemoryStore*>(store_.get()) != nullptr),
+      config_(std::move(config)),
+      id_([] {
         static std::atomic<std::uint64_t> next{1};
         return next.fetch_add(1);
       }()) {
@@ -292,16 +296,19 @@ void Service::Handle(const Request& request, const ip::address& peer, Respond re
                   path)));
 }
 
-void Service::Decide(std::string key, const Policy& policy, std::int64_t cost,
-                     std::function<void(absl::StatusOr<Decision>)> done) {
+template <class Done>
+void Service::Decide(std::string_view key, const Policy& policy, std::int64_t cost, Done done) {
   const auto begin = Steady::now();
-  store_->DecideAsync({key, policy, cost, std::nullopt},
-                      [this, begin, done = std::move(done)](absl::StatusOr<Decision> d) {
-                        const auto now = Steady::now();
-                        metrics_.ObserveStoreLatency(now - begin);
-                        if (d.ok() && d->degraded) LogDegraded(now);
-                        done(std::move(d));
-                      });
+  auto finish = [this, begin, done = std::move(done)](absl::StatusOr<Decision> d) mutable {
+    const auto now = Steady::now();
+    metrics_.ObserveStoreLatency(now - begin);
+    if (d.ok() && d->degraded) LogDegraded(now);
+    done(std::move(d));
+  };
+  // A store that answers inline is called directly: wrapping the continuation for an
+  // asynchronous hand-off would cost an allocation per request for nothing.
+  if (store_answers_inline_) return finish(store_->Decide({key, policy, cost, std::nullopt}));
+  store_->DecideAsync({key, policy, cost, std::nullopt}, std::move(finish));
 }
 
 void Service::LogDegraded(Steady::time_point now) {

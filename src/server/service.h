@@ -77,11 +77,13 @@ class Service {
   // The current config, through a per-thread cache: loading the shared pointer itself on
   // every request costs a lock and two reference-count updates.
   const ServerConfig& CurrentConfig();
-  void Decide(std::string key, const Policy& policy, std::int64_t cost,
-              std::function<void(absl::StatusOr<Decision>)> done);
+  // Decides and calls `done` (inline, or later on the store's thread).
+  template <class Done>
+  void Decide(std::string_view key, const Policy& policy, std::int64_t cost, Done done);
   void LogDegraded(std::chrono::steady_clock::time_point now);
 
   std::shared_ptr<Store> store_;
+  const bool store_answers_inline_;  // memory://: no asynchronous hand-off needed
   std::atomic<std::shared_ptr<const ServerConfig>> config_;
   std::atomic<std::uint64_t> config_generation_{0};
   const std::uint64_t id_;  // tells this service's cache entries from another's
