@@ -19,13 +19,21 @@ local function tb_wait(cap, limit, period, t0, last, now, x)
   return d
 end
 
--- State: struct '<dd' (t0, last): t0 is fractional, stored bit-exact.
+-- Both modes store struct '<dd' (level, last), the level bit-exact (fractional when
+-- smooth, whole when interval); a missing key is a full bucket. Time going backwards is
+-- clamped to `last`. Returns level, last, now, and whether the key held state.
+local function tb_load(key, cap, now)
+  local level, last = cap, now
+  local raw = redis.call('GET', key)
+  if raw then level, last = FG.unpack('<dd', raw, 16) end
+  if last > now then now = last end
+  return level, last, now, raw ~= false
+end
+
 DECIDERS['tb'] = function(key, now, limit, period, burst, cost)
   local cap = burst
-  local t0, last = cap, now
-  local raw = redis.call('GET', key)
-  if raw then t0, last = FG.unpack('<dd', raw, 16) end
-  if last > now then now = last end
+  local t0, last
+  t0, last, now = tb_load(key, cap, now)
   local tokens = tb_level(cap, limit, period, t0, last, now, 0)
 
   if tokens >= cost then
@@ -50,13 +58,10 @@ local function tbi_wait(limit, period, tokens, last, now, x)
   return last + math.ceil((x - tokens) / limit) * period - now
 end
 
--- State: struct '<dd' (tokens, last); tokens is always whole, a double as in the C++.
 DECIDERS['tbi'] = function(key, now, limit, period, burst, cost)
   local cap = burst
-  local tokens, last = cap, now
-  local raw = redis.call('GET', key)
-  if raw then tokens, last = FG.unpack('<dd', raw, 16) end
-  if last > now then now = last end
+  local tokens, last, found
+  tokens, last, now, found = tb_load(key, cap, now)
 
   local refills = math.floor((now - last) / period)
   if refills > 0 then
@@ -79,6 +84,6 @@ DECIDERS['tbi'] = function(key, now, limit, period, burst, cost)
   -- writing back a refill already due changes no later decision. Like
   -- DecideIntervalBucket, a peek or denial on a missing key skips it (nothing to save);
   -- with a reset of 0 the state is fresh and FG.save deletes the key.
-  if cost > 0 or raw then FG.save(key, struct.pack('<dd', tokens, last), reset) end
+  if cost > 0 or found then FG.save(key, struct.pack('<dd', tokens, last), reset) end
   return FG.result(allowed, math.floor(tokens), retry, reset)
 end

@@ -31,6 +31,16 @@ std::unique_ptr<RedisStore> OpenRedis(const std::string& url) {
   return store.ok() ? *std::move(store) : nullptr;
 }
 
+// Decides on `key` until an answer comes from Redis again (not degraded), for at most
+// `limit`; returns how long that took.
+Steady::duration TimeUntilRedisAnswers(Store& store, const Policy& policy, Steady::duration limit) {
+  const auto begin = Steady::now();
+  while (Steady::now() - begin < limit) {
+    if (!store.Decide({"k", policy, 1, std::nullopt})->degraded) break;
+  }
+  return Steady::now() - begin;
+}
+
 class RedisTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { server_ = RedisServer::Start().release(); }
@@ -256,13 +266,8 @@ TEST(RedisFailure, RestartDegradesThenRecoversWithinASecond) {
     EXPECT_TRUE(d.allowed);  // the local limiter decides, and has room
   }
   ASSERT_TRUE(server->Restart());
-  const auto back = Steady::now();
-  Decision d;
-  do {
-    d = *store->Decide({"k", policy, 1, std::nullopt});
-  } while (d.degraded && Steady::now() - back < std::chrono::seconds(3));
-  EXPECT_FALSE(d.degraded);
-  EXPECT_LE(Steady::now() - back, std::chrono::seconds(1));
+  EXPECT_LE(TimeUntilRedisAnswers(*store, policy, std::chrono::seconds(3)),
+            std::chrono::seconds(1));
   EXPECT_GE(store->redis_stats().reconnects, 1u);
 }
 
@@ -281,12 +286,8 @@ TEST(RedisFailure, AConnectionThatStopsAnsweringIsReplaced) {
     EXPECT_TRUE(store->Decide({"k", policy, 1, std::nullopt})->degraded);
   }
   EXPECT_GE(store->redis_stats().reconnects, 1u);
-  const auto back = Steady::now();
-  Decision d;
-  do {
-    d = *store->Decide({"k", policy, 1, std::nullopt});
-  } while (d.degraded && Steady::now() - back < std::chrono::seconds(5));
-  EXPECT_FALSE(d.degraded);
+  EXPECT_LT(TimeUntilRedisAnswers(*store, policy, std::chrono::seconds(5)),
+            std::chrono::seconds(5));
 }
 
 TEST(RedisFailure, EachOnErrorModeAnswersAsConfigured) {

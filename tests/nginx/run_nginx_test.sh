@@ -40,17 +40,21 @@ done
 # slate by asking from a different client address.
 client=(-H "X-Forwarded-For: 203.0.113.9")
 
+# Request number $1 through nginx: sets $status and $out, headers in $work/h$1.
+request() {
+  out=$(curl -s -D "$work/h$1" "${client[@]}" "http://127.0.0.1:$port/api/items")
+  status=$(head -1 "$work/h$1" | awk '{print $2}')
+}
+
 for i in 1 2 3; do
-  out=$(curl -s -D "$work/h$i" "${client[@]}" "http://127.0.0.1:$port/api/items")
-  status=$(head -1 "$work/h$i" | awk '{print $2}')
+  request "$i"
   [ "$status" = 200 ] || fail "request $i: status $status, wanted 200"
   [ "$out" = "hello from the api" ] || fail "request $i: body '$out'"
   grep -qi '^X-RateLimit-Limit: 3' "$work/h$i" || fail "request $i: no X-RateLimit-Limit: 3"
   grep -qi "^X-RateLimit-Remaining: $((3 - i))" "$work/h$i" || fail "request $i: wrong X-RateLimit-Remaining"
   grep -qi '^RateLimit-Policy: "api";q=3;w=3600' "$work/h$i" || fail "request $i: no RateLimit-Policy"
 done
-out=$(curl -s -D "$work/h4" "${client[@]}" "http://127.0.0.1:$port/api/items")
-status=$(head -1 "$work/h4" | awk '{print $2}')
+request 4
 [ "$status" = 429 ] || fail "request 4: status $status, wanted 429"
 [ "$out" = '{"status": 429, "code": "rate_limit:exceeded"}' ] || fail "request 4: body '$out'"
 grep -qiE '^Retry-After: [1-9][0-9]*' "$work/h4" || fail "request 4: no Retry-After"
