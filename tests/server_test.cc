@@ -54,6 +54,8 @@ TEST(Config, ParsesRulesAndDefaults) {
   EXPECT_EQ(config->rules.size(), 3u);
   EXPECT_EQ(config->rules[0].methods, std::vector<std::string>{"POST"});
   EXPECT_EQ(config->store.url, "memory://");
+  EXPECT_TRUE(config->listen_given);      // the environment may not override it
+  EXPECT_FALSE(config->store_url_given);  // FLOODGATE_STORE may fill it in
   EXPECT_EQ(config->authz_deny_status, 429);
   EXPECT_TRUE(config->demo);
   EXPECT_EQ(config->Match("POST", "/login/x")->name, "login");

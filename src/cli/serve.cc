@@ -32,21 +32,10 @@ struct ServeFlags {
 // what both leave unset.
 absl::StatusOr<server::ServerConfig> Effective(const ServeFlags& flags) {
   server::ServerConfig config;
-  bool listen_set = false, store_set = false;
   if (!flags.config.empty()) {
     auto loaded = server::LoadConfig(flags.config);
     if (!loaded.ok()) return loaded.status();
     config = *std::move(loaded);
-    // Which keys the file set, so the environment does not override them.
-    std::string text;
-    if (std::FILE* f = std::fopen(flags.config.c_str(), "r")) {
-      char buffer[4096];
-      std::size_t n;
-      while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) text.append(buffer, n);
-      std::fclose(f);
-    }
-    listen_set = text.find("listen:") != std::string::npos;
-    store_set = text.find("url:") != std::string::npos;
   } else {
     config.source = "defaults";
   }
@@ -56,12 +45,12 @@ absl::StatusOr<server::ServerConfig> Effective(const ServeFlags& flags) {
   };
   if (!flags.listen.empty()) {
     config.listen = flags.listen;
-  } else if (!listen_set && !env("FLOODGATE_LISTEN").empty()) {
+  } else if (!config.listen_given && !env("FLOODGATE_LISTEN").empty()) {
     config.listen = env("FLOODGATE_LISTEN");
   }
   if (!flags.store.empty()) {
     config.store.url = flags.store;
-  } else if (!store_set) {
+  } else if (!config.store_url_given) {
     if (!env("FLOODGATE_STORE").empty()) {
       config.store.url = env("FLOODGATE_STORE");
     } else if (!env("REDIS_URL").empty()) {

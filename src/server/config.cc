@@ -279,6 +279,7 @@ absl::StatusOr<ServerConfig> ParseConfig(std::string_view yaml, const std::strin
   }
   if (root["listen"]) {
     FG_ASSIGN(config.listen, r.String(root["listen"], "listen"));
+    config.listen_given = true;
     if (auto l = ParseListen(config.listen); !l.ok()) {
       return r.Error(root["listen"], MessageOf(l.status()));
     }
@@ -288,7 +289,10 @@ absl::StatusOr<ServerConfig> ParseConfig(std::string_view yaml, const std::strin
     if (auto s = r.KnownKeys(store, "store", {"url", "prefix", "timeout", "on_error"}); !s.ok()) {
       return s;
     }
-    if (store["url"]) FG_ASSIGN(config.store.url, r.String(store["url"], "store.url"));
+    if (store["url"]) {
+      FG_ASSIGN(config.store.url, r.String(store["url"], "store.url"));
+      config.store_url_given = true;
+    }
     if (store["prefix"]) FG_ASSIGN(config.store.prefix, r.String(store["prefix"], "store.prefix"));
     if (store["timeout"]) {
       std::string timeout;

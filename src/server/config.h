@@ -59,6 +59,10 @@ struct ServerConfig {
   int authz_deny_status = 429;
   bool demo = true;
   std::vector<Rule> rules;
+  // Whether the file set these, so the environment (FLOODGATE_LISTEN, FLOODGATE_STORE)
+  // fills in only what it left out.
+  bool listen_given = false;
+  bool store_url_given = false;
 
   // The first rule that matches, or nullptr (the request is allowed untouched).
   const Rule* Match(std::string_view method, std::string_view path) const;

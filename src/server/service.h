@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "server/config.h"
+#include "server/headers.h"
 #include "server/metrics.h"
 
 namespace floodgate::server {
@@ -37,7 +38,7 @@ struct Response {
   bool keep_alive = true;
   bool head = false;  // answer to HEAD: headers only
   std::string_view content_type = "application/json";
-  std::vector<std::pair<std::string_view, std::string>> headers;  // names are literals
+  HeaderList headers;  // names are literals
   std::string body;
 
   int result_int() const { return status; }

@@ -97,11 +97,6 @@ struct PendingDecision {
 };
 using PendingPtr = std::shared_ptr<PendingDecision>;
 
-template <class... Args>
-std::string Format(fmt::format_string<Args...> f, Args&&... args) {
-  return fmt::format(f, std::forward<Args>(args)...);
-}
-
 }  // namespace
 
 class RedisStore::Impl {
@@ -174,7 +169,7 @@ class RedisStore::Impl {
     if (ready_lanes_ > 0) return absl::OkStatus();
     if (!settled) {
       return absl::DeadlineExceededError(
-          Format("redis unreachable at {}: no answer", options_.Describe()));
+          fmt::format("redis unreachable at {}: no answer", options_.Describe()));
     }
     return first_error_;
   }
@@ -311,16 +306,16 @@ class RedisStore::Impl {
       const std::string_view text = redis::TextOf(reply);
       if (index < auth) {
         return absl::PermissionDeniedError(
-            Format("redis at {} refused AUTH: {}", options_.Describe(), text));
+            fmt::format("redis at {} refused AUTH: {}", options_.Describe(), text));
       }
       if (text.starts_with("NOAUTH")) {
-        return absl::PermissionDeniedError(Format(
+        return absl::PermissionDeniedError(fmt::format(
             "redis at {} needs a password: {} (give it in the URL: redis://:PASSWORD@host:port)",
             options_.Describe(), text));
       }
       const char* step = index < auth + select ? "SELECT" : "SCRIPT LOAD";
       return absl::FailedPreconditionError(
-          Format("redis at {} refused {}: {}", options_.Describe(), step, text));
+          fmt::format("redis at {} refused {}: {}", options_.Describe(), step, text));
     }
     if (index >= auth + select) {
       if (reply.type != REDIS_REPLY_STRING) {
@@ -352,7 +347,7 @@ class RedisStore::Impl {
 
   std::string LastError() {
     std::lock_guard lock(start_mu_);
-    return last_error_.empty() ? Format("redis at {} is not connected", options_.Describe())
+    return last_error_.empty() ? fmt::format("redis at {} is not connected", options_.Describe())
                                : last_error_;
   }
 
@@ -487,13 +482,13 @@ class RedisStore::Impl {
         return Send(lane, std::move(chunk), /*as_eval=*/true);
       }
       const absl::Status error =
-          absl::InternalError(Format("redis at {}: {}", options_.Describe(), text));
+          absl::InternalError(fmt::format("redis at {}: {}", options_.Describe(), text));
       for (auto& p : chunk) Complete(*p, error);
       return;
     }
     if (r.type != REDIS_REPLY_ARRAY || r.elements != chunk.size() * 4) {
-      const absl::Status error = absl::InternalError(
-          Format("redis at {} answered a decision with an unexpected reply", options_.Describe()));
+      const absl::Status error = absl::InternalError(fmt::format(
+          "redis at {} answered a decision with an unexpected reply", options_.Describe()));
       for (auto& p : chunk) Complete(*p, error);
       return;
     }
@@ -515,8 +510,8 @@ class RedisStore::Impl {
   }
 
   absl::Status TimeoutError() const {
-    return absl::DeadlineExceededError(Format("redis at {} did not answer within {} µs",
-                                              options_.Describe(), options_.timeout.count()));
+    return absl::DeadlineExceededError(fmt::format("redis at {} did not answer within {} µs",
+                                                   options_.Describe(), options_.timeout.count()));
   }
 
   void ArmSweep(Lane& lane) {
@@ -541,9 +536,9 @@ class RedisStore::Impl {
       const auto stall_limit =
           std::max<Steady::duration>(std::chrono::seconds(1), options_.timeout * 20);
       if (lane.connection->OldestWait(now) > stall_limit) {
-        lane.connection->Abort(absl::DeadlineExceededError(
-            Format("redis at {} answered nothing for {} ms; reconnecting", options_.Describe(),
-                   std::chrono::duration_cast<std::chrono::milliseconds>(stall_limit).count())));
+        lane.connection->Abort(absl::DeadlineExceededError(fmt::format(
+            "redis at {} answered nothing for {} ms; reconnecting", options_.Describe(),
+            std::chrono::duration_cast<std::chrono::milliseconds>(stall_limit).count())));
       }
       if (lane.holding) {
         std::vector<PendingPtr> expired;
