@@ -22,7 +22,6 @@ using tcp = asio::ip::tcp;
 using Executor = asio::io_context::executor_type;
 using Socket = asio::basic_stream_socket<tcp, Executor>;
 using Acceptor = asio::basic_socket_acceptor<tcp, Executor>;
-using Stream = beast::basic_stream<tcp, Executor, beast::unlimited_rate_policy>;
 
 // One thread: its io_context, its acceptor, and the connections it accepted.
 class HttpServer::Worker {
@@ -47,12 +46,20 @@ class HttpServer::Worker {
 
 // One connection: read a request, let the service answer, write, repeat (keep-alive).
 // The request state is explicit: reading, handling (waiting on the store), writing.
+//
+// The socket is driven by hand (async_read_some + Beast's parser, a non-blocking write
+// first) rather than through beast::basic_stream and http::async_read: their composed
+// operations, per-operation timers and work tracking measured at over a tenth of a
+// request's CPU. Beast still does all of the HTTP parsing.
 class HttpServer::Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(Worker& worker, Socket socket) : worker_(worker), stream_(std::move(socket)) {
+  Session(Worker& worker, Socket socket)
+      : worker_(worker), socket_(std::move(socket)), timer_(worker.io.get_executor()) {
     boost::system::error_code ec;
-    const auto endpoint = stream_.socket().remote_endpoint(ec);
+    const auto endpoint = socket_.remote_endpoint(ec);
     peer_ = ec ? asio::ip::address() : endpoint.address();
+    socket_.set_option(tcp::no_delay(true), ec);  // one write per answer: never wait on Nagle
+    socket_.non_blocking(true, ec);               // for the write attempted inline
     ++worker_.server.sessions_;
     std::lock_guard lock(worker_.mu);
     worker_.sessions.insert(this);
@@ -65,39 +72,92 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     --worker_.server.sessions_;
   }
 
+  void Start() {
+    Read();
+    WaitForDeadline();
+  }
+
+  // Shutdown: a connection waiting for its next request closes now; one being answered
+  // finishes its response first (and then closes).
+  void CloseIfIdle() {
+    if (state_ == State::kReading && (!parser_ || !parser_->got_some())) Close();
+  }
+
+ private:
+  enum class State { kReading, kHandling, kWriting, kLingering, kDone };
+  using Clock = std::chrono::steady_clock;
+
+  // One timer per connection, re-armed lazily: each request only moves `deadline_`, and
+  // the timer, when it fires early, waits again for the moved deadline. A timer per
+  // request (add + cancel in the timer queue, a timerfd update) measured several
+  // percent of a request.
+  void SetDeadline(Clock::duration from_now) {
+    deadline_ = Clock::now() + from_now;
+    if (deadline_ < timer_.expiry()) timer_.cancel();  // wakes the wait to re-arm earlier
+  }
+  void WaitForDeadline() {
+    timer_.expires_at(deadline_);
+    timer_.async_wait([self = shared_from_this()](beast::error_code) {
+      if (self->state_ == State::kDone) return;
+      if (Clock::now() >= self->deadline_) return self->Close();  // cancels the socket's I/O
+      self->WaitForDeadline();
+    });
+  }
+
   void Read() {
     state_ = State::kReading;
     parser_.reset();
     arena_.release();  // the previous request's header fields
     parser_.emplace(std::piecewise_construct, std::make_tuple(),
                     std::make_tuple(FieldAllocator(&arena_)));
+    parser_->eager(true);
     parser_->header_limit(static_cast<std::uint32_t>(worker_.server.options_.header_limit));
     parser_->body_limit(worker_.server.options_.body_limit);
-    stream_.expires_after(worker_.server.options_.request_timeout);
-    http::async_read(
-        stream_, buffer_, *parser_,
-        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->OnRead(ec); });
+    // The deadline runs through reading, handling and writing: one bound per request
+    // (the store bounds its own waits far below it), so neither a slowloris nor a client
+    // that stops reading its answers can pin the connection.
+    SetDeadline(worker_.server.options_.request_timeout);
+    if (buffer_.size() == 0) return ReadSome();
+    // A pipelined request is already here. Parsed from a fresh handler, not inline, so
+    // a long pipeline cannot grow the stack.
+    asio::post(worker_.io.get_executor(), [self = shared_from_this()] { self->Parse(); });
   }
 
-  // Shutdown: a connection waiting for its next request closes now; one being answered
-  // finishes its response first (and then closes).
-  void CloseIfIdle() {
-    if (state_ == State::kReading && (!parser_ || !parser_->got_some())) {
-      beast::error_code ignored;
-      stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-      stream_.close();
-    }
+  void ReadSome() {
+    socket_.async_read_some(buffer_.prepare(kReadSize), [self = shared_from_this()](
+                                                            beast::error_code ec, std::size_t n) {
+      if (self->state_ == State::kDone) return;
+      self->buffer_.commit(n);
+      if (ec == asio::error::eof && self->parser_->got_some()) {
+        self->parser_->put_eof(ec);  // a body delimited by the end of the stream, or cut short
+        if (!ec) ec = http::error::partial_message;
+        return self->OnRequest(ec);
+      }
+      if (ec) return self->Close();  // end of stream, reset, or cancelled by the deadline
+      self->Parse();
+    });
   }
 
- private:
-  enum class State { kReading, kHandling, kWriting, kDone };
-
-  void OnRead(beast::error_code ec) {
-    if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
-        ec == asio::error::operation_aborted || ec == asio::error::connection_reset ||
-        ec == asio::error::eof) {
-      return Close();
+  // Feeds the buffered bytes to the parser: a whole request is handled, an error
+  // answered, anything less waits for more bytes.
+  void Parse() {
+    while (buffer_.size() > 0 && !parser_->is_done()) {
+      beast::error_code ec;
+      const std::size_t used = parser_->put(buffer_.data(), ec);
+      buffer_.consume(used);
+      if (ec == http::error::need_more) break;
+      if (ec) return OnRequest(ec);
+      if (used == 0) break;
     }
+    if (parser_->is_done()) return OnRequest({});
+    // The parser's limits bound what it keeps; this bounds what it has not looked at.
+    if (buffer_.size() > worker_.server.options_.header_limit + kReadSize) {
+      return OnRequest(http::error::header_limit);
+    }
+    ReadSome();
+  }
+
+  void OnRequest(beast::error_code ec) {
     if (ec) {
       // Malformed or oversized: answer once, then close (the stream is not trustworthy).
       http::status status = http::status::bad_request;
@@ -113,64 +173,105 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
       Response response = Service::Error(11, false, status, "invalid_argument", message);
       return Write(std::move(response), /*close=*/true);
     }
-    // The deadline armed by Read() keeps running through handling and writing: one
-    // timer per request bounds all three (the store bounds its own waits far below it),
-    // and a client that stops reading its answers cannot pin the connection.
     state_ = State::kHandling;
-    Request request = parser_->release();
-    worker_.server.service_.Handle(request, peer_, [self = shared_from_this()](Response response) {
-      // The answer may come from a store thread; write on this connection's thread.
-      asio::post(self->stream_.get_executor(), [self, response = std::move(response)]() mutable {
-        self->Write(std::move(response), false);
+    // The service answers inline (memory://) or later from the store's thread. The
+    // callback holds only `this` (no allocation for the std::function); the session is
+    // kept alive by `handling_` until the answer has arrived.
+    handling_ = shared_from_this();
+    answering_inline_ = true;
+    {
+      Request request = parser_->release();  // its fields live in arena_: gone before Read()
+      worker_.server.service_.Handle(request, peer_, [this](Response response) {
+        // Checked in this order: only this session's thread may read the flag.
+        if (worker_.io.get_executor().running_in_this_thread() && answering_inline_) {
+          inline_answer_.emplace(std::move(response));
+          return;
+        }
+        asio::post(worker_.io.get_executor(),
+                   [self = std::move(handling_), response = std::move(response)]() mutable {
+                     self->Write(std::move(response), false);
+                   });
       });
-    });
+    }
+    answering_inline_ = false;
+    if (inline_answer_) {
+      const auto self = std::move(handling_);
+      Response response = std::move(*inline_answer_);
+      inline_answer_.reset();
+      Write(std::move(response), false);
+    }
   }
 
   void Write(Response response, bool close) {
+    if (state_ == State::kDone) return;  // the deadline passed while the store answered
     state_ = State::kWriting;
     worker_.server.service_.CountResponse(response.status);
     if (close || worker_.server.stopping_) response.keep_alive = false;
     const bool keep_alive = response.keep_alive;
     response.SerializeTo(out_);
-    asio::async_write(
-        stream_, asio::buffer(out_),
-        [self = shared_from_this(), close, keep_alive](beast::error_code ec, std::size_t) {
-          if (!ec && keep_alive) return self->Read();
-          if (close && !ec) return self->Linger();
-          self->Close();
-        });
+    // The socket is almost always writable: try the write now, and only wait for the
+    // reactor with what did not fit.
+    beast::error_code ec;
+    std::size_t written = socket_.write_some(asio::buffer(out_), ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) {
+      ec = {};
+      written = 0;
+    }
+    if (ec || written == out_.size()) return AfterWrite(ec, close, keep_alive);
+    asio::async_write(socket_, asio::buffer(out_) + written,
+                      [self = shared_from_this(), close, keep_alive](beast::error_code ec,
+                                                                     std::size_t) {
+                        self->AfterWrite(ec, close, keep_alive);
+                      });
+  }
+
+  void AfterWrite(beast::error_code ec, bool close, bool keep_alive) {
+    if (state_ == State::kDone) return;
+    if (!ec && keep_alive) return Read();
+    if (close && !ec) return Linger();
+    Close();
   }
 
   // After refusing a request whose bytes are still arriving (an oversized body, say),
   // read and drop them for a moment before closing: closing with unread input makes
   // the kernel send a reset, which can destroy the error response on its way.
   void Linger() {
-    if (drain_.empty()) {  // first call: half-close, and 500 ms in all, however it trickles
+    if (state_ != State::kLingering) {  // first call: half-close, 500 ms in all
+      state_ = State::kLingering;
       beast::error_code ignored;
-      stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-      stream_.expires_after(std::chrono::milliseconds(500));
+      socket_.shutdown(tcp::socket::shutdown_send, ignored);
+      SetDeadline(std::chrono::milliseconds(500));
       drain_.resize(16 * 1024);
     }
-    stream_.async_read_some(asio::buffer(drain_),
+    socket_.async_read_some(asio::buffer(drain_),
                             [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                              if (ec) return self->Close();
+                              if (ec || self->state_ == State::kDone) return self->Close();
                               self->Linger();
                             });
   }
 
   void Close() {
+    if (state_ == State::kDone) return;
     state_ = State::kDone;
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-    stream_.close();
+    socket_.shutdown(tcp::socket::shutdown_send, ignored);
+    socket_.close(ignored);
+    timer_.cancel();
   }
 
+  static constexpr std::size_t kReadSize = 16 * 1024;
+
   Worker& worker_;
-  Stream stream_;
+  Socket socket_;
+  asio::basic_waitable_timer<Clock, asio::wait_traits<Clock>, Executor> timer_;
+  Clock::time_point deadline_;
   alignas(std::max_align_t) char arena_buffer_[4096];  // most requests' fields fit here
   beast::flat_buffer buffer_;
   std::pmr::monotonic_buffer_resource arena_{arena_buffer_, sizeof arena_buffer_};
   std::optional<http::request_parser<http::string_body, FieldAllocator>> parser_;
+  std::shared_ptr<Session> handling_;  // the session, while the service decides
+  bool answering_inline_ = false;
+  std::optional<Response> inline_answer_;
   std::string out_;  // the response being written
   std::vector<char> drain_;
   asio::ip::address peer_;
@@ -180,7 +281,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
 void HttpServer::Worker::Accept() {
   acceptor.async_accept(io.get_executor(), [this](beast::error_code ec, Socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
-    if (!ec && !server.stopping_) std::make_shared<Session>(*this, std::move(socket))->Read();
+    if (!ec && !server.stopping_) std::make_shared<Session>(*this, std::move(socket))->Start();
     Accept();
   });
 }
