@@ -33,7 +33,8 @@ std::string RunCommand(const std::string& command) {
   return out;
 }
 
-std::int64_t AdmittedByFourProcesses(const RedisServer& server, const std::string& policy,
+// `url` ends in a query, so options can be appended with '&'.
+std::int64_t AdmittedByFourProcesses(const std::string& url, const std::string& policy,
                                      const std::string& prefix) {
   std::vector<std::future<std::string>> runs;
   for (int p = 0; p < 4; ++p) {
@@ -41,7 +42,7 @@ std::int64_t AdmittedByFourProcesses(const RedisServer& server, const std::strin
       const std::string command = fmt::format(
           "'{}' bench --store '{}' --policy '{}' --keys 1 --threads 1 --concurrency 64 "
           "--duration 1s --max-decisions 2500 --json",
-          FLOODGATE_BINARY, server.url("timeout=5s&prefix=" + prefix), policy);
+          FLOODGATE_BINARY, url + "&prefix=" + prefix, policy);
       return RunCommand(command);
     }));
   }
@@ -68,9 +69,7 @@ std::int64_t HourNow() {
       .count();
 }
 
-TEST(RedisAtomicity, FourProcessesAdmitExactlyTheCapacity) {
-  auto server = RedisServer::Start();
-  ASSERT_NE(server, nullptr);
+void ExpectEveryAlgorithmAdmitsExactlyItsCapacity(const std::string& url) {
   const std::pair<const char*, std::int64_t> cases[] = {
       {"fixed_window:1000/1h", 1000},
       {"sliding_log:1000/1h", 1000},
@@ -83,13 +82,25 @@ TEST(RedisAtomicity, FourProcessesAdmitExactlyTheCapacity) {
   for (const auto& [policy, capacity] : cases) {
     const std::int64_t hour = HourNow();
     const std::int64_t admitted =
-        AdmittedByFourProcesses(*server, policy, fmt::format("atomic{}:", i++));
+        AdmittedByFourProcesses(url, policy, fmt::format("atomic{}:", i++));
     if (HourNow() == hour) {
       EXPECT_EQ(admitted, capacity) << policy;
     } else {
       EXPECT_LE(admitted, 2 * capacity) << policy << " (the run crossed an hour boundary)";
     }
   }
+}
+
+TEST(RedisAtomicity, FourProcessesAdmitExactlyTheCapacity) {
+  auto server = RedisServer::Start();
+  ASSERT_NE(server, nullptr);
+  ExpectEveryAlgorithmAdmitsExactlyItsCapacity(server->url("timeout=5s"));
+}
+
+TEST(RedisAtomicity, FourProcessesAdmitExactlyTheCapacityOnACluster) {
+  auto cluster = RedisCluster::Start();
+  ASSERT_NE(cluster, nullptr);
+  ExpectEveryAlgorithmAdmitsExactlyItsCapacity(cluster->url("timeout=5s"));
 }
 
 // The naive limiter: GET, decide, SET, from 4 clients at once.

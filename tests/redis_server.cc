@@ -13,7 +13,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
+#include <random>
+#include <sstream>
 #include <thread>
 
 extern char** environ;
@@ -50,6 +53,28 @@ bool Pings(int port) {
   return ok;
 }
 
+bool PortIsFree(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  const bool free = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  close(fd);
+  return free;
+}
+
+std::string Run(const std::string& command) {
+  std::string out;
+  if (std::FILE* pipe = popen(command.c_str(), "r")) {
+    char buffer[4096];
+    std::size_t n;
+    while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
+    pclose(pipe);
+  }
+  return out;
+}
+
 }  // namespace
 
 int FreeLoopbackPort() {
@@ -69,6 +94,29 @@ int FreeLoopbackPort() {
 }
 
 std::unique_ptr<RedisServer> RedisServer::Start(std::vector<std::string> extra_args) {
+  return StartWith(std::move(extra_args), &FreeLoopbackPort);
+}
+
+std::unique_ptr<RedisServer> RedisServer::StartClusterNode() {
+  // The bus port is port + 10000, so both must be free, below 65536.
+  const auto pick = +[]() -> int {
+    static std::mt19937 random{std::random_device{}()};
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      const int port = std::uniform_int_distribution<int>(20000, 29999)(random);
+      if (PortIsFree(port) && PortIsFree(port + 10000)) return port;
+    }
+    return 0;
+  };
+  return StartWith({"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                    "--cluster-node-timeout", "1000", "--cluster-replica-validity-factor", "0",
+                    // A failed primary takes down only its own slots, not the whole
+                    // cluster: what a rate limiter in front of everything wants.
+                    "--cluster-require-full-coverage", "no"},
+                   pick);
+}
+
+std::unique_ptr<RedisServer> RedisServer::StartWith(std::vector<std::string> extra_args,
+                                                    int (*pick_port)()) {
   std::unique_ptr<RedisServer> server(new RedisServer());
   server->extra_args_ = std::move(extra_args);
   std::string dir = (std::filesystem::temp_directory_path() / "floodgate-redis-XXXXXX").string();
@@ -79,7 +127,7 @@ std::unique_ptr<RedisServer> RedisServer::Start(std::vector<std::string> extra_a
   server->dir_ = dir;
   // A port can be taken between probing and binding; try a few.
   for (int attempt = 0; attempt < 5; ++attempt) {
-    server->port_ = FreeLoopbackPort();
+    server->port_ = pick_port();
     if (server->Launch()) return server;
   }
   ADD_FAILURE() << "could not start redis-server (is the redis-server package installed?)";
@@ -142,14 +190,136 @@ std::string RedisServer::Cli(const std::vector<std::string>& args) const {
   std::string command = fmt::format("redis-cli -h 127.0.0.1 -p {}", port_);
   for (const auto& a : args) command += " " + ShellQuote(a);
   command += " 2>&1";
-  std::string out;
-  if (std::FILE* pipe = popen(command.c_str(), "r")) {
-    char buffer[4096];
-    std::size_t n;
-    while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
-    pclose(pipe);
+  return Run(command);
+}
+
+// ---- RedisCluster ----------------------------------------------------------------------
+
+std::unique_ptr<RedisCluster> RedisCluster::Start(int primaries) {
+  std::unique_ptr<RedisCluster> cluster(new RedisCluster());
+  std::string create = "redis-cli --cluster create";
+  for (int i = 0; i < primaries * 2; ++i) {
+    auto node = RedisServer::StartClusterNode();
+    if (node == nullptr) return nullptr;
+    create += fmt::format(" 127.0.0.1:{}", node->port());
+    cluster->nodes_.push_back(std::move(node));
   }
-  return out;
+  create += " --cluster-replicas 1 --cluster-yes 2>&1";
+  const std::string out = Run(create);
+  if (out.find("[OK] All 16384 slots covered") == std::string::npos) {
+    ADD_FAILURE() << "redis-cli --cluster create failed:\n" << out;
+    return nullptr;
+  }
+  if (!cluster->WaitHealthy(std::chrono::seconds(20))) {
+    ADD_FAILURE() << "the cluster did not become healthy";
+    return nullptr;
+  }
+  return cluster;
+}
+
+std::string RedisCluster::url(const std::string& options) const {
+  std::string hosts;
+  for (const auto& node : nodes_) {
+    if (!hosts.empty()) hosts += ',';
+    hosts += fmt::format("127.0.0.1:{}", node->port());
+  }
+  return fmt::format("redis-cluster://{}{}{}", hosts, options.empty() ? "" : "?", options);
+}
+
+// CLUSTER NODES: "<id> <ip:port@bus> <flags> <primary> <ping> <pong> <epoch> <state>
+// <slot ranges...>", one node per line.
+std::vector<RedisCluster::NodeLine> RedisCluster::Nodes(const RedisServer& asked) {
+  std::vector<NodeLine> lines;
+  std::istringstream text(asked.Cli({"CLUSTER", "NODES"}));
+  std::string line;
+  while (std::getline(text, line)) {
+    std::istringstream fields(line);
+    NodeLine node;
+    std::string address, flags, skip;
+    if (!(fields >> node.id >> address >> flags)) continue;
+    const std::size_t colon = address.find(':');
+    const std::size_t at = address.find('@');
+    if (colon == std::string::npos || at == std::string::npos) continue;
+    node.port = std::atoi(address.substr(colon + 1, at - colon - 1).c_str());
+    node.primary = flags.find("master") != std::string::npos;
+    node.failed = flags.find("fail") != std::string::npos;
+    for (int i = 0; i < 5 && fields >> skip; ++i) {
+    }
+    std::string range;
+    while (fields >> range) {
+      if (range.starts_with('[')) continue;  // a slot being migrated
+      const std::size_t dash = range.find('-');
+      const int first = std::atoi(range.substr(0, dash).c_str());
+      const int last = dash == std::string::npos ? first : std::atoi(range.substr(dash + 1).c_str());
+      node.slots.emplace_back(first, last);
+    }
+    lines.push_back(std::move(node));
+  }
+  return lines;
+}
+
+RedisServer* RedisCluster::PrimaryOf(int slot) {
+  for (const auto& asked : nodes_) {
+    if (!asked->running()) continue;
+    for (const NodeLine& line : Nodes(*asked)) {
+      if (!line.primary || line.failed) continue;
+      for (const auto& [first, last] : line.slots) {
+        if (slot < first || slot > last) continue;
+        for (auto& node : nodes_) {
+          if (node->port() == line.port) return node.get();
+        }
+      }
+    }
+    break;  // the first live node's view
+  }
+  return nullptr;
+}
+
+std::vector<int> RedisCluster::PrimaryPorts() {
+  std::vector<int> ports;
+  for (const auto& asked : nodes_) {
+    if (!asked->running()) continue;
+    for (const NodeLine& line : Nodes(*asked)) {
+      if (line.primary && !line.failed && !line.slots.empty()) ports.push_back(line.port);
+    }
+    break;
+  }
+  return ports;
+}
+
+bool RedisCluster::WaitHealthy(std::chrono::milliseconds limit) {
+  // Polls (bounded): the cluster agreeing is the condition waited for.
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    bool healthy = true;
+    std::string view;
+    for (const auto& node : nodes_) {
+      if (!node->running()) continue;
+      if (node->Cli({"CLUSTER", "INFO"}).find("cluster_state:ok") == std::string::npos) {
+        healthy = false;
+        break;
+      }
+      // Every node names the same primaries for the same slots.
+      std::vector<std::string> owners;
+      for (const NodeLine& line : Nodes(*node)) {
+        if (!line.primary || line.failed) continue;
+        for (const auto& [first, last] : line.slots) {
+          owners.push_back(fmt::format("{}-{}:{}", first, last, line.port));
+        }
+      }
+      std::sort(owners.begin(), owners.end());
+      std::string this_view;
+      for (const auto& o : owners) this_view += o + " ";
+      if (view.empty()) view = this_view;
+      if (this_view != view) {
+        healthy = false;
+        break;
+      }
+    }
+    if (healthy && !view.empty()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
 }
 
 }  // namespace floodgate::testing

@@ -17,6 +17,8 @@ class RedisServer {
   // Starts a server with `extra_args` (e.g. {"--requirepass", "secret"}); fails the
   // calling test (and returns nullptr) when it cannot.
   static std::unique_ptr<RedisServer> Start(std::vector<std::string> extra_args = {});
+  // A cluster node: its port and port + 10000 (the cluster bus) both free.
+  static std::unique_ptr<RedisServer> StartClusterNode();
   ~RedisServer();
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
@@ -34,6 +36,8 @@ class RedisServer {
 
  private:
   RedisServer() = default;
+  static std::unique_ptr<RedisServer> StartWith(std::vector<std::string> extra_args,
+                                                int (*pick_port)());
   bool Launch();
   bool WaitReady(std::chrono::milliseconds limit) const;
 
@@ -45,5 +49,36 @@ class RedisServer {
 
 // A free TCP port on 127.0.0.1 (bound and released; the caller binds it next).
 int FreeLoopbackPort();
+
+// A Redis Cluster of real redis-server processes on loopback: `primaries` primaries with
+// one replica each, joined by `redis-cli --cluster create`, a short node timeout so that
+// failovers take about a second. Torn down by PID.
+class RedisCluster {
+ public:
+  static std::unique_ptr<RedisCluster> Start(int primaries = 3);
+
+  // redis-cluster://127.0.0.1:P1,127.0.0.1:P2,...[?options]
+  std::string url(const std::string& options = "") const;
+  std::vector<std::unique_ptr<RedisServer>>& nodes() { return nodes_; }
+  // The node serving as primary for `slot` now (as that node's CLUSTER NODES says).
+  RedisServer* PrimaryOf(int slot);
+  // Ports of the nodes that are primaries and own slots now.
+  std::vector<int> PrimaryPorts();
+  // Every live node reports cluster_state:ok and agrees on who serves every slot;
+  // polled until `limit`.
+  bool WaitHealthy(std::chrono::milliseconds limit);
+
+ private:
+  struct NodeLine {
+    std::string id;
+    int port = 0;
+    bool primary = false;
+    bool failed = false;
+    std::vector<std::pair<int, int>> slots;
+  };
+  std::vector<NodeLine> Nodes(const RedisServer& asked);
+
+  std::vector<std::unique_ptr<RedisServer>> nodes_;
+};
 
 }  // namespace floodgate::testing

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace floodgate {
 
@@ -17,9 +18,19 @@ enum class OnError : std::uint8_t {
   kLocal,       // decide with an in-process memory store under the same policy
 };
 
+struct RedisEndpoint {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 6379;
+  bool operator==(const RedisEndpoint&) const = default;
+};
+
 struct RedisStoreOptions {
   std::string host = "127.0.0.1";
   std::uint16_t port = 6379;
+  // Redis Cluster: the seeds the topology is discovered from (host/port above are the
+  // first of them). Every decision goes to the primary owning its key's slot.
+  bool cluster = false;
+  std::vector<RedisEndpoint> seeds;
   std::string user;      // ACL user; empty: the default user
   std::string password;  // empty: no AUTH
   int db = 0;
@@ -45,6 +56,7 @@ struct RedisStoreOptions {
 
   // redis://[user:password@]host:port[/db][?timeout=50ms&on_error=local&connections=2
   //   &batch=64&prefix=fg:&connect_timeout=1s&denial_cache=10ms]
+  // redis-cluster://[user:password@]host:port[,host:port...][?the same options]
   static absl::StatusOr<RedisStoreOptions> FromUrl(std::string_view url);
   // The URL with the password masked, for logs.
   std::string Describe() const;
@@ -60,12 +72,20 @@ struct RedisStats {
   std::uint64_t denial_cache_hits = 0;
   std::uint64_t noscript_reloads = 0;
   std::uint64_t reconnects = 0;
-  bool breaker_open = false;
+  bool breaker_open = false;  // on any node
+  // Redis Cluster only.
+  std::uint64_t moved = 0;       // MOVED redirects followed (the slot map was stale)
+  std::uint64_t asked = 0;       // ASK redirects followed (a slot being migrated)
+  std::uint64_t retried = 0;     // TRYAGAIN / CLUSTERDOWN answers retried
+  std::uint64_t topology_refreshes = 0;  // CLUSTER SLOTS asked
+  std::size_t nodes = 0;                 // primaries in the current slot map
 };
 
-// A store on one Redis server (or a primary). Every decision is one atomic Lua script
-// run on the server's clock (or an explicit `now`); concurrent decisions are pipelined
-// and batched. Thread-safe.
+// A store on one Redis server, or on a Redis Cluster (decisions routed by key slot to
+// the owning primary, redirects followed). Every decision is one atomic Lua script run
+// on the server's clock (or an explicit `now`); concurrent decisions are pipelined and
+// batched (on a cluster, only decisions whose keys share a slot share a call).
+// Thread-safe.
 class RedisStore final : public Store {
  public:
   // Connects and loads the scripts; a wrong password or an unreachable server is an
@@ -76,6 +96,7 @@ class RedisStore final : public Store {
   StoreStats Stats() const override;
   std::string Describe() const override;
   RedisStats redis_stats() const;
+  const RedisStoreOptions& options() const;
   // PING round trip within the timeout: what /readyz asks.
   bool Ping();
 

@@ -131,6 +131,21 @@ std::string Metrics::Render(Store& store) const {
         "# HELP floodgate_store_reconnects_total Connections to the store lost and redone.\n"
         "# TYPE floodgate_store_reconnects_total counter\nfloodgate_store_reconnects_total {}\n",
         r.errors, r.timeouts, r.breaker_open ? 1 : 0, r.denial_cache_hits, r.calls, r.reconnects);
+    if (redis->options().cluster) {
+      out += fmt::format(
+          "# HELP floodgate_redis_redirects_total Redis Cluster redirects followed.\n"
+          "# TYPE floodgate_redis_redirects_total counter\n"
+          "floodgate_redis_redirects_total{{kind=\"moved\"}} {}\n"
+          "floodgate_redis_redirects_total{{kind=\"ask\"}} {}\n"
+          "# HELP floodgate_redis_retries_total Calls retried after TRYAGAIN or CLUSTERDOWN.\n"
+          "# TYPE floodgate_redis_retries_total counter\nfloodgate_redis_retries_total {}\n"
+          "# HELP floodgate_redis_topology_refreshes_total CLUSTER SLOTS asked.\n"
+          "# TYPE floodgate_redis_topology_refreshes_total counter\n"
+          "floodgate_redis_topology_refreshes_total {}\n"
+          "# HELP floodgate_redis_cluster_primaries Primaries in the current slot map.\n"
+          "# TYPE floodgate_redis_cluster_primaries gauge\nfloodgate_redis_cluster_primaries {}\n",
+          r.moved, r.asked, r.retried, r.topology_refreshes, r.nodes);
+    }
   }
   return out;
 }

@@ -12,7 +12,8 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(std::string_view url) {
     if (!options.ok()) return options.status();
     return std::make_unique<MemoryStore>(*std::move(options));
   }
-  if (url.starts_with("redis://") || url.starts_with("rediss://")) {
+  if (url.starts_with("redis://") || url.starts_with("rediss://") ||
+      url.starts_with("redis-cluster://")) {
     auto options = RedisStoreOptions::FromUrl(url);
     if (!options.ok()) return options.status();
     auto store = RedisStore::Open(*std::move(options));
@@ -21,7 +22,7 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(std::string_view url) {
   }
   const std::size_t scheme = url.find("://");
   return absl::InvalidArgumentError(
-      fmt::format("unsupported store \"{}\" in \"{}\" (known: memory://, redis://)",
+      fmt::format("unsupported store \"{}\" in \"{}\" (known: memory://, redis://, redis-cluster://)",
                   url.substr(0, scheme == std::string_view::npos ? url.size() : scheme), url));
 }
 

@@ -38,14 +38,47 @@ bool ParseBounded(std::string_view text, Int min, Int max, Int& out) {
   return ParseDecimal(text, out) && out >= min && out <= max;
 }
 
+// host:port, [v6]:port or host (port 6379).
+absl::StatusOr<RedisEndpoint> ParseEndpoint(std::string_view url, std::string_view text) {
+  std::string_view host = text;
+  std::string_view port;
+  if (text.starts_with('[')) {  // [IPv6]:port
+    const std::size_t close = text.find(']');
+    if (close == std::string_view::npos) return Bad(url, "unclosed '[' in host");
+    host = text.substr(1, close - 1);
+    if (close + 1 < text.size()) {
+      if (text[close + 1] != ':') return Bad(url, "expected ':' after ']'");
+      port = text.substr(close + 2);
+    }
+  } else if (const std::size_t colon = text.rfind(':'); colon != std::string_view::npos) {
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  if (host.empty()) return Bad(url, "missing host");
+  RedisEndpoint endpoint{std::string(host), 6379};
+  if (!port.empty() && !ParseBounded<std::uint16_t>(port, 1, 65535, endpoint.port)) {
+    return Bad(url, fmt::format("port must be 1-65535, got \"{}\"", port));
+  }
+  return endpoint;
+}
+
+std::string FormatEndpoint(const std::string& host, std::uint16_t port) {
+  const bool v6 = host.find(':') != std::string::npos;
+  return fmt::format("{}{}{}:{}", v6 ? "[" : "", host, v6 ? "]" : "", port);
+}
+
 }  // namespace
 
 absl::StatusOr<RedisStoreOptions> RedisStoreOptions::FromUrl(std::string_view url) {
   constexpr std::string_view kScheme = "redis://";
+  constexpr std::string_view kClusterScheme = "redis-cluster://";
   if (url.starts_with("rediss://")) return Bad(url, "TLS (rediss://) is not supported yet");
-  if (!url.starts_with(kScheme)) return Bad(url, "expected redis://host:port");
   RedisStoreOptions options;
-  std::string_view rest = url.substr(kScheme.size());
+  options.cluster = url.starts_with(kClusterScheme);
+  if (!options.cluster && !url.starts_with(kScheme)) {
+    return Bad(url, "expected redis://host:port or redis-cluster://host:port[,host:port...]");
+  }
+  std::string_view rest = url.substr(options.cluster ? kClusterScheme.size() : kScheme.size());
   std::string_view query;
   if (const std::size_t q = rest.find('?'); q != std::string_view::npos) {
     query = rest.substr(q + 1);
@@ -71,26 +104,31 @@ absl::StatusOr<RedisStoreOptions> RedisStoreOptions::FromUrl(std::string_view ur
     if (!db.empty() && !ParseBounded(db, 0, 1'000'000, options.db)) {
       return Bad(url, fmt::format("database must be a number, got \"{}\"", db));
     }
+    if (options.cluster && options.db != 0) {
+      return Bad(url, "Redis Cluster has only database 0");
+    }
     rest = rest.substr(0, slash);
   }
-  std::string_view host = rest;
-  std::string_view port;
-  if (rest.starts_with('[')) {  // [IPv6]:port
-    const std::size_t close = rest.find(']');
-    if (close == std::string_view::npos) return Bad(url, "unclosed '[' in host");
-    host = rest.substr(1, close - 1);
-    if (close + 1 < rest.size()) {
-      if (rest[close + 1] != ':') return Bad(url, "expected ':' after ']'");
-      port = rest.substr(close + 2);
-    }
-  } else if (const std::size_t colon = rest.rfind(':'); colon != std::string_view::npos) {
-    host = rest.substr(0, colon);
-    port = rest.substr(colon + 1);
-  }
-  if (host.empty()) return Bad(url, "missing host");
-  options.host = std::string(host);
-  if (!port.empty() && !ParseBounded<std::uint16_t>(port, 1, 65535, options.port)) {
-    return Bad(url, fmt::format("port must be 1-65535, got \"{}\"", port));
+  if (options.cluster) {
+    absl::Status seeds;
+    ForEachItem(rest, ',', [&](std::string_view item) {
+      auto endpoint = ParseEndpoint(url, item);
+      if (!endpoint.ok()) {
+        if (seeds.ok()) seeds = endpoint.status();
+        return;
+      }
+      options.seeds.push_back(*std::move(endpoint));
+    });
+    if (!seeds.ok()) return seeds;
+    if (options.seeds.empty()) return Bad(url, "missing host");
+    options.host = options.seeds.front().host;
+    options.port = options.seeds.front().port;
+  } else {
+    auto endpoint = ParseEndpoint(url, rest);
+    if (!endpoint.ok()) return endpoint.status();
+    options.host = endpoint->host;
+    options.port = endpoint->port;
+    options.seeds = {*endpoint};
   }
 
   const absl::Status query_status =
@@ -148,8 +186,13 @@ std::string RedisStoreOptions::Describe() const {
     auth = user + (password.empty() ? "" : ":***") + "@";
   else if (!password.empty())
     auth = "***@";
-  const bool v6 = host.find(':') != std::string::npos;
-  return fmt::format("redis://{}{}{}{}:{}/{}", auth, v6 ? "[" : "", host, v6 ? "]" : "", port, db);
+  if (!cluster) return fmt::format("redis://{}{}/{}", auth, FormatEndpoint(host, port), db);
+  std::string hosts;
+  for (const RedisEndpoint& seed : seeds) {
+    if (!hosts.empty()) hosts += ',';
+    hosts += FormatEndpoint(seed.host, seed.port);
+  }
+  return fmt::format("redis-cluster://{}{}", auth, hosts);
 }
 
 }  // namespace floodgate

@@ -17,6 +17,7 @@
 #include "common/strings.h"
 #include "core/state_kind.h"
 #include "store/redis/breaker.h"
+#include "store/redis/cluster.h"
 #include "store/redis/connection.h"
 #include "store/redis/denial_cache.h"
 #include "store/redis/lua_sources.h"
@@ -83,6 +84,8 @@ std::string AssembleScript(ScriptId id) {
       .append(l::k_batch);
 }
 
+struct Node;
+
 // One decision on its way through Redis. Touched only on the I/O thread once queued.
 struct PendingDecision {
   std::string redis_key;  // <prefix><tag>:<key>
@@ -94,8 +97,66 @@ struct PendingDecision {
   Steady::time_point deadline;
   DecisionCallback done;
   bool answered = false;
+  int slot = 0;             // Redis Cluster: the key's slot
+  Node* node = nullptr;     // where it was sent (whose breaker its outcome feeds)
+  int redirects = 0;        // MOVED / ASK / TRYAGAIN followed so far
+  bool alone = false;       // sent in a call of its own (after TRYAGAIN on a batch)
 };
 using PendingPtr = std::shared_ptr<PendingDecision>;
+
+// A script call's reply or error, as the caller of one connection gets it.
+constexpr int kMaxRedirects = 5;
+// A storm of redirects or dropped connections asks for one topology refresh per this.
+constexpr auto kRefreshInterval = std::chrono::milliseconds(100);
+// TRYAGAIN (a multi-key call during a migration) and CLUSTERDOWN are retried after this.
+constexpr auto kRetryDelay = std::chrono::milliseconds(10);
+
+// One connection to a server and what queues for it. Filled by any thread, drained on
+// the I/O thread.
+struct Lane {
+  Lane(asio::io_context& io, Node& node) : node(node), sweep(io) {}
+  Node& node;
+  std::unique_ptr<redis::Connection> connection;
+  std::atomic<bool> ready{false};
+  // Filled by any thread, drained by Flush on the I/O thread.
+  std::mutex mu;
+  std::deque<PendingPtr> queued;
+  bool flush_posted = false;
+  // I/O thread only: script calls sent and not yet answered, and whether Flush left
+  // decisions queued because enough calls were out (see kCallsOutWhenBatching).
+  int calls_out = 0;
+  bool holding = false;
+  // I/O thread only: decisions sent, oldest first, for the timeout sweep.
+  std::deque<PendingPtr> deadlines;
+  asio::steady_timer sweep;
+  bool sweeping = false;
+  bool reported_down = false;  // counted in failed_lanes_ (start-up)
+};
+
+// A Redis server: the standalone one, or one cluster primary (or seed). Its breaker
+// opens on its own failures only, so a node that is down degrades only its keys.
+struct Node {
+  Node(RedisEndpoint endpoint, std::string describe, int threshold,
+       std::chrono::microseconds open_for)
+      : endpoint(std::move(endpoint)), describe(std::move(describe)), breaker(threshold, open_for) {}
+  const RedisEndpoint endpoint;
+  const std::string describe;  // for messages
+  std::vector<std::unique_ptr<Lane>> lanes;
+  std::atomic<std::size_t> next_lane{0};
+  redis::Breaker breaker;
+  bool seed = false;  // Redis Cluster: only asked for the topology
+
+  // A ready connection, round-robin; nullptr when none is. Thread-safe.
+  Lane* PickLane() {
+    const std::size_t n = lanes.size();
+    const std::size_t start = next_lane.fetch_add(1, std::memory_order_relaxed);
+    for (std::size_t i = 0; i < n; ++i) {
+      Lane* lane = lanes[(start + i) % n].get();
+      if (lane->ready.load(std::memory_order_relaxed)) return lane;
+    }
+    return nullptr;
+  }
+};
 
 }  // namespace
 
@@ -104,29 +165,20 @@ class RedisStore::Impl {
   explicit Impl(RedisStoreOptions options)
       : options_(std::move(options)),
         work_(asio::make_work_guard(io_)),
-        breaker_(options_.breaker_failures, options_.breaker_open),
-        denials_(options_.denial_cache_size) {
+        denials_(options_.denial_cache_size),
+        refresh_timer_(io_),
+        owners_(redis::kClusterSlots, nullptr) {
     for (int i = 0; i < kScriptCount; ++i) scripts_[i].body = AssembleScript(ScriptId(i));
-    redis::ConnectionOptions connection;
-    connection.host = options_.host;
-    connection.port = options_.port;
-    connection.connect_timeout = options_.connect_timeout;
-    connection.reconnect_min = options_.reconnect_min;
-    connection.reconnect_max = options_.reconnect_max;
-    for (int i = 0; i < options_.connections; ++i) {
-      auto lane = std::make_unique<Lane>(io_);
-      Lane* raw = lane.get();
-      lane->connection = std::make_unique<redis::Connection>(
-          io_, connection,
-          redis::Connection::Hooks{
-              [this] { return HandshakeCommands(); },
-              [this](std::size_t index, const redisReply& reply) {
-                return CheckHandshake(index, reply);
-              },
-              [this, raw] { OnReady(*raw); },
-              [this, raw](const absl::Status& status) { OnDown(*raw, status); },
-          });
-      lanes_.push_back(std::move(lane));
+    if (!options_.cluster) {
+      AddNode({options_.host, options_.port}, options_.Describe(), options_.connections);
+    } else {
+      // The seeds answer CLUSTER SLOTS; the primaries found there get nodes of their own.
+      for (const RedisEndpoint& seed : options_.seeds) {
+        // One connection is enough to ask for the topology.
+        Node& node = AddNode(seed, FormatAddress(seed), 1);
+        node.seed = true;
+        seeds_.push_back(&node);
+      }
     }
     thread_ = std::thread([this] { io_.run(); });
   }
@@ -134,20 +186,29 @@ class RedisStore::Impl {
   ~Impl() {
     std::promise<void> stopped;
     asio::post(io_, [this, &stopped] {
-      for (auto& lane : lanes_) {
-        lane->connection->Stop();
-        lane->sweep.cancel();
-        std::deque<PendingPtr> queued;
-        {
-          std::lock_guard lock(lane->mu);
-          queued.swap(lane->queued);
+      refresh_timer_.cancel();
+      for (auto& node : nodes_) {
+        for (auto& lane : node->lanes) {
+          lane->connection->Stop();
+          lane->sweep.cancel();
+          std::deque<PendingPtr> queued;
+          {
+            std::lock_guard lock(lane->mu);
+            queued.swap(lane->queued);
+          }
+          for (auto& pending : queued) Complete(*pending, absl::CancelledError("store closed"));
+          for (auto& pending : lane->deadlines) {
+            Complete(*pending, absl::CancelledError("store closed"));
+          }
+          lane->deadlines.clear();
         }
-        for (auto& pending : queued) Complete(*pending, absl::CancelledError("store closed"));
-        for (auto& pending : lane->deadlines) {
-          Complete(*pending, absl::CancelledError("store closed"));
-        }
-        lane->deadlines.clear();
       }
+      std::deque<PendingPtr> unrouted;
+      {
+        std::lock_guard lock(route_mu_);
+        unrouted.swap(route_queue_);
+      }
+      for (auto& pending : unrouted) Complete(*pending, absl::CancelledError("store closed"));
       stopped.set_value();
     });
     stopped.get_future().wait();
@@ -156,18 +217,27 @@ class RedisStore::Impl {
     thread_.join();
   }
 
-  // Connects every lane; succeeds once one is ready, fails with the first lane's error
-  // when none gets there.
+  // Standalone: connects every connection; succeeds once one is ready, fails with the
+  // first error when none gets there. Cluster: succeeds once a seed told the topology
+  // and every primary's connections were tried.
   absl::Status Start() {
     asio::post(io_, [this] {
-      for (auto& lane : lanes_) lane->connection->Start();
+      for (auto& node : nodes_) StartNode(*node);
     });
     std::unique_lock lock(start_mu_);
-    const bool settled =
-        start_cv_.wait_for(lock, options_.connect_timeout + std::chrono::seconds(1),
-                           [this] { return ready_lanes_ > 0 || failed_lanes_ >= lanes_.size(); });
-    if (ready_lanes_ > 0) return absl::OkStatus();
-    if (!settled) {
+    const bool settled = start_cv_.wait_for(
+        lock, options_.connect_timeout + std::chrono::seconds(1), [this] {
+          if (options_.cluster) return cluster_settled_ || !topology_error_.ok() ||
+                                       failed_lanes_ >= seeds_.size();
+          return ready_lanes_ > 0 || failed_lanes_ >= nodes_.front()->lanes.size();
+        });
+    if (options_.cluster) {
+      if (topology_known_) return absl::OkStatus();
+      if (!topology_error_.ok()) return topology_error_;
+    } else if (ready_lanes_ > 0) {
+      return absl::OkStatus();
+    }
+    if (!settled || first_error_.ok()) {
       return absl::DeadlineExceededError(
           fmt::format("redis unreachable at {}: no answer", options_.Describe()));
     }
@@ -194,23 +264,25 @@ class RedisStore::Impl {
         std::move(redis_key), key_at, request.policy, request.cost,
         request.now ? std::optional(request.now->time_since_epoch().count()) : std::nullopt, kind,
         now + options_.timeout, std::move(done)});
-    if (!breaker_.Allow(now)) {
-      // Not a new failure (the breaker's own refusal must not keep it open): answer as
-      // on_error says, at memory speed.
-      pending->answered = true;
-      pending->done(Fallback(*pending));
+    if (options_.cluster) {
+      // The slot map belongs to the I/O thread: route there.
+      pending->slot = redis::SlotOf(pending->redis_key);
+      std::lock_guard lock(route_mu_);
+      route_queue_.push_back(std::move(pending));
+      if (!route_posted_) {
+        route_posted_ = true;
+        asio::post(io_, [this] { RouteQueued(); });
+      }
       return;
     }
-    Lane* lane = PickLane();
+    Node& node = *nodes_.front();
+    pending->node = &node;
+    if (!node.breaker.Allow(now)) return AnswerWhileOpen(*pending);
+    Lane* lane = node.PickLane();
     if (lane == nullptr) {
       return Complete(*pending, absl::UnavailableError(LastError()));
     }
-    std::lock_guard lock(lane->mu);
-    lane->queued.push_back(std::move(pending));
-    if (!lane->flush_posted) {
-      lane->flush_posted = true;
-      asio::post(io_, [this, lane] { Flush(*lane); });
-    }
+    Enqueue(*lane, std::move(pending), /*flush_now=*/false);
   }
 
   RedisStats Stats() const {
@@ -223,24 +295,49 @@ class RedisStore::Impl {
     s.denial_cache_hits = stats_.denial_cache_hits;
     s.noscript_reloads = stats_.noscript;
     s.reconnects = stats_.reconnects;
-    s.breaker_open = breaker_.open(Steady::now());
+    s.moved = stats_.moved;
+    s.asked = stats_.asked;
+    s.retried = stats_.retried;
+    s.topology_refreshes = stats_.refreshes;
+    s.nodes = primaries_.load();
+    const Steady::time_point now = Steady::now();
+    std::lock_guard lock(nodes_mu_);
+    for (const auto& node : nodes_) s.breaker_open = s.breaker_open || node->breaker.open(now);
     return s;
   }
 
+  // Every primary (the one server, standalone) answers PING within the timeout.
   bool Ping() {
-    auto done = std::make_shared<std::promise<bool>>();
-    auto result = done->get_future();
-    asio::post(io_, [this, done] {
-      for (auto& lane : lanes_) {
-        if (!lane->connection->ready()) continue;
-        std::string command;
-        redis::AppendCommand(command, {"PING"});
-        lane->connection->Send(command, [done](absl::StatusOr<redis::Reply> reply) {
-          done->set_value(reply.ok() && (*reply)->type == REDIS_REPLY_STATUS);
-        });
-        return;
+    struct Round {
+      std::promise<bool> done;
+      std::size_t left = 0;
+      bool failed = false;
+      void Answer(bool ok) {
+        if (failed) return;
+        if (!ok) {
+          failed = true;
+          return done.set_value(false);
+        }
+        if (--left == 0) done.set_value(true);
       }
-      done->set_value(false);
+    };
+    auto round = std::make_shared<Round>();
+    auto result = round->done.get_future();
+    asio::post(io_, [this, round] {
+      std::vector<Node*> targets =
+          options_.cluster ? owner_nodes_ : std::vector<Node*>{nodes_.front().get()};
+      if (targets.empty()) return round->done.set_value(false);
+      round->left = targets.size();
+      std::string command;
+      redis::AppendCommand(command, {"PING"});
+      for (Node* node : targets) {
+        Lane* lane = node->PickLane();
+        if (lane == nullptr) return round->Answer(false);
+        lane->connection->Send(command, [round](absl::StatusOr<redis::Reply> reply) {
+          round->Answer(reply.ok() && (*reply)->type == REDIS_REPLY_STATUS);
+        });
+        if (round->failed) return;
+      }
     });
     return result.wait_for(options_.timeout) == std::future_status::ready && result.get();
   }
@@ -248,25 +345,6 @@ class RedisStore::Impl {
   const RedisStoreOptions& options() const { return options_; }
 
  private:
-  struct Lane {
-    explicit Lane(asio::io_context& io) : sweep(io) {}
-    std::unique_ptr<redis::Connection> connection;
-    std::atomic<bool> ready{false};
-    // Filled by any thread, drained by Flush on the I/O thread.
-    std::mutex mu;
-    std::deque<PendingPtr> queued;
-    bool flush_posted = false;
-    // I/O thread only: script calls sent and not yet answered, and whether Flush left
-    // decisions queued because enough calls were out (see kCallsOutWhenBatching).
-    int calls_out = 0;
-    bool holding = false;
-    // I/O thread only: decisions sent, oldest first, for the timeout sweep.
-    std::deque<PendingPtr> deadlines;
-    asio::steady_timer sweep;
-    bool sweeping = false;
-    bool reported_down = false;  // counted in failed_lanes_ (start-up)
-  };
-
   struct Script {
     std::string body;
     std::string sha;  // from SCRIPT LOAD, written on the I/O thread during handshakes
@@ -274,8 +352,61 @@ class RedisStore::Impl {
 
   struct Counters {
     std::atomic<std::uint64_t> calls{0}, batched{0}, errors{0}, timeouts{0}, degraded{0},
-        denial_cache_hits{0}, noscript{0}, reconnects{0};
+        denial_cache_hits{0}, noscript{0}, reconnects{0}, moved{0}, asked{0}, retried{0},
+        refreshes{0};
   };
+
+  static std::string FormatAddress(const RedisEndpoint& endpoint) {
+    const bool v6 = endpoint.host.find(':') != std::string::npos;
+    return v6 ? fmt::format("[{}]:{}", endpoint.host, endpoint.port)
+              : fmt::format("{}:{}", endpoint.host, endpoint.port);
+  }
+
+  // Constructor, or I/O thread. Nodes live as long as the store.
+  Node& AddNode(const RedisEndpoint& endpoint, std::string describe, int connections) {
+    auto node = std::make_unique<Node>(endpoint, std::move(describe), options_.breaker_failures,
+                                       options_.breaker_open);
+    redis::ConnectionOptions connection;
+    connection.host = endpoint.host;
+    connection.port = endpoint.port;
+    connection.connect_timeout = options_.connect_timeout;
+    connection.reconnect_min = options_.reconnect_min;
+    connection.reconnect_max = options_.reconnect_max;
+    Node* raw_node = node.get();
+    for (int i = 0; i < connections; ++i) {
+      auto lane = std::make_unique<Lane>(io_, *node);
+      Lane* raw = lane.get();
+      lane->connection = std::make_unique<redis::Connection>(
+          io_, connection,
+          redis::Connection::Hooks{
+              [this] { return HandshakeCommands(); },
+              [this, raw_node](std::size_t index, const redisReply& reply) {
+                return CheckHandshake(*raw_node, index, reply);
+              },
+              [this, raw] { OnReady(*raw); },
+              [this, raw](const absl::Status& status) { OnDown(*raw, status); },
+          });
+      node->lanes.push_back(std::move(lane));
+    }
+    std::lock_guard lock(nodes_mu_);
+    nodes_.push_back(std::move(node));
+    return *raw_node;
+  }
+
+  static void StartNode(Node& node) {
+    for (auto& lane : node.lanes) lane->connection->Start();
+  }
+
+  // I/O thread: the node serving `endpoint`, connected on first use.
+  Node& NodeFor(const RedisEndpoint& endpoint) {
+    for (auto& node : nodes_) {
+      // Seeds have one connection, for discovery; decisions get a node of their own.
+      if (node->endpoint == endpoint && !node->seed) return *node;
+    }
+    Node& node = AddNode(endpoint, FormatAddress(endpoint), options_.connections);
+    StartNode(node);
+    return node;
+  }
 
   std::vector<std::string> HandshakeCommands() const {
     std::vector<std::string> commands;
@@ -299,23 +430,23 @@ class RedisStore::Impl {
     return commands;
   }
 
-  absl::Status CheckHandshake(std::size_t index, const redisReply& reply) {
+  absl::Status CheckHandshake(const Node& node, std::size_t index, const redisReply& reply) {
     const std::size_t auth = options_.password.empty() ? 0 : 1;
     const std::size_t select = options_.db != 0 ? 1 : 0;
     if (reply.type == REDIS_REPLY_ERROR) {
       const std::string_view text = redis::TextOf(reply);
       if (index < auth) {
         return absl::PermissionDeniedError(
-            fmt::format("redis at {} refused AUTH: {}", options_.Describe(), text));
+            fmt::format("redis at {} refused AUTH: {}", node.describe, text));
       }
       if (text.starts_with("NOAUTH")) {
         return absl::PermissionDeniedError(fmt::format(
             "redis at {} needs a password: {} (give it in the URL: redis://:PASSWORD@host:port)",
-            options_.Describe(), text));
+            node.describe, text));
       }
       const char* step = index < auth + select ? "SELECT" : "SCRIPT LOAD";
       return absl::FailedPreconditionError(
-          fmt::format("redis at {} refused {}: {}", options_.Describe(), step, text));
+          fmt::format("redis at {} refused {}: {}", node.describe, step, text));
     }
     if (index >= auth + select) {
       if (reply.type != REDIS_REPLY_STRING) {
@@ -328,6 +459,11 @@ class RedisStore::Impl {
 
   void OnReady(Lane& lane) {
     lane.ready = true;
+    if (options_.cluster) {
+      if (!topology_known_) StartRefresh();  // a seed is up: ask it for the slot map
+      UpdateSettled();
+      return;
+    }
     std::lock_guard lock(start_mu_);
     ++ready_lanes_;
     start_cv_.notify_all();
@@ -335,14 +471,22 @@ class RedisStore::Impl {
 
   void OnDown(Lane& lane, const absl::Status& status) {
     if (lane.ready.exchange(false)) ++stats_.reconnects;
-    std::lock_guard lock(start_mu_);
-    if (first_error_.ok()) first_error_ = status;
-    last_error_ = std::string(MessageOf(status));
-    if (!lane.reported_down) {
-      lane.reported_down = true;
-      ++failed_lanes_;
+    // A lost primary may have been replaced: look at the topology again.
+    if (options_.cluster && std::find(owner_nodes_.begin(), owner_nodes_.end(), &lane.node) !=
+                                owner_nodes_.end()) {
+      RequestRefresh();
     }
-    start_cv_.notify_all();
+    {
+      std::lock_guard lock(start_mu_);
+      if (first_error_.ok()) first_error_ = status;
+      last_error_ = std::string(MessageOf(status));
+      if (!lane.reported_down) {
+        lane.reported_down = true;
+        ++failed_lanes_;
+      }
+      start_cv_.notify_all();
+    }
+    if (options_.cluster) UpdateSettled();
   }
 
   std::string LastError() {
@@ -351,14 +495,170 @@ class RedisStore::Impl {
                                : last_error_;
   }
 
-  Lane* PickLane() {
-    const std::size_t n = lanes_.size();
-    const std::size_t start = next_lane_.fetch_add(1, std::memory_order_relaxed);
-    for (std::size_t i = 0; i < n; ++i) {
-      Lane* lane = lanes_[(start + i) % n].get();
-      if (lane->ready.load(std::memory_order_relaxed)) return lane;
+  // Not a new failure (the breaker's own refusal must not keep it open): answer as
+  // on_error says, at memory speed.
+  void AnswerWhileOpen(PendingDecision& pending) {
+    pending.answered = true;
+    pending.done(Fallback(pending));
+  }
+
+  // Any thread. Queues a decision on a connection; the I/O thread sends it (at once when
+  // called there with flush_now).
+  void Enqueue(Lane& lane, PendingPtr pending, bool flush_now) {
+    {
+      std::lock_guard lock(lane.mu);
+      lane.queued.push_back(std::move(pending));
+      if (flush_now || lane.flush_posted) return;
+      lane.flush_posted = true;
     }
-    return nullptr;
+    asio::post(io_, [this, &lane] { Flush(lane); });
+  }
+
+  // ---- Redis Cluster routing (I/O thread) ----
+
+  void RouteQueued() {
+    std::deque<PendingPtr> queued;
+    {
+      std::lock_guard lock(route_mu_);
+      route_posted_ = false;
+      queued.swap(route_queue_);
+    }
+    Route(queued);
+  }
+
+  // Sends each decision to the primary owning its slot, then flushes the connections
+  // that got some.
+  template <class Range>
+  void Route(Range& pendings) {
+    std::vector<Lane*> touched;
+    const Steady::time_point now = Steady::now();
+    for (auto& pending : pendings) {
+      if (pending->answered) continue;
+      if (now >= pending->deadline) {
+        Complete(*pending, TimeoutError());
+        continue;
+      }
+      Node* node = owners_[pending->slot];
+      if (node == nullptr) {
+        RequestRefresh();
+        Complete(*pending, absl::UnavailableError(fmt::format(
+                               "redis cluster {}: no primary serves slot {}",
+                               options_.Describe(), pending->slot)));
+        continue;
+      }
+      pending->node = node;
+      if (!node->breaker.Allow(now)) {
+        AnswerWhileOpen(*pending);
+        continue;
+      }
+      Lane* lane = node->PickLane();
+      if (lane == nullptr) {
+        RequestRefresh();
+        Complete(*pending, absl::UnavailableError(
+                               fmt::format("redis at {} is not connected", node->describe)));
+        continue;
+      }
+      Enqueue(*lane, pending, /*flush_now=*/true);
+      if (std::find(touched.begin(), touched.end(), lane) == touched.end()) {
+        touched.push_back(lane);
+      }
+    }
+    for (Lane* lane : touched) Flush(*lane);
+  }
+
+  // A redirect or retry: the call did not run, so the decisions go again (bounded).
+  void Reroute(std::vector<PendingPtr> chunk) {
+    for (auto& pending : chunk) {
+      if (!pending->answered && ++pending->redirects > kMaxRedirects) {
+        Complete(*pending, absl::UnavailableError(fmt::format(
+                               "redis cluster {}: slot {} still redirected after {} tries",
+                               options_.Describe(), pending->slot, kMaxRedirects)));
+      }
+    }
+    Route(chunk);
+  }
+
+  void RequestRefresh() {
+    if (!options_.cluster || refresh_in_flight_ || refresh_scheduled_) return;
+    const Steady::time_point earliest = last_refresh_ + kRefreshInterval;
+    if (Steady::now() >= earliest) return StartRefresh();
+    refresh_scheduled_ = true;
+    refresh_timer_.expires_at(earliest);
+    refresh_timer_.async_wait([this](const boost::system::error_code& ec) {
+      refresh_scheduled_ = false;
+      if (!ec) StartRefresh();
+    });
+  }
+
+  // Asks CLUSTER SLOTS of a reachable node: a primary first, else any (the seeds).
+  void StartRefresh() {
+    if (refresh_in_flight_) return;
+    last_refresh_ = Steady::now();
+    Lane* lane = nullptr;
+    for (Node* node : owner_nodes_) {
+      if ((lane = node->PickLane()) != nullptr) break;
+    }
+    for (std::size_t i = 0; lane == nullptr && i < nodes_.size(); ++i) {
+      lane = nodes_[i]->PickLane();
+    }
+    if (lane == nullptr) return RequestRefresh();  // nobody reachable yet: try again soon
+    refresh_in_flight_ = true;
+    ++stats_.refreshes;
+    std::string command;
+    redis::AppendCommand(command, {"CLUSTER", "SLOTS"});
+    lane->connection->Send(command, [this, lane](absl::StatusOr<redis::Reply> reply) {
+      refresh_in_flight_ = false;
+      if (!reply.ok()) return RequestRefresh();
+      auto ranges = redis::ParseClusterSlots(**reply, lane->node.endpoint.host);
+      if (!ranges.ok()) {
+        if (!topology_known_) {
+          std::lock_guard lock(start_mu_);
+          topology_error_ = absl::FailedPreconditionError(fmt::format(
+              "redis at {} did not give the cluster topology ({}); for a single server use "
+              "redis://",
+              lane->node.describe, MessageOf(ranges.status())));
+          start_cv_.notify_all();
+        }
+        return;
+      }
+      ApplyTopology(*ranges);
+      // Until every slot's primary is reachable (a replica is being promoted, say), keep
+      // looking, at most once per kRefreshInterval.
+      for (Node* node : owner_nodes_) {
+        if (node->PickLane() == nullptr) return RequestRefresh();
+      }
+    });
+  }
+
+  void ApplyTopology(const std::vector<redis::SlotRange>& ranges) {
+    std::fill(owners_.begin(), owners_.end(), nullptr);
+    owner_nodes_.clear();
+    for (const redis::SlotRange& range : ranges) {
+      Node& node = NodeFor(range.primary);
+      std::fill(owners_.begin() + range.first, owners_.begin() + range.last + 1, &node);
+      if (std::find(owner_nodes_.begin(), owner_nodes_.end(), &node) == owner_nodes_.end()) {
+        owner_nodes_.push_back(&node);
+      }
+    }
+    primaries_ = owner_nodes_.size();
+    {
+      std::lock_guard lock(start_mu_);
+      topology_known_ = true;
+    }
+    UpdateSettled();
+  }
+
+  // Start-up: the topology is known and every primary's connections have been tried.
+  void UpdateSettled() {
+    if (!topology_known_ || cluster_settled_) return;
+    for (Node* node : owner_nodes_) {
+      for (auto& lane : node->lanes) {
+        if (!lane->ready && !lane->reported_down) return;
+      }
+    }
+    std::lock_guard lock(start_mu_);
+    cluster_settled_ = true;
+    start_cv_.notify_all();
   }
 
   // With batching on, at most this many script calls are out per connection; decisions
@@ -382,8 +682,12 @@ class RedisStore::Impl {
     std::vector<PendingPtr> live;
     live.reserve(queued.size());
     for (auto& pending : queued) {
+      if (pending->answered) continue;
       if (!lane.connection->ready()) {
-        Complete(*pending, absl::UnavailableError(LastError()));
+        Complete(*pending, absl::UnavailableError(options_.cluster ? fmt::format(
+                                                      "redis at {} is not connected",
+                                                      lane.node.describe)
+                                                                   : LastError()));
       } else if (now >= pending->deadline) {
         Complete(*pending, TimeoutError());
       } else {
@@ -392,18 +696,33 @@ class RedisStore::Impl {
       }
     }
     ArmSweep(lane);
+    // A cluster runs a script only on keys of one slot: batch within a slot.
+    if (options_.cluster) {
+      std::stable_sort(live.begin(), live.end(),
+                       [](const PendingPtr& a, const PendingPtr& b) { return a->slot < b->slot; });
+    }
     const std::size_t batch = static_cast<std::size_t>(options_.max_batch);
-    for (std::size_t i = 0; i < live.size(); i += batch) {
-      std::vector<PendingPtr> chunk(live.begin() + i,
-                                    live.begin() + std::min(live.size(), i + batch));
-      Send(lane, std::move(chunk), /*as_eval=*/false);
+    for (std::size_t i = 0; i < live.size();) {
+      std::size_t end = std::min(live.size(), i + batch);
+      if (options_.cluster) {
+        std::size_t same = i + 1;
+        while (same < end && !live[i]->alone && !live[same]->alone &&
+               live[same]->slot == live[i]->slot) {
+          ++same;
+        }
+        end = same;
+      }
+      std::vector<PendingPtr> chunk(live.begin() + i, live.begin() + end);
+      Send(lane, std::move(chunk), /*as_eval=*/false, /*asking=*/false);
+      i = end;
     }
   }
 
   // One script call for `chunk`: the algorithm's script for a lone decision, the batch
   // script for several. `as_eval` sends the body (after NOSCRIPT: Redis restarted or
-  // flushed its scripts); EVAL caches it again for the next EVALSHA.
-  void Send(Lane& lane, std::vector<PendingPtr> chunk, bool as_eval) {
+  // flushed its scripts); EVAL caches it again for the next EVALSHA. `asking` prefixes
+  // ASKING (the slot is being imported by this node: an ASK redirect).
+  void Send(Lane& lane, std::vector<PendingPtr> chunk, bool as_eval, bool asking) {
     const ScriptId id = chunk.size() == 1 ? SingleScriptFor(chunk[0]->kind) : kScriptBatch;
     // Decimal arguments, kept alive until the command is formatted (the vector is sized
     // up front, so the views into it stay valid).
@@ -456,19 +775,28 @@ class RedisStore::Impl {
       }
     }
     std::string command;
+    if (asking) redis::AppendCommand(command, {"ASKING"});
+    const std::size_t asking_bytes = command.size();
     redis::AppendCommand(command, args);
     ++stats_.calls;
     if (chunk.size() > 1) stats_.batched += chunk.size();
     ++lane.calls_out;
-    lane.connection->Send(command, [this, &lane, chunk = std::move(chunk),
-                                    as_eval](absl::StatusOr<redis::Reply> reply) mutable {
-      --lane.calls_out;
-      OnReply(lane, std::move(chunk), as_eval, std::move(reply));
-      if (lane.holding) Flush(lane);
-    });
+    if (asking) {
+      // Sent in the same write, right before the script: ASKING covers only the next
+      // command on its connection. Its +OK needs no handling; the script's reply tells.
+      lane.connection->Send(std::string_view(command).substr(0, asking_bytes),
+                            [](absl::StatusOr<redis::Reply>) {});
+    }
+    lane.connection->Send(std::string_view(command).substr(asking_bytes),
+                          [this, &lane, chunk = std::move(chunk), as_eval,
+                           asking](absl::StatusOr<redis::Reply> reply) mutable {
+                            --lane.calls_out;
+                            OnReply(lane, std::move(chunk), as_eval, asking, std::move(reply));
+                            if (lane.holding) Flush(lane);
+                          });
   }
 
-  void OnReply(Lane& lane, std::vector<PendingPtr> chunk, bool as_eval,
+  void OnReply(Lane& lane, std::vector<PendingPtr> chunk, bool as_eval, bool asking,
                absl::StatusOr<redis::Reply> reply) {
     if (!reply.ok()) {
       for (auto& p : chunk) Complete(*p, reply.status());
@@ -479,16 +807,46 @@ class RedisStore::Impl {
       const std::string_view text = redis::TextOf(r);
       if (text.starts_with("NOSCRIPT") && !as_eval) {
         ++stats_.noscript;
-        return Send(lane, std::move(chunk), /*as_eval=*/true);
+        return Send(lane, std::move(chunk), /*as_eval=*/true, asking);
+      }
+      // Redirects and refusals of a cluster: the script did not run, so sending it again
+      // cannot count a decision twice.
+      if (options_.cluster) {
+        if (const auto redirect = redis::ParseRedirect(text)) {
+          Node& target = NodeFor(redirect->target);
+          if (redirect->kind == redis::Redirect::Kind::kMoved) {
+            ++stats_.moved;
+            owners_[redirect->slot] = &target;
+            RequestRefresh();  // more slots have probably moved
+            return Reroute(std::move(chunk));
+          }
+          ++stats_.asked;
+          return Ask(target, std::move(chunk));
+        }
+        if (text.starts_with("TRYAGAIN") || text.starts_with("CLUSTERDOWN")) {
+          ++stats_.retried;
+          // TRYAGAIN: some of a batch's keys have migrated and some not. One key at a
+          // time, each follows its own ASK.
+          if (chunk.size() > 1) {
+            for (auto& p : chunk) p->alone = true;
+          }
+          if (text.starts_with("CLUSTERDOWN")) RequestRefresh();
+          auto timer = std::make_shared<asio::steady_timer>(io_, kRetryDelay);
+          timer->async_wait([this, timer, chunk = std::move(chunk)](
+                                const boost::system::error_code& ec) mutable {
+            if (!ec) Reroute(std::move(chunk));
+          });
+          return;
+        }
       }
       const absl::Status error =
-          absl::InternalError(fmt::format("redis at {}: {}", options_.Describe(), text));
+          absl::InternalError(fmt::format("redis at {}: {}", lane.node.describe, text));
       for (auto& p : chunk) Complete(*p, error);
       return;
     }
     if (r.type != REDIS_REPLY_ARRAY || r.elements != chunk.size() * 4) {
       const absl::Status error = absl::InternalError(fmt::format(
-          "redis at {} answered a decision with an unexpected reply", options_.Describe()));
+          "redis at {} answered a decision with an unexpected reply", lane.node.describe));
       for (auto& p : chunk) Complete(*p, error);
       return;
     }
@@ -507,6 +865,31 @@ class RedisStore::Impl {
       d.reset_after = std::chrono::microseconds(e[3]->integer);
       Complete(*chunk[i], d);
     }
+  }
+
+  // ASK: this one call goes to the importing node, after ASKING; the slot map stays.
+  void Ask(Node& target, std::vector<PendingPtr> chunk) {
+    std::erase_if(chunk, [](const PendingPtr& p) { return p->answered; });
+    for (auto& pending : chunk) {
+      if (++pending->redirects > kMaxRedirects) {
+        Complete(*pending, absl::UnavailableError(fmt::format(
+                               "redis cluster {}: slot {} still redirected after {} tries",
+                               options_.Describe(), pending->slot, kMaxRedirects)));
+      }
+    }
+    std::erase_if(chunk, [](const PendingPtr& p) { return p->answered; });
+    if (chunk.empty()) return;
+    Lane* lane = target.PickLane();
+    if (lane == nullptr) {
+      for (auto& p : chunk) {
+        Complete(*p, absl::UnavailableError(
+                         fmt::format("redis at {} is not connected", target.describe)));
+      }
+      return;
+    }
+    for (auto& p : chunk) lane->deadlines.push_back(p);
+    ArmSweep(*lane);
+    Send(*lane, std::move(chunk), /*as_eval=*/false, /*asking=*/true);
   }
 
   absl::Status TimeoutError() const {
@@ -537,7 +920,7 @@ class RedisStore::Impl {
           std::max<Steady::duration>(std::chrono::seconds(1), options_.timeout * 20);
       if (lane.connection->OldestWait(now) > stall_limit) {
         lane.connection->Abort(absl::DeadlineExceededError(fmt::format(
-            "redis at {} answered nothing for {} ms; reconnecting", options_.Describe(),
+            "redis at {} answered nothing for {} ms; reconnecting", lane.node.describe,
             std::chrono::duration_cast<std::chrono::milliseconds>(stall_limit).count())));
       }
       if (lane.holding) {
@@ -561,7 +944,7 @@ class RedisStore::Impl {
     p.answered = true;
     const Steady::time_point now = Steady::now();
     if (result.ok()) {
-      breaker_.Success();
+      if (p.node != nullptr) p.node->breaker.Success();
       if (!result->allowed && !p.now_us && options_.denial_cache_min.count() > 0 &&
           result->retry_after >= options_.denial_cache_min) {
         denials_.Insert(p.redis_key, p.policy, p.cost, *result, now);
@@ -575,7 +958,7 @@ class RedisStore::Impl {
     }
     ++stats_.errors;
     if (absl::IsDeadlineExceeded(result.status())) ++stats_.timeouts;
-    breaker_.Failure(now);
+    if (p.node != nullptr) p.node->breaker.Failure(now);
     p.done(Fallback(p));
   }
 
@@ -611,16 +994,35 @@ class RedisStore::Impl {
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   std::array<Script, kScriptCount> scripts_;
-  std::vector<std::unique_ptr<Lane>> lanes_;
-  std::atomic<std::size_t> next_lane_{0};
-  redis::Breaker breaker_;
+  // Standalone: one node, fixed. Cluster: grows on the I/O thread (a new primary); other
+  // threads look only under nodes_mu_ (Stats).
+  mutable std::mutex nodes_mu_;
+  std::vector<std::unique_ptr<Node>> nodes_;
   redis::DenialCache denials_;
   MemoryStore local_;
   Counters stats_;
+
+  // Cluster. Decisions wait in route_queue_ for the I/O thread, which owns the rest.
+  std::mutex route_mu_;
+  std::deque<PendingPtr> route_queue_;
+  bool route_posted_ = false;
+  std::vector<Node*> seeds_;
+  asio::steady_timer refresh_timer_;
+  Steady::time_point last_refresh_{};
+  bool refresh_in_flight_ = false;
+  bool refresh_scheduled_ = false;
+  std::vector<Node*> owners_;       // slot -> primary (nullptr: no one serves it)
+  std::vector<Node*> owner_nodes_;  // the distinct primaries
+  std::atomic<std::size_t> primaries_{0};
+
+  // Start-up, under start_mu_.
   std::mutex start_mu_;
   std::condition_variable start_cv_;
   std::size_t ready_lanes_ = 0;
   std::size_t failed_lanes_ = 0;
+  bool topology_known_ = false;
+  bool cluster_settled_ = false;
+  absl::Status topology_error_;
   absl::Status first_error_;
   std::string last_error_;
   std::thread thread_;
@@ -659,6 +1061,7 @@ absl::StatusOr<Decision> RedisStore::DecideValidated(const DecideRequest& reques
 StoreStats RedisStore::Stats() const { return {}; }
 std::string RedisStore::Describe() const { return impl_->options().Describe(); }
 RedisStats RedisStore::redis_stats() const { return impl_->Stats(); }
+const RedisStoreOptions& RedisStore::options() const { return impl_->options(); }
 bool RedisStore::Ping() { return impl_->Ping(); }
 
 }  // namespace floodgate

@@ -1,0 +1,487 @@
+// The Redis store on a Redis Cluster of real redis-server processes (3 primaries + 3
+// replicas, created by redis-cli): slot routing checked against the servers, the
+// conformance vectors spread over every primary, exact counts under contention, a
+// primary killed under load, and slots migrated while decisions run.
+#include <floodgate/redis_store.h>
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <map>
+#include <mutex>
+#include <semaphore>
+#include <thread>
+
+#include "conformance.h"
+#include "redis_server.h"
+#include "server/metrics.h"
+#include "store/redis/cluster.h"
+
+namespace floodgate::testing {
+namespace {
+
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+using ::testing::HasSubstr;
+using Steady = std::chrono::steady_clock;
+
+std::unique_ptr<RedisStore> OpenCluster(const std::string& url) {
+  auto options = RedisStoreOptions::FromUrl(url);
+  EXPECT_TRUE(options.ok()) << options.status();
+  if (!options.ok()) return nullptr;
+  auto store = RedisStore::Open(*options);
+  EXPECT_TRUE(store.ok()) << store.status();
+  return store.ok() ? *std::move(store) : nullptr;
+}
+
+// The key floodgate stores for `key` under fixed_window with prefix "fg:".
+std::string FixedWindowKey(const std::string& key) { return "fg:fw:" + key; }
+
+// ---- routing rules, without a cluster ------------------------------------------------
+
+TEST(ClusterRules, SlotOfFollowsTheClusterSpec) {
+  // The cluster specification's own example: CRC16("123456789") = 0x31C3.
+  EXPECT_EQ(redis::SlotOf("123456789"), 0x31C3);
+  EXPECT_EQ(redis::SlotOf("{user1000}.following"), redis::SlotOf("{user1000}.followers"));
+  EXPECT_EQ(redis::SlotOf("x{user1000}y"), redis::SlotOf("user1000"));
+  EXPECT_EQ(redis::SlotOf("foo{}{bar}"), redis::SlotOf(std::string("foo{}{bar}")));
+  EXPECT_EQ(redis::SlotOf("foo{{bar}}zap"), redis::SlotOf("{bar"));
+}
+
+TEST(ClusterRules, ParsesRedirects) {
+  auto moved = redis::ParseRedirect("MOVED 3999 127.0.0.1:6381");
+  ASSERT_TRUE(moved.has_value());
+  EXPECT_EQ(moved->kind, redis::Redirect::Kind::kMoved);
+  EXPECT_EQ(moved->slot, 3999);
+  EXPECT_EQ(moved->target, (RedisEndpoint{"127.0.0.1", 6381}));
+  auto ask = redis::ParseRedirect("ASK 1 [::1]:7000");
+  ASSERT_TRUE(ask.has_value());
+  EXPECT_EQ(ask->kind, redis::Redirect::Kind::kAsk);
+  EXPECT_EQ(ask->target, (RedisEndpoint{"::1", 7000}));
+  for (const char* bad : {"MOVED", "MOVED x 1.2.3.4:5", "MOVED 16384 a:1", "ASK 1 host",
+                          "ASK 1 host:0", "ERR MOVED 1 a:1", "TRYAGAIN"}) {
+    EXPECT_FALSE(redis::ParseRedirect(bad).has_value()) << bad;
+  }
+}
+
+TEST(ClusterRules, ClusterUrls) {
+  auto o = RedisStoreOptions::FromUrl("redis-cluster://u:p@10.0.0.1:7000,[::1]:7001,h?timeout=1s");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->cluster);
+  ASSERT_EQ(o->seeds.size(), 3u);
+  EXPECT_EQ(o->seeds[1], (RedisEndpoint{"::1", 7001}));
+  EXPECT_EQ(o->seeds[2], (RedisEndpoint{"h", 6379}));
+  EXPECT_EQ(o->timeout, milliseconds(1000));
+  EXPECT_EQ(o->Describe(), "redis-cluster://u:***@10.0.0.1:7000,[::1]:7001,h:6379");
+  auto db = RedisStoreOptions::FromUrl("redis-cluster://h:1/2");
+  ASSERT_FALSE(db.ok());
+  EXPECT_THAT(std::string(db.status().message()), HasSubstr("only database 0"));
+  EXPECT_FALSE(RedisStoreOptions::FromUrl("redis-cluster://").ok());
+  EXPECT_FALSE(RedisStoreOptions::FromUrl("redis-cluster://h:1,h:99999").ok());
+}
+
+TEST(ClusterRules, AStandaloneServerIsNotACluster) {
+  auto server = RedisServer::Start();
+  ASSERT_NE(server, nullptr);
+  auto options = RedisStoreOptions::FromUrl(
+      fmt::format("redis-cluster://127.0.0.1:{}?connect_timeout=2s", server->port()));
+  ASSERT_TRUE(options.ok());
+  auto store = RedisStore::Open(*options);
+  ASSERT_FALSE(store.ok());
+  EXPECT_THAT(std::string(store.status().message()), HasSubstr("cluster"));
+  EXPECT_THAT(std::string(store.status().message()), HasSubstr("redis://"));
+}
+
+// ---- on a cluster ----------------------------------------------------------------------
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cluster_ = RedisCluster::Start();
+    ASSERT_NE(cluster_, nullptr);
+  }
+  std::unique_ptr<RedisCluster> cluster_;
+};
+
+TEST_F(ClusterTest, SlotsAgreeWithTheServers) {
+  for (const std::string key :
+       {"a", "fg:gcra:user-1", "{tag}x", "x{tag}", "{}x", "a{b}c{d}", "}{", "{{x}}", ""}) {
+    const std::string said = cluster_->nodes()[0]->Cli({"CLUSTER", "KEYSLOT", key});
+    EXPECT_EQ(std::atoi(said.c_str()), redis::SlotOf(key)) << key;
+  }
+  for (int i = 0; i < 300; ++i) {
+    const std::string key = fmt::format("fg:fw:client-{}", i * 7919);
+    const std::string said = cluster_->nodes()[1]->Cli({"CLUSTER", "KEYSLOT", key});
+    ASSERT_EQ(std::atoi(said.c_str()), redis::SlotOf(key)) << key;
+  }
+}
+
+TEST_F(ClusterTest, ConformanceVectorsPassSpreadOverEveryPrimary) {
+  auto store = OpenCluster(cluster_->url("batch=1&timeout=2s"));
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->redis_stats().nodes, 3u);
+  const auto cases = LoadAllVectors();
+  ASSERT_GE(cases.size(), 60u);
+  for (std::size_t i = 0; i < cases.size(); ++i) RunCase(*store, cases[i], fmt::format("c{}:", i));
+
+  // The same, every step of a case in flight at once: batched within a slot.
+  auto batched = OpenCluster(cluster_->url("batch=16&connections=1&timeout=2s"));
+  ASSERT_NE(batched, nullptr);
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    const VectorCase& vc = cases[c];
+    const Policy policy = *Policy::Parse(vc.policy);
+    std::vector<std::promise<absl::StatusOr<Decision>>> results(vc.steps.size());
+    std::vector<std::string> keys;
+    for (const auto& step : vc.steps) keys.push_back(fmt::format("b{}:{}", c, step.key));
+    for (std::size_t i = 0; i < vc.steps.size(); ++i) {
+      batched->DecideAsync(
+          {keys[i], policy, vc.steps[i].cost, TimePoint(microseconds(vc.steps[i].t))},
+          [&results, i](absl::StatusOr<Decision> d) { results[i].set_value(std::move(d)); });
+    }
+    for (std::size_t i = 0; i < vc.steps.size(); ++i) {
+      const auto got = results[i].get_future().get();
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ(*got, vc.steps[i].expect) << vc.file << " / " << vc.name << ", step " << i + 1;
+    }
+  }
+  EXPECT_EQ(store->redis_stats().degraded + batched->redis_stats().degraded, 0u);
+
+  // Every primary holds some of the keys written, and only primaries were written to.
+  const std::vector<int> primaries = cluster_->PrimaryPorts();
+  ASSERT_EQ(primaries.size(), 3u);
+  std::map<int, std::int64_t> keys_on;
+  std::int64_t total = 0;
+  for (auto& node : cluster_->nodes()) {
+    const std::int64_t keys = std::atoll(node->Cli({"DBSIZE"}).c_str());
+    const bool primary =
+        std::find(primaries.begin(), primaries.end(), node->port()) != primaries.end();
+    if (primary) keys_on[node->port()] = keys;
+    total += primary ? keys : 0;
+  }
+  EXPECT_GT(total, 100);
+  for (const auto& [port, keys] : keys_on) {
+    EXPECT_GT(keys, total / 6) << "primary on port " << port << " holds too few of the keys";
+  }
+  std::printf("keys written per primary:");
+  for (const auto& [port, keys] : keys_on) std::printf(" %lld", static_cast<long long>(keys));
+  std::printf("\n");
+}
+
+// Many threads, many decisions in flight on one key per policy: exactly the capacity.
+TEST_F(ClusterTest, EveryAlgorithmAdmitsExactlyItsCapacityUnderContention) {
+  auto store = OpenCluster(cluster_->url("timeout=2s&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const std::pair<const char*, std::int64_t> bounds[] = {
+      {"fixed_window:1000/1h", 1000},
+      {"sliding_log:1000/1h", 1000},
+      {"sliding_window:1000/1h", 1000},
+      {"gcra:1000/1h,burst=500", 500},
+      {"token_bucket:1000/1h,burst=500", 500},
+      {"token_bucket:1000/1h,burst=500,refill=interval", 500}};
+  for (const auto& [text, expected] : bounds) {
+    const Policy policy = *Policy::Parse(text);
+    const auto hour = [] { return SystemNow().time_since_epoch().count() / 3'600'000'000; };
+    const auto before = hour();
+    std::atomic<std::int64_t> admitted{0}, failed{0};
+    {
+      std::vector<std::jthread> threads;
+      for (int t = 0; t < 4; ++t) {
+        threads.emplace_back([&] {
+          std::counting_semaphore<32> slots(32);
+          for (int i = 0; i < 500; ++i) {
+            slots.acquire();
+            store->DecideAsync({text, policy, 1, std::nullopt}, [&](absl::StatusOr<Decision> d) {
+              if (!d.ok() || d->degraded) {
+                ++failed;
+              } else if (d->allowed) {
+                ++admitted;
+              }
+              slots.release();
+            });
+          }
+          for (int i = 0; i < 32; ++i) slots.acquire();
+        });
+      }
+    }
+    EXPECT_EQ(failed.load(), 0) << text;
+    if (hour() == before) {
+      EXPECT_EQ(admitted.load(), expected) << text;
+    } else {
+      EXPECT_LE(admitted.load(), 2 * expected) << text << " (the run crossed an hour boundary)";
+    }
+  }
+}
+
+// Decides on `key` until Redis answers again (not degraded), for at most `limit`.
+bool AnswersFromRedisWithin(Store& store, const std::string& key, const Policy& policy,
+                            Steady::duration limit) {
+  const auto deadline = Steady::now() + limit;
+  while (Steady::now() < deadline) {
+    auto d = store.Decide({key, policy, 1, std::nullopt});
+    if (d.ok() && !d->degraded) return true;
+  }
+  return false;
+}
+
+// Keys whose slots live on `primary` and keys elsewhere.
+std::pair<std::vector<std::string>, std::vector<std::string>> KeysOnAndOff(RedisCluster& cluster,
+                                                                         int primary_port,
+                                                                         int per_side) {
+  std::vector<std::string> on, off;
+  std::map<int, int> owner_of_slot;
+  for (int i = 0; on.size() < std::size_t(per_side) || off.size() < std::size_t(per_side); ++i) {
+    const std::string key = fmt::format("client-{}", i);
+    const int slot = redis::SlotOf(FixedWindowKey(key));
+    if (!owner_of_slot.contains(slot)) owner_of_slot[slot] = cluster.PrimaryOf(slot)->port();
+    auto& side = owner_of_slot[slot] == primary_port ? on : off;
+    if (side.size() < std::size_t(per_side)) side.push_back(key);
+  }
+  return {on, off};
+}
+
+TEST_F(ClusterTest, AKilledPrimaryDegradesOnlyItsKeysThenRecoversAfterFailover) {
+  auto store = OpenCluster(cluster_->url("timeout=100ms&on_error=fail_closed&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("fixed_window:1000000/1h");
+  RedisServer* victim = cluster_->PrimaryOf(redis::SlotOf(FixedWindowKey("client-0")));
+  ASSERT_NE(victim, nullptr);
+  const int victim_port = victim->port();
+  const auto [on, off] = KeysOnAndOff(*cluster_, victim_port, 8);
+
+  // Load on both sides, from two threads, for as long as the test needs (bounded).
+  std::atomic<bool> stop{false};
+  std::atomic<std::int64_t> on_degraded{0}, off_degraded{0}, off_answered{0};
+  const auto load = [&](const std::vector<std::string>& keys, std::atomic<std::int64_t>& degraded,
+                        std::atomic<std::int64_t>* answered) {
+    const auto deadline = Steady::now() + std::chrono::seconds(60);
+    for (std::size_t i = 0; !stop && Steady::now() < deadline; ++i) {
+      auto d = store->Decide({keys[i % keys.size()], policy, 1, std::nullopt});
+      ASSERT_TRUE(d.ok()) << d.status();
+      if (d->degraded) {
+        ++degraded;
+        EXPECT_FALSE(d->allowed) << "on_error=fail_closed denies";
+      } else if (answered != nullptr) {
+        ++*answered;
+      }
+    }
+  };
+  std::jthread on_side([&] { load(on, on_degraded, nullptr); });
+  std::jthread off_side([&] { load(off, off_degraded, &off_answered); });
+
+  ASSERT_TRUE(AnswersFromRedisWithin(*store, on[0], policy, std::chrono::seconds(5)));
+  victim->Kill();
+  // Its keys degrade as on_error says...
+  const auto degraded_by = Steady::now() + std::chrono::seconds(10);
+  while (on_degraded == 0 && Steady::now() < degraded_by) std::this_thread::yield();
+  EXPECT_GT(on_degraded.load(), 0);
+  // ...until a replica is promoted and found, without restarting anything.
+  EXPECT_TRUE(AnswersFromRedisWithin(*store, on[0], policy, std::chrono::seconds(30)));
+  for (const auto& key : on) {
+    EXPECT_TRUE(AnswersFromRedisWithin(*store, key, policy, std::chrono::seconds(5))) << key;
+  }
+  stop = true;
+  on_side.join();
+  off_side.join();
+  // The other primaries' keys never noticed.
+  EXPECT_EQ(off_degraded.load(), 0);
+  EXPECT_GT(off_answered.load(), 0);
+  RedisServer* promoted = cluster_->PrimaryOf(redis::SlotOf(FixedWindowKey(on[0])));
+  ASSERT_NE(promoted, nullptr);
+  EXPECT_NE(promoted->port(), victim_port);
+  EXPECT_GT(store->redis_stats().topology_refreshes, 1u);
+}
+
+std::string NodeId(RedisServer& node) {
+  std::string id = node.Cli({"CLUSTER", "MYID"});
+  while (!id.empty() && (id.back() == '\n' || id.back() == '\r')) id.pop_back();
+  return id;
+}
+
+// Runs decisions on `keys` from 4 threads (each with some in flight, so batches form)
+// until `stop`; counts what each key was allowed, and anything degraded or failed.
+class Load {
+ public:
+  Load(Store& store, std::vector<std::string> keys, Policy policy)
+      : store_(store), keys_(std::move(keys)), policy_(policy) {
+    for (int t = 0; t < 4; ++t) threads_.emplace_back([this, t] { Run(t); });
+  }
+  ~Load() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    threads_.clear();
+  }
+  std::int64_t decisions() const { return decisions_; }
+  std::int64_t failures() const { return failures_; }
+  std::map<std::string, std::int64_t> allowed() {
+    std::lock_guard lock(mu_);
+    return allowed_;
+  }
+
+ private:
+  void Run(int t) {
+    const auto deadline = Steady::now() + std::chrono::seconds(60);
+    std::counting_semaphore<8> slots(8);
+    for (std::size_t i = t; !stop_ && Steady::now() < deadline; i += 3) {
+      slots.acquire();
+      const std::string& key = keys_[i % keys_.size()];
+      store_.DecideAsync({key, policy_, 1, std::nullopt},
+                         [this, &slots, &key](absl::StatusOr<Decision> d) {
+                           ++decisions_;
+                           if (!d.ok() || d->degraded) {
+                             ++failures_;
+                           } else if (d->allowed) {
+                             std::lock_guard lock(mu_);
+                             ++allowed_[key];
+                           }
+                           slots.release();
+                         });
+    }
+    for (int i = 0; i < 8; ++i) slots.acquire();
+  }
+
+  Store& store_;
+  const std::vector<std::string> keys_;
+  const Policy policy_;
+  std::atomic<bool> stop_{false};
+  std::atomic<std::int64_t> decisions_{0}, failures_{0};
+  std::mutex mu_;
+  std::map<std::string, std::int64_t> allowed_;
+  std::vector<std::jthread> threads_;
+};
+
+// What Redis holds for each key, read through floodgate (a cost-0 decision):
+// limit - remaining = units admitted.
+void ExpectStoredCountsMatch(Store& store, const Policy& policy,
+                             const std::map<std::string, std::int64_t>& allowed,
+                             const std::vector<std::string>& keys) {
+  for (const auto& key : keys) {
+    auto peek = store.Decide({key, policy, 0, std::nullopt});
+    ASSERT_TRUE(peek.ok()) << peek.status();
+    ASSERT_FALSE(peek->degraded);
+    const auto it = allowed.find(key);
+    const std::int64_t admitted = it == allowed.end() ? 0 : it->second;
+    EXPECT_EQ(policy.limit - peek->remaining, admitted)
+        << key << ": counted in Redis vs allowed to callers (a difference is a decision lost "
+        << "or counted twice)";
+  }
+}
+
+// One slot moved by hand, held half-migrated while decisions run: keys already moved
+// (and new keys) are answered through ASK by the importing node, the rest by the old
+// owner; after the move, MOVED. Every decision is counted exactly once.
+TEST_F(ClusterTest, ASlotMigratedUnderLoadLosesAndDoublesNothing) {
+  auto store = OpenCluster(cluster_->url("timeout=2s&denial_cache=0us&batch=16"));
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("fixed_window:1000000000/1h");
+  // All under one hash tag: one slot.
+  std::vector<std::string> keys;
+  for (int i = 0; i < 30; ++i) keys.push_back(fmt::format("{{moving}}:client-{}", i));
+  const int slot = redis::SlotOf(FixedWindowKey(keys[0]));
+  RedisServer* source = cluster_->PrimaryOf(slot);
+  ASSERT_NE(source, nullptr);
+  RedisServer* target = nullptr;
+  for (int port : cluster_->PrimaryPorts()) {
+    for (auto& node : cluster_->nodes()) {
+      if (node->port() == port && port != source->port()) target = node.get();
+    }
+  }
+  ASSERT_NE(target, nullptr);
+  // The first 20 keys exist before the move begins.
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(store->Decide({keys[i], policy, 1, std::nullopt})->allowed);
+  std::map<std::string, std::int64_t> before;
+  for (int i = 0; i < 20; ++i) before[keys[i]] = 1;
+
+  const std::string source_id = NodeId(*source), target_id = NodeId(*target);
+  const std::string s = std::to_string(slot);
+  ASSERT_THAT(target->Cli({"CLUSTER", "SETSLOT", s, "IMPORTING", source_id}), HasSubstr("OK"));
+  ASSERT_THAT(source->Cli({"CLUSTER", "SETSLOT", s, "MIGRATING", target_id}), HasSubstr("OK"));
+  // Move half the keys now.
+  const auto migrate = [&](int first, int last) {
+    std::vector<std::string> args = {"MIGRATE", "127.0.0.1", std::to_string(target->port()),
+                                     "", "0", "5000", "KEYS"};
+    for (int i = first; i < last; ++i) args.push_back(FixedWindowKey(keys[i]));
+    ASSERT_THAT(source->Cli(args), HasSubstr("OK"));
+  };
+  migrate(0, 10);
+
+  auto load = std::make_unique<Load>(*store, keys, policy);
+  // Half-migrated, under load, until the importing node has answered through ASK.
+  const auto asked_by = Steady::now() + std::chrono::seconds(20);
+  while (store->redis_stats().asked < 20 && Steady::now() < asked_by) std::this_thread::yield();
+  EXPECT_GE(store->redis_stats().asked, 20u);
+  migrate(10, 20);
+  // New keys created meanwhile on the target under ASK; none may be left behind.
+  EXPECT_EQ(source->Cli({"CLUSTER", "COUNTKEYSINSLOT", s}).substr(0, 1), "0");
+  for (auto& node : cluster_->nodes()) {
+    node->Cli({"CLUSTER", "SETSLOT", s, "NODE", target_id});
+  }
+  // After the move: the stale map is corrected by MOVED.
+  const auto moved_by = Steady::now() + std::chrono::seconds(20);
+  while (store->redis_stats().moved == 0 && Steady::now() < moved_by) std::this_thread::yield();
+  const std::int64_t decisions_at_move = load->decisions();
+  const auto more_by = Steady::now() + std::chrono::seconds(10);
+  while (load->decisions() < decisions_at_move + 500 && Steady::now() < more_by) {
+    std::this_thread::yield();
+  }
+  load->Stop();
+  EXPECT_GT(store->redis_stats().moved, 0u);
+  EXPECT_EQ(load->failures(), 0);
+  EXPECT_GT(load->decisions(), 1000);
+  auto allowed = load->allowed();
+  for (const auto& [key, n] : before) allowed[key] += n;
+  ExpectStoredCountsMatch(*store, policy, allowed, keys);
+  ASSERT_EQ(cluster_->PrimaryOf(slot), target);
+
+  // The redirects show in /metrics.
+  server::Metrics metrics;
+  const std::string text = metrics.Render(*store);
+  EXPECT_THAT(text, ::testing::ContainsRegex("floodgate_redis_redirects_total\\{kind=\"ask\"\\} [1-9]"));
+  EXPECT_THAT(text,
+              ::testing::ContainsRegex("floodgate_redis_redirects_total\\{kind=\"moved\"\\} [1-9]"));
+}
+
+// redis-cli moves a range of slots (and their keys) while decisions run on keys in it.
+TEST_F(ClusterTest, ReshardingByRedisCliUnderLoadLosesAndDoublesNothing) {
+  auto store = OpenCluster(cluster_->url("timeout=2s&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("fixed_window:1000000000/1h");
+  RedisServer* source = cluster_->PrimaryOf(0);  // redis-cli takes the lowest slots first
+  ASSERT_NE(source, nullptr);
+  RedisServer* target = nullptr;
+  for (int port : cluster_->PrimaryPorts()) {
+    for (auto& node : cluster_->nodes()) {
+      if (node->port() == port && port != source->port()) target = node.get();
+    }
+  }
+  ASSERT_NE(target, nullptr);
+  constexpr int kMovedSlots = 300;
+  std::vector<std::string> keys;
+  for (int i = 0; keys.size() < 60; ++i) {
+    const std::string key = fmt::format("client-{}", i);
+    if (redis::SlotOf(FixedWindowKey(key)) < kMovedSlots) keys.push_back(key);
+  }
+  auto load = std::make_unique<Load>(*store, keys, policy);
+  const std::string out =
+      source->Cli({"--cluster", "reshard", fmt::format("127.0.0.1:{}", source->port()),
+                   "--cluster-from", NodeId(*source), "--cluster-to", NodeId(*target),
+                   "--cluster-slots", std::to_string(kMovedSlots), "--cluster-yes"});
+  const std::int64_t decisions_at_move = load->decisions();
+  const auto more_by = Steady::now() + std::chrono::seconds(10);
+  while (load->decisions() < decisions_at_move + 500 && Steady::now() < more_by) {
+    std::this_thread::yield();
+  }
+  load->Stop();
+  ASSERT_EQ(cluster_->PrimaryOf(0), target) << out;
+  EXPECT_EQ(load->failures(), 0);
+  EXPECT_GT(store->redis_stats().moved, 0u);
+  ExpectStoredCountsMatch(*store, policy, load->allowed(), keys);
+  std::printf("resharded %d slots under load: %lld decisions, %llu MOVED, %llu ASK\n", kMovedSlots,
+              static_cast<long long>(load->decisions()),
+              static_cast<unsigned long long>(store->redis_stats().moved),
+              static_cast<unsigned long long>(store->redis_stats().asked));
+}
+
+}  // namespace
+}  // namespace floodgate::testing
