@@ -43,6 +43,7 @@ bench: build
 	$(BUILD)/floodgate bench --policy gcra:1000/1s --keys 100000 --zipf 1.1 --threads 2 --duration 3s
 	python3 bench/redis_bench.py --floodgate $(BUILD)/floodgate --lua lua --out bench/results
 	python3 bench/http_bench.py --floodgate $(BUILD)/floodgate --out bench/results
+	python3 bench/cluster_bench.py --floodgate $(BUILD)/floodgate --out bench/results
 	$(BUILD)/bench/json_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 
 format:

@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""make bench, Redis Cluster part: `floodgate bench` on a 3-primary Redis Cluster next to
+the same run on one standalone redis-server, in the same process tree, with the ratio.
+
+Each round runs standalone and cluster back to back (alternating which goes first),
+batching off (batch=1) and on (batch=64), gcra over 100,000 keys. Besides decisions/s,
+it reads the CPU time every redis-server and the client used (from /proc), so the cost
+of a decision on a node and in the client can be written down per decision: that is
+what tells how throughput scales with primaries on machines with cores to spare
+(docs/scaling.md). Everything runs on free loopback ports and is stopped at the end.
+The cluster has no replicas here: on 2 cores their replication traffic would only
+take CPU from the primaries being measured.
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def port_free(port):
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def cluster_port():
+    # The cluster bus listens on port + 10000: both must be free.
+    for _ in range(200):
+        port = random.randint(20000, 29999)
+        if port_free(port) and port_free(port + 10000):
+            return port
+    raise SystemExit("no free port pair for a cluster node")
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
+
+
+class Server:
+    def __init__(self, work, cluster):
+        self.port = cluster_port() if cluster else None
+        if not cluster:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                self.port = s.getsockname()[1]
+        self.dir = tempfile.mkdtemp(prefix="node-", dir=work)
+        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
+                self.dir, "--save", "", "--appendonly", "no", "--logfile", "log"]
+        if cluster:
+            args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                     "--cluster-node-timeout", "2000"]
+        self.proc = subprocess.Popen(args)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            if self.cli("PING").strip() == "PONG":
+                return
+            time.sleep(0.05)
+        raise SystemExit("redis-server did not start")
+
+    def cli(self, *args):
+        return subprocess.run(["redis-cli", "-p", str(self.port), *args], capture_output=True,
+                              text=True).stdout
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def bench(binary, url, duration, pids):
+    before = {pid: cpu_seconds(pid) for pid in pids}
+    start = os.times()
+    out = subprocess.run([binary, "bench", "--store", url, "--policy", "gcra:1000/1s", "--keys",
+                          "100000", "--threads", "1", "--concurrency", "128", "--duration",
+                          duration, "--json"], capture_output=True, text=True, check=True).stdout
+    end = os.times()
+    result = json.loads(out)
+    if result["errors"] or result["degraded"]:
+        raise SystemExit(f"floodgate bench reported errors: {out}")
+    n = result["decisions"]
+    result["server_us"] = sum(cpu_seconds(pid) - before[pid] for pid in pids) / n * 1e6
+    result["client_us"] = ((end.children_user - start.children_user) +
+                           (end.children_system - start.children_system)) / n * 1e6
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--floodgate", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--duration", default="3s")
+    args = parser.parse_args()
+
+    work = tempfile.mkdtemp(prefix="floodgate-cluster-bench-")
+    servers = []
+    try:
+        standalone = Server(work, cluster=False)
+        servers.append(standalone)
+        nodes = [Server(work, cluster=True) for _ in range(3)]
+        servers += nodes
+        out = subprocess.run(["redis-cli", "--cluster", "create",
+                              *[f"127.0.0.1:{n.port}" for n in nodes], "--cluster-yes"],
+                             capture_output=True, text=True).stdout
+        if "All 16384 slots covered" not in out:
+            raise SystemExit(f"redis-cli --cluster create failed:\n{out}")
+        deadline = time.time() + 20
+        while not all("cluster_state:ok" in n.cli("CLUSTER", "INFO") for n in nodes):
+            if time.time() > deadline:
+                raise SystemExit("the cluster did not become healthy")
+            time.sleep(0.1)
+
+        urls = {"standalone": f"redis://127.0.0.1:{standalone.port}",
+                "cluster": "redis-cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in nodes)}
+        pids = {"standalone": [standalone.proc.pid], "cluster": [n.proc.pid for n in nodes]}
+        rows = []
+        for batch in (1, 64):
+            runs = {"standalone": [], "cluster": []}
+            ratios = []
+            for r in range(args.rounds):
+                order = ["standalone", "cluster"] if r % 2 == 0 else ["cluster", "standalone"]
+                got = {}
+                for store in order:
+                    got[store] = bench(args.floodgate,
+                                       f"{urls[store]}?batch={batch}&denial_cache=0us&timeout=1s",
+                                       args.duration, pids[store])
+                    runs[store].append(got[store])
+                ratios.append(got["cluster"]["decisions_per_sec"] /
+                              got["standalone"]["decisions_per_sec"])
+            row = {"batch": batch, "ratio": statistics.median(ratios)}
+            for store in runs:
+                row[store] = {k: statistics.median(x[k] for x in runs[store])
+                              for k in ("decisions_per_sec", "p50_us", "p99_us", "server_us",
+                                        "client_us")}
+            rows.append(row)
+            print(f"  batch={batch:<3} standalone {row['standalone']['decisions_per_sec']:>9.0f}/s"
+                  f"  cluster {row['cluster']['decisions_per_sec']:>9.0f}/s"
+                  f"  ratio {row['ratio']:.2f}", file=sys.stderr)
+    finally:
+        for s in servers:
+            s.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    md = [f"### Redis Cluster ({time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores shared by "
+          "the client and every redis-server)\n",
+          f"`floodgate bench --policy gcra:1000/1s --keys 100000 --threads 1 --concurrency 128 "
+          f"-d {args.duration}`, denial cache off, on one redis-server and on a 3-primary "
+          "cluster (no replicas), back to back in each round; medians of "
+          f"{args.rounds} rounds, ratios within a round. CPU per decision from /proc: all "
+          "redis-servers together, and the client process.\n",
+          "| batch | store | decisions/s | p50 | p99 | redis CPU / decision | client CPU / decision "
+          "| cluster / standalone |",
+          "|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for row in rows:
+        for store in ("standalone", "cluster"):
+            r = row[store]
+            md.append(f"| {row['batch']} | {store} | {r['decisions_per_sec']:,.0f} | "
+                      f"{r['p50_us']:.0f} µs | {r['p99_us']:.0f} µs | {r['server_us']:.2f} µs | "
+                      f"{r['client_us']:.2f} µs | "
+                      f"{'**%.2f**' % row['ratio'] if store == 'cluster' else ''} |")
+    text = "\n".join(md) + "\n"
+    print(text)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "cluster.md"), "w") as f:
+        f.write(text)
+    with open(os.path.join(args.out, "cluster.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
