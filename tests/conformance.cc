@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <nlohmann/json.hpp>
 
 namespace floodgate::testing {
@@ -35,6 +36,24 @@ std::vector<VectorCase> LoadAllVectors() {
     }
   }
   return cases;
+}
+
+void RunCaseInFlight(Store& store, const VectorCase& c, const std::string& key_prefix) {
+  auto policy = Policy::Parse(c.policy);
+  ASSERT_TRUE(policy.ok()) << c.policy << ": " << policy.status();
+  std::vector<std::promise<absl::StatusOr<Decision>>> results(c.steps.size());
+  std::vector<std::string> keys;
+  for (const auto& step : c.steps) keys.push_back(key_prefix + step.key);
+  for (std::size_t i = 0; i < c.steps.size(); ++i) {
+    store.DecideAsync(
+        {keys[i], *policy, c.steps[i].cost, TimePoint(std::chrono::microseconds(c.steps[i].t))},
+        [&results, i](absl::StatusOr<Decision> d) { results[i].set_value(std::move(d)); });
+  }
+  for (std::size_t i = 0; i < c.steps.size(); ++i) {
+    const auto got = results[i].get_future().get();
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, c.steps[i].expect) << c.file << " / " << c.name << ", step " << i + 1;
+  }
 }
 
 void RunCase(Store& store, const VectorCase& c, const std::string& key_prefix) {

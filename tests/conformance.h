@@ -33,4 +33,8 @@ std::vector<VectorCase> LoadAllVectors();
 // Records a gtest failure, naming the step, for every field that differs.
 void RunCase(Store& store, const VectorCase& c, const std::string& key_prefix);
 
+// The same, with every step submitted at once (DecideAsync) before any answer is read:
+// an asynchronous store batches them, and each decision must still see the ones before.
+void RunCaseInFlight(Store& store, const VectorCase& c, const std::string& key_prefix);
+
 }  // namespace floodgate::testing

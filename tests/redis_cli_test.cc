@@ -21,18 +21,14 @@
 namespace floodgate::testing {
 namespace {
 
-// Runs `floodgate bench` on one key from 4 processes at once; returns the total admitted.
 std::string RunCommand(const std::string& command) {
-  std::string out;
-  if (std::FILE* pipe = popen(command.c_str(), "r")) {
-    char buffer[4096];
-    std::size_t n;
-    while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
-    EXPECT_EQ(pclose(pipe), 0) << command;
-  }
+  int status = 0;
+  std::string out = RunShell(command, &status);
+  EXPECT_EQ(status, 0) << command;
   return out;
 }
 
+// Runs `floodgate bench` on one key from 4 processes at once; returns the total admitted.
 // `url` ends in a query, so options can be appended with '&'.
 std::int64_t AdmittedByFourProcesses(const std::string& url, const std::string& policy,
                                      const std::string& prefix) {

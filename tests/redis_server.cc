@@ -10,10 +10,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <filesystem>
 #include <random>
 #include <sstream>
@@ -64,18 +64,20 @@ bool PortIsFree(int port) {
   return free;
 }
 
-std::string Run(const std::string& command) {
+}  // namespace
+
+std::string RunShell(const std::string& command, int* status) {
   std::string out;
+  int exit_status = -1;
   if (std::FILE* pipe = popen(command.c_str(), "r")) {
     char buffer[4096];
     std::size_t n;
     while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
-    pclose(pipe);
+    exit_status = pclose(pipe);
   }
+  if (status != nullptr) *status = exit_status;
   return out;
 }
-
-}  // namespace
 
 int FreeLoopbackPort() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -190,7 +192,7 @@ std::string RedisServer::Cli(const std::vector<std::string>& args) const {
   std::string command = fmt::format("redis-cli -h 127.0.0.1 -p {}", port_);
   for (const auto& a : args) command += " " + ShellQuote(a);
   command += " 2>&1";
-  return Run(command);
+  return RunShell(command);
 }
 
 // ---- RedisCluster ----------------------------------------------------------------------
@@ -205,7 +207,7 @@ std::unique_ptr<RedisCluster> RedisCluster::Start(int primaries) {
     cluster->nodes_.push_back(std::move(node));
   }
   create += " --cluster-replicas 1 --cluster-yes 2>&1";
-  const std::string out = Run(create);
+  const std::string out = RunShell(create);
   if (out.find("[OK] All 16384 slots covered") == std::string::npos) {
     ADD_FAILURE() << "redis-cli --cluster create failed:\n" << out;
     return nullptr;
@@ -250,7 +252,8 @@ std::vector<RedisCluster::NodeLine> RedisCluster::Nodes(const RedisServer& asked
       if (range.starts_with('[')) continue;  // a slot being migrated
       const std::size_t dash = range.find('-');
       const int first = std::atoi(range.substr(0, dash).c_str());
-      const int last = dash == std::string::npos ? first : std::atoi(range.substr(dash + 1).c_str());
+      const int last =
+          dash == std::string::npos ? first : std::atoi(range.substr(dash + 1).c_str());
       node.slots.emplace_back(first, last);
     }
     lines.push_back(std::move(node));
@@ -285,6 +288,23 @@ std::vector<int> RedisCluster::PrimaryPorts() {
     break;
   }
   return ports;
+}
+
+std::vector<RedisServer*> RedisCluster::Primaries() {
+  std::vector<RedisServer*> primaries;
+  for (int port : PrimaryPorts()) {
+    for (auto& node : nodes_) {
+      if (node->port() == port) primaries.push_back(node.get());
+    }
+  }
+  return primaries;
+}
+
+RedisServer* RedisCluster::AnotherPrimary(const RedisServer& other) {
+  for (RedisServer* primary : Primaries()) {
+    if (primary != &other) return primary;
+  }
+  return nullptr;
 }
 
 bool RedisCluster::WaitHealthy(std::chrono::milliseconds limit) {

@@ -50,6 +50,9 @@ class RedisServer {
 // A free TCP port on 127.0.0.1 (bound and released; the caller binds it next).
 int FreeLoopbackPort();
 
+// Runs `command` through the shell; returns its stdout, and its exit status in `status`.
+std::string RunShell(const std::string& command, int* status = nullptr);
+
 // A Redis Cluster of real redis-server processes on loopback: `primaries` primaries with
 // one replica each, joined by `redis-cli --cluster create`, a short node timeout so that
 // failovers take about a second. Torn down by PID.
@@ -64,6 +67,9 @@ class RedisCluster {
   RedisServer* PrimaryOf(int slot);
   // Ports of the nodes that are primaries and own slots now.
   std::vector<int> PrimaryPorts();
+  std::vector<RedisServer*> Primaries();
+  // A primary owning slots, other than `other`.
+  RedisServer* AnotherPrimary(const RedisServer& other);
   // Every live node reports cluster_state:ok and agrees on who serves every slot;
   // polled until `limit`.
   bool WaitHealthy(std::chrono::milliseconds limit);

@@ -80,22 +80,7 @@ TEST_F(RedisTest, ConformanceVectorsBatched) {
   ASSERT_NE(store, nullptr);
   const auto cases = LoadAllVectors();
   for (std::size_t c = 0; c < cases.size(); ++c) {
-    const VectorCase& vc = cases[c];
-    const Policy policy = *Policy::Parse(vc.policy);
-    std::vector<std::promise<absl::StatusOr<Decision>>> results(vc.steps.size());
-    std::vector<std::string> keys;
-    for (const auto& step : vc.steps) keys.push_back(fmt::format("b{}:{}", c, step.key));
-    for (std::size_t i = 0; i < vc.steps.size(); ++i) {
-      store->DecideAsync(
-          {keys[i], policy, vc.steps[i].cost, TimePoint(microseconds(vc.steps[i].t))},
-          [&results, i](absl::StatusOr<Decision> d) { results[i].set_value(std::move(d)); });
-    }
-    for (std::size_t i = 0; i < vc.steps.size(); ++i) {
-      const auto got = results[i].get_future().get();
-      ASSERT_TRUE(got.ok()) << got.status();
-      const Decision& want = vc.steps[i].expect;
-      EXPECT_EQ(*got, want) << vc.file << " / " << vc.name << ", step " << i + 1;
-    }
+    RunCaseInFlight(*store, cases[c], fmt::format("b{}:", c));
   }
   EXPECT_GT(store->redis_stats().batched_decisions, 300u);
   EXPECT_EQ(store->redis_stats().degraded, 0u);

@@ -74,9 +74,9 @@ struct RedisStats {
   std::uint64_t reconnects = 0;
   bool breaker_open = false;  // on any node
   // Redis Cluster only.
-  std::uint64_t moved = 0;       // MOVED redirects followed (the slot map was stale)
-  std::uint64_t asked = 0;       // ASK redirects followed (a slot being migrated)
-  std::uint64_t retried = 0;     // TRYAGAIN / CLUSTERDOWN answers retried
+  std::uint64_t moved = 0;               // MOVED redirects followed (the slot map was stale)
+  std::uint64_t asked = 0;               // ASK redirects followed (a slot being migrated)
+  std::uint64_t retried = 0;             // TRYAGAIN / CLUSTERDOWN answers retried
   std::uint64_t topology_refreshes = 0;  // CLUSTER SLOTS asked
   std::size_t nodes = 0;                 // primaries in the current slot map
 };

@@ -218,11 +218,11 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
       written = 0;
     }
     if (ec || written == out_.size()) return AfterWrite(ec, close, keep_alive);
-    asio::async_write(socket_, asio::buffer(out_) + written,
-                      [self = shared_from_this(), close, keep_alive](beast::error_code ec,
-                                                                     std::size_t) {
-                        self->AfterWrite(ec, close, keep_alive);
-                      });
+    asio::async_write(
+        socket_, asio::buffer(out_) + written,
+        [self = shared_from_this(), close, keep_alive](beast::error_code ec, std::size_t) {
+          self->AfterWrite(ec, close, keep_alive);
+        });
   }
 
   void AfterWrite(beast::error_code ec, bool close, bool keep_alive) {

@@ -83,8 +83,7 @@ std::optional<Redirect> ParseRedirect(std::string_view error) {
   std::string_view host = address.substr(0, colon);
   if (host.starts_with('[') && host.ends_with(']')) host = host.substr(1, host.size() - 2);
   redirect.target.host = std::string(host);
-  if (!ParseDecimal(address.substr(colon + 1), redirect.target.port) ||
-      redirect.target.port == 0) {
+  if (!ParseDecimal(address.substr(colon + 1), redirect.target.port) || redirect.target.port == 0) {
     return std::nullopt;
   }
   return redirect;

@@ -97,10 +97,10 @@ struct PendingDecision {
   Steady::time_point deadline;
   DecisionCallback done;
   bool answered = false;
-  int slot = 0;             // Redis Cluster: the key's slot
-  Node* node = nullptr;     // where it was sent (whose breaker its outcome feeds)
-  int redirects = 0;        // MOVED / ASK / TRYAGAIN followed so far
-  bool alone = false;       // sent in a call of its own (after TRYAGAIN on a batch)
+  int slot = 0;          // Redis Cluster: the key's slot
+  Node* node = nullptr;  // where it was sent (whose breaker its outcome feeds)
+  int redirects = 0;     // MOVED / ASK / TRYAGAIN followed so far
+  bool alone = false;    // sent in a call of its own (after TRYAGAIN on a batch)
 };
 using PendingPtr = std::shared_ptr<PendingDecision>;
 
@@ -138,7 +138,9 @@ struct Lane {
 struct Node {
   Node(RedisEndpoint endpoint, std::string describe, int threshold,
        std::chrono::microseconds open_for)
-      : endpoint(std::move(endpoint)), describe(std::move(describe)), breaker(threshold, open_for) {}
+      : endpoint(std::move(endpoint)),
+        describe(std::move(describe)),
+        breaker(threshold, open_for) {}
   const RedisEndpoint endpoint;
   const std::string describe;  // for messages
   std::vector<std::unique_ptr<Lane>> lanes;
@@ -225,10 +227,10 @@ class RedisStore::Impl {
       for (auto& node : nodes_) StartNode(*node);
     });
     std::unique_lock lock(start_mu_);
-    const bool settled = start_cv_.wait_for(
-        lock, options_.connect_timeout + std::chrono::seconds(1), [this] {
-          if (options_.cluster) return cluster_settled_ || !topology_error_.ok() ||
-                                       failed_lanes_ >= seeds_.size();
+    const bool settled =
+        start_cv_.wait_for(lock, options_.connect_timeout + std::chrono::seconds(1), [this] {
+          if (options_.cluster)
+            return cluster_settled_ || !topology_error_.ok() || failed_lanes_ >= seeds_.size();
           return ready_lanes_ > 0 || failed_lanes_ >= nodes_.front()->lanes.size();
         });
     if (options_.cluster) {
@@ -472,8 +474,8 @@ class RedisStore::Impl {
   void OnDown(Lane& lane, const absl::Status& status) {
     if (lane.ready.exchange(false)) ++stats_.reconnects;
     // A lost primary may have been replaced: look at the topology again.
-    if (options_.cluster && std::find(owner_nodes_.begin(), owner_nodes_.end(), &lane.node) !=
-                                owner_nodes_.end()) {
+    if (options_.cluster &&
+        std::find(owner_nodes_.begin(), owner_nodes_.end(), &lane.node) != owner_nodes_.end()) {
       RequestRefresh();
     }
     {
@@ -541,9 +543,9 @@ class RedisStore::Impl {
       Node* node = owners_[pending->slot];
       if (node == nullptr) {
         RequestRefresh();
-        Complete(*pending, absl::UnavailableError(fmt::format(
-                               "redis cluster {}: no primary serves slot {}",
-                               options_.Describe(), pending->slot)));
+        Complete(*pending,
+                 absl::UnavailableError(fmt::format("redis cluster {}: no primary serves slot {}",
+                                                    options_.Describe(), pending->slot)));
         continue;
       }
       pending->node = node;
@@ -684,10 +686,10 @@ class RedisStore::Impl {
     for (auto& pending : queued) {
       if (pending->answered) continue;
       if (!lane.connection->ready()) {
-        Complete(*pending, absl::UnavailableError(options_.cluster ? fmt::format(
-                                                      "redis at {} is not connected",
-                                                      lane.node.describe)
-                                                                   : LastError()));
+        Complete(*pending, absl::UnavailableError(
+                               options_.cluster
+                                   ? fmt::format("redis at {} is not connected", lane.node.describe)
+                                   : LastError()));
       } else if (now >= pending->deadline) {
         Complete(*pending, TimeoutError());
       } else {
@@ -832,10 +834,10 @@ class RedisStore::Impl {
           }
           if (text.starts_with("CLUSTERDOWN")) RequestRefresh();
           auto timer = std::make_shared<asio::steady_timer>(io_, kRetryDelay);
-          timer->async_wait([this, timer, chunk = std::move(chunk)](
-                                const boost::system::error_code& ec) mutable {
-            if (!ec) Reroute(std::move(chunk));
-          });
+          timer->async_wait(
+              [this, timer, chunk = std::move(chunk)](const boost::system::error_code& ec) mutable {
+                if (!ec) Reroute(std::move(chunk));
+              });
           return;
         }
       }
