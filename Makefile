@@ -3,6 +3,7 @@
 
 BUILD      ?= build
 TSAN_BUILD ?= build-tsan
+ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
@@ -24,30 +25,39 @@ build: deps $(BUILD)/build.ninja
 run: build
 	$(BUILD)/floodgate serve
 
-# The concurrency tests are also built with ThreadSanitizer in their own tree; CTest in
-# the main tree runs that binary too, so one summary line covers everything.
+# Every test three times: in the optimised tree (all of them, browser and nginx
+# included), in an AddressSanitizer + UndefinedBehaviorSanitizer tree built with clang
+# (which also runs each libFuzzer harness for FUZZ_SECONDS from its seed corpus), and in
+# a ThreadSanitizer tree. Any sanitizer report fails its test. The sanitizer trees skip
+# what does not exercise our code under the sanitizer: the packaging test (it builds an
+# outside project against the installed library) and the browser test.
+SANITIZED_SKIP = embed_example|demo_page_e2e
+SANITIZER_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+  -DFLOODGATE_BUILD_BENCH=OFF
+FUZZ_SECONDS ?= 25
 test: deps
-	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DFLOODGATE_SANITIZE=thread -DFLOODGATE_BUILD_BENCH=OFF
-	cmake --build $(TSAN_BUILD) -j $(JOBS) --target concurrency_test
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DFLOODGATE_TSAN_BINARY=$(CURDIR)/$(TSAN_BUILD)/tests/concurrency_test $(CMAKE_ARGS)
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS)
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	CXX=clang++ cmake -S . -B $(ASAN_BUILD) -G Ninja $(SANITIZER_FLAGS) \
+	  -DFLOODGATE_SANITIZE=address,undefined -DFLOODGATE_FUZZ=ON \
+	  -DFLOODGATE_FUZZ_SECONDS=$(FUZZ_SECONDS)
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -E '$(SANITIZED_SKIP)'
+	cmake -S . -B $(TSAN_BUILD) -G Ninja $(SANITIZER_FLAGS) -DFLOODGATE_SANITIZE=thread
+	cmake --build $(TSAN_BUILD) -j $(JOBS)
+	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  ctest --output-on-failure -j $(JOBS) -E '$(SANITIZED_SKIP)'
 
-# Benchmarks: results go to bench/results/ (tables also printed).
+# Benchmarks: every comparison (about 12 minutes on 2 cores), then the 10-minute soak,
+# then bench/results/latest.md with tables and charts. bench/report.py says what each
+# part measures; `python3 bench/report.py --no-soak` runs the comparisons alone.
 bench: build
-	@mkdir -p bench/results
-	$(BUILD)/bench/memory_bench --rounds 5 --seconds 0.5 \
-	  --markdown bench/results/memory.md --csv bench/results/memory.csv
-	$(BUILD)/floodgate bench --policy gcra:1000/1s --keys 100000 --zipf 1.1 --threads 2 --duration 3s
-	python3 bench/redis_bench.py --floodgate $(BUILD)/floodgate --lua lua --out bench/results
-	python3 bench/http_bench.py --floodgate $(BUILD)/floodgate --out bench/results
-	python3 bench/cluster_bench.py --floodgate $(BUILD)/floodgate --out bench/results
-	$(BUILD)/bench/json_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+	python3 bench/report.py --build $(BUILD) --out bench/results
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(TSAN_BUILD) $(ASAN_BUILD)

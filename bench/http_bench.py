@@ -6,6 +6,8 @@ Every request carries a random client id out of 100,000 (X-Client-Id), so each s
 keeps 100,000 limiter keys. nginx answers from its limit_req shared-memory zone
 (`return 200`, no upstream): the C baseline. floodgate answers /v1/authz (a GET, as
 nginx's auth_request sends) and /v1/check (a JSON POST), on memory:// and on Redis.
+Express with rate-limiter-flexible on the same Redis (bench/express, what a Node user
+would deploy; installed here with `npm ci`) answers the same /v1/authz requests.
 Each round runs nginx and floodgate back to back with the same wrk settings; ratios are
 taken within a round, and the median of the rounds is reported with the p99 latency.
 Everything runs on free loopback ports and is stopped at the end.
@@ -142,6 +144,16 @@ http {{
         with open(fg_conf, "w") as f:
             f.write("rules:\n  - name: api\n    match: {path_prefix: /api}\n"
                     "    identify: header:X-Client-Id\n    policy: gcra:1000/1s,burst=1000\n")
+        express_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "express")
+        if not os.path.isdir(os.path.join(express_dir, "node_modules")):
+            subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--silent"], cwd=express_dir,
+                           check=True, stdout=subprocess.DEVNULL)
+        express_port = free_port()
+        express = subprocess.Popen(["node", "server.js", str(express_port), str(redis_port)],
+                                   cwd=express_dir, stdout=subprocess.DEVNULL)
+        procs.append(express)
+        wait_port(express_port, express, "express")
+
         servers = {}
         for store in ("memory://", f"redis://127.0.0.1:{redis_port}"):
             port = free_port()
@@ -154,29 +166,31 @@ http {{
             servers["memory" if store.startswith("memory") else "redis"] = port
 
         rows = {}
-        for store, port in servers.items():
-            for endpoint in ("authz", "check"):
-                base, ours, ratios = [], [], []
-                for r in range(args.rounds):
-                    # Alternate which side runs first, so neither always gets a warmer machine.
-                    if r % 2 == 0:
-                        n = wrk(nginx_port, scripts["nginx"], args)
-                        f = wrk(port, scripts[endpoint], args)
-                    else:
-                        f = wrk(port, scripts[endpoint], args)
-                        n = wrk(nginx_port, scripts["nginx"], args)
-                    base.append(n)
-                    ours.append(f)
-                    ratios.append(f["rps"] / n["rps"])
-                row = dict(nginx_rps=statistics.median(x["rps"] for x in base),
-                           nginx_p99=statistics.median(x["p99_us"] for x in base),
-                           rps=statistics.median(x["rps"] for x in ours),
-                           p99=statistics.median(x["p99_us"] for x in ours),
-                           ratio=statistics.median(ratios),
-                           non2xx=sum(x["non2xx"] for x in ours))
-                rows[(store, endpoint)] = row
-                print(f"  {store:<6} /v1/{endpoint:<5} {row['rps']:>9.0f} req/s (p99 {row['p99']:.0f} us)"
-                      f"  nginx {row['nginx_rps']:>9.0f} req/s  ratio {row['ratio']:.2f}", file=sys.stderr)
+        targets = [(store, port, endpoint) for store, port in servers.items()
+                   for endpoint in ("authz", "check")]
+        targets.append(("express+redis", express_port, "authz"))
+        for store, port, endpoint in targets:
+            base, ours, ratios = [], [], []
+            for r in range(args.rounds):
+                # Alternate which side runs first, so neither always gets a warmer machine.
+                if r % 2 == 0:
+                    n = wrk(nginx_port, scripts["nginx"], args)
+                    f = wrk(port, scripts[endpoint], args)
+                else:
+                    f = wrk(port, scripts[endpoint], args)
+                    n = wrk(nginx_port, scripts["nginx"], args)
+                base.append(n)
+                ours.append(f)
+                ratios.append(f["rps"] / n["rps"])
+            row = dict(nginx_rps=statistics.median(x["rps"] for x in base),
+                       nginx_p99=statistics.median(x["p99_us"] for x in base),
+                       rps=statistics.median(x["rps"] for x in ours),
+                       p99=statistics.median(x["p99_us"] for x in ours),
+                       ratio=statistics.median(ratios),
+                       non2xx=sum(x["non2xx"] for x in ours))
+            rows[(store, endpoint)] = row
+            print(f"  {store:<13} /v1/{endpoint:<5} {row['rps']:>9.0f} req/s (p99 {row['p99']:.0f} us)"
+                  f"  nginx {row['nginx_rps']:>9.0f} req/s  ratio {row['ratio']:.2f}", file=sys.stderr)
     finally:
         for p in procs:
             p.terminate()
@@ -192,18 +206,31 @@ http {{
           f"out of {CLIENTS:,} per request; each server with {args.server_threads} worker thread(s). "
           "nginx: `limit_req` keyed by the client id, answering itself (the C baseline). "
           "floodgate: a rule identifying clients by the same header, `gcra:1000/1s,burst=1000`. "
+          "express+redis: Express 4 with rate-limiter-flexible's `RateLimiterRedis` (1000 "
+          "points per second) on the same Redis, one Node process. "
           f"Ratios are taken within each round; medians of {args.rounds} rounds. Target: >= 1.0x "
           "nginx on memory://.\n",
-          "| store | endpoint | floodgate req/s | p99 | nginx limit_req req/s | nginx p99 | ratio |",
+          "| server | endpoint | req/s | p99 | nginx limit_req req/s | nginx p99 | ratio to nginx |",
           "|---|---|---:|---:|---:|---:|---:|"]
     for (store, endpoint), r in rows.items():
-        md.append(f"| {store} | `/v1/{endpoint}` | {r['rps']:,.0f} | {r['p99']:.0f} µs | "
+        name = store if store.startswith("express") else f"floodgate {store}"
+        md.append(f"| {name} | `/v1/{endpoint}` | {r['rps']:,.0f} | {r['p99']:.0f} µs | "
                   f"{r['nginx_rps']:,.0f} | {r['nginx_p99']:.0f} µs | **{r['ratio']:.2f}** |")
+    ours, node = rows[("redis", "authz")], rows[("express+redis", "authz")]
+    md.append(f"\nOn the same Redis, floodgate `/v1/authz` answers {ours['rps'] / node['rps']:.2f}x "
+              f"the requests/s of Express + rate-limiter-flexible (ratio of the two ratios to "
+              f"nginx), p99 {ours['p99']:.0f} µs vs {node['p99']:.0f} µs.")
     text = "\n".join(md) + "\n"
     print(text)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "http.md"), "w") as f:
         f.write(text)
+    with open(os.path.join(args.out, "http.csv"), "w") as f:
+        f.write("server,endpoint,rps,p99_us,nginx_rps,nginx_p99_us,ratio_to_nginx\n")
+        for (store, endpoint), r in rows.items():
+            name = store if store.startswith("express") else f"floodgate {store}"
+            f.write(f"{name},/v1/{endpoint},{r['rps']:.0f},{r['p99']:.0f},{r['nginx_rps']:.0f},"
+                    f"{r['nginx_p99']:.0f},{r['ratio']:.4f}\n")
 
 
 if __name__ == "__main__":

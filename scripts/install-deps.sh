@@ -8,11 +8,11 @@ packages=(
   build-essential cmake ninja-build pkg-config
   # libraries (every dependency is a Debian package)
   libabsl-dev libfmt-dev libspdlog-dev libcli11-dev nlohmann-json3-dev libsimdjson-dev
-  libboost-dev libhiredis-dev libyaml-cpp-dev
-  # tests and benchmarks
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libboost-dev libhiredis-dev libyaml-cpp-dev libssl-dev
+  # tests and benchmarks (clang + its runtime: the libFuzzer harnesses; gnuplot: charts)
+  libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-dev gnuplot-nox
   # real servers the tests and benchmarks start themselves, and the bench driver
-  redis-server redis-tools python3 wrk curl
+  redis-server redis-tools python3 wrk curl openssl
 )
 # Programs that may come from more than one package: installed only when the command
 # is missing (a machine with another nginx build or its own Node keeps it).

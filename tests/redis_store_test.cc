@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
 
 #include <atomic>
 #include <barrier>
@@ -162,6 +163,55 @@ TEST_F(RedisTest, EveryKeyWrittenHasATtl) {
   const std::string count = server_->Cli(
       {"EVAL", "return #redis.call('KEYS', ARGV[1])", "0", "t:RedisTest.EveryKeyWrittenHasATtl:*"});
   EXPECT_EQ(count, "42\n");  // 7 keys x 6 algorithms
+}
+
+// ---- hostile keys --------------------------------------------------------------------
+
+// Client input only ever travels as a script argument: keys made of quotes, newlines,
+// NULs, RESP fragments and Lua code are stored under exactly their bytes, counted apart,
+// and never run.
+TEST_F(RedisTest, HostileKeysAreOnlyEverArguments) {
+  auto store = OpenRedis(Url("denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  server_->Cli({"SET", "canary", "1"});
+  const std::vector<std::string> keys = {
+      "quote\"'`",
+      "new\nline\r\n",
+      std::string("nul\0inside", 10),
+      std::string("\0", 1),
+      "*1\r\n$8\r\nFLUSHALL\r\n",
+      "\r\n*3\r\n$3\r\nSET\r\n$5\r\npwned\r\n$1\r\n1\r\n",
+      "]]) redis.call('SET', 'pwned', '1') --",
+      "'); redis.call('FLUSHALL'); --",
+      "KEYS[1]",
+      "ARGV[1]",
+      std::string(512, '\xff'),
+  };
+  const Policy policy = *Policy::Parse("fixed_window:2/1h");
+  for (const std::string& key : keys) {
+    for (int i = 0; i < 3; ++i) {
+      auto d = store->Decide({key, policy, 1, std::nullopt});
+      ASSERT_TRUE(d.ok()) << d.status();
+      EXPECT_FALSE(d->degraded);
+      EXPECT_EQ(d->allowed, i < 2) << "attempt " << i;  // each key counted on its own
+    }
+  }
+  redisContext* redis = redisConnect("127.0.0.1", server_->port());
+  ASSERT_TRUE(redis != nullptr && redis->err == 0);
+  const std::string prefix =
+      fmt::format("t:{}.{}:fw:", "RedisTest", "HostileKeysAreOnlyEverArguments");
+  for (const std::string& key : keys) {
+    const std::string stored = prefix + key;
+    const char* argv[] = {"EXISTS", stored.data()};
+    const std::size_t lengths[] = {6, stored.size()};
+    auto* reply = static_cast<redisReply*>(redisCommandArgv(redis, 2, argv, lengths));
+    ASSERT_NE(reply, nullptr);
+    EXPECT_EQ(reply->integer, 1) << "key stored under other bytes";
+    freeReplyObject(reply);
+  }
+  redisFree(redis);
+  EXPECT_EQ(server_->Cli({"EXISTS", "pwned"}), "0\n");
+  EXPECT_EQ(server_->Cli({"GET", "canary"}), "1\n");
 }
 
 // ---- failures ------------------------------------------------------------------------

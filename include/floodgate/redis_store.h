@@ -34,6 +34,13 @@ struct RedisStoreOptions {
   std::string user;      // ACL user; empty: the default user
   std::string password;  // empty: no AUTH
   int db = 0;
+  // TLS (rediss://, or tls=1): the server's certificate is verified against `tls_ca`
+  // (a PEM file) or else the system trust store (which honours SSL_CERT_FILE), and must
+  // name the host. A client certificate is sent when `tls_cert` and `tls_key` are given.
+  bool tls = false;
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
   std::string prefix = "fg:";  // store keys are <prefix><algorithm-tag>:<key>
   // No decision waits longer than this for Redis (then on_error answers).
   std::chrono::microseconds timeout = std::chrono::milliseconds(50);
@@ -57,6 +64,7 @@ struct RedisStoreOptions {
   // redis://[user:password@]host:port[/db][?timeout=50ms&on_error=local&connections=2
   //   &batch=64&prefix=fg:&connect_timeout=1s&denial_cache=10ms]
   // redis-cluster://[user:password@]host:port[,host:port...][?the same options]
+  // rediss://... (TLS), or tls=1; with ca=FILE, cert=FILE, key=FILE
   static absl::StatusOr<RedisStoreOptions> FromUrl(std::string_view url);
   // The URL with the password masked, for logs.
   std::string Describe() const;

@@ -48,7 +48,7 @@ void Connection::Stop() {
   timer_.cancel();
   resolver_.cancel();
   boost::system::error_code ignored;
-  socket_.close(ignored);
+  tcp().close(ignored);
   auto handlers = std::move(handlers_);
   handlers_.clear();
   sent_at_.clear();
@@ -58,6 +58,10 @@ void Connection::Stop() {
 void Connection::Connect() {
   state_ = State::kConnecting;
   const std::uint64_t generation = ++generation_;
+  // A TLS stream cannot be reused once it has failed: each attempt gets a new one.
+  if (options_.tls != nullptr) {
+    tls_ = std::make_unique<asio::ssl::stream<asio::ip::tcp::socket>>(io_, *options_.tls);
+  }
   timer_.expires_after(options_.connect_timeout);
   timer_.async_wait([this, generation](const boost::system::error_code& ec) {
     if (ec || generation != generation_) return;
@@ -71,19 +75,38 @@ void Connection::Connect() {
                             if (generation != generation_) return;
                             if (ec) return Fail(Unreachable(address(), ec));
                             asio::async_connect(
-                                socket_, results,
+                                tcp(), results,
                                 [this, generation](const boost::system::error_code& ec,
                                                    const asio::ip::tcp::endpoint&) {
                                   if (generation != generation_) return;
                                   if (ec) return Fail(Unreachable(address(), ec));
+                                  if (tls_) return Handshake();
                                   OnConnected();
                                 });
                           });
 }
 
+void Connection::Handshake() {
+  // The certificate must chain to the trusted CAs (verify_peer, set on the context) and
+  // name the host we dialled (a DNS name or an IP address in its subjectAltName).
+  boost::system::error_code ignored;
+  asio::ip::make_address(options_.host, ignored);
+  if (ignored) SSL_set_tlsext_host_name(tls_->native_handle(), options_.host.c_str());  // SNI
+  tls_->set_verify_callback(asio::ssl::host_name_verification(options_.host));
+  tls_->async_handshake(asio::ssl::stream_base::client, [this, generation = generation_](
+                                                            const boost::system::error_code& ec) {
+    if (generation != generation_) return;
+    if (ec) {
+      return Fail(absl::UnavailableError(
+          fmt::format("redis TLS handshake with {} failed: {}", address(), ec.message())));
+    }
+    OnConnected();
+  });
+}
+
 void Connection::OnConnected() {
   boost::system::error_code ignored;
-  socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+  tcp().set_option(asio::ip::tcp::no_delay(true), ignored);
   state_ = State::kHandshake;
   reader_.Reset();
   StartRead();
@@ -124,43 +147,51 @@ void Connection::StartWrite() {
   writing_.swap(pending_writes_);
   pending_writes_.clear();
   write_in_flight_ = true;
-  asio::async_write(
-      socket_, asio::buffer(writing_),
-      [this, generation = generation_](const boost::system::error_code& ec, std::size_t) {
-        if (generation != generation_) return;
-        write_in_flight_ = false;
-        writing_.clear();
-        if (ec) return Fail(Unreachable(address(), ec));
-        StartWrite();  // whatever queued up meanwhile, in one write
-      });
+  WithStream([this](auto& stream) {
+    asio::async_write(
+        stream, asio::buffer(writing_),
+        [this, generation = generation_](const boost::system::error_code& ec, std::size_t) {
+          if (generation != generation_) return;
+          write_in_flight_ = false;
+          writing_.clear();
+          if (ec) return Fail(Unreachable(address(), ec));
+          StartWrite();  // whatever queued up meanwhile, in one write
+        });
+  });
 }
 
 void Connection::StartRead() {
-  socket_.async_read_some(
-      asio::buffer(read_buffer_),
-      [this, generation = generation_](const boost::system::error_code& ec, std::size_t n) {
-        if (generation != generation_) return;
-        if (ec) return Fail(Unreachable(address(), ec));
-        if (absl::Status status = reader_.Feed(read_buffer_.data(), n); !status.ok()) {
-          return Fail(std::move(status));
-        }
-        while (true) {
-          absl::StatusOr<Reply> reply = reader_.Next();
-          if (!reply.ok()) return Fail(reply.status());
-          if (*reply == nullptr) break;
-          if (handlers_.empty()) {
-            return Fail(absl::InternalError(
-                fmt::format("redis at {} sent a reply nobody asked for", address())));
-          }
-          ReplyHandler handler = std::move(handlers_.front());
-          handlers_.pop_front();
-          sent_at_.pop_front();
-          const std::uint64_t before = generation_;
-          handler(std::move(reply));
-          if (generation_ != before) return;  // the handler failed this connection
-        }
-        StartRead();
-      });
+  WithStream([this](auto& stream) {
+    stream.async_read_some(
+        asio::buffer(read_buffer_),
+        [this, generation = generation_](const boost::system::error_code& ec, std::size_t n) {
+          if (generation != generation_) return;
+          if (ec) return Fail(Unreachable(address(), ec));
+          OnBytes(n);
+        });
+  });
+}
+
+void Connection::OnBytes(std::size_t n) {
+  if (absl::Status status = reader_.Feed(read_buffer_.data(), n); !status.ok()) {
+    return Fail(std::move(status));
+  }
+  while (true) {
+    absl::StatusOr<Reply> reply = reader_.Next();
+    if (!reply.ok()) return Fail(reply.status());
+    if (*reply == nullptr) break;
+    if (handlers_.empty()) {
+      return Fail(
+          absl::InternalError(fmt::format("redis at {} sent a reply nobody asked for", address())));
+    }
+    ReplyHandler handler = std::move(handlers_.front());
+    handlers_.pop_front();
+    sent_at_.pop_front();
+    const std::uint64_t before = generation_;
+    handler(std::move(reply));
+    if (generation_ != before) return;  // the handler failed this connection
+  }
+  StartRead();
 }
 
 void Connection::Fail(absl::Status status) {
@@ -168,7 +199,7 @@ void Connection::Fail(absl::Status status) {
   ++generation_;
   timer_.cancel();
   boost::system::error_code ignored;
-  socket_.close(ignored);
+  tcp().close(ignored);
   pending_writes_.clear();
   writing_.clear();
   write_in_flight_ = false;

@@ -5,11 +5,13 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,9 @@ struct ConnectionOptions {
   std::chrono::microseconds connect_timeout{1'000'000};
   std::chrono::microseconds reconnect_min{10'000};
   std::chrono::microseconds reconnect_max{500'000};
+  // TLS (rediss://) when set: certificates checked against the context's trust, and the
+  // server's certificate against `host`. Owned by the store; outlives the connection.
+  asio::ssl::context* tls = nullptr;
 };
 
 // One TCP connection to Redis, automatically pipelined: commands sent while a write is
@@ -71,9 +76,21 @@ class Connection {
   enum class State { kIdle, kConnecting, kHandshake, kReady, kBackoff, kStopped };
 
   void Connect();
+  void Handshake();
   void OnConnected();
+  asio::ip::tcp::socket& tcp() { return tls_ ? tls_->next_layer() : socket_; }
+  // Calls f with the byte stream: the TLS stream over the socket, or the socket.
+  template <class F>
+  void WithStream(F&& f) {
+    if (tls_) {
+      f(*tls_);
+    } else {
+      f(socket_);
+    }
+  }
   void StartWrite();
   void StartRead();
+  void OnBytes(std::size_t n);
   void Fail(absl::Status status);
   void ScheduleReconnect();
 
@@ -81,7 +98,8 @@ class Connection {
   ConnectionOptions options_;
   Hooks hooks_;
   asio::ip::tcp::resolver resolver_;
-  asio::ip::tcp::socket socket_;
+  asio::ip::tcp::socket socket_;  // plain TCP; with TLS the socket lives inside tls_
+  std::unique_ptr<asio::ssl::stream<asio::ip::tcp::socket>> tls_;  // new per connection
   asio::steady_timer timer_;  // connect timeout, then reconnect backoff
   State state_ = State::kIdle;
   std::uint64_t generation_ = 0;  // bumps per socket; stale completions are ignored

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <tuple>
 
 #include "common/strings.h"
 #include "floodgate/redis_store.h"
@@ -70,15 +71,23 @@ std::string FormatEndpoint(const std::string& host, std::uint16_t port) {
 }  // namespace
 
 absl::StatusOr<RedisStoreOptions> RedisStoreOptions::FromUrl(std::string_view url) {
-  constexpr std::string_view kScheme = "redis://";
-  constexpr std::string_view kClusterScheme = "redis-cluster://";
-  if (url.starts_with("rediss://")) return Bad(url, "TLS (rediss://) is not supported yet");
   RedisStoreOptions options;
-  options.cluster = url.starts_with(kClusterScheme);
-  if (!options.cluster && !url.starts_with(kScheme)) {
-    return Bad(url, "expected redis://host:port or redis-cluster://host:port[,host:port...]");
+  std::string_view rest;
+  for (const auto& [scheme, cluster, tls] :
+       {std::tuple{"redis://", false, false}, std::tuple{"rediss://", false, true},
+        std::tuple{"redis-cluster://", true, false}}) {
+    if (url.starts_with(scheme)) {
+      rest = url.substr(std::string_view(scheme).size());
+      options.cluster = cluster;
+      options.tls = tls;
+      break;
+    }
   }
-  std::string_view rest = url.substr(options.cluster ? kClusterScheme.size() : kScheme.size());
+  if (rest.data() == nullptr) {
+    return Bad(url,
+               "expected redis://host:port, rediss://host:port or "
+               "redis-cluster://host:port[,host:port...]");
+  }
   std::string_view query;
   if (const std::size_t q = rest.find('?'); q != std::string_view::npos) {
     query = rest.substr(q + 1);
@@ -169,14 +178,34 @@ absl::StatusOr<RedisStoreOptions> RedisStoreOptions::FromUrl(std::string_view ur
           }
         } else if (name == "prefix") {
           options.prefix = std::string(value);
+        } else if (name == "tls") {
+          if (value != "1" && value != "0") {
+            status = Bad(url, fmt::format("tls must be 1 or 0, got \"{}\"", value));
+          }
+          options.tls = value == "1";
+        } else if (name == "ca") {
+          options.tls_ca = std::string(value);
+        } else if (name == "cert") {
+          options.tls_cert = std::string(value);
+        } else if (name == "key") {
+          options.tls_key = std::string(value);
         } else {
-          status = Bad(url, fmt::format("unknown option \"{}\" (known: timeout, connect_timeout, "
-                                        "on_error, connections, batch, prefix, denial_cache)",
-                                        name));
+          status = Bad(
+              url,
+              fmt::format("unknown option \"{}\" (known: timeout, connect_timeout, "
+                          "on_error, connections, batch, prefix, denial_cache, tls, ca, cert, key)",
+                          name));
         }
         return status;
       });
   if (!query_status.ok()) return query_status;
+  if (!options.tls &&
+      (!options.tls_ca.empty() || !options.tls_cert.empty() || !options.tls_key.empty())) {
+    return Bad(url, "ca, cert and key are TLS options: use rediss:// (or tls=1)");
+  }
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    return Bad(url, "a client certificate needs both cert= and key=");
+  }
   return options;
 }
 
@@ -186,13 +215,16 @@ std::string RedisStoreOptions::Describe() const {
     auth = user + (password.empty() ? "" : ":***") + "@";
   else if (!password.empty())
     auth = "***@";
-  if (!cluster) return fmt::format("redis://{}{}/{}", auth, FormatEndpoint(host, port), db);
+  if (!cluster) {
+    return fmt::format("{}://{}{}/{}", tls ? "rediss" : "redis", auth, FormatEndpoint(host, port),
+                       db);
+  }
   std::string hosts;
   for (const RedisEndpoint& seed : seeds) {
     if (!hosts.empty()) hosts += ',';
     hosts += FormatEndpoint(seed.host, seed.port);
   }
-  return fmt::format("redis-cluster://{}{}", auth, hosts);
+  return fmt::format("redis-cluster://{}{}{}", auth, hosts, tls ? "?tls=1" : "");
 }
 
 }  // namespace floodgate

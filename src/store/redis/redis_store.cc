@@ -19,6 +19,7 @@
 #include "store/redis/breaker.h"
 #include "store/redis/cluster.h"
 #include "store/redis/connection.h"
+#include "store/redis/decode.h"
 #include "store/redis/denial_cache.h"
 #include "store/redis/lua_sources.h"
 
@@ -162,10 +163,40 @@ struct Node {
 
 }  // namespace
 
+// The TLS settings every connection shares; file errors surface here, at Open.
+absl::StatusOr<std::unique_ptr<asio::ssl::context>> MakeTlsContext(const RedisStoreOptions& o) {
+  auto context = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
+  boost::system::error_code ec;
+  context->set_verify_mode(asio::ssl::verify_peer, ec);
+  if (o.tls_ca.empty()) {
+    context->set_default_verify_paths(ec);  // the system store; honours SSL_CERT_FILE
+  } else {
+    context->load_verify_file(o.tls_ca, ec);
+    if (ec) {
+      return absl::InvalidArgumentError(
+          fmt::format("cannot read the CA file \"{}\": {}", o.tls_ca, ec.message()));
+    }
+  }
+  if (!o.tls_cert.empty()) {
+    context->use_certificate_chain_file(o.tls_cert, ec);
+    if (ec) {
+      return absl::InvalidArgumentError(
+          fmt::format("cannot read the client certificate \"{}\": {}", o.tls_cert, ec.message()));
+    }
+    context->use_private_key_file(o.tls_key, asio::ssl::context::pem, ec);
+    if (ec) {
+      return absl::InvalidArgumentError(
+          fmt::format("cannot read the client key \"{}\": {}", o.tls_key, ec.message()));
+    }
+  }
+  return context;
+}
+
 class RedisStore::Impl {
  public:
-  explicit Impl(RedisStoreOptions options)
+  Impl(RedisStoreOptions options, std::unique_ptr<asio::ssl::context> tls)
       : options_(std::move(options)),
+        tls_(std::move(tls)),
         work_(asio::make_work_guard(io_)),
         denials_(options_.denial_cache_size),
         refresh_timer_(io_),
@@ -374,6 +405,7 @@ class RedisStore::Impl {
     connection.connect_timeout = options_.connect_timeout;
     connection.reconnect_min = options_.reconnect_min;
     connection.reconnect_max = options_.reconnect_max;
+    connection.tls = tls_.get();
     Node* raw_node = node.get();
     for (int i = 0; i < connections; ++i) {
       auto lane = std::make_unique<Lane>(io_, *node);
@@ -846,26 +878,22 @@ class RedisStore::Impl {
       for (auto& p : chunk) Complete(*p, error);
       return;
     }
-    if (r.type != REDIS_REPLY_ARRAY || r.elements != chunk.size() * 4) {
-      const absl::Status error = absl::InternalError(fmt::format(
-          "redis at {} answered a decision with an unexpected reply", lane.node.describe));
+    std::vector<std::int64_t> limits;
+    limits.reserve(chunk.size());
+    for (const auto& p : chunk) limits.push_back(p->policy.limit);
+    auto decisions = redis::DecodeDecisions(r, limits);
+    if (!decisions.ok()) {
+      const absl::Status error = absl::InternalError(
+          fmt::format("redis at {} {}", lane.node.describe, MessageOf(decisions.status())));
       for (auto& p : chunk) Complete(*p, error);
       return;
     }
     for (std::size_t i = 0; i < chunk.size(); ++i) {
-      redisReply* const* e = r.element + i * 4;
-      if (e[0]->type != REDIS_REPLY_INTEGER || e[1]->type != REDIS_REPLY_INTEGER ||
-          e[2]->type != REDIS_REPLY_INTEGER || e[3]->type != REDIS_REPLY_INTEGER) {
-        Complete(*chunk[i], absl::InternalError("redis answered a decision with a non-integer"));
-        continue;
-      }
-      Decision d;
-      d.allowed = e[0]->integer == 1;
-      d.limit = chunk[i]->policy.limit;
-      d.remaining = e[1]->integer;
-      d.retry_after = std::chrono::microseconds(e[2]->integer);
-      d.reset_after = std::chrono::microseconds(e[3]->integer);
-      Complete(*chunk[i], d);
+      absl::StatusOr<Decision>& d = (*decisions)[i];
+      Complete(*chunk[i], d.ok()
+                              ? std::move(d)
+                              : absl::InternalError(fmt::format(
+                                    "redis at {} {}", lane.node.describe, MessageOf(d.status()))));
     }
   }
 
@@ -993,6 +1021,7 @@ class RedisStore::Impl {
   }
 
   RedisStoreOptions options_;
+  std::unique_ptr<asio::ssl::context> tls_;  // null without TLS
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   std::array<Script, kScriptCount> scripts_;
@@ -1031,7 +1060,13 @@ class RedisStore::Impl {
 };
 
 absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Open(RedisStoreOptions options) {
-  auto impl = std::make_unique<Impl>(std::move(options));
+  std::unique_ptr<asio::ssl::context> tls;
+  if (options.tls) {
+    auto context = MakeTlsContext(options);
+    if (!context.ok()) return context.status();
+    tls = *std::move(context);
+  }
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(tls));
   if (absl::Status status = impl->Start(); !status.ok()) return status;
   return std::unique_ptr<RedisStore>(new RedisStore(std::move(impl)));
 }

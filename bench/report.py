@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""`make bench`: runs every benchmark part and keeps the answer in the repository.
+
+Parts (each its own script or program, each writing a Markdown table and a CSV):
+  1. in-process: bench/memory_matrix.py (every algorithm on memory://) and
+     bench/memory_bench (against a bare baseline loop; memory per key);
+  2. Redis: bench/redis_bench.py (every algorithm next to redis-benchmark; memory per
+     key in Redis) and bench/cluster_bench.py (3 primaries next to one server);
+  3. HTTP: bench/http_bench.py (floodgate serve, nginx limit_req, Express with
+     rate-limiter-flexible, under the same wrk settings);
+  4. accuracy: bench/accuracy_bench (approximate algorithms against the exact log on a
+     bursty trace; a non-atomic limiter against the scripts on a real Redis);
+  5. JSON parsing cost (bench/json_bench);
+  6. soak (bench/soak_bench, 10 minutes, after the comparisons so that it cannot disturb
+     them): memory:// over 10 million distinct keys under its max_keys bound.
+Parts 1-5 take about 12 minutes on 2 cores; the soak adds its 10 (--no-soak skips it).
+Then writes bench/results/latest.md (every table, with the machine, versions and date)
+and PNG charts drawn by gnuplot. Every figure is a median of several runs; ratios are
+taken pair by pair within a run.
+"""
+import argparse
+import csv
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from redis_bench import Redis  # noqa: E402  (a redis-server on a free port, for part 4)
+
+
+def version(command, pattern=r"[\d]+\.[\d.]+"):
+    try:
+        out = subprocess.run(command, capture_output=True, text=True, timeout=10)
+        found = re.search(pattern, out.stdout + out.stderr)
+        return found.group(0) if found else "?"
+    except (OSError, subprocess.TimeoutExpired):
+        return "not installed"
+
+
+def machine():
+    model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                  if l.startswith("model name")), platform.processor())
+    mem_kb = next(int(l.split()[1]) for l in open("/proc/meminfo") if l.startswith("MemTotal"))
+    return f"{model}, {os.cpu_count()} cores, {mem_kb / 2**20:.0f} GiB, Linux {platform.release()}"
+
+
+def read_csv(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def gnuplot(script):
+    subprocess.run(["gnuplot"], input=script, text=True, check=True)
+
+
+def charts(out, tmp):
+    """throughput by algorithm and store, latency percentiles, accuracy, HTTP."""
+    os.makedirs(tmp, exist_ok=True)
+    matrix = read_csv(os.path.join(out, "memory_matrix.csv"))
+    redis = read_csv(os.path.join(out, "redis.csv"))
+    memory = {r["algorithm"]: r for r in matrix
+              if r["traffic"] == "100k uniform" and r["threads"] == "2"}
+    latency = {r["algorithm"]: r for r in matrix
+               if r["traffic"] == "100k uniform" and r["threads"] == "1"}
+    with open(os.path.join(tmp, "throughput.dat"), "w") as f:
+        for r in redis:
+            if r["keys"] != "100000":
+                continue
+            name = r["algorithm"]
+            f.write(f'"{name}" {memory[name]["decisions_per_sec"]} {r["batch_off_per_sec"]} '
+                    f'{r["batch_on_per_sec"]} {r["ceiling_per_sec"]}\n')
+    common = ('set terminal pngcairo size 1000,520 font "sans,10" noenhanced\n'
+              'set style data histograms\nset style histogram clustered gap 1\n'
+              'set style fill solid 0.85 border -1\nset boxwidth 0.9\nset grid ytics\n'
+              'set key outside bottom center horizontal\nset xtics rotate by -20\n')
+    gnuplot(common + f'''
+set output "{out}/throughput.png"
+set title "Decisions per second by algorithm and store (100,000 keys, log scale)"
+set logscale y
+set format y "%.0s%c"
+plot "{tmp}/throughput.dat" using 2:xtic(1) title "memory:// (2 threads)", \
+     "" using 3 title "redis:// batching off", "" using 4 title "redis:// batching on", \
+     "" using 5 title "redis-benchmark EVALSHA (ceiling)"
+''')
+    with open(os.path.join(tmp, "latency.dat"), "w") as f:
+        for name, r in latency.items():
+            f.write(f'"{name}" {r["p50_us"]} {r["p99_us"]} {r["p999_us"]}\n')
+    gnuplot(common + f'''
+set output "{out}/latency.png"
+set title "memory:// latency per decision, 100,000 keys, 1 thread (µs)"
+set ylabel "µs"
+plot "{tmp}/latency.dat" using 2:xtic(1) title "p50", "" using 3 title "p99", \
+     "" using 4 title "p999"
+''')
+    accuracy = [r for r in read_csv(os.path.join(out, "accuracy.csv")) if r["part"] == "trace"]
+    with open(os.path.join(tmp, "accuracy.dat"), "w") as f:
+        for r in accuracy:
+            f.write(f'"{r["algorithm"]}" {r["over_pct"]} {r["under_pct"]} '
+                    f'{float(r["worst_window_x_limit"]) * 100 - 100:.2f}\n')
+    gnuplot(common + f'''
+set output "{out}/accuracy.png"
+set title "Against the exact sliding log on a bursty trace (% of the log's admissions)"
+set ylabel "%"
+set yrange [0:*]
+set offsets 0, 0, graph 0.08, 0
+plot "{tmp}/accuracy.dat" using 2:xtic(1) title "over-admission", \
+     "" using 3 title "under-admission", "" using 4 title "worst 10 s window above the limit"
+''')
+    http = read_csv(os.path.join(out, "http.csv"))
+    with open(os.path.join(tmp, "http.dat"), "w") as f:
+        nginx = sorted(float(r["nginx_rps"]) for r in http)[len(http) // 2]
+        f.write(f'"nginx limit_req" {nginx}\n')
+        for r in http:
+            f.write(f'"{r["server"]} {r["endpoint"]}" {r["rps"]}\n')
+    gnuplot(common + f'''
+set output "{out}/http.png"
+set title "HTTP requests per second under the same wrk load (1 server thread or process)"
+set format y "%.0s%c"
+set key off
+plot "{tmp}/http.dat" using 2:xtic(1)
+''')
+
+
+def soak_chart(out):
+    if not os.path.exists(os.path.join(out, "soak.csv")):
+        return
+    gnuplot(f'''
+set terminal pngcairo size 1000,420 font "sans,10" noenhanced
+set output "{out}/soak.png"
+set title "Soak: memory:// over 10 million keys, max_keys 1,000,000"
+set datafile separator ","
+set key top left
+set grid
+set xlabel "seconds"
+set ylabel "RSS (MiB)"
+set y2label "million decisions/s"
+set yrange [0:*]
+set y2range [0:*]
+set ytics nomirror
+set y2tics
+plot "{out}/soak.csv" every ::1 using 1:($3/1024) with lines lw 2 title "RSS", \\
+     "" every ::1 using 1:($2/1e6) axes x1y2 with lines lw 2 title "decisions/s"
+''')
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--out", default=os.path.join(HERE, "results"))
+    parser.add_argument("--no-soak", action="store_true")
+    parser.add_argument("--charts-only", action="store_true",
+                        help="redraw latest.md and the charts from the CSVs already there")
+    args = parser.parse_args()
+    binary = os.path.join(args.build, "floodgate")
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    took = {}
+
+    def part(name, command):
+        print(f"== {name}", file=sys.stderr, flush=True)
+        begin = time.time()
+        subprocess.run(command, check=True)
+        took[name] = time.time() - begin
+
+    if not args.charts_only:
+        started = time.time()
+        part("memory:// by algorithm", [sys.executable, f"{HERE}/memory_matrix.py", "--floodgate",
+                                        binary, "--out", out])
+        part("memory:// against a baseline; memory per key",
+             [f"{args.build}/bench/memory_bench", "--rounds", "5", "--seconds", "0.5",
+              "--markdown", f"{out}/memory.md", "--csv", f"{out}/memory.csv"])
+        part("redis://", [sys.executable, f"{HERE}/redis_bench.py", "--floodgate", binary, "--lua",
+                          os.path.join(HERE, "..", "lua"), "--out", out])
+        part("redis-cluster://", [sys.executable, f"{HERE}/cluster_bench.py", "--floodgate", binary,
+                                  "--out", out])
+        part("HTTP", [sys.executable, f"{HERE}/http_bench.py", "--floodgate", binary, "--out", out])
+        redis = Redis()
+        try:
+            part("accuracy", [f"{args.build}/bench/accuracy_bench", "--redis-port", str(redis.port),
+                              "--csv", f"{out}/accuracy.csv", "--markdown", f"{out}/accuracy.md"])
+        finally:
+            redis.stop()
+        json_out = subprocess.run([f"{args.build}/bench/json_bench", "--benchmark_repetitions=5",
+                                   "--benchmark_report_aggregates_only=true"],
+                                  capture_output=True, text=True, check=True).stdout
+        with open(f"{out}/json.txt", "w") as f:
+            f.write(json_out)
+        comparisons = time.time() - started
+        if not args.no_soak:
+            part("soak", [f"{args.build}/bench/soak_bench", "--csv", f"{out}/soak.csv",
+                          "--markdown", f"{out}/soak.md"])
+        with open(f"{out}/run.txt", "w") as f:
+            f.write(f"date: {time.strftime('%Y-%m-%d %H:%M %Z')}\n")
+            f.write(f"parts 1-5: {comparisons:.0f} s\n")
+            for name, seconds in took.items():
+                f.write(f"{name}: {seconds:.0f} s\n")
+
+    charts(out, os.path.join(out, "tmp"))
+    soak_chart(out)
+    versions = {
+        "floodgate": version([binary, "--version"]),
+        "g++": version(["g++", "--version"]),
+        "redis-server": version(["redis-server", "--version"]),
+        "nginx": version(["nginx", "-v"]),
+        "wrk": version(["wrk", "-v"]),
+        "node": version(["node", "--version"]),
+    }
+    with open(os.path.join(HERE, "express", "package-lock.json")) as f:
+        lock = f.read()
+    for package in ("express", "rate-limiter-flexible"):
+        found = re.search(r'"node_modules/%s":\s*\{\s*"version":\s*"([^"]+)"' % package, lock)
+        versions[package] = found.group(1) if found else "?"
+    run_info = open(f"{out}/run.txt").read()
+    sections = ["memory_matrix.md", "memory.md", "redis.md", "cluster.md", "http.md",
+                "accuracy.md", "soak.md"]
+    md = ["# floodgate benchmark report\n",
+          f"Machine: {machine()}. The client and the servers share these cores.\n",
+          "Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()) + ".\n",
+          "Run: " + "; ".join(run_info.strip().splitlines()) + ".\n",
+          "Every figure is a median of several runs; every ratio is taken within one run, "
+          "the two sides back to back, so machine noise cancels. Regenerate with `make bench`.\n",
+          "![throughput](throughput.png)\n", "![latency](latency.png)\n",
+          "![accuracy](accuracy.png)\n", "![http](http.png)\n"]
+    for section in sections:
+        if os.path.exists(os.path.join(out, section)):
+            md.append(open(os.path.join(out, section)).read().replace("### ", "## ", 1))
+    json_lines = [l for l in open(f"{out}/json.txt").read().splitlines() if "_median" in l]
+    md.append("## JSON parsing\n\n`bench/json_bench`, medians of 5 repetitions:\n\n```\n" +
+              "\n".join(json_lines) + "\n```\n")
+    with open(os.path.join(out, "latest.md"), "w") as f:
+        f.write("\n".join(md))
+    print(f"wrote {out}/latest.md and charts", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+#include "store/redis/decode.h"
+
+#include <absl/status/status.h>
+
+namespace floodgate::redis {
+
+absl::StatusOr<std::vector<absl::StatusOr<Decision>>> DecodeDecisions(
+    const redisReply& reply, std::span<const std::int64_t> limits) {
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != limits.size() * 4) {
+    return absl::InternalError("answered a decision with an unexpected reply");
+  }
+  std::vector<absl::StatusOr<Decision>> decisions;
+  decisions.reserve(limits.size());
+  for (std::size_t i = 0; i < limits.size(); ++i) {
+    const redisReply* const* e = reply.element + i * 4;
+    bool integers = true;
+    for (int j = 0; j < 4; ++j) integers = integers && e[j]->type == REDIS_REPLY_INTEGER;
+    // Our scripts answer allowed in {0, 1}, remaining >= 0, retry_after >= -1 (-1: never)
+    // and reset_after >= 0: anything else is not from them, and must not reach a caller
+    // as a decision.
+    if (!integers || (e[0]->integer != 0 && e[0]->integer != 1) || e[1]->integer < 0 ||
+        e[2]->integer < -1 || e[3]->integer < 0) {
+      decisions.push_back(absl::InternalError("answered a decision with values out of range"));
+      continue;
+    }
+    Decision d;
+    d.allowed = e[0]->integer == 1;
+    d.limit = limits[i];
+    d.remaining = e[1]->integer;
+    d.retry_after = std::chrono::microseconds(e[2]->integer);
+    d.reset_after = std::chrono::microseconds(e[3]->integer);
+    decisions.push_back(d);
+  }
+  return decisions;
+}
+
+}  // namespace floodgate::redis

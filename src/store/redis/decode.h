@@ -1,0 +1,23 @@
+#pragma once
+
+// What a decision script's reply means: 4 integers per decision (allowed, remaining,
+// retry_after µs, reset_after µs), as lua/common.lua's FG.result returns them. Pure,
+// so that any reply a server (or an attacker between us and it) can send is fuzzed.
+
+#include <absl/status/statusor.h>
+#include <floodgate/decision.h>
+#include <hiredis/hiredis.h>
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace floodgate::redis {
+
+// One entry per decision (`limits[i]` is decision i's policy limit). An error for the
+// whole reply when it is not an array of 4 x limits.size() elements; an error for one
+// decision when its four are not integers or are out of range.
+absl::StatusOr<std::vector<absl::StatusOr<Decision>>> DecodeDecisions(
+    const redisReply& reply, std::span<const std::int64_t> limits);
+
+}  // namespace floodgate::redis

@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""Chaos under load: `floodgate serve` on a real Redis, under steady HTTP load from a
+bounded client (4 keep-alive connections), while Redis is killed and restarted, paused
+past the timeout (CLIENT PAUSE), loses its scripts (SCRIPT FLUSH), runs out of memory
+(CONFIG SET maxmemory), and the server is sent SIGHUP with a broken config.
+
+Asserts: the server never crashes or stops answering; every answer arrives within the
+store timeout plus a margin; every degraded answer is what on_error=fail_closed says (a
+denial); after each fault is cleared, answers come from Redis again within 1 s; the
+server's RSS stays bounded.
+Usage: run_chaos_test.py FLOODGATE_BINARY WORK_DIR
+"""
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+TIMEOUT_MS = 100
+# Answers must come within the store timeout plus this (scheduling of a Python client
+# and three busy processes on two cores, the breaker's probe, one sweep tick).
+MARGIN_MS = 400
+RECOVERY_S = 1.0
+LOAD_SECONDS_MAX = 90
+REQUESTS_MAX = 2_000_000
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def fail(message):
+    print(f"FAIL: {message}", flush=True)
+    sys.exit(1)
+
+
+class Redis:
+    def __init__(self, work):
+        self.dir = os.path.join(work, "redis")
+        os.makedirs(self.dir, exist_ok=True)
+        self.port = free_port()
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
+             "--save", "", "--appendonly", "no", "--logfile", "redis.log"])
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            if self.cli("PING").strip() == "PONG":
+                return
+            time.sleep(0.02)
+        fail("redis-server did not start")
+
+    def cli(self, *args):
+        return subprocess.run(["redis-cli", "-p", str(self.port), *args], capture_output=True,
+                              text=True).stdout
+
+    def kill(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+
+class Load:
+    """4 threads, each with a keep-alive connection, POSTing /v1/check in a loop."""
+
+    def __init__(self, port):
+        self.port = port
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.answers = []  # (time answered, latency s, degraded, allowed)
+        self.errors = []
+        self.threads = [threading.Thread(target=self.run, args=(i,)) for i in range(4)]
+        for t in self.threads:
+            t.start()
+
+    def run(self, index):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+        deadline = time.time() + LOAD_SECONDS_MAX
+        i = 0
+        while not self.stop.is_set() and time.time() < deadline and i < REQUESTS_MAX // 4:
+            i += 1
+            body = json.dumps({"key": f"client-{index}-{i % 250}", "rule": "api"})
+            begin = time.monotonic()
+            try:
+                conn.request("POST", "/v1/check", body, {"Content-Type": "application/json"})
+                response = conn.getresponse()
+                payload = response.read()
+            except (OSError, http.client.HTTPException) as e:
+                with self.lock:
+                    self.errors.append(f"{type(e).__name__}: {e}")
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+                continue
+            took = time.monotonic() - begin
+            if response.status != 200:
+                with self.lock:
+                    self.errors.append(f"status {response.status}: {payload[:200]!r}")
+                continue
+            d = json.loads(payload)
+            with self.lock:
+                self.answers.append((time.monotonic(), took, d.get("degraded", False),
+                                     d["allowed"]))
+
+    def finish(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join()
+
+    def since(self, t):
+        with self.lock:
+            return [a for a in self.answers if a[0] >= t]
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmRSS"))
+
+
+def wait_until(predicate, seconds, what):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return time.monotonic()
+        time.sleep(0.01)
+    fail(what)
+
+
+def main():
+    binary, work = sys.argv[1], sys.argv[2]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    redis = Redis(work)
+    config = os.path.join(work, "floodgate.yaml")
+    good = ("store:\n"
+            f"  url: redis://127.0.0.1:{redis.port}?denial_cache=0us\n"
+            f"  timeout: {TIMEOUT_MS}ms\n"
+            "  on_error: fail_closed\n"
+            "rules:\n"
+            "  - name: api\n"
+            "    match: {path_prefix: /api}\n"
+            "    identify: ip\n"
+            "    policy: gcra:1000000/1s\n")
+    with open(config, "w") as f:
+        f.write(good)
+    port = free_port()
+    log = open(os.path.join(work, "serve.log"), "w")
+    server = subprocess.Popen([binary, "serve", "--config", config, "--listen",
+                               f"127.0.0.1:{port}", "--threads", "2"], stdout=log, stderr=log)
+    try:
+        wait_until(lambda: subprocess.run(["curl", "-sf", f"http://127.0.0.1:{port}/readyz"],
+                                          capture_output=True).returncode == 0, 10,
+                   "floodgate serve did not become ready")
+        load = Load(port)
+        recoveries = {}
+
+        def from_redis_again(name, cleared_at):
+            # The first answer from Redis after the fault was cleared.
+            t = wait_until(lambda: any(not a[2] for a in load.since(cleared_at)), 10,
+                           f"{name}: no answer from Redis within 10 s after the fault was cleared")
+            recoveries[name] = t - cleared_at
+
+        def degraded_seen(since):
+            wait_until(lambda: any(a[2] for a in load.since(since)), 10, "no degraded answer")
+
+        wait_until(lambda: len(load.since(0)) > 500, 20, "no load")
+        rss_start = rss_kib(server.pid)
+
+        # 1. Redis killed, then restarted on the same port.
+        t = time.monotonic()
+        redis.kill()
+        degraded_seen(t)
+        time.sleep(1)  # let the outage last: the load keeps running meanwhile
+        redis.start()
+        from_redis_again("kill + restart", time.monotonic())
+
+        # 2. Paused past the timeout.
+        t = time.monotonic()
+        redis.cli("CLIENT", "PAUSE", "1500", "ALL")
+        degraded_seen(t)
+        wait_until(lambda: time.monotonic() - t >= 1.5, 5, "pause")
+        from_redis_again("CLIENT PAUSE 1.5 s", t + 1.5)
+
+        # 3. Scripts lost: resent with their bodies, nothing degraded.
+        t = time.monotonic()
+        if redis.cli("SCRIPT", "FLUSH").strip() != "OK":
+            fail("SCRIPT FLUSH")
+        wait_until(lambda: len(load.since(t)) > 500, 10, "no answers after SCRIPT FLUSH")
+        flushed = [a for a in load.since(t) if a[2]]
+        if flushed:
+            fail(f"{len(flushed)} degraded answers after SCRIPT FLUSH (should be invisible)")
+
+        # 4. Out of memory: writes refused, then memory given back.
+        t = time.monotonic()
+        redis.cli("CONFIG", "SET", "maxmemory", "1")
+        degraded_seen(t)
+        time.sleep(1)
+        redis.cli("CONFIG", "SET", "maxmemory", "0")
+        from_redis_again("maxmemory OOM", time.monotonic())
+
+        # 5. SIGHUP with a broken config: the old one keeps serving, from Redis.
+        with open(config, "w") as f:
+            f.write("rules:\n  - name: api\n    policy: nonsense\n")
+        t = time.monotonic()
+        server.send_signal(signal.SIGHUP)
+        wait_until(lambda: len([a for a in load.since(t) if not a[2]]) > 500, 10,
+                   "no answers from Redis after a broken SIGHUP")
+        with open(config, "w") as f:
+            f.write(good)
+
+        wait_until(lambda: len(load.since(time.monotonic() - 0.5)) > 0, 5, "load stopped")
+        load.finish()
+        rss_end = rss_kib(server.pid)
+
+        if server.poll() is not None:
+            fail(f"floodgate serve exited with {server.returncode}")
+        if subprocess.run(["curl", "-sf", f"http://127.0.0.1:{port}/healthz"],
+                          capture_output=True).returncode != 0:
+            fail("/healthz does not answer after the faults")
+        if load.errors:
+            fail(f"{len(load.errors)} requests failed, first: {load.errors[:3]}")
+        answers = load.since(0)
+        slowest = max(a[1] for a in answers)
+        degraded = [a for a in answers if a[2]]
+        wrong = [a for a in degraded if a[3]]
+        if slowest * 1000 > TIMEOUT_MS + MARGIN_MS:
+            fail(f"an answer took {slowest * 1000:.0f} ms (timeout {TIMEOUT_MS} ms + {MARGIN_MS})")
+        if wrong:
+            fail(f"{len(wrong)} degraded answers allowed; on_error=fail_closed denies")
+        for name, seconds in recoveries.items():
+            if seconds > RECOVERY_S:
+                fail(f"{name}: answers from Redis again only after {seconds:.2f} s")
+        if rss_end > rss_start + 64 * 1024:
+            fail(f"RSS grew from {rss_start} KiB to {rss_end} KiB")
+        print(f"ok: {len(answers)} answers, {len(degraded)} degraded (all denials), slowest "
+              f"{slowest * 1000:.0f} ms; back to Redis after: " +
+              ", ".join(f"{n} {s * 1000:.0f} ms" for n, s in recoveries.items()) +
+              f"; RSS {rss_start} -> {rss_end} KiB")
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        if redis.proc.poll() is None:
+            redis.kill()
+
+
+if __name__ == "__main__":
+    main()

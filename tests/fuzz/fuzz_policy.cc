@@ -1,0 +1,19 @@
+// libFuzzer: the policy parser. Any text either fails with a message or gives a policy
+// whose canonical string parses back to the same policy.
+#include <floodgate/policy.h>
+
+#include <cstdlib>
+#include <string_view>
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  auto policy = floodgate::Policy::Parse(text);
+  if (!policy.ok()) {
+    if (policy.status().message().empty()) std::abort();  // errors must say why
+    return 0;
+  }
+  auto again = floodgate::Policy::Parse(policy->ToString());
+  if (!again.ok() || !(*again == *policy)) std::abort();
+  if (!floodgate::ParseDuration(text).ok()) return 0;
+  return 0;
+}

@@ -1,0 +1,27 @@
+// libFuzzer: the replies our Redis client accepts. Arbitrary bytes go through the RESP
+// reader, and every reply it yields through the decision decoder, for 1 to 3 decisions.
+#include <cstdlib>
+#include <vector>
+
+#include "store/redis/decode.h"
+#include "store/redis/resp.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  floodgate::redis::ReplyReader reader;
+  if (!reader.Feed(reinterpret_cast<const char*>(data), size).ok()) return 0;
+  const std::vector<std::int64_t> limits = {10, 1'000'000'000, 1};
+  for (int replies = 0; replies < 64; ++replies) {
+    auto reply = reader.Next();
+    if (!reply.ok() || *reply == nullptr) break;
+    for (std::size_t n = 1; n <= limits.size(); ++n) {
+      auto decisions = floodgate::redis::DecodeDecisions(**reply, {limits.data(), n});
+      if (!decisions.ok()) continue;
+      if (decisions->size() != n) std::abort();
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto& d = (*decisions)[i];
+        if (d.ok() && (d->limit != limits[i] || d->remaining < 0 || d->degraded)) std::abort();
+      }
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,165 @@
+// TLS to Redis (rediss://) against a real redis-server serving TLS on loopback, with
+// certificates this test generates (openssl): verification against ca= or the system
+// trust store (SSL_CERT_FILE), client certificates, and the failures that must be
+// clear errors: an unknown CA, a certificate for another host, a missing client cert.
+#include <floodgate/redis_store.h>
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "redis_server.h"
+
+namespace floodgate::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+class Certificates {
+ public:
+  Certificates() {
+    dir_ = (std::filesystem::temp_directory_path() / "floodgate-tls-XXXXXX").string();
+    if (mkdtemp(dir_.data()) == nullptr) return;
+    // Two CAs; the server's certificate (for 127.0.0.1 only) and a client's, from the first.
+    ok_ = Ca("ca") && Ca("other-ca") && Leaf("server", "ca", "subjectAltName=IP:127.0.0.1") &&
+          Leaf("client", "ca", "extendedKeyUsage=clientAuth");
+  }
+  ~Certificates() { std::filesystem::remove_all(dir_); }
+  bool ok() const { return ok_; }
+  std::string operator[](const std::string& file) const { return dir_ + "/" + file; }
+
+ private:
+  bool Run(const std::string& command) {
+    int status = 0;
+    const std::string out =
+        RunShell(fmt::format("cd '{}' && {{ {}; }} 2>&1", dir_, command), &status);
+    if (status != 0) ADD_FAILURE() << command << "\n" << out;
+    return status == 0;
+  }
+  bool Ca(const std::string& name) {
+    return Run(
+        fmt::format("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+                    "-days 2 -subj '/CN=floodgate test {0}' "
+                    "-keyout {0}.key -out {0}.crt",
+                    name));
+  }
+  bool Leaf(const std::string& name, const std::string& ca, const std::string& extension) {
+    return Run(fmt::format("openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+                           "-subj '/CN={0}' -keyout {0}.key -out {0}.csr "
+                           "&& printf '%s\\n' '{2}' > {0}.ext",
+                           name, ca, extension)) &&
+           Run(fmt::format("openssl x509 -req -in {0}.csr -CA {1}.crt -CAkey {1}.key "
+                           "-CAcreateserial -days 2 -extfile {0}.ext -out {0}.crt",
+                           name, ca));
+  }
+
+  std::string dir_;
+  bool ok_ = false;
+};
+
+class TlsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { certs_ = new Certificates(); }
+  static void TearDownTestSuite() {
+    delete certs_;
+    certs_ = nullptr;
+  }
+  void SetUp() override { ASSERT_TRUE(certs_->ok()); }
+
+  // A server with TLS on its own port (the plain port stays for the fixture's checks).
+  std::unique_ptr<RedisServer> StartTlsServer(bool require_client_cert) {
+    tls_port_ = FreeLoopbackPort();
+    return RedisServer::Start({"--tls-port", std::to_string(tls_port_), "--tls-cert-file",
+                               (*certs_)["server.crt"], "--tls-key-file", (*certs_)["server.key"],
+                               "--tls-ca-cert-file", (*certs_)["ca.crt"], "--tls-auth-clients",
+                               require_client_cert ? "yes" : "no"});
+  }
+  absl::StatusOr<std::unique_ptr<RedisStore>> Open(const std::string& url) {
+    auto options = RedisStoreOptions::FromUrl(url);
+    if (!options.ok()) return options.status();
+    return RedisStore::Open(*options);
+  }
+  std::string Url(const std::string& host, const std::string& query) const {
+    return fmt::format("rediss://{}:{}?connect_timeout=3s&{}", host, tls_port_, query);
+  }
+  static void ExpectDecides(RedisStore& store) {
+    auto d = store.Decide({"tls-key", *Policy::Parse("gcra:10/1s"), 1, std::nullopt});
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_FALSE(d->degraded);
+    EXPECT_TRUE(d->allowed);
+  }
+
+  static Certificates* certs_;
+  int tls_port_ = 0;
+};
+Certificates* TlsTest::certs_ = nullptr;
+
+TEST_F(TlsTest, VerifiedAgainstTheGivenCa) {
+  auto server = StartTlsServer(false);
+  ASSERT_NE(server, nullptr);
+  auto store = Open(Url("127.0.0.1", "ca=" + (*certs_)["ca.crt"]));
+  ASSERT_TRUE(store.ok()) << store.status();
+  ExpectDecides(**store);
+  EXPECT_THAT((*store)->Describe(), HasSubstr("rediss://"));
+  // The key reached Redis over TLS.
+  EXPECT_EQ(server->Cli({"EXISTS", "fg:gcra:tls-key"}), "1\n");
+}
+
+TEST_F(TlsTest, TheSystemTrustStoreHonoursSslCertFile) {
+  auto server = StartTlsServer(false);
+  ASSERT_NE(server, nullptr);
+  ASSERT_EQ(setenv("SSL_CERT_FILE", (*certs_)["ca.crt"].c_str(), 1), 0);
+  auto store = Open(Url("127.0.0.1", "timeout=1s"));
+  unsetenv("SSL_CERT_FILE");
+  ASSERT_TRUE(store.ok()) << store.status();
+  ExpectDecides(**store);
+}
+
+TEST_F(TlsTest, AnUnknownCaIsAClearError) {
+  auto server = StartTlsServer(false);
+  ASSERT_NE(server, nullptr);
+  auto store = Open(Url("127.0.0.1", "ca=" + (*certs_)["other-ca.crt"]));
+  ASSERT_FALSE(store.ok());
+  const std::string message(store.status().message());
+  EXPECT_THAT(message, HasSubstr("TLS handshake"));
+  EXPECT_THAT(message, HasSubstr("certificate verify failed"));
+  EXPECT_THAT(message, HasSubstr(std::to_string(tls_port_)));
+}
+
+TEST_F(TlsTest, ACertificateForAnotherHostIsRefused) {
+  auto server = StartTlsServer(false);
+  ASSERT_NE(server, nullptr);
+  // The certificate names 127.0.0.1 only; "localhost" resolves there but is not named.
+  auto store = Open(Url("localhost", "ca=" + (*certs_)["ca.crt"]));
+  ASSERT_FALSE(store.ok());
+  EXPECT_THAT(std::string(store.status().message()), HasSubstr("certificate verify failed"));
+}
+
+TEST_F(TlsTest, ClientCertificates) {
+  auto server = StartTlsServer(true);
+  ASSERT_NE(server, nullptr);
+  auto without = Open(Url("127.0.0.1", "ca=" + (*certs_)["ca.crt"]));
+  EXPECT_FALSE(without.ok());
+  auto with = Open(Url("127.0.0.1", fmt::format("ca={}&cert={}&key={}", (*certs_)["ca.crt"],
+                                                (*certs_)["client.crt"], (*certs_)["client.key"])));
+  ASSERT_TRUE(with.ok()) << with.status();
+  ExpectDecides(**with);
+}
+
+TEST_F(TlsTest, BadFilesAndOptionsAreClearErrors) {
+  auto missing = Open("rediss://127.0.0.1:1?ca=/nonexistent/ca.pem");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("/nonexistent/ca.pem"));
+  EXPECT_FALSE(RedisStoreOptions::FromUrl("redis://h:1?ca=x").ok());     // TLS option, no TLS
+  EXPECT_FALSE(RedisStoreOptions::FromUrl("rediss://h:1?cert=c").ok());  // cert without key
+  EXPECT_FALSE(RedisStoreOptions::FromUrl("redis-cluster://h:1?tls=2").ok());
+  auto cluster = RedisStoreOptions::FromUrl("redis-cluster://h:1,h:2?tls=1&ca=x");
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  EXPECT_TRUE(cluster->tls);
+  EXPECT_EQ(cluster->Describe(), "redis-cluster://h:1,h:2?tls=1");
+}
+
+}  // namespace
+}  // namespace floodgate::testing
