@@ -163,7 +163,9 @@ TEST_F(ClusterTest, EveryAlgorithmAdmitsExactlyItsCapacityUnderContention) {
       {"gcra:1000/1h,burst=500", 500},
       {"token_bucket:1000/1h,burst=500", 500},
       {"token_bucket:1000/1h,burst=500,refill=interval", 500}};
-  for (const auto& [text, expected] : bounds) {
+  for (const auto& bound : bounds) {
+    const std::string text = bound.first;  // a lambda below needs a variable, not a binding
+    const std::int64_t expected = bound.second;
     const Policy policy = *Policy::Parse(text);
     const auto hour = [] { return SystemNow().time_since_epoch().count() / 3'600'000'000; };
     const auto before = hour();
@@ -251,7 +253,9 @@ TEST_F(ClusterTest, AKilledPrimaryDegradesOnlyItsKeysThenRecoversAfterFailover) 
   RedisServer* victim = cluster_->PrimaryOf(redis::SlotOf(FixedWindowKey("client-0")));
   ASSERT_NE(victim, nullptr);
   const int victim_port = victim->port();
-  const auto [on, off] = KeysOnAndOff(*cluster_, victim_port, 8);
+  const auto sides = KeysOnAndOff(*cluster_, victim_port, 8);
+  const std::vector<std::string>& on = sides.first;  // lambdas below capture these
+  const std::vector<std::string>& off = sides.second;
 
   // Load on both sides, from two threads, for as long as the test needs (bounded).
   std::atomic<bool> stop{false};

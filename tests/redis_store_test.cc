@@ -15,6 +15,7 @@
 #include "common/strings.h"
 #include "conformance.h"
 #include "redis_server.h"
+#include "store/redis/resp.h"
 
 namespace floodgate::testing {
 namespace {
@@ -387,6 +388,22 @@ TEST(RedisAuth, PasswordAndAclUser) {
   EXPECT_TRUE(user->Decide({"k", policy, 1, std::nullopt})->allowed);
   EXPECT_EQ(server->Cli({"-a", "s3cret", "--no-auth-warning", "-n", "2", "EXISTS", "fg:gcra:k"}),
             "1\n");
+}
+
+// A reply announcing a huge array is refused before anything is allocated for it (hiredis
+// would allocate the element table up front); ordinary replies still parse.
+TEST(RespReader, RefusesHugeArraysAndReadsTheRest) {
+  redis::ReplyReader reader;
+  const auto feed = [&](std::string_view bytes) { return reader.Feed(bytes.data(), bytes.size()); };
+  ASSERT_TRUE(feed("*2\r\n:1\r\n$2\r\nok\r\n").ok());
+  auto reply = reader.Next();
+  ASSERT_TRUE(reply.ok());
+  ASSERT_NE(*reply, nullptr);
+  EXPECT_EQ((*reply)->elements, 2u);
+  ASSERT_TRUE(feed("*900000000\r\n").ok());
+  auto huge = reader.Next();
+  ASSERT_FALSE(huge.ok());
+  EXPECT_THAT(std::string(huge.status().message()), HasSubstr("900000000 elements"));
 }
 
 TEST(RedisUrl, ParsesAndRejects) {

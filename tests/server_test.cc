@@ -389,8 +389,9 @@ TEST_F(HttpServerTest, OversizedHeadersAndBodiesAreRefused) {
 }
 
 TEST_F(HttpServerTest, GarbageGetsA400AndAClosedConnection) {
-  const std::string reply =
-      Raw(std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 garbage\r\n\r\n", 32));
+  // A TLS ClientHello's first bytes (NULs included), then noise.
+  static constexpr char kGarbage[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 garbage\r\n\r\n";
+  const std::string reply = Raw(std::string(kGarbage, sizeof kGarbage - 1));
   EXPECT_THAT(reply, HasSubstr("HTTP/1.1 400"));
   EXPECT_EQ(Get("/healthz"), 200);
 }

@@ -74,6 +74,10 @@ Command AddServe(CLI::App& app) {
       ->check(CLI::Range(0, 1024));
 
   return {cmd, [flags]() -> int {
+            // spdlog builds its registry and default logger on first use; that first use
+            // must come before the store's and the server's threads start, or their
+            // first log line races with the construction (ThreadSanitizer saw it).
+            spdlog::set_level(spdlog::level::info);
             auto config = Effective(*flags);
             if (!config.ok()) {
               fmt::print(stderr, "floodgate serve: {}\n", MessageOf(config.status()));

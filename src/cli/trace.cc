@@ -22,7 +22,7 @@ absl::StatusOr<TraceEvent> TraceParser::Parse(std::string_view line) {
   // simdjson reads up to SIMDJSON_PADDING bytes past the end; copy into a padded buffer.
   // The DOM parser validates the whole line, trailing bytes included.
   if (buffer_.size() < line.size()) buffer_ = simdjson::padded_string(line.size() * 2);
-  std::memcpy(buffer_.data(), line.data(), line.size());
+  if (!line.empty()) std::memcpy(buffer_.data(), line.data(), line.size());  // may be null
   simdjson::dom::element doc;
   if (const auto error = parser_.parse(buffer_.data(), line.size(), false).get(doc); error) {
     return Bad(fmt::format("not valid JSON ({})", simdjson::error_message(error)));

@@ -36,7 +36,10 @@ class ReplyReader {
   absl::StatusOr<Reply> Next();
 
  private:
-  redisReader* reader_;
+  absl::Status Error() const;
+
+  redisReader* reader_ = nullptr;
+  int refused_elements_ = 0;  // an array refused for its size (see resp.cc)
 };
 
 // The text of a status, error or string reply.
