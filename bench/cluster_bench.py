@@ -176,8 +176,15 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "cluster.md"), "w") as f:
         f.write(text)
-    with open(os.path.join(args.out, "cluster.json"), "w") as f:
-        json.dump(rows, f, indent=1)
+    with open(os.path.join(args.out, "cluster.csv"), "w") as f:
+        f.write("batch,store,decisions_per_sec,p50_us,p99_us,redis_cpu_us_per_decision,"
+                "client_cpu_us_per_decision,cluster_over_standalone\n")
+        for row in rows:
+            for store in ("standalone", "cluster"):
+                r = row[store]
+                f.write(f"{row['batch']},{store},{r['decisions_per_sec']:.0f},{r['p50_us']:.1f},"
+                        f"{r['p99_us']:.1f},{r['server_us']:.3f},{r['client_us']:.3f},"
+                        f"{row['ratio'] if store == 'cluster' else ''}\n")
 
 
 if __name__ == "__main__":

@@ -133,7 +133,8 @@ set terminal pngcairo size 1000,420 font "sans,10" noenhanced
 set output "{out}/soak.png"
 set title "Soak: memory:// over 10 million keys, max_keys 1,000,000"
 set datafile separator ","
-set key top left
+set key bottom right
+set autoscale xfix
 set grid
 set xlabel "seconds"
 set ylabel "RSS (MiB)"

@@ -18,6 +18,7 @@
 #include "redis_server.h"
 #include "server/metrics.h"
 #include "store/redis/cluster.h"
+#include "store/redis/resp.h"
 
 namespace floodgate::testing {
 namespace {
@@ -60,10 +61,36 @@ TEST(ClusterRules, ParsesRedirects) {
   ASSERT_TRUE(ask.has_value());
   EXPECT_EQ(ask->kind, redis::Redirect::Kind::kAsk);
   EXPECT_EQ(ask->target, (RedisEndpoint{"::1", 7000}));
+  auto unknown = redis::ParseRedirect("MOVED 7 :6381");
+  ASSERT_TRUE(unknown.has_value());
+  EXPECT_EQ(unknown->target, (RedisEndpoint{"", 6381}));  // the host that answered
   for (const char* bad : {"MOVED", "MOVED x 1.2.3.4:5", "MOVED 16384 a:1", "ASK 1 host",
                           "ASK 1 host:0", "ERR MOVED 1 a:1", "TRYAGAIN"}) {
     EXPECT_FALSE(redis::ParseRedirect(bad).has_value()) << bad;
   }
+}
+
+// CLUSTER SLOTS as a server sends it, endpoints of every kind Redis may announce.
+TEST(ClusterRules, ParsesClusterSlots) {
+  redis::ReplyReader reader;
+  const std::string reply =
+      "*4\r\n"
+      "*3\r\n:0\r\n:99\r\n*3\r\n$9\r\n127.0.0.2\r\n:7000\r\n$2\r\nid\r\n"
+      "*3\r\n:100\r\n:199\r\n*3\r\n$0\r\n\r\n:7001\r\n$2\r\nid\r\n"     // empty: asked host
+      "*3\r\n:200\r\n:299\r\n*3\r\n$-1\r\n:7002\r\n$2\r\nid\r\n"         // NULL: asked host
+      "*4\r\n:300\r\n:399\r\n*3\r\n$1\r\n?\r\n:7003\r\n$2\r\nid\r\n"    // unknown: unserved
+      "*3\r\n$9\r\n127.0.0.9\r\n:7009\r\n$2\r\nid\r\n";                      // (a replica)
+  ASSERT_TRUE(reader.Feed(reply.data(), reply.size()).ok());
+  auto parsed = reader.Next();
+  ASSERT_TRUE(parsed.ok() && *parsed != nullptr) << parsed.status();
+  auto ranges = redis::ParseClusterSlots(**parsed, "10.1.1.1");
+  ASSERT_TRUE(ranges.ok()) << ranges.status();
+  ASSERT_EQ(ranges->size(), 3u);
+  EXPECT_EQ((*ranges)[0].primary, (RedisEndpoint{"127.0.0.2", 7000}));
+  EXPECT_EQ((*ranges)[1].primary, (RedisEndpoint{"10.1.1.1", 7001}));
+  EXPECT_EQ((*ranges)[2].primary, (RedisEndpoint{"10.1.1.1", 7002}));
+  EXPECT_EQ((*ranges)[2].first, 200);
+  EXPECT_EQ((*ranges)[2].last, 299);
 }
 
 TEST(ClusterRules, ClusterUrls) {

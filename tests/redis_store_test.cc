@@ -15,6 +15,7 @@
 #include "common/strings.h"
 #include "conformance.h"
 #include "redis_server.h"
+#include "store/redis/breaker.h"
 #include "store/redis/resp.h"
 
 namespace floodgate::testing {
@@ -348,6 +349,48 @@ TEST(RedisFailure, EachOnErrorModeAnswersAsConfigured) {
     EXPECT_EQ(l.remaining, i < 2 ? 1 - i : 0) << i;
   }
   EXPECT_EQ(local->redis_stats().degraded, 3u);
+}
+
+// Close answers what is still waiting (Cancelled), at once; later decisions get on_error.
+TEST_F(RedisTest, CloseAnswersEverythingStillPending) {
+  auto store = OpenRedis(Url("timeout=5s&on_error=fail_closed"));
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("gcra:1000/1s");
+  ASSERT_FALSE(store->Decide({"k", policy, 1, std::nullopt})->degraded);
+  server_->Cli({"CLIENT", "PAUSE", "1500", "ALL"});  // well under the 5 s timeout
+  std::vector<std::promise<absl::StatusOr<Decision>>> answers(20);
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    store->DecideAsync({fmt::format("k{}", i), policy, 1, std::nullopt},
+                       [&answers, i](absl::StatusOr<Decision> d) { answers[i].set_value(d); });
+  }
+  const auto begin = Steady::now();
+  store->Close();
+  for (auto& answer : answers) {
+    auto got = answer.get_future();
+    ASSERT_EQ(got.wait_for(std::chrono::seconds(1)), std::future_status::ready);
+    EXPECT_TRUE(absl::IsCancelled(got.get().status()));
+  }
+  EXPECT_LT(Steady::now() - begin, std::chrono::seconds(1));  // not the 5 s timeout
+  auto after = store->Decide({"k", policy, 1, std::nullopt});
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_TRUE(after->degraded);
+  EXPECT_FALSE(after->allowed);
+  server_->Cli({"CLIENT", "UNPAUSE"});
+}
+
+TEST(RedisBreaker, AProbeWhoseOutcomeNeverCameIsReplaced) {
+  using Clock = redis::Breaker::Clock;
+  redis::Breaker breaker(2, milliseconds(100));
+  const Clock::time_point t0 = Clock::now();
+  breaker.Failure(t0);
+  breaker.Failure(t0);
+  EXPECT_FALSE(breaker.Allow(t0 + milliseconds(50)));   // open
+  EXPECT_TRUE(breaker.Allow(t0 + milliseconds(110)));   // half-open: one probe
+  EXPECT_FALSE(breaker.Allow(t0 + milliseconds(120)));  // only one
+  EXPECT_TRUE(breaker.Allow(t0 + milliseconds(215)));   // that probe was lost: another
+  breaker.Success();
+  EXPECT_TRUE(breaker.Allow(t0 + milliseconds(216)));  // closed
+  EXPECT_TRUE(breaker.Allow(t0 + milliseconds(217)));
 }
 
 TEST(RedisFailure, UnreachableServerIsAClearError) {

@@ -24,7 +24,8 @@ class Certificates {
     if (mkdtemp(dir_.data()) == nullptr) return;
     // Two CAs; the server's certificate (for 127.0.0.1 only) and a client's, from the first.
     ok_ = Ca("ca") && Ca("other-ca") && Leaf("server", "ca", "subjectAltName=IP:127.0.0.1") &&
-          Leaf("client", "ca", "extendedKeyUsage=clientAuth");
+          Leaf("client", "ca", "extendedKeyUsage=clientAuth") &&
+          Leaf("named", "ca", "subjectAltName=DNS:redis.test");
   }
   ~Certificates() { std::filesystem::remove_all(dir_); }
   bool ok() const { return ok_; }
@@ -135,6 +136,22 @@ TEST_F(TlsTest, ACertificateForAnotherHostIsRefused) {
   auto store = Open(Url("localhost", "ca=" + (*certs_)["ca.crt"]));
   ASSERT_FALSE(store.ok());
   EXPECT_THAT(std::string(store.status().message()), HasSubstr("certificate verify failed"));
+}
+
+// Cluster primaries are dialled by the address they announce: sni= names the server the
+// certificate must be for, whatever address was dialled.
+TEST_F(TlsTest, AServerNameInsteadOfTheAddressDialled) {
+  tls_port_ = FreeLoopbackPort();
+  auto server = RedisServer::Start(
+      {"--tls-port", std::to_string(tls_port_), "--tls-cert-file", (*certs_)["named.crt"],
+       "--tls-key-file", (*certs_)["named.key"], "--tls-ca-cert-file", (*certs_)["ca.crt"],
+       "--tls-auth-clients", "no"});
+  ASSERT_NE(server, nullptr);
+  EXPECT_FALSE(Open(Url("127.0.0.1", "ca=" + (*certs_)["ca.crt"])).ok());
+  auto named = Open(Url("127.0.0.1", "ca=" + (*certs_)["ca.crt"] + "&sni=redis.test"));
+  ASSERT_TRUE(named.ok()) << named.status();
+  ExpectDecides(**named);
+  EXPECT_FALSE(Open(Url("127.0.0.1", "ca=" + (*certs_)["ca.crt"] + "&sni=other.test")).ok());
 }
 
 TEST_F(TlsTest, ClientCertificates) {

@@ -41,6 +41,9 @@ struct RedisStoreOptions {
   std::string tls_ca;
   std::string tls_cert;
   std::string tls_key;
+  // The name the server's certificate must carry (and SNI), instead of the host dialled:
+  // cluster primaries are dialled by the address they announce, usually an IP.
+  std::string tls_server_name;
   std::string prefix = "fg:";  // store keys are <prefix><algorithm-tag>:<key>
   // No decision waits longer than this for Redis (then on_error answers).
   std::chrono::microseconds timeout = std::chrono::milliseconds(50);
@@ -64,7 +67,7 @@ struct RedisStoreOptions {
   // redis://[user:password@]host:port[/db][?timeout=50ms&on_error=local&connections=2
   //   &batch=64&prefix=fg:&connect_timeout=1s&denial_cache=10ms]
   // redis-cluster://[user:password@]host:port[,host:port...][?the same options]
-  // rediss://... (TLS), or tls=1; with ca=FILE, cert=FILE, key=FILE
+  // rediss://... (TLS), or tls=1; with ca=FILE, cert=FILE, key=FILE, sni=NAME
   static absl::StatusOr<RedisStoreOptions> FromUrl(std::string_view url);
   // The URL with the password masked, for logs.
   std::string Describe() const;
@@ -103,6 +106,7 @@ class RedisStore final : public Store {
 
   StoreStats Stats() const override;
   std::string Describe() const override;
+  void Close() override;
   RedisStats redis_stats() const;
   const RedisStoreOptions& options() const;
   // PING round trip within the timeout: what /readyz asks.

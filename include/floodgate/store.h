@@ -55,6 +55,12 @@ class Store {
   // The store's URL with its effective options, for logs and the demo page.
   virtual std::string Describe() const = 0;
 
+  // Answers every decision still in flight (Cancelled) and stops talking to any backend;
+  // later decisions get what the store answers when its backend fails. Call it before
+  // destroying what pending callbacks use. Idempotent. A store without I/O has nothing
+  // to do.
+  virtual void Close() {}
+
  protected:
   // Called by Decide() with a request that passed ValidateRequest().
   virtual absl::StatusOr<Decision> DecideValidated(const DecideRequest& request) = 0;

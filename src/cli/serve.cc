@@ -132,6 +132,9 @@ Command AddServe(CLI::App& app) {
                 };
             signals.async_wait(on_signal);
             signals_io.run();
+            // Requests still waiting on the store past the grace get their answers now,
+            // while the server and the service they call back into still exist.
+            store->Close();
             spdlog::info("floodgate: stopped");
             return kExitAllowed;
           }};

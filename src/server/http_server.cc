@@ -141,6 +141,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
   // Feeds the buffered bytes to the parser: a whole request is handled, an error
   // answered, anything less waits for more bytes.
   void Parse() {
+    if (state_ == State::kDone) return;  // closed (shutdown) before a posted parse ran
     while (buffer_.size() > 0 && !parser_->is_done()) {
       beast::error_code ec;
       const std::size_t used = parser_->put(buffer_.data(), ec);
@@ -351,7 +352,9 @@ void HttpServer::Shutdown(std::chrono::milliseconds grace) {
   for (auto& worker : workers_) {
     if (worker->thread.joinable()) worker->thread.join();
   }
-  workers_.clear();
+  // The workers stay until the server is destroyed: a session still waiting on the store
+  // when the grace ran out gets its answer posted to its (stopped) io_context, which must
+  // exist. Close the store before destroying the server (floodgate serve does).
 }
 
 }  // namespace floodgate::server

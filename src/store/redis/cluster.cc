@@ -43,7 +43,8 @@ absl::StatusOr<std::vector<SlotRange>> ParseClusterSlots(const redisReply& reply
       return bad();
     }
     const redisReply& primary = *range.element[2];
-    if (primary.element[0]->type != REDIS_REPLY_STRING ||
+    const int host_type = primary.element[0]->type;
+    if ((host_type != REDIS_REPLY_STRING && host_type != REDIS_REPLY_NIL) ||
         primary.element[1]->type != REDIS_REPLY_INTEGER) {
       return bad();
     }
@@ -51,8 +52,13 @@ absl::StatusOr<std::vector<SlotRange>> ParseClusterSlots(const redisReply& reply
     r.first = static_cast<int>(range.element[0]->integer);
     r.last = static_cast<int>(range.element[1]->integer);
     if (r.first < 0 || r.last >= kClusterSlots || r.first > r.last) return bad();
-    const std::string_view host = TextOf(*primary.element[0]);
-    r.primary.host = std::string(host.empty() || host == "?" ? asked_host : host);
+    // An empty or NULL endpoint (cluster-preferred-endpoint-type unknown-endpoint) means
+    // the host that was asked; "?" a node that announces no hostname it can be reached
+    // by: its slots stay unserved rather than sent somewhere wrong.
+    const std::string_view host =
+        host_type == REDIS_REPLY_NIL ? std::string_view() : TextOf(*primary.element[0]);
+    if (host == "?") continue;
+    r.primary.host = std::string(host.empty() ? asked_host : host);
     if (primary.element[1]->integer < 1 || primary.element[1]->integer > 65535) return bad();
     r.primary.port = static_cast<std::uint16_t>(primary.element[1]->integer);
     ranges.push_back(std::move(r));
@@ -79,7 +85,7 @@ std::optional<Redirect> ParseRedirect(std::string_view error) {
   }
   const std::string_view address = error.substr(space + 1);
   const std::size_t colon = address.rfind(':');
-  if (colon == std::string_view::npos || colon == 0) return std::nullopt;
+  if (colon == std::string_view::npos) return std::nullopt;  // ":port": the host asked
   std::string_view host = address.substr(0, colon);
   if (host.starts_with('[') && host.ends_with(']')) host = host.substr(1, host.size() - 2);
   redirect.target.host = std::string(host);

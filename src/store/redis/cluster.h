@@ -26,7 +26,8 @@ struct SlotRange {
 };
 
 // A CLUSTER SLOTS reply as slot ranges with their primaries. A primary announced with
-// an empty host lives on the host that was asked (`asked_host`).
+// an empty or NULL host lives on the host that was asked (`asked_host`); one announced
+// as "?" cannot be reached, and its ranges are left out.
 absl::StatusOr<std::vector<SlotRange>> ParseClusterSlots(const redisReply& reply,
                                                          std::string_view asked_host);
 
@@ -38,6 +39,7 @@ struct Redirect {
 };
 
 // "MOVED 3999 127.0.0.1:6381" or "ASK 3999 127.0.0.1:6381"; nullopt for anything else.
+// "MOVED 3999 :6381" (an unknown endpoint) gives an empty host: the one that answered.
 std::optional<Redirect> ParseRedirect(std::string_view error);
 
 }  // namespace floodgate::redis

@@ -88,11 +88,14 @@ void Connection::Connect() {
 
 void Connection::Handshake() {
   // The certificate must chain to the trusted CAs (verify_peer, set on the context) and
-  // name the host we dialled (a DNS name or an IP address in its subjectAltName).
+  // name the host we dialled, or the configured server name (a DNS name or an IP
+  // address in its subjectAltName).
+  const std::string& name =
+      options_.tls_server_name.empty() ? options_.host : options_.tls_server_name;
   boost::system::error_code ignored;
-  asio::ip::make_address(options_.host, ignored);
-  if (ignored) SSL_set_tlsext_host_name(tls_->native_handle(), options_.host.c_str());  // SNI
-  tls_->set_verify_callback(asio::ssl::host_name_verification(options_.host));
+  asio::ip::make_address(name, ignored);
+  if (ignored) SSL_set_tlsext_host_name(tls_->native_handle(), name.c_str());  // SNI
+  tls_->set_verify_callback(asio::ssl::host_name_verification(name));
   tls_->async_handshake(asio::ssl::stream_base::client, [this, generation = generation_](
                                                             const boost::system::error_code& ec) {
     if (generation != generation_) return;

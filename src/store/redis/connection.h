@@ -32,6 +32,7 @@ struct ConnectionOptions {
   // TLS (rediss://) when set: certificates checked against the context's trust, and the
   // server's certificate against `host`. Owned by the store; outlives the connection.
   asio::ssl::context* tls = nullptr;
+  std::string tls_server_name;  // checked (and sent as SNI) instead of `host` when set
 };
 
 // One TCP connection to Redis, automatically pipelined: commands sent while a write is

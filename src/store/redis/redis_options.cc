@@ -189,19 +189,21 @@ absl::StatusOr<RedisStoreOptions> RedisStoreOptions::FromUrl(std::string_view ur
           options.tls_cert = std::string(value);
         } else if (name == "key") {
           options.tls_key = std::string(value);
+        } else if (name == "sni") {
+          options.tls_server_name = std::string(value);
         } else {
           status = Bad(
               url,
               fmt::format("unknown option \"{}\" (known: timeout, connect_timeout, "
-                          "on_error, connections, batch, prefix, denial_cache, tls, ca, cert, key)",
+                          "on_error, connections, batch, prefix, denial_cache, tls, ca, cert, key, sni)",
                           name));
         }
         return status;
       });
   if (!query_status.ok()) return query_status;
-  if (!options.tls &&
-      (!options.tls_ca.empty() || !options.tls_cert.empty() || !options.tls_key.empty())) {
-    return Bad(url, "ca, cert and key are TLS options: use rediss:// (or tls=1)");
+  if (!options.tls && (!options.tls_ca.empty() || !options.tls_cert.empty() ||
+                       !options.tls_key.empty() || !options.tls_server_name.empty())) {
+    return Bad(url, "ca, cert, key and sni are TLS options: use rediss:// (or tls=1)");
   }
   if (options.tls_cert.empty() != options.tls_key.empty()) {
     return Bad(url, "a client certificate needs both cert= and key=");

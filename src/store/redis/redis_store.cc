@@ -100,6 +100,7 @@ struct PendingDecision {
   bool answered = false;
   int slot = 0;          // Redis Cluster: the key's slot
   Node* node = nullptr;  // where it was sent (whose breaker its outcome feeds)
+  Node* admitted_by = nullptr;  // the node whose breaker let it through (retries skip it)
   int redirects = 0;     // MOVED / ASK / TRYAGAIN followed so far
   bool alone = false;    // sent in a call of its own (after TRYAGAIN on a batch)
 };
@@ -148,6 +149,15 @@ struct Node {
   std::atomic<std::size_t> next_lane{0};
   redis::Breaker breaker;
   bool seed = false;  // Redis Cluster: only asked for the topology
+  // Redis Cluster, I/O thread only. A node found by a redirect or a new topology has not
+  // connected yet: its decisions wait here (bounded by their deadlines) until it does,
+  // rather than failing and opening its breaker just as it takes over.
+  bool ever_ready = false;
+  std::deque<PendingPtr> waiting;
+  // Out of the slot map (an old primary): connections stopped, never routed to again.
+  bool retired = false;
+  // Answered CLUSTER SLOTS with an error (a loading or non-cluster node): asked last.
+  bool refused_topology = false;
 
   // A ready connection, round-robin; nullptr when none is. Thread-safe.
   Lane* PickLane() {
@@ -217,6 +227,16 @@ class RedisStore::Impl {
   }
 
   ~Impl() {
+    Close();
+    work_.reset();
+    io_.stop();
+    thread_.join();
+  }
+
+  // Answers every decision still pending (Cancelled) and stops every connection; later
+  // decisions are answered by on_error. Idempotent; not from the I/O thread.
+  void Close() {
+    if (closed_.exchange(true)) return;
     std::promise<void> stopped;
     asio::post(io_, [this, &stopped] {
       refresh_timer_.cancel();
@@ -235,6 +255,10 @@ class RedisStore::Impl {
           }
           lane->deadlines.clear();
         }
+        for (auto& pending : node->waiting) {
+          Complete(*pending, absl::CancelledError("store closed"));
+        }
+        node->waiting.clear();
       }
       std::deque<PendingPtr> unrouted;
       {
@@ -245,9 +269,6 @@ class RedisStore::Impl {
       stopped.set_value();
     });
     stopped.get_future().wait();
-    work_.reset();
-    io_.stop();
-    thread_.join();
   }
 
   // Standalone: connects every connection; succeeds once one is ready, fails with the
@@ -406,6 +427,7 @@ class RedisStore::Impl {
     connection.reconnect_min = options_.reconnect_min;
     connection.reconnect_max = options_.reconnect_max;
     connection.tls = tls_.get();
+    connection.tls_server_name = options_.tls_server_name;
     Node* raw_node = node.get();
     for (int i = 0; i < connections; ++i) {
       auto lane = std::make_unique<Lane>(io_, *node);
@@ -435,7 +457,7 @@ class RedisStore::Impl {
   Node& NodeFor(const RedisEndpoint& endpoint) {
     for (auto& node : nodes_) {
       // Seeds have one connection, for discovery; decisions get a node of their own.
-      if (node->endpoint == endpoint && !node->seed) return *node;
+      if (node->endpoint == endpoint && !node->seed && !node->retired) return *node;
     }
     Node& node = AddNode(endpoint, FormatAddress(endpoint), options_.connections);
     StartNode(node);
@@ -494,6 +516,13 @@ class RedisStore::Impl {
   void OnReady(Lane& lane) {
     lane.ready = true;
     if (options_.cluster) {
+      Node& node = lane.node;
+      node.ever_ready = true;
+      if (!node.waiting.empty()) {
+        std::deque<PendingPtr> waiting;
+        waiting.swap(node.waiting);
+        Route(waiting);
+      }
       if (!topology_known_) StartRefresh();  // a seed is up: ask it for the slot map
       UpdateSettled();
       return;
@@ -581,12 +610,13 @@ class RedisStore::Impl {
         continue;
       }
       pending->node = node;
-      if (!node->breaker.Allow(now)) {
-        AnswerWhileOpen(*pending);
-        continue;
-      }
+      if (!Admit(*node, *pending, now)) continue;
       Lane* lane = node->PickLane();
       if (lane == nullptr) {
+        if (!node->ever_ready) {
+          Wait(*node, pending);
+          continue;
+        }
         RequestRefresh();
         Complete(*pending, absl::UnavailableError(
                                fmt::format("redis at {} is not connected", node->describe)));
@@ -598,6 +628,28 @@ class RedisStore::Impl {
       }
     }
     for (Lane* lane : touched) Flush(*lane);
+  }
+
+  // The node's breaker decides whether a decision may be sent there; a retry on the node
+  // that already admitted it is not asked again (it may be the breaker's probe).
+  // Answers it by on_error when not.
+  bool Admit(Node& node, PendingDecision& pending, Steady::time_point now) {
+    if (pending.admitted_by == &node) return true;
+    if (!node.breaker.Allow(now)) {
+      AnswerWhileOpen(pending);
+      return false;
+    }
+    pending.admitted_by = &node;
+    return true;
+  }
+
+  // A node that has not connected yet: the decision waits for it, its deadline enforced
+  // by the sweep of the node's first connection.
+  void Wait(Node& node, const PendingPtr& pending) {
+    node.waiting.push_back(pending);
+    Lane& first = *node.lanes.front();
+    first.deadlines.push_back(pending);
+    ArmSweep(first);
   }
 
   // A redirect or retry: the call did not run, so the decisions go again (bounded).
@@ -613,7 +665,7 @@ class RedisStore::Impl {
   }
 
   void RequestRefresh() {
-    if (!options_.cluster || refresh_in_flight_ || refresh_scheduled_) return;
+    if (!options_.cluster || closed_ || refresh_in_flight_ || refresh_scheduled_) return;
     const Steady::time_point earliest = last_refresh_ + kRefreshInterval;
     if (Steady::now() >= earliest) return StartRefresh();
     refresh_scheduled_ = true;
@@ -624,16 +676,20 @@ class RedisStore::Impl {
     });
   }
 
-  // Asks CLUSTER SLOTS of a reachable node: a primary first, else any (the seeds).
+  // Asks CLUSTER SLOTS of a reachable node: a primary first, else any (the seeds), and
+  // a node that refused before only when no other answers.
   void StartRefresh() {
-    if (refresh_in_flight_) return;
+    if (refresh_in_flight_ || closed_) return;
     last_refresh_ = Steady::now();
     Lane* lane = nullptr;
     for (Node* node : owner_nodes_) {
       if ((lane = node->PickLane()) != nullptr) break;
     }
-    for (std::size_t i = 0; lane == nullptr && i < nodes_.size(); ++i) {
-      lane = nodes_[i]->PickLane();
+    for (int pass = 0; pass < 2 && lane == nullptr; ++pass) {
+      for (std::size_t i = 0; lane == nullptr && i < nodes_.size(); ++i) {
+        Node& node = *nodes_[i];
+        if (!node.retired && node.refused_topology == (pass == 1)) lane = node.PickLane();
+      }
     }
     if (lane == nullptr) return RequestRefresh();  // nobody reachable yet: try again soon
     refresh_in_flight_ = true;
@@ -645,16 +701,22 @@ class RedisStore::Impl {
       if (!reply.ok()) return RequestRefresh();
       auto ranges = redis::ParseClusterSlots(**reply, lane->node.endpoint.host);
       if (!ranges.ok()) {
-        if (!topology_known_) {
+        lane->node.refused_topology = true;
+        // Start-up fails only once every seed has refused (one may still be loading).
+        const bool all_refused = std::all_of(seeds_.begin(), seeds_.end(),
+                                             [](const Node* seed) { return seed->refused_topology; });
+        if (!topology_known_ && all_refused) {
           std::lock_guard lock(start_mu_);
           topology_error_ = absl::FailedPreconditionError(fmt::format(
               "redis at {} did not give the cluster topology ({}); for a single server use "
               "redis://",
               lane->node.describe, MessageOf(ranges.status())));
           start_cv_.notify_all();
+          return;
         }
-        return;
+        return RequestRefresh();
       }
+      lane->node.refused_topology = false;
       ApplyTopology(*ranges);
       // Until every slot's primary is reachable (a replica is being promoted, say), keep
       // looking, at most once per kRefreshInterval.
@@ -662,6 +724,9 @@ class RedisStore::Impl {
         if (node->PickLane() == nullptr) return RequestRefresh();
       }
     });
+    // The stall check covers this call too: an answer that never comes (a half-open
+    // connection) drops the connection, which fails the call, which asks again.
+    ArmSweep(*lane);
   }
 
   void ApplyTopology(const std::vector<redis::SlotRange>& ranges) {
@@ -675,6 +740,22 @@ class RedisStore::Impl {
       }
     }
     primaries_ = owner_nodes_.size();
+    // Old primaries (failed over, or removed) stop reconnecting; a later redirect to the
+    // same address gets a new node. Seeds stay, for the next CLUSTER SLOTS.
+    for (auto& node : nodes_) {
+      if (node->seed || node->retired ||
+          std::find(owner_nodes_.begin(), owner_nodes_.end(), node.get()) != owner_nodes_.end()) {
+        continue;
+      }
+      node->retired = true;
+      for (auto& lane : node->lanes) {
+        lane->connection->Stop();
+        lane->ready = false;
+      }
+      std::deque<PendingPtr> waiting;
+      waiting.swap(node->waiting);
+      Route(waiting);  // to whoever owns their slots now
+    }
     {
       std::lock_guard lock(start_mu_);
       topology_known_ = true;
@@ -846,7 +927,9 @@ class RedisStore::Impl {
       // Redirects and refusals of a cluster: the script did not run, so sending it again
       // cannot count a decision twice.
       if (options_.cluster) {
-        if (const auto redirect = redis::ParseRedirect(text)) {
+        if (auto redirect = redis::ParseRedirect(text)) {
+          // "MOVED 3999 :6381": an unknown endpoint means the host that answered.
+          if (redirect->target.host.empty()) redirect->target.host = lane.node.endpoint.host;
           Node& target = NodeFor(redirect->target);
           if (redirect->kind == redis::Redirect::Kind::kMoved) {
             ++stats_.moved;
@@ -907,10 +990,23 @@ class RedisStore::Impl {
                                options_.Describe(), pending->slot, kMaxRedirects)));
       }
     }
+    // As in Route: within the deadline, and the target's breaker decides (and hears how
+    // it went: the call runs there).
+    const Steady::time_point now = Steady::now();
+    for (auto& pending : chunk) {
+      if (pending->answered) continue;
+      if (now >= pending->deadline) {
+        Complete(*pending, TimeoutError());
+        continue;
+      }
+      pending->node = &target;
+      Admit(target, *pending, now);
+    }
     std::erase_if(chunk, [](const PendingPtr& p) { return p->answered; });
     if (chunk.empty()) return;
     Lane* lane = target.PickLane();
     if (lane == nullptr) {
+      // The importing node is unreachable: these decisions cannot run anywhere now.
       for (auto& p : chunk) {
         Complete(*p, absl::UnavailableError(
                          fmt::format("redis at {} is not connected", target.describe)));
@@ -928,7 +1024,10 @@ class RedisStore::Impl {
   }
 
   void ArmSweep(Lane& lane) {
-    if (lane.sweeping || (lane.deadlines.empty() && !lane.holding)) return;
+    if (lane.sweeping ||
+        (lane.deadlines.empty() && !lane.holding && lane.connection->in_flight() == 0)) {
+      return;
+    }
     lane.sweeping = true;
     // A tenth of the timeout (1-10 ms): a timed-out decision is answered at most that
     // much late.
@@ -1022,6 +1121,7 @@ class RedisStore::Impl {
 
   RedisStoreOptions options_;
   std::unique_ptr<asio::ssl::context> tls_;  // null without TLS
+  std::atomic<bool> closed_{false};
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   std::array<Script, kScriptCount> scripts_;
@@ -1097,6 +1197,7 @@ absl::StatusOr<Decision> RedisStore::DecideValidated(const DecideRequest& reques
 
 StoreStats RedisStore::Stats() const { return {}; }
 std::string RedisStore::Describe() const { return impl_->options().Describe(); }
+void RedisStore::Close() { impl_->Close(); }
 RedisStats RedisStore::redis_stats() const { return impl_->Stats(); }
 const RedisStoreOptions& RedisStore::options() const { return impl_->options(); }
 bool RedisStore::Ping() { return impl_->Ping(); }
