@@ -142,10 +142,10 @@ TEST_F(TlsTest, ACertificateForAnotherHostIsRefused) {
 // certificate must be for, whatever address was dialled.
 TEST_F(TlsTest, AServerNameInsteadOfTheAddressDialled) {
   tls_port_ = FreeLoopbackPort();
-  auto server = RedisServer::Start(
-      {"--tls-port", std::to_string(tls_port_), "--tls-cert-file", (*certs_)["named.crt"],
-       "--tls-key-file", (*certs_)["named.key"], "--tls-ca-cert-file", (*certs_)["ca.crt"],
-       "--tls-auth-clients", "no"});
+  auto server =
+      RedisServer::Start({"--tls-port", std::to_string(tls_port_), "--tls-cert-file",
+                          (*certs_)["named.crt"], "--tls-key-file", (*certs_)["named.key"],
+                          "--tls-ca-cert-file", (*certs_)["ca.crt"], "--tls-auth-clients", "no"});
   ASSERT_NE(server, nullptr);
   EXPECT_FALSE(Open(Url("127.0.0.1", "ca=" + (*certs_)["ca.crt"])).ok());
   auto named = Open(Url("127.0.0.1", "ca=" + (*certs_)["ca.crt"] + "&sni=redis.test"));

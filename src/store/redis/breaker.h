@@ -59,7 +59,7 @@ class Breaker {
   const int threshold_;
   const std::chrono::microseconds open_for_;
   std::atomic<int> failures_{0};
-  std::atomic<std::int64_t> open_until_{0};  // 0: closed
+  std::atomic<std::int64_t> open_until_{0};     // 0: closed
   std::atomic<std::int64_t> probe_started_{0};  // 0: no probe out
 };
 

@@ -98,11 +98,11 @@ struct PendingDecision {
   Steady::time_point deadline;
   DecisionCallback done;
   bool answered = false;
-  int slot = 0;          // Redis Cluster: the key's slot
-  Node* node = nullptr;  // where it was sent (whose breaker its outcome feeds)
+  int slot = 0;                 // Redis Cluster: the key's slot
+  Node* node = nullptr;         // where it was sent (whose breaker its outcome feeds)
   Node* admitted_by = nullptr;  // the node whose breaker let it through (retries skip it)
-  int redirects = 0;     // MOVED / ASK / TRYAGAIN followed so far
-  bool alone = false;    // sent in a call of its own (after TRYAGAIN on a batch)
+  int redirects = 0;            // MOVED / ASK / TRYAGAIN followed so far
+  bool alone = false;           // sent in a call of its own (after TRYAGAIN on a batch)
 };
 using PendingPtr = std::shared_ptr<PendingDecision>;
 
@@ -703,8 +703,8 @@ class RedisStore::Impl {
       if (!ranges.ok()) {
         lane->node.refused_topology = true;
         // Start-up fails only once every seed has refused (one may still be loading).
-        const bool all_refused = std::all_of(seeds_.begin(), seeds_.end(),
-                                             [](const Node* seed) { return seed->refused_topology; });
+        const bool all_refused = std::all_of(
+            seeds_.begin(), seeds_.end(), [](const Node* seed) { return seed->refused_topology; });
         if (!topology_known_ && all_refused) {
           std::lock_guard lock(start_mu_);
           topology_error_ = absl::FailedPreconditionError(fmt::format(
