@@ -35,7 +35,7 @@ run: build
 SANITIZED_SKIP = embed_example|demo_page_e2e
 SANITIZER_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
   -DFLOODGATE_BUILD_BENCH=OFF
-FUZZ_SECONDS ?= 25
+FUZZ_SECONDS ?= 30
 test: deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS)
 	cmake --build $(BUILD) -j $(JOBS)

@@ -3,10 +3,14 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <barrier>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <semaphore>
+#include <thread>
 
 namespace floodgate::testing {
 
@@ -74,6 +78,59 @@ void RunCase(Store& store, const VectorCase& c, const std::string& key_prefix) {
     EXPECT_EQ(got->retry_after.count(), step.expect.retry_after.count()) << where;
     EXPECT_EQ(got->reset_after.count(), step.expect.reset_after.count()) << where;
     EXPECT_FALSE(got->degraded) << where;
+  }
+}
+
+namespace {
+
+// 8 threads x 64 decisions in flight on one key; returns how many were admitted.
+std::int64_t Hammer(Store& store, const Policy& policy, const std::string& key, int per_thread) {
+  std::atomic<std::int64_t> admitted{0}, failed{0};
+  std::barrier start(8);
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([&] {
+        start.arrive_and_wait();
+        std::counting_semaphore<64> slots(64);
+        for (int i = 0; i < per_thread; ++i) {
+          slots.acquire();
+          store.DecideAsync({key, policy, 1, std::nullopt}, [&](absl::StatusOr<Decision> d) {
+            if (!d.ok() || d->degraded) {
+              ++failed;
+            } else if (d->allowed) {
+              ++admitted;
+            }
+            slots.release();
+          });
+        }
+        for (int i = 0; i < 64; ++i) slots.acquire();
+      });
+    }
+  }
+  EXPECT_EQ(failed.load(), 0) << key;
+  return admitted.load();
+}
+
+}  // namespace
+
+void ExpectExactCapacityUnderContention(Store& store) {
+  const std::pair<const char*, std::int64_t> bounds[] = {
+      {"fixed_window:1000/1h", 1000},
+      {"sliding_log:1000/1h", 1000},
+      {"sliding_window:1000/1h", 1000},
+      {"gcra:1000/1h,burst=500", 500},
+      {"token_bucket:1000/1h,burst=500", 500},
+      {"token_bucket:1000/1h,burst=500,refill=interval", 500}};
+  for (const auto& [text, expected] : bounds) {
+    const auto hour = [] { return SystemNow().time_since_epoch().count() / 3'600'000'000; };
+    const auto before = hour();
+    const std::int64_t admitted = Hammer(store, *Policy::Parse(text), text, 500);
+    if (hour() == before) {
+      EXPECT_EQ(admitted, expected) << text;
+    } else {
+      EXPECT_LE(admitted, 2 * expected) << text << " (the run crossed an hour boundary)";
+    }
   }
 }
 

@@ -37,4 +37,8 @@ void RunCase(Store& store, const VectorCase& c, const std::string& key_prefix);
 // an asynchronous store batches them, and each decision must still see the ones before.
 void RunCaseInFlight(Store& store, const VectorCase& c, const std::string& key_prefix);
 
+// 8 threads with 64 decisions each in flight hammer one key per policy (every
+// algorithm): exactly the policy's capacity is admitted, and nothing fails.
+void ExpectExactCapacityUnderContention(Store& store);
+
 }  // namespace floodgate::testing

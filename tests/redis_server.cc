@@ -66,6 +66,15 @@ bool PortIsFree(int port) {
 
 }  // namespace
 
+std::unique_ptr<RedisStore> OpenRedis(const std::string& url) {
+  auto options = RedisStoreOptions::FromUrl(url);
+  EXPECT_TRUE(options.ok()) << options.status();
+  if (!options.ok()) return nullptr;
+  auto store = RedisStore::Open(*options);
+  EXPECT_TRUE(store.ok()) << store.status();
+  return store.ok() ? *std::move(store) : nullptr;
+}
+
 std::string RunShell(const std::string& command, int* status) {
   std::string out;
   int exit_status = -1;

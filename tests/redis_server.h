@@ -3,6 +3,7 @@
 // A real redis-server (Debian's package) for tests: started on a free loopback port in
 // its own temp dir, stopped by its PID. No mocks stand in for Redis.
 
+#include <floodgate/redis_store.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -49,6 +50,10 @@ class RedisServer {
 
 // A free TCP port on 127.0.0.1 (bound and released; the caller binds it next).
 int FreeLoopbackPort();
+
+// A Redis store for `url` (redis://, rediss:// or redis-cluster://); records a test
+// failure and returns nullptr when the URL is bad or the store cannot start.
+std::unique_ptr<RedisStore> OpenRedis(const std::string& url);
 
 // Runs `command` through the shell; returns its stdout, and its exit status in `status`.
 std::string RunShell(const std::string& command, int* status = nullptr);

@@ -26,14 +26,6 @@ using std::chrono::milliseconds;
 using ::testing::HasSubstr;
 using Steady = std::chrono::steady_clock;
 
-std::unique_ptr<RedisStore> OpenRedis(const std::string& url) {
-  auto options = RedisStoreOptions::FromUrl(url);
-  EXPECT_TRUE(options.ok()) << options.status();
-  auto store = RedisStore::Open(*options);
-  EXPECT_TRUE(store.ok()) << store.status();
-  return store.ok() ? *std::move(store) : nullptr;
-}
-
 // Decides on `key` until an answer comes from Redis again (not degraded), for at most
 // `limit`; returns how long that took.
 Steady::duration TimeUntilRedisAnswers(Store& store, const Policy& policy, Steady::duration limit) {
@@ -91,56 +83,10 @@ TEST_F(RedisTest, ConformanceVectorsBatched) {
 
 // ---- atomicity -----------------------------------------------------------------------
 
-// 8 threads x 64 decisions in flight on one key, through two connections.
-std::int64_t Hammer(Store& store, const Policy& policy, const std::string& key, int per_thread) {
-  std::atomic<std::int64_t> admitted{0}, failed{0};
-  std::barrier start(8);
-  {
-    std::vector<std::jthread> threads;
-    for (int t = 0; t < 8; ++t) {
-      threads.emplace_back([&] {
-        start.arrive_and_wait();
-        std::counting_semaphore<64> slots(64);
-        std::atomic<int> done{0};
-        for (int i = 0; i < per_thread; ++i) {
-          slots.acquire();
-          store.DecideAsync({key, policy, 1, std::nullopt}, [&](absl::StatusOr<Decision> d) {
-            if (!d.ok() || d->degraded)
-              ++failed;
-            else if (d->allowed)
-              ++admitted;
-            ++done;
-            slots.release();
-          });
-        }
-        for (int i = 0; i < 64; ++i) slots.acquire();
-      });
-    }
-  }
-  EXPECT_EQ(failed.load(), 0);
-  return admitted.load();
-}
-
 TEST_F(RedisTest, EveryAlgorithmAdmitsExactlyItsCapacityUnderContention) {
   auto store = OpenRedis(Url("timeout=2s&denial_cache=0us"));
   ASSERT_NE(store, nullptr);
-  const std::pair<const char*, std::int64_t> bounds[] = {
-      {"fixed_window:1000/1h", 1000},
-      {"sliding_log:1000/1h", 1000},
-      {"sliding_window:1000/1h", 1000},
-      {"gcra:1000/1h,burst=500", 500},
-      {"token_bucket:1000/1h,burst=500", 500},
-      {"token_bucket:1000/1h,burst=500,refill=interval", 500}};
-  for (const auto& [text, expected] : bounds) {
-    const auto hour = [] { return SystemNow().time_since_epoch().count() / 3'600'000'000; };
-    const auto before = hour();
-    const std::int64_t admitted = Hammer(*store, *Policy::Parse(text), text, 500);
-    if (hour() == before) {
-      EXPECT_EQ(admitted, expected) << text;
-    } else {
-      EXPECT_LE(admitted, 2 * expected) << text << " (the run crossed an hour boundary)";
-    }
-  }
+  ExpectExactCapacityUnderContention(*store);
   EXPECT_GT(store->redis_stats().batched_decisions, 0u);
 }
 

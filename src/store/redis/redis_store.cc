@@ -240,25 +240,29 @@ class RedisStore::Impl {
     std::promise<void> stopped;
     asio::post(io_, [this, &stopped] {
       refresh_timer_.cancel();
+      const absl::Status closed = absl::CancelledError("store closed");
+      // Everything not yet answered is answered Cancelled first: stopping a connection
+      // fails its calls, whose handlers would otherwise flush what queued behind them to
+      // a connection that is no longer there (an error, answered by on_error).
       for (auto& node : nodes_) {
         for (auto& lane : node->lanes) {
-          lane->connection->Stop();
-          lane->sweep.cancel();
           std::deque<PendingPtr> queued;
           {
             std::lock_guard lock(lane->mu);
             queued.swap(lane->queued);
           }
-          for (auto& pending : queued) Complete(*pending, absl::CancelledError("store closed"));
-          for (auto& pending : lane->deadlines) {
-            Complete(*pending, absl::CancelledError("store closed"));
-          }
+          for (auto& pending : queued) Complete(*pending, closed);
+          for (auto& pending : lane->deadlines) Complete(*pending, closed);
           lane->deadlines.clear();
         }
-        for (auto& pending : node->waiting) {
-          Complete(*pending, absl::CancelledError("store closed"));
-        }
+        for (auto& pending : node->waiting) Complete(*pending, closed);
         node->waiting.clear();
+      }
+      for (auto& node : nodes_) {
+        for (auto& lane : node->lanes) {
+          lane->connection->Stop();
+          lane->sweep.cancel();
+        }
       }
       std::deque<PendingPtr> unrouted;
       {
