@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 #include "redis_server.h"
 
@@ -163,6 +164,68 @@ TEST_F(TlsTest, ClientCertificates) {
                                                 (*certs_)["client.crt"], (*certs_)["client.key"])));
   ASSERT_TRUE(with.ok()) << with.status();
   ExpectDecides(**with);
+}
+
+// A Redis Cluster speaking TLS everywhere (clients and the cluster bus): the store finds
+// the primaries' TLS ports through CLUSTER SLOTS and verifies every one of them.
+TEST_F(TlsTest, AClusterOverTls) {
+  std::vector<std::unique_ptr<RedisServer>> nodes;
+  std::vector<int> tls_ports;
+  std::string create =
+      fmt::format("redis-cli --tls --cacert '{}' --cluster create", (*certs_)["ca.crt"]);
+  for (int i = 0; i < 3; ++i) {
+    const int tls_port = FreeLoopbackPort();
+    auto node = RedisServer::Start(
+        {"--tls-port", std::to_string(tls_port), "--tls-cert-file", (*certs_)["server.crt"],
+         "--tls-key-file", (*certs_)["server.key"], "--tls-ca-cert-file", (*certs_)["ca.crt"],
+         "--tls-auth-clients", "no", "--tls-cluster", "yes", "--cluster-enabled", "yes",
+         "--cluster-config-file", "nodes.conf", "--cluster-port",
+         std::to_string(FreeLoopbackPort())});
+    ASSERT_NE(node, nullptr);
+    create += fmt::format(" 127.0.0.1:{}", tls_port);
+    tls_ports.push_back(tls_port);
+    nodes.push_back(std::move(node));
+  }
+  const std::string out = RunShell(create + " --cluster-yes 2>&1");
+  ASSERT_THAT(out, HasSubstr("All 16384 slots covered")) << out;
+  // Polled (bounded): every node agreeing the cluster is up is the condition.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  const auto healthy = [&] {
+    for (auto& node : nodes) {
+      if (node->Cli({"CLUSTER", "INFO"}).find("cluster_state:ok") == std::string::npos) {
+        return false;
+      }
+    }
+    return true;
+  };
+  while (!healthy() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(healthy());
+
+  auto options = RedisStoreOptions::FromUrl(fmt::format(
+      "redis-cluster://127.0.0.1:{}?tls=1&ca={}&timeout=2s", tls_ports[0], (*certs_)["ca.crt"]));
+  ASSERT_TRUE(options.ok()) << options.status();
+  auto store = RedisStore::Open(*options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ((*store)->redis_stats().nodes, 3u);
+  const Policy policy = *Policy::Parse("fixed_window:5/1h");
+  for (int i = 0; i < 60; ++i) {
+    auto d = (*store)->Decide({fmt::format("client-{}", i), policy, 1, std::nullopt});
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_FALSE(d->degraded);
+  }
+  for (auto& node : nodes) {  // every primary was reached, over TLS
+    EXPECT_GT(std::atoll(node->Cli({"DBSIZE"}).c_str()), 5) << "port " << node->port();
+  }
+  // The wrong CA fails against the cluster too.
+  auto wrong = RedisStoreOptions::FromUrl(
+      fmt::format("redis-cluster://127.0.0.1:{}?tls=1&ca={}&connect_timeout=2s", tls_ports[0],
+                  (*certs_)["other-ca.crt"]));
+  ASSERT_TRUE(wrong.ok());
+  auto refused = RedisStore::Open(*wrong);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("certificate verify failed"));
 }
 
 TEST_F(TlsTest, BadFilesAndOptionsAreClearErrors) {

@@ -78,7 +78,8 @@ class Load:
         self.lock = threading.Lock()
         self.answers = []  # (time answered, latency s, degraded, allowed)
         self.errors = []
-        self.threads = [threading.Thread(target=self.run, args=(i,)) for i in range(4)]
+        self.threads = [threading.Thread(target=self.run, args=(i,), daemon=True)
+                        for i in range(4)]
         for t in self.threads:
             t.start()
 
@@ -155,6 +156,7 @@ def main():
     log = open(os.path.join(work, "serve.log"), "w")
     server = subprocess.Popen([binary, "serve", "--config", config, "--listen",
                                f"127.0.0.1:{port}", "--threads", "2"], stdout=log, stderr=log)
+    load = None
     try:
         wait_until(lambda: subprocess.run(["curl", "-sf", f"http://127.0.0.1:{port}/readyz"],
                                           capture_output=True).returncode == 0, 10,
@@ -170,6 +172,16 @@ def main():
 
         def degraded_seen(since):
             wait_until(lambda: any(a[2] for a in load.since(since)), 10, "no degraded answer")
+
+        def settled():
+            # Answers to requests sent during the last fault (waiting out the timeout) can
+            # still arrive after the first one from Redis: the next fault starts once the
+            # last 200 answers all came from Redis.
+            def quiet():
+                with load.lock:
+                    last = load.answers[-200:]
+                return len(last) == 200 and not any(a[2] for a in last)
+            wait_until(quiet, 10, "answers did not settle after a fault")
 
         wait_until(lambda: len(load.since(0)) > 500, 20, "no load")
         rss_start = rss_kib(server.pid)
@@ -190,6 +202,7 @@ def main():
         from_redis_again("CLIENT PAUSE 1.5 s", t + 1.5)
 
         # 3. Scripts lost: resent with their bodies, nothing degraded.
+        settled()
         t = time.monotonic()
         if redis.cli("SCRIPT", "FLUSH").strip() != "OK":
             fail("SCRIPT FLUSH")
@@ -207,6 +220,7 @@ def main():
         from_redis_again("maxmemory OOM", time.monotonic())
 
         # 5. SIGHUP with a broken config: the old one keeps serving, from Redis.
+        settled()
         with open(config, "w") as f:
             f.write("rules:\n  - name: api\n    policy: nonsense\n")
         t = time.monotonic()
@@ -245,6 +259,8 @@ def main():
               ", ".join(f"{n} {s * 1000:.0f} ms" for n, s in recoveries.items()) +
               f"; RSS {rss_start} -> {rss_end} KiB")
     finally:
+        if load is not None:
+            load.finish()
         server.send_signal(signal.SIGTERM)
         try:
             server.wait(timeout=10)
