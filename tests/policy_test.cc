@@ -140,6 +140,9 @@ TEST(ParseDuration, AcceptsUnitsRejectsGarbage) {
   EXPECT_FALSE(ParseDuration("50").ok());
   EXPECT_FALSE(ParseDuration("-5s").ok());
   EXPECT_FALSE(ParseDuration("5 s").ok());
+  const auto fraction = ParseDuration("0.5s");  // says what to do instead
+  ASSERT_FALSE(fraction.ok());
+  EXPECT_THAT(std::string(fraction.status().message()), ::testing::HasSubstr("500ms"));
 }
 
 }  // namespace

@@ -75,6 +75,11 @@ absl::StatusOr<microseconds> ParseDuration(std::string_view text) {
     if (unit == name) scale = us;
   }
   if (scale == 0) {
+    // "0.5s": the number stopped at the '.', and the rest is not a unit.
+    if (!unit.empty() && (unit.front() == '.' || unit.front() == ',')) {
+      return absl::InvalidArgumentError(fmt::format(
+          "\"{}\" must be a whole number with a unit: use a smaller unit (e.g. 500ms)", text));
+    }
     return absl::InvalidArgumentError(
         fmt::format("\"{}\" needs a unit: us, ms, s, m, h or d (e.g. 10s)", text));
   }

@@ -1010,10 +1010,15 @@ class RedisStore::Impl {
     if (chunk.empty()) return;
     Lane* lane = target.PickLane();
     if (lane == nullptr) {
-      // The importing node is unreachable: these decisions cannot run anywhere now.
       for (auto& p : chunk) {
-        Complete(*p, absl::UnavailableError(
-                         fmt::format("redis at {} is not connected", target.describe)));
+        if (!target.ever_ready) {
+          // The importing node is new to us: wait for its connection; the decision then
+          // goes to the slot's owner again, which sends it here with ASK once more.
+          Wait(target, p);
+        } else {
+          Complete(*p, absl::UnavailableError(
+                           fmt::format("redis at {} is not connected", target.describe)));
+        }
       }
       return;
     }
