@@ -51,7 +51,7 @@ test: deps
 	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  ctest --output-on-failure -j $(JOBS) -E '$(SANITIZED_SKIP)'
 
-# Benchmarks: every comparison (about 12 minutes on 2 cores), then the 10-minute soak,
+# Benchmarks: every comparison (about 9 minutes on 2 cores), then the 10-minute soak,
 # then bench/results/latest.md with tables and charts. bench/report.py says what each
 # part measures; `python3 bench/report.py --no-soak` runs the comparisons alone.
 bench: build
