@@ -207,16 +207,22 @@ std::string RedisServer::Cli(const std::vector<std::string>& args) const {
 // ---- RedisCluster ----------------------------------------------------------------------
 
 std::unique_ptr<RedisCluster> RedisCluster::Start(int primaries) {
-  std::unique_ptr<RedisCluster> cluster(new RedisCluster());
+  std::vector<std::unique_ptr<RedisServer>> nodes;
   std::string create = "redis-cli --cluster create";
   for (int i = 0; i < primaries * 2; ++i) {
     auto node = RedisServer::StartClusterNode();
     if (node == nullptr) return nullptr;
     create += fmt::format(" 127.0.0.1:{}", node->port());
-    cluster->nodes_.push_back(std::move(node));
+    nodes.push_back(std::move(node));
   }
-  create += " --cluster-replicas 1 --cluster-yes 2>&1";
-  const std::string out = RunShell(create);
+  return Create(std::move(nodes), create + " --cluster-replicas 1 --cluster-yes");
+}
+
+std::unique_ptr<RedisCluster> RedisCluster::Create(std::vector<std::unique_ptr<RedisServer>> nodes,
+                                                   const std::string& create_command) {
+  std::unique_ptr<RedisCluster> cluster(new RedisCluster());
+  cluster->nodes_ = std::move(nodes);
+  const std::string out = RunShell(create_command + " 2>&1");
   if (out.find("[OK] All 16384 slots covered") == std::string::npos) {
     ADD_FAILURE() << "redis-cli --cluster create failed:\n" << out;
     return nullptr;

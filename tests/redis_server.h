@@ -64,6 +64,10 @@ std::string RunShell(const std::string& command, int* status = nullptr);
 class RedisCluster {
  public:
   static std::unique_ptr<RedisCluster> Start(int primaries = 3);
+  // Joins nodes already started (with cluster-enabled) by running `create_command`
+  // (a `redis-cli ... --cluster create ...`), then waits until the cluster is healthy.
+  static std::unique_ptr<RedisCluster> Create(std::vector<std::unique_ptr<RedisServer>> nodes,
+                                              const std::string& create_command);
 
   // redis-cluster://127.0.0.1:P1,127.0.0.1:P2,...[?options]
   std::string url(const std::string& options = "") const;

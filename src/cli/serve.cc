@@ -101,9 +101,9 @@ Command AddServe(CLI::App& app) {
               fmt::print(stderr, "floodgate serve: {}\n", MessageOf(status));
               return kExitError;
             }
-            spdlog::info("floodgate {} listening on http://{}:{} (store {}, {} rules, config {})",
-                         kVersion, host.find(':') == std::string::npos ? host : "[" + host + "]",
-                         http.port(), store->Describe(), config->rules.size(), config->source);
+            spdlog::info("floodgate {} listening on http://{} (store {}, {} rules, config {})",
+                         kVersion, HostPort(host, http.port()), store->Describe(),
+                         config->rules.size(), config->source);
 
             boost::asio::io_context signals_io;
             boost::asio::signal_set signals(signals_io, SIGINT, SIGTERM, SIGHUP);

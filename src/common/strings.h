@@ -8,6 +8,7 @@
 #include <absl/strings/string_view.h>
 
 #include <charconv>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -15,6 +16,14 @@ namespace floodgate {
 
 inline absl::string_view ToAbsl(std::string_view s) { return {s.data(), s.size()}; }
 inline std::string_view ToStd(absl::string_view s) { return {s.data(), s.size()}; }
+
+// "host:port", with an IPv6 address in brackets ("[::1]:6379"), for messages and URLs.
+inline std::string HostPort(std::string_view host, std::uint16_t port) {
+  const bool v6 = host.find(':') != std::string_view::npos;
+  std::string out = v6 ? "[" : "";
+  out.append(host).append(v6 ? "]:" : ":").append(std::to_string(port));
+  return out;
+}
 
 // The status message as a std::string_view (valid while the status lives).
 inline std::string_view MessageOf(const absl::Status& status) { return ToStd(status.message()); }

@@ -32,11 +32,7 @@ Connection::Connection(asio::io_context& io, ConnectionOptions options, Hooks ho
       backoff_(options_.reconnect_min),
       read_buffer_(64 * 1024) {}
 
-std::string Connection::address() const {
-  const bool v6 = options_.host.find(':') != std::string::npos;
-  return v6 ? fmt::format("[{}]:{}", options_.host, options_.port)
-            : fmt::format("{}:{}", options_.host, options_.port);
-}
+std::string Connection::address() const { return HostPort(options_.host, options_.port); }
 
 void Connection::Start() {
   if (state_ == State::kIdle) Connect();

@@ -63,11 +63,6 @@ absl::StatusOr<RedisEndpoint> ParseEndpoint(std::string_view url, std::string_vi
   return endpoint;
 }
 
-std::string FormatEndpoint(const std::string& host, std::uint16_t port) {
-  const bool v6 = host.find(':') != std::string::npos;
-  return fmt::format("{}{}{}:{}", v6 ? "[" : "", host, v6 ? "]" : "", port);
-}
-
 }  // namespace
 
 absl::StatusOr<RedisStoreOptions> RedisStoreOptions::FromUrl(std::string_view url) {
@@ -218,13 +213,12 @@ std::string RedisStoreOptions::Describe() const {
   else if (!password.empty())
     auth = "***@";
   if (!cluster) {
-    return fmt::format("{}://{}{}/{}", tls ? "rediss" : "redis", auth, FormatEndpoint(host, port),
-                       db);
+    return fmt::format("{}://{}{}/{}", tls ? "rediss" : "redis", auth, HostPort(host, port), db);
   }
   std::string hosts;
   for (const RedisEndpoint& seed : seeds) {
     if (!hosts.empty()) hosts += ',';
-    hosts += FormatEndpoint(seed.host, seed.port);
+    hosts += HostPort(seed.host, seed.port);
   }
   return fmt::format("redis-cluster://{}{}{}", auth, hosts, tls ? "?tls=1" : "");
 }

@@ -218,7 +218,7 @@ class RedisStore::Impl {
       // The seeds answer CLUSTER SLOTS; the primaries found there get nodes of their own.
       for (const RedisEndpoint& seed : options_.seeds) {
         // One connection is enough to ask for the topology.
-        Node& node = AddNode(seed, FormatAddress(seed), 1);
+        Node& node = AddNode(seed, HostPort(seed.host, seed.port), 1);
         node.seed = true;
         seeds_.push_back(&node);
       }
@@ -414,12 +414,6 @@ class RedisStore::Impl {
         refreshes{0};
   };
 
-  static std::string FormatAddress(const RedisEndpoint& endpoint) {
-    const bool v6 = endpoint.host.find(':') != std::string::npos;
-    return v6 ? fmt::format("[{}]:{}", endpoint.host, endpoint.port)
-              : fmt::format("{}:{}", endpoint.host, endpoint.port);
-  }
-
   // Constructor, or I/O thread. Nodes live as long as the store.
   Node& AddNode(const RedisEndpoint& endpoint, std::string describe, int connections) {
     auto node = std::make_unique<Node>(endpoint, std::move(describe), options_.breaker_failures,
@@ -463,7 +457,7 @@ class RedisStore::Impl {
       // Seeds have one connection, for discovery; decisions get a node of their own.
       if (node->endpoint == endpoint && !node->seed && !node->retired) return *node;
     }
-    Node& node = AddNode(endpoint, FormatAddress(endpoint), options_.connections);
+    Node& node = AddNode(endpoint, HostPort(endpoint.host, endpoint.port), options_.connections);
     StartNode(node);
     return node;
   }
@@ -600,11 +594,7 @@ class RedisStore::Impl {
     std::vector<Lane*> touched;
     const Steady::time_point now = Steady::now();
     for (auto& pending : pendings) {
-      if (pending->answered) continue;
-      if (now >= pending->deadline) {
-        Complete(*pending, TimeoutError());
-        continue;
-      }
+      if (!Live(*pending, now)) continue;
       Node* node = owners_[pending->slot];
       if (node == nullptr) {
         RequestRefresh();
@@ -613,7 +603,6 @@ class RedisStore::Impl {
                                                     options_.Describe(), pending->slot)));
         continue;
       }
-      pending->node = node;
       if (!Admit(*node, *pending, now)) continue;
       Lane* lane = node->PickLane();
       if (lane == nullptr) {
@@ -622,8 +611,7 @@ class RedisStore::Impl {
           continue;
         }
         RequestRefresh();
-        Complete(*pending, absl::UnavailableError(
-                               fmt::format("redis at {} is not connected", node->describe)));
+        Complete(*pending, NotConnected(*node));
         continue;
       }
       Enqueue(*lane, pending, /*flush_now=*/true);
@@ -634,10 +622,33 @@ class RedisStore::Impl {
     for (Lane* lane : touched) Flush(*lane);
   }
 
-  // The node's breaker decides whether a decision may be sent there; a retry on the node
-  // that already admitted it is not asked again (it may be the breaker's probe).
-  // Answers it by on_error when not.
+  // Not answered yet, and within its deadline (else answered as timed out).
+  bool Live(PendingDecision& pending, Steady::time_point now) {
+    if (pending.answered) return false;
+    if (now < pending.deadline) return true;
+    Complete(pending, TimeoutError());
+    return false;
+  }
+
+  // Counts one more redirect or retry; past kMaxRedirects the decision is answered.
+  bool CountRedirect(PendingDecision& pending) {
+    if (pending.answered) return false;
+    if (++pending.redirects <= kMaxRedirects) return true;
+    Complete(pending, absl::UnavailableError(
+                          fmt::format("redis cluster {}: slot {} still redirected after {} tries",
+                                      options_.Describe(), pending.slot, kMaxRedirects)));
+    return false;
+  }
+
+  static absl::Status NotConnected(const Node& node) {
+    return absl::UnavailableError(fmt::format("redis at {} is not connected", node.describe));
+  }
+
+  // Sends the decision to `node` if the node's breaker lets it (its outcome then feeds
+  // that breaker); a retry on the node that already admitted it is not asked again (it
+  // may be the breaker's probe). Answers it by on_error when not.
   bool Admit(Node& node, PendingDecision& pending, Steady::time_point now) {
+    pending.node = &node;
     if (pending.admitted_by == &node) return true;
     if (!node.breaker.Allow(now)) {
       AnswerWhileOpen(pending);
@@ -658,13 +669,7 @@ class RedisStore::Impl {
 
   // A redirect or retry: the call did not run, so the decisions go again (bounded).
   void Reroute(std::vector<PendingPtr> chunk) {
-    for (auto& pending : chunk) {
-      if (!pending->answered && ++pending->redirects > kMaxRedirects) {
-        Complete(*pending, absl::UnavailableError(fmt::format(
-                               "redis cluster {}: slot {} still redirected after {} tries",
-                               options_.Describe(), pending->slot, kMaxRedirects)));
-      }
-    }
+    for (auto& pending : chunk) CountRedirect(*pending);
     Route(chunk);
   }
 
@@ -803,10 +808,8 @@ class RedisStore::Impl {
     for (auto& pending : queued) {
       if (pending->answered) continue;
       if (!lane.connection->ready()) {
-        Complete(*pending, absl::UnavailableError(
-                               options_.cluster
-                                   ? fmt::format("redis at {} is not connected", lane.node.describe)
-                                   : LastError()));
+        Complete(*pending,
+                 options_.cluster ? NotConnected(lane.node) : absl::UnavailableError(LastError()));
       } else if (now >= pending->deadline) {
         Complete(*pending, TimeoutError());
       } else {
@@ -986,25 +989,11 @@ class RedisStore::Impl {
 
   // ASK: this one call goes to the importing node, after ASKING; the slot map stays.
   void Ask(Node& target, std::vector<PendingPtr> chunk) {
-    std::erase_if(chunk, [](const PendingPtr& p) { return p->answered; });
-    for (auto& pending : chunk) {
-      if (++pending->redirects > kMaxRedirects) {
-        Complete(*pending, absl::UnavailableError(fmt::format(
-                               "redis cluster {}: slot {} still redirected after {} tries",
-                               options_.Describe(), pending->slot, kMaxRedirects)));
-      }
-    }
     // As in Route: within the deadline, and the target's breaker decides (and hears how
     // it went: the call runs there).
     const Steady::time_point now = Steady::now();
     for (auto& pending : chunk) {
-      if (pending->answered) continue;
-      if (now >= pending->deadline) {
-        Complete(*pending, TimeoutError());
-        continue;
-      }
-      pending->node = &target;
-      Admit(target, *pending, now);
+      if (CountRedirect(*pending) && Live(*pending, now)) Admit(target, *pending, now);
     }
     std::erase_if(chunk, [](const PendingPtr& p) { return p->answered; });
     if (chunk.empty()) return;
@@ -1016,8 +1005,7 @@ class RedisStore::Impl {
           // goes to the slot's owner again, which sends it here with ASK once more.
           Wait(target, p);
         } else {
-          Complete(*p, absl::UnavailableError(
-                           fmt::format("redis at {} is not connected", target.describe)));
+          Complete(*p, NotConnected(target));
         }
       }
       return;
