@@ -15,13 +15,13 @@ import argparse
 import json
 import os
 import random
-import shutil
 import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
+
+from redis_bench import Redis  # a redis-server on a free loopback port
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -50,36 +50,6 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
 
 
-class Server:
-    def __init__(self, work, cluster):
-        self.port = cluster_port() if cluster else None
-        if not cluster:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                self.port = s.getsockname()[1]
-        self.dir = tempfile.mkdtemp(prefix="node-", dir=work)
-        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
-                self.dir, "--save", "", "--appendonly", "no", "--logfile", "log"]
-        if cluster:
-            args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                     "--cluster-node-timeout", "2000"]
-        self.proc = subprocess.Popen(args)
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            if self.cli("PING").strip() == "PONG":
-                return
-            time.sleep(0.05)
-        raise SystemExit("redis-server did not start")
-
-    def cli(self, *args):
-        return subprocess.run(["redis-cli", "-p", str(self.port), *args], capture_output=True,
-                              text=True).stdout
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait()
-
-
 def bench(binary, url, duration, pids):
     before = {pid: cpu_seconds(pid) for pid in pids}
     start = os.times()
@@ -105,12 +75,14 @@ def main():
     parser.add_argument("--duration", default="3s")
     args = parser.parse_args()
 
-    work = tempfile.mkdtemp(prefix="floodgate-cluster-bench-")
     servers = []
     try:
-        standalone = Server(work, cluster=False)
+        standalone = Redis()
         servers.append(standalone)
-        nodes = [Server(work, cluster=True) for _ in range(3)]
+        nodes = [Redis(port=cluster_port(),
+                       extra_args=["--cluster-enabled", "yes", "--cluster-config-file",
+                                   "nodes.conf", "--cluster-node-timeout", "2000"])
+                 for _ in range(3)]
         servers += nodes
         out = subprocess.run(["redis-cli", "--cluster", "create",
                               *[f"127.0.0.1:{n.port}" for n in nodes], "--cluster-yes"],
@@ -152,7 +124,6 @@ def main():
     finally:
         for s in servers:
             s.stop()
-        shutil.rmtree(work, ignore_errors=True)
 
     md = [f"### Redis Cluster ({time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores shared by "
           "the client and every redis-server)\n",

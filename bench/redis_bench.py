@@ -47,12 +47,16 @@ def free_port():
 
 
 class Redis:
-    def __init__(self):
+    """A redis-server on loopback in its own temp dir (a free port unless given), with
+    `extra_args` (cluster mode, say); waits until it answers PING."""
+
+    def __init__(self, port=None, extra_args=()):
         self.dir = tempfile.mkdtemp(prefix="floodgate-bench-redis-")
-        self.port = free_port()
+        self.port = port or free_port()
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
-             "--save", "", "--appendonly", "no", "--logfile", os.path.join(self.dir, "log")])
+             "--save", "", "--appendonly", "no", "--logfile", os.path.join(self.dir, "log"),
+             *extra_args])
         deadline = time.time() + 10
         while time.time() < deadline:
             if self.cli("PING").strip() == "PONG":
