@@ -415,7 +415,8 @@ TEST_F(ClusterTest, ASlotMigratedUnderLoadLosesAndDoublesNothing) {
   load->Stop();
   EXPECT_GT(store->redis_stats().moved, 0u);
   EXPECT_EQ(load->failures(), 0);
-  EXPECT_GT(load->decisions(), 1000);
+  // The load carried on past the move (how many ran before it depends on the machine).
+  EXPECT_GE(load->decisions(), decisions_at_move + 500);
   auto allowed = load->allowed();
   for (const auto& [key, n] : before) allowed[key] += n;
   ExpectStoredCountsMatch(*store, policy, allowed, keys);
@@ -458,6 +459,7 @@ TEST_F(ClusterTest, ReshardingByRedisCliUnderLoadLosesAndDoublesNothing) {
   load->Stop();
   ASSERT_EQ(cluster_->PrimaryOf(0), target) << out;
   EXPECT_EQ(load->failures(), 0);
+  EXPECT_GE(load->decisions(), decisions_at_move + 500);
   EXPECT_GT(store->redis_stats().moved, 0u);
   ExpectStoredCountsMatch(*store, policy, load->allowed(), keys);
   std::printf("resharded %d slots under load: %lld decisions, %llu MOVED, %llu ASK\n", kMovedSlots,
