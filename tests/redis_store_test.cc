@@ -214,7 +214,7 @@ TEST_F(RedisTest, ClientPauseAnswersDegradedWithinTheTimeout) {
   ASSERT_NE(store, nullptr);
   const Policy policy = *Policy::Parse("gcra:1000/1s");
   ASSERT_FALSE(store->Decide({"k", policy, 1, std::nullopt})->degraded);
-  server_->Cli({"CLIENT", "PAUSE", "600", "ALL"});
+  server_->Cli({"CLIENT", "PAUSE", "2000", "ALL"});
   int degraded = 0;
   milliseconds slowest{0};
   for (int i = 0; i < 20; ++i) {
@@ -227,7 +227,9 @@ TEST_F(RedisTest, ClientPauseAnswersDegradedWithinTheTimeout) {
     }
   }
   EXPECT_EQ(degraded, 20);
-  EXPECT_LE(slowest, milliseconds(50 + 30));       // timeout + the sweep's tick + scheduling
+  // Timeout + the sweep's tick + scheduling on a loaded machine (sanitizers, parallel
+  // tests); what must never happen is waiting out the 2 s pause.
+  EXPECT_LE(slowest, milliseconds(50 + 150));
   EXPECT_TRUE(store->redis_stats().breaker_open);  // most of them never reached Redis
   server_->Cli({"CLIENT", "UNPAUSE"});
 }
@@ -244,7 +246,7 @@ TEST(RedisFailure, RestartDegradesThenRecoversWithinASecond) {
   for (int i = 0; i < 50; ++i) {
     const auto begin = Steady::now();
     const Decision d = *store->Decide({"k", policy, 1, std::nullopt});
-    EXPECT_LE(Steady::now() - begin, milliseconds(80));
+    EXPECT_LE(Steady::now() - begin, milliseconds(50 + 150));  // timeout + scheduling margin
     EXPECT_TRUE(d.degraded);
     EXPECT_TRUE(d.allowed);  // the local limiter decides, and has room
   }

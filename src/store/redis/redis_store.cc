@@ -159,6 +159,15 @@ struct Node {
   // Answered CLUSTER SLOTS with an error (a loading or non-cluster node): asked last.
   bool refused_topology = false;
 
+  // I/O thread: no connection is ready, and one has failed, so this is not a node still
+  // making its first connections (they are not a reason to ask for the topology again:
+  // a first attempt that fails asks by itself).
+  bool Unreachable() {
+    return PickLane() == nullptr &&
+           (ever_ready || std::any_of(lanes.begin(), lanes.end(),
+                                      [](const auto& lane) { return lane->reported_down; }));
+  }
+
   // A ready connection, round-robin; nullptr when none is. Thread-safe.
   Lane* PickLane() {
     const std::size_t n = lanes.size();
@@ -728,9 +737,10 @@ class RedisStore::Impl {
       lane->node.refused_topology = false;
       ApplyTopology(*ranges);
       // Until every slot's primary is reachable (a replica is being promoted, say), keep
-      // looking, at most once per kRefreshInterval.
+      // looking, at most once per kRefreshInterval. Primaries just found and still making
+      // their first connections are not a reason: if those fail, OnDown asks.
       for (Node* node : owner_nodes_) {
-        if (node->PickLane() == nullptr) return RequestRefresh();
+        if (node->Unreachable()) return RequestRefresh();
       }
     });
     // The stall check covers this call too: an answer that never comes (a half-open
