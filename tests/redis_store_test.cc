@@ -38,11 +38,8 @@ Steady::duration TimeUntilRedisAnswers(Store& store, const Policy& policy, Stead
 
 class RedisTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { server_ = RedisServer::Start().release(); }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
+  static void SetUpTestSuite() { server_ = RedisServer::Start(); }
+  static void TearDownTestSuite() { server_.reset(); }
   void SetUp() override { ASSERT_NE(server_, nullptr); }
 
   // Keys of every test live under their own prefix.
@@ -52,9 +49,8 @@ class RedisTest : public ::testing::Test {
     return server_->url(options.empty() ? prefix : prefix + "&" + options);
   }
 
-  static RedisServer* server_;
+  static inline std::unique_ptr<RedisServer> server_;
 };
-RedisServer* RedisTest::server_ = nullptr;
 
 // ---- conformance -------------------------------------------------------------------
 

@@ -62,11 +62,8 @@ class Certificates {
 
 class TlsTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { certs_ = new Certificates(); }
-  static void TearDownTestSuite() {
-    delete certs_;
-    certs_ = nullptr;
-  }
+  static void SetUpTestSuite() { certs_ = std::make_unique<Certificates>(); }
+  static void TearDownTestSuite() { certs_.reset(); }
   void SetUp() override { ASSERT_TRUE(certs_->ok()); }
 
   // A server with TLS on its own port (the plain port stays for the fixture's checks).
@@ -92,10 +89,9 @@ class TlsTest : public ::testing::Test {
     EXPECT_TRUE(d->allowed);
   }
 
-  static Certificates* certs_;
+  static inline std::unique_ptr<Certificates> certs_;
   int tls_port_ = 0;
 };
-Certificates* TlsTest::certs_ = nullptr;
 
 TEST_F(TlsTest, VerifiedAgainstTheGivenCa) {
   auto server = StartTlsServer(false);
