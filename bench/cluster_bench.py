@@ -24,6 +24,7 @@ import time
 from redis_bench import Redis  # a redis-server on a free loopback port
 
 TICKS = os.sysconf("SC_CLK_TCK")
+STORES = ["standalone", "cluster", "cluster of 1"]
 
 
 def port_free(port):
@@ -89,30 +90,41 @@ def main():
                              capture_output=True, text=True).stdout
         if "All 16384 slots covered" not in out:
             raise SystemExit(f"redis-cli --cluster create failed:\n{out}")
+        # A cluster of one primary holding every slot: the routing's own cost, without
+        # the spreading over primaries.
+        single = Redis(port=cluster_port(),
+                       extra_args=["--cluster-enabled", "yes", "--cluster-config-file",
+                                   "nodes.conf", "--cluster-node-timeout", "2000"])
+        servers.append(single)
+        single.cli("CLUSTER", "ADDSLOTSRANGE", "0", "16383")
         deadline = time.time() + 20
-        while not all("cluster_state:ok" in n.cli("CLUSTER", "INFO") for n in nodes):
+        while not all("cluster_state:ok" in n.cli("CLUSTER", "INFO") for n in nodes + [single]):
             if time.time() > deadline:
                 raise SystemExit("the cluster did not become healthy")
             time.sleep(0.1)
 
         urls = {"standalone": f"redis://127.0.0.1:{standalone.port}",
-                "cluster": "redis-cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in nodes)}
-        pids = {"standalone": [standalone.proc.pid], "cluster": [n.proc.pid for n in nodes]}
+                "cluster": "redis-cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in nodes),
+                "cluster of 1": f"redis-cluster://127.0.0.1:{single.port}"}
+        pids = {"standalone": [standalone.proc.pid], "cluster": [n.proc.pid for n in nodes],
+                "cluster of 1": [single.proc.pid]}
         rows = []
         for batch in (1, 64):
-            runs = {"standalone": [], "cluster": []}
-            ratios = []
+            runs = {store: [] for store in STORES}
+            ratios = {store: [] for store in STORES[1:]}
             for r in range(args.rounds):
-                order = ["standalone", "cluster"] if r % 2 == 0 else ["cluster", "standalone"]
+                order = STORES if r % 2 == 0 else STORES[::-1]
                 got = {}
                 for store in order:
                     got[store] = bench(args.floodgate,
                                        f"{urls[store]}?batch={batch}&denial_cache=0us&timeout=1s",
                                        args.duration, pids[store])
                     runs[store].append(got[store])
-                ratios.append(got["cluster"]["decisions_per_sec"] /
-                              got["standalone"]["decisions_per_sec"])
-            row = {"batch": batch, "ratio": statistics.median(ratios)}
+                for store in ratios:
+                    ratios[store].append(got[store]["decisions_per_sec"] /
+                                         got["standalone"]["decisions_per_sec"])
+            row = {"batch": batch,
+                   "ratio": {store: statistics.median(r) for store, r in ratios.items()}}
             for store in runs:
                 row[store] = {k: statistics.median(x[k] for x in runs[store])
                               for k in ("decisions_per_sec", "p50_us", "p99_us", "server_us",
@@ -120,7 +132,7 @@ def main():
             rows.append(row)
             print(f"  batch={batch:<3} standalone {row['standalone']['decisions_per_sec']:>9.0f}/s"
                   f"  cluster {row['cluster']['decisions_per_sec']:>9.0f}/s"
-                  f"  ratio {row['ratio']:.2f}", file=sys.stderr)
+                  f"  ratio {row['ratio']['cluster']:.2f}", file=sys.stderr)
     finally:
         for s in servers:
             s.stop()
@@ -128,20 +140,22 @@ def main():
     md = [f"### Redis Cluster ({time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores shared by "
           "the client and every redis-server)\n",
           f"`floodgate bench --policy gcra:1000/1s --keys 100000 --threads 1 --concurrency 128 "
-          f"-d {args.duration}`, denial cache off, on one redis-server and on a 3-primary "
-          "cluster (no replicas), back to back in each round; medians of "
+          f"-d {args.duration}`, denial cache off, on one redis-server, on a 3-primary "
+          "cluster (no replicas) and on a cluster of one primary holding every slot (the cost "
+          "of routing alone), back to back in each round; medians of "
           f"{args.rounds} rounds, ratios within a round. CPU per decision from /proc: all "
           "redis-servers together, and the client process.\n",
           "| batch | store | decisions/s | p50 | p99 | redis CPU / decision | client CPU / decision "
           "| cluster / standalone |",
           "|---:|---|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
-        for store in ("standalone", "cluster"):
+        for store in STORES:
             r = row[store]
+            ratio = row["ratio"].get(store)
             md.append(f"| {row['batch']} | {store} | {r['decisions_per_sec']:,.0f} | "
                       f"{r['p50_us']:.0f} µs | {r['p99_us']:.0f} µs | {r['server_us']:.2f} µs | "
                       f"{r['client_us']:.2f} µs | "
-                      f"{'**%.2f**' % row['ratio'] if store == 'cluster' else ''} |")
+                      f"{'**%.2f**' % ratio if ratio is not None else ''} |")
     text = "\n".join(md) + "\n"
     print(text)
     os.makedirs(args.out, exist_ok=True)
@@ -151,11 +165,11 @@ def main():
         f.write("batch,store,decisions_per_sec,p50_us,p99_us,redis_cpu_us_per_decision,"
                 "client_cpu_us_per_decision,cluster_over_standalone\n")
         for row in rows:
-            for store in ("standalone", "cluster"):
+            for store in STORES:
                 r = row[store]
                 f.write(f"{row['batch']},{store},{r['decisions_per_sec']:.0f},{r['p50_us']:.1f},"
                         f"{r['p99_us']:.1f},{r['server_us']:.3f},{r['client_us']:.3f},"
-                        f"{row['ratio'] if store == 'cluster' else ''}\n")
+                        f"{row['ratio'].get(store, '')}\n")
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@ keeps 100,000 limiter keys. nginx answers from its limit_req shared-memory zone
 nginx's auth_request sends) and /v1/check (a JSON POST), on memory:// and on Redis.
 Express with rate-limiter-flexible on the same Redis (bench/express, what a Node user
 would deploy; installed here with `npm ci`) answers the same /v1/authz requests.
-Each round runs nginx and floodgate back to back with the same wrk settings; ratios are
-taken within a round, and the median of the rounds is reported with the p99 latency.
+Each comparison runs its two sides back to back in each round with the same wrk settings
+(every server against nginx, and floodgate on Redis against Express); requests/s and p99
+ratios are taken within a round, and the medians of the rounds are reported.
 Everything runs on free loopback ports and is stopped at the end.
 """
 import argparse
@@ -165,32 +166,42 @@ http {{
             wait_port(port, proc, "floodgate serve")
             servers["memory" if store.startswith("memory") else "redis"] = port
 
+        def pair(base, contender):
+            """Medians over the rounds of both sides and of the per-round ratios (contender
+            over base) of requests/s and of p99; the side that runs first alternates."""
+            b, c, rps_ratio, p99_ratio = [], [], [], []
+            for r in range(args.rounds):
+                if r % 2 == 0:
+                    x, y = wrk(*base, args), wrk(*contender, args)
+                else:
+                    y, x = wrk(*contender, args), wrk(*base, args)
+                b.append(x)
+                c.append(y)
+                rps_ratio.append(y["rps"] / x["rps"])
+                p99_ratio.append(y["p99_us"] / x["p99_us"])
+            return dict(base_rps=statistics.median(x["rps"] for x in b),
+                        base_p99=statistics.median(x["p99_us"] for x in b),
+                        rps=statistics.median(x["rps"] for x in c),
+                        p99=statistics.median(x["p99_us"] for x in c),
+                        ratio=statistics.median(rps_ratio),
+                        p99_ratio=statistics.median(p99_ratio),
+                        non2xx=sum(x["non2xx"] for x in c))
+
+        nginx = (nginx_port, scripts["nginx"])
         rows = {}
         targets = [(store, port, endpoint) for store, port in servers.items()
                    for endpoint in ("authz", "check")]
         targets.append(("express+redis", express_port, "authz"))
         for store, port, endpoint in targets:
-            base, ours, ratios = [], [], []
-            for r in range(args.rounds):
-                # Alternate which side runs first, so neither always gets a warmer machine.
-                if r % 2 == 0:
-                    n = wrk(nginx_port, scripts["nginx"], args)
-                    f = wrk(port, scripts[endpoint], args)
-                else:
-                    f = wrk(port, scripts[endpoint], args)
-                    n = wrk(nginx_port, scripts["nginx"], args)
-                base.append(n)
-                ours.append(f)
-                ratios.append(f["rps"] / n["rps"])
-            row = dict(nginx_rps=statistics.median(x["rps"] for x in base),
-                       nginx_p99=statistics.median(x["p99_us"] for x in base),
-                       rps=statistics.median(x["rps"] for x in ours),
-                       p99=statistics.median(x["p99_us"] for x in ours),
-                       ratio=statistics.median(ratios),
-                       non2xx=sum(x["non2xx"] for x in ours))
+            row = pair(nginx, (port, scripts[endpoint]))
             rows[(store, endpoint)] = row
             print(f"  {store:<13} /v1/{endpoint:<5} {row['rps']:>9.0f} req/s (p99 {row['p99']:.0f} us)"
-                  f"  nginx {row['nginx_rps']:>9.0f} req/s  ratio {row['ratio']:.2f}", file=sys.stderr)
+                  f"  nginx {row['base_rps']:>9.0f} req/s  ratio {row['ratio']:.2f}"
+                  f"  p99 ratio {row['p99_ratio']:.2f}", file=sys.stderr)
+        # floodgate on Redis against Express on the same Redis, back to back.
+        vs_express = pair((express_port, scripts["authz"]), (servers["redis"], scripts["authz"]))
+        print(f"  floodgate redis vs express: {vs_express['ratio']:.2f}x req/s, "
+              f"p99 {vs_express['p99_ratio']:.2f}x", file=sys.stderr)
     finally:
         for p in procs:
             p.terminate()
@@ -210,28 +221,36 @@ http {{
           "points per second) on the same Redis, one Node process. "
           f"Ratios are taken within each round; medians of {args.rounds} rounds. Target: >= 1.0x "
           "nginx on memory://.\n",
-          "| server | endpoint | req/s | p99 | nginx limit_req req/s | nginx p99 | ratio to nginx |",
-          "|---|---|---:|---:|---:|---:|---:|"]
+          "| server | endpoint | req/s | p99 | nginx limit_req req/s | nginx p99 | "
+          "req/s ratio to nginx | p99 ratio to nginx |",
+          "|---|---|---:|---:|---:|---:|---:|---:|"]
     for (store, endpoint), r in rows.items():
         name = store if store.startswith("express") else f"floodgate {store}"
         md.append(f"| {name} | `/v1/{endpoint}` | {r['rps']:,.0f} | {r['p99']:.0f} µs | "
-                  f"{r['nginx_rps']:,.0f} | {r['nginx_p99']:.0f} µs | **{r['ratio']:.2f}** |")
-    ours, node = rows[("redis", "authz")], rows[("express+redis", "authz")]
-    md.append(f"\nOn the same Redis, floodgate `/v1/authz` answers {ours['rps'] / node['rps']:.2f}x "
-              f"the requests/s of Express + rate-limiter-flexible (ratio of the two ratios to "
-              f"nginx), p99 {ours['p99']:.0f} µs vs {node['p99']:.0f} µs.")
+                  f"{r['base_rps']:,.0f} | {r['base_p99']:.0f} µs | **{r['ratio']:.2f}** | "
+                  f"{r['p99_ratio']:.2f} |")
+    v = vs_express
+    md.append(f"\nfloodgate on Redis against Express + rate-limiter-flexible on the same Redis, "
+              f"back to back in each round (`/v1/authz`): {v['rps']:,.0f} vs {v['base_rps']:,.0f} "
+              f"req/s, **{v['ratio']:.2f}x**; p99 {v['p99']:.0f} µs vs {v['base_p99']:.0f} µs "
+              f"({v['p99_ratio']:.2f}x). A p99 ratio below 1 means faster answers.")
     text = "\n".join(md) + "\n"
     print(text)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "http.md"), "w") as f:
         f.write(text)
     with open(os.path.join(args.out, "http.csv"), "w") as f:
-        f.write("server,endpoint,rps,p99_us,nginx_rps,nginx_p99_us,ratio_to_nginx\n")
+        f.write("server,endpoint,rps,p99_us,nginx_rps,nginx_p99_us,ratio_to_nginx,"
+                "p99_ratio_to_nginx\n")
         for (store, endpoint), r in rows.items():
             name = store if store.startswith("express") else f"floodgate {store}"
-            f.write(f"{name},/v1/{endpoint},{r['rps']:.0f},{r['p99']:.0f},{r['nginx_rps']:.0f},"
-                    f"{r['nginx_p99']:.0f},{r['ratio']:.4f}\n")
-
+            f.write(f"{name},/v1/{endpoint},{r['rps']:.0f},{r['p99']:.0f},{r['base_rps']:.0f},"
+                    f"{r['base_p99']:.0f},{r['ratio']:.4f},{r['p99_ratio']:.4f}\n")
+    with open(os.path.join(args.out, "http_vs_express.csv"), "w") as f:
+        f.write("floodgate_redis_rps,floodgate_redis_p99_us,express_rps,express_p99_us,"
+                "rps_ratio,p99_ratio\n")
+        f.write(f"{v['rps']:.0f},{v['p99']:.0f},{v['base_rps']:.0f},{v['base_p99']:.0f},"
+                f"{v['ratio']:.4f},{v['p99_ratio']:.4f}\n")
 
 if __name__ == "__main__":
     main()

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "baseline_map.h"
@@ -229,13 +230,22 @@ int main(int argc, char** argv) {
   fmt::print("{}", md);
   if (!markdown_path.empty()) std::ofstream(markdown_path) << md;
   if (!csv_path.empty()) {
+    // Scenario names and policies hold commas ("uniform, 1 thread", "refill=interval"):
+    // quoted as RFC 4180 says, so any CSV reader keeps the columns.
+    const auto quoted = [](std::string_view text) {
+      std::string out = "\"";
+      for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+      return out + "\"";
+    };
     std::ofstream csv(csv_path);
-    csv << "kind,name,baseline_per_sec,floodgate_per_sec,ratio,bytes_per_key\n";
+    csv << "kind,name,baseline_per_sec,floodgate_per_sec,ratio,bytes_per_key,key_bytes\n";
     for (const auto& r : results) {
-      csv << fmt::format("throughput,{},{:.0f},{:.0f},{:.4f},\n", r.scenario.name, r.baseline_rate,
-                         r.floodgate_rate, r.ratio);
+      csv << fmt::format("throughput,{},{:.0f},{:.0f},{:.4f},,\n", quoted(r.scenario.name),
+                         r.baseline_rate, r.floodgate_rate, r.ratio);
     }
-    for (const auto& r : rss) csv << fmt::format("memory,{},,,,{:.1f}\n", r.policy, r.per_key);
+    for (const auto& r : rss) {
+      csv << fmt::format("memory,{},,,,{:.1f},{:.1f}\n", quoted(r.policy), r.per_key, r.key_bytes);
+    }
   }
   return 0;
 }
