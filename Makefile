@@ -15,7 +15,7 @@ deps:
 	@scripts/install-deps.sh
 
 $(BUILD)/build.ninja: | deps
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS)
+	cmake --preset default -B $(BUILD) $(CMAKE_ARGS)
 
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
@@ -33,25 +33,23 @@ run: build
 # outside project against the installed library) and the browser test. ASan's quarantine
 # of freed memory is kept small, so that the chaos test's RSS bound still means something.
 SANITIZED_SKIP = embed_example|demo_page_e2e
-SANITIZER_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
-  -DFLOODGATE_BUILD_BENCH=OFF
 FUZZ_SECONDS ?= 30
+# The trees are the presets of CMakePresets.json (default, asan, tsan); -B keeps the
+# BUILD / ASAN_BUILD / TSAN_BUILD overrides working.
 test: deps
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS)
+	cmake --preset default -B $(BUILD) $(CMAKE_ARGS)
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
-	CXX=clang++ cmake -S . -B $(ASAN_BUILD) -G Ninja $(SANITIZER_FLAGS) \
-	  -DFLOODGATE_SANITIZE=address,undefined -DFLOODGATE_FUZZ=ON \
-	  -DFLOODGATE_FUZZ_SECONDS=$(FUZZ_SECONDS)
+	cmake --preset asan -B $(ASAN_BUILD) -DFLOODGATE_FUZZ_SECONDS=$(FUZZ_SECONDS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:quarantine_size_mb=8 \
 	  UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -E '$(SANITIZED_SKIP)'
-	cmake -S . -B $(TSAN_BUILD) -G Ninja $(SANITIZER_FLAGS) -DFLOODGATE_SANITIZE=thread
+	cmake --preset tsan -B $(TSAN_BUILD)
 	cmake --build $(TSAN_BUILD) -j $(JOBS)
 	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  ctest --output-on-failure -j $(JOBS) -E '$(SANITIZED_SKIP)'
 
-# Benchmarks: every comparison (about 9 minutes on 2 cores), then the 10-minute soak,
+# Benchmarks: every comparison (about 10 minutes on 2 cores), then the 10-minute soak,
 # then bench/results/latest.md with tables and charts. bench/report.py says what each
 # part measures; `python3 bench/report.py --no-soak` runs the comparisons alone.
 bench: build

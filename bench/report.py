@@ -13,7 +13,7 @@ Parts (each its own script or program, each writing a Markdown table and a CSV):
   5. JSON parsing cost (bench/json_bench);
   6. soak (bench/soak_bench, 10 minutes, after the comparisons so that it cannot disturb
      them): memory:// over 10 million distinct keys under its max_keys bound.
-Parts 1-5 take about 9 minutes on 2 cores; the soak adds its 10 (--no-soak skips it).
+Parts 1-5 take about 10 minutes on 2 cores; the soak adds its 10 (--no-soak skips it).
 Then writes bench/results/latest.md (every table, with the machine, versions and date)
 and PNG charts drawn by gnuplot. Every figure is a median of several runs; ratios are
 taken pair by pair within a run.

@@ -284,6 +284,51 @@ TEST_F(ClusterTest, AKilledPrimaryDegradesOnlyItsKeysThenRecoversAfterFailover) 
   EXPECT_GT(store->redis_stats().topology_refreshes, 1u);
 }
 
+// A primary that stops answering (paused past the timeout): its keys get on_error's answer
+// (here the local limiter) within the timeout, the other primaries' keys are untouched;
+// the denial cache spares Redis repeated denials on a cluster as on one server.
+TEST_F(ClusterTest, APausedPrimaryTimesOutOnlyItsKeysAndTheDenialCacheWorks) {
+  auto store = OpenRedis(cluster_->url("timeout=100ms&on_error=local"));
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("fixed_window:2/1h");
+  RedisServer* victim = cluster_->PrimaryOf(redis::SlotOf(FixedWindowKey("client-0")));
+  ASSERT_NE(victim, nullptr);
+  const auto [on, off] = KeysOnAndOff(*cluster_, victim->port(), 4);
+
+  // Denial cache: once Redis has denied, repeats are answered in process.
+  for (int i = 0; i < 2; ++i)
+    ASSERT_TRUE(store->Decide({off[0], policy, 1, std::nullopt})->allowed);
+  ASSERT_FALSE(store->Decide({off[0], policy, 1, std::nullopt})->allowed);
+  const auto calls = store->redis_stats().calls;
+  for (int i = 0; i < 20; ++i) {
+    const Decision d = *store->Decide({off[0], policy, 1, std::nullopt});
+    EXPECT_FALSE(d.allowed);
+    EXPECT_FALSE(d.degraded);
+  }
+  EXPECT_EQ(store->redis_stats().calls, calls);
+  EXPECT_EQ(store->redis_stats().denial_cache_hits, 20u);
+
+  victim->Cli({"CLIENT", "PAUSE", "1500", "ALL"});
+  milliseconds slowest{0};
+  for (const auto& key : on) {
+    // The local limiter applies the policy from scratch: 2 allowed, then denied.
+    for (int i = 0; i < 3; ++i) {
+      const auto begin = Steady::now();
+      const Decision d = *store->Decide({key, policy, 1, std::nullopt});
+      slowest = std::max(slowest, std::chrono::duration_cast<milliseconds>(Steady::now() - begin));
+      EXPECT_TRUE(d.degraded) << key;
+      EXPECT_EQ(d.allowed, i < 2) << key << " #" << i;
+    }
+  }
+  EXPECT_LE(slowest, milliseconds(100 + 150));  // timeout + scheduling margin, not the pause
+  for (const auto& key : off) {
+    if (key == off[0]) continue;
+    EXPECT_FALSE(store->Decide({key, policy, 1, std::nullopt})->degraded) << key;
+  }
+  EXPECT_GT(store->redis_stats().timeouts + store->redis_stats().errors, 0u);
+  victim->Cli({"CLIENT", "UNPAUSE"});
+}
+
 std::string NodeId(RedisServer& node) {
   std::string id = node.Cli({"CLUSTER", "MYID"});
   while (!id.empty() && (id.back() == '\n' || id.back() == '\r')) id.pop_back();
@@ -446,6 +491,8 @@ TEST_F(ClusterTest, ReshardingByRedisCliUnderLoadLosesAndDoublesNothing) {
     const std::string key = fmt::format("client-{}", i);
     if (redis::SlotOf(FixedWindowKey(key)) < kMovedSlots) keys.push_back(key);
   }
+  const auto refreshes_before = store->redis_stats().topology_refreshes;
+  const auto began = Steady::now();
   auto load = std::make_unique<Load>(*store, keys, policy);
   const std::string out =
       source->Cli({"--cluster", "reshard", fmt::format("127.0.0.1:{}", source->port()),
@@ -461,6 +508,10 @@ TEST_F(ClusterTest, ReshardingByRedisCliUnderLoadLosesAndDoublesNothing) {
   EXPECT_EQ(load->failures(), 0);
   EXPECT_GE(load->decisions(), decisions_at_move + 500);
   EXPECT_GT(store->redis_stats().moved, 0u);
+  // A storm of MOVED asks for the topology at most once per 100 ms, not once per MOVED.
+  const auto refreshes = store->redis_stats().topology_refreshes - refreshes_before;
+  EXPECT_LE(refreshes, 2 + (Steady::now() - began) / milliseconds(100))
+      << store->redis_stats().moved << " MOVED";
   ExpectStoredCountsMatch(*store, policy, load->allowed(), keys);
   std::printf("resharded %d slots under load: %lld decisions, %llu MOVED, %llu ASK\n", kMovedSlots,
               static_cast<long long>(load->decisions()),

@@ -9,12 +9,19 @@
 
 #include <atomic>
 #include <barrier>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <future>
 #include <thread>
 
 #include "common/strings.h"
 #include "conformance.h"
 #include "redis_server.h"
+#include "server/config.h"
+#include "server/http_server.h"
+#include "server/service.h"
 #include "store/redis/breaker.h"
 #include "store/redis/resp.h"
 
@@ -293,6 +300,91 @@ TEST(RedisFailure, EachOnErrorModeAnswersAsConfigured) {
     EXPECT_EQ(l.remaining, i < 2 ? 1 - i : 0) << i;
   }
   EXPECT_EQ(local->redis_stats().degraded, 3u);
+}
+
+// What /metrics shows while Redis is down and on_error=local answers.
+TEST(RedisFailure, MetricsShowDegradedAnswersErrorsAndTheLocalLimitersKeys) {
+  auto server = RedisServer::Start();
+  ASSERT_NE(server, nullptr);
+  std::shared_ptr<Store> store = OpenRedis(server->url("timeout=50ms&on_error=local"));
+  ASSERT_NE(store, nullptr);
+  auto config = server::ParseConfig(
+      "rules:\n  - {name: api, match: {path_prefix: /api}, identify: ip, "
+      "policy: 'fixed_window:2/1h'}\n",
+      "t.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  server::Service service(store, std::make_shared<const server::ServerConfig>(*config));
+  const auto call = [&](const char* target, const char* uri) {
+    server::Request request(boost::beast::http::verb::get, target, 11);
+    if (uri != nullptr) request.set("X-Original-URI", uri);
+    std::promise<server::Response> answer;
+    service.Handle(request, boost::asio::ip::make_address("192.0.2.1"),
+                   [&](server::Response r) { answer.set_value(std::move(r)); });
+    return answer.get_future().get();
+  };
+  EXPECT_EQ(call("/v1/authz", "/api").result_int(), 204);  // from Redis
+  server->Kill();
+  // The local limiter applies the rule from scratch: 2 allowed, then denials.
+  std::vector<int> statuses;
+  for (int i = 0; i < 4; ++i) statuses.push_back(call("/v1/authz", "/api").result_int());
+  EXPECT_THAT(statuses, ::testing::ElementsAre(204, 204, 429, 429));
+  const std::string text = call("/metrics", nullptr).body;
+  EXPECT_THAT(text, HasSubstr("floodgate_decisions_total{rule=\"api\",result=\"allowed\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("floodgate_decisions_total{rule=\"api\",result=\"degraded\"} 4\n"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("floodgate_store_errors_total [1-9]"));
+  EXPECT_THAT(text, HasSubstr("floodgate_memory_keys 1\n"));  // the local limiter's key
+  EXPECT_THAT(
+      text, ::testing::ContainsRegex("floodgate_build_info\\{version=\"[^\"]+\",store=\"redis://"));
+}
+
+// SIGTERM's graceful shutdown: a request the store is still answering (Redis paused) is
+// answered before the server stops; nothing new is accepted meanwhile.
+TEST(RedisFailure, ShutdownFinishesARequestTheStoreIsStillAnswering) {
+  namespace beast = boost::beast;
+  namespace asio = boost::asio;
+  auto server = RedisServer::Start();
+  ASSERT_NE(server, nullptr);
+  std::shared_ptr<RedisStore> store = OpenRedis(server->url("timeout=5s&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  auto config = server::ParseConfig(
+      "rules:\n  - {name: api, match: {path_prefix: /api}, identify: ip, "
+      "policy: 'gcra:100/1s'}\n",
+      "t.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  server::Service service(store, std::make_shared<const server::ServerConfig>(*config));
+  server::HttpOptions options;
+  options.port = 0;
+  options.threads = 1;
+  server::HttpServer http(service, options);
+  ASSERT_TRUE(http.Start().ok());
+
+  const auto calls = store->redis_stats().calls;
+  server->Cli({"CLIENT", "PAUSE", "1000", "ALL"});
+  asio::io_context io;
+  asio::ip::tcp::socket client(io);
+  client.connect({asio::ip::make_address("127.0.0.1"), http.port()});
+  beast::http::request<beast::http::empty_body> request(beast::http::verb::get, "/v1/authz", 11);
+  request.set(beast::http::field::host, "localhost");
+  request.set("X-Original-URI", "/api");
+  beast::http::write(client, request);
+  // In flight: the script call has gone to the paused Redis.
+  const auto sent_by = Steady::now() + std::chrono::seconds(5);
+  while (store->redis_stats().calls == calls && Steady::now() < sent_by) std::this_thread::yield();
+  ASSERT_GT(store->redis_stats().calls, calls);
+
+  auto shutdown = std::async(std::launch::async, [&] { http.Shutdown(std::chrono::seconds(10)); });
+  beast::flat_buffer buffer;
+  beast::http::response<beast::http::string_body> response;
+  beast::error_code ec;
+  beast::http::read(client, buffer, response, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(response.result_int(), 204);  // Redis's answer, once the pause ended
+  EXPECT_FALSE(response.keep_alive());    // and the connection closes after it
+  EXPECT_EQ(shutdown.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_EQ(store->redis_stats().degraded, 0u);
+  asio::ip::tcp::socket late(io);
+  late.connect({asio::ip::make_address("127.0.0.1"), http.port()}, ec);
+  EXPECT_TRUE(ec) << "a connection was accepted after the shutdown";
 }
 
 // Close answers what is still waiting (Cancelled), at once; later decisions get on_error.

@@ -12,6 +12,8 @@
 #include <boost/beast/http.hpp>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "common/strings.h"
@@ -29,7 +31,7 @@ using tcp = asio::ip::tcp;
 
 constexpr const char* kConfig = R"(
 listen: 127.0.0.1:0
-trusted_proxies: [10.0.0.0/8, ::1/128]
+trusted_proxies: [10.0.0.0/8, ::1/128, 'fd00::/8']
 rules:
   - name: login
     match: {path_prefix: /login, methods: [post]}
@@ -44,6 +46,10 @@ rules:
     identify: ip+header:X-Api-Key
     policy: fixed_window:1/1h
     cost: 1
+  - name: byheader
+    match: {path_prefix: /byheader}
+    identify: header:X-Api-Key
+    policy: fixed_window:1/1h
 )";
 
 // ---- config ------------------------------------------------------------------------
@@ -51,7 +57,7 @@ rules:
 TEST(Config, ParsesRulesAndDefaults) {
   auto config = ParseConfig(kConfig, "test.yaml");
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->rules.size(), 3u);
+  EXPECT_EQ(config->rules.size(), 4u);
   EXPECT_EQ(config->rules[0].methods, std::vector<std::string>{"POST"});
   EXPECT_EQ(config->store.url, "memory://");
   EXPECT_TRUE(config->listen_given);      // the environment may not override it
@@ -63,6 +69,9 @@ TEST(Config, ParsesRulesAndDefaults) {
   EXPECT_TRUE(config->Trusted(asio::ip::make_address("10.1.2.3")));
   EXPECT_FALSE(config->Trusted(asio::ip::make_address("11.1.2.3")));
   EXPECT_TRUE(config->Trusted(asio::ip::make_address("::1")));
+  EXPECT_TRUE(config->Trusted(asio::ip::make_address("fd12:3456::1")));
+  EXPECT_FALSE(config->Trusted(asio::ip::make_address("fe80::1")));
+  EXPECT_FALSE(config->Trusted(asio::ip::make_address("::2")));
   auto empty = ParseConfig("", "empty.yaml");
   ASSERT_TRUE(empty.ok());
   EXPECT_EQ(empty->listen, "127.0.0.1:8080");
@@ -96,6 +105,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"listen: nowhere", "bad.yaml:1: listen \"nowhere\" must be HOST:PORT"},
         BadConfig{"store: {on_error: maybe}", "store.on_error must be fail_open"},
         BadConfig{"store: {timeout: soon}", "store.timeout must be a duration"},
+        BadConfig{"store: {url: 'mongo://h:1'}", "bad.yaml:1: store.url: unsupported store"},
+        BadConfig{"store:\n  url: 'redis://h:1?colour=red'\n", "bad.yaml:2: store.url: "},
+        BadConfig{"store: {url: 'memory://?max_keys=lots'}", "bad.yaml:1: store.url: "},
         BadConfig{"trusted_proxies: [10.0.0.0/33]", "is not an IP address or CIDR"},
         BadConfig{"authz_deny_status: 500", "authz_deny_status must be a whole number from 400"},
         BadConfig{"authz_deny_status: 404", "authz_deny_status must be 429 or 403"},
@@ -267,6 +279,13 @@ TEST_F(ServiceTest, TrustedProxiesDecideWhichAddressIsTheClient) {
   // The right-most untrusted address is the client, not a spoofed left-most one.
   for (int i = 0; i < 3; ++i) EXPECT_EQ(login("::1", "9.9.9.9, 192.0.2.1, 10.0.0.3"), 204);
   EXPECT_EQ(login("::1", "1.1.1.1, 192.0.2.1"), 429);
+  // IPv6 all the way: a trusted IPv6 proxy range, IPv6 hops, an IPv6 client.
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(login("fd00::7", "2001:db8::1, fd00::9"), 204);
+  EXPECT_EQ(login("fd00::8", "2001:db8::1"), 429);
+  EXPECT_EQ(login("fd00::7", "2001:db8::2, fd00::9"), 204);
+  // An untrusted IPv6 peer is the client, whatever it forwards.
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(login("2001:db8::66", "2001:db8::2"), 204);
+  EXPECT_EQ(login("2001:db8::66", "2001:db8::3"), 429);
 }
 
 TEST_F(ServiceTest, CookieIdentityIssuesAnAnonymousCookieAndFallsBackToTheIp) {
@@ -291,6 +310,59 @@ TEST_F(ServiceTest, CookieIdentityIssuesAnAnonymousCookieAndFallsBackToTheIp) {
   auto forged = api;
   forged.emplace_back("Cookie", "fgid=anything");
   EXPECT_EQ(Call(http::verb::get, "/v1/authz", "", forged).result_int(), 429);
+}
+
+TEST_F(ServiceTest, HeaderIdentityGivesEachValueItsOwnLimit) {
+  const auto authz = [&](const char* path, const char* api_key, const char* peer) {
+    std::vector<std::pair<std::string, std::string>> h = {{"X-Original-URI", path}};
+    if (api_key != nullptr) h.emplace_back("X-Api-Key", api_key);
+    return Call(http::verb::get, "/v1/authz", "", h, peer).result_int();
+  };
+  // header:X-Api-Key alone: one limit per key, whichever address sends it.
+  EXPECT_EQ(authz("/byheader", "alpha", "192.0.2.1"), 204);
+  EXPECT_EQ(authz("/byheader", "alpha", "192.0.2.2"), 429);
+  EXPECT_EQ(authz("/byheader", "beta", "192.0.2.1"), 204);
+  // Without the header, the address is the identity.
+  EXPECT_EQ(authz("/byheader", nullptr, "192.0.2.3"), 204);
+  EXPECT_EQ(authz("/byheader", nullptr, "192.0.2.3"), 429);
+  EXPECT_EQ(authz("/byheader", nullptr, "192.0.2.4"), 204);
+  // ip+header:X-Api-Key: both must match to share a limit.
+  EXPECT_EQ(authz("/keyed", "alpha", "192.0.2.1"), 204);
+  EXPECT_EQ(authz("/keyed", "alpha", "192.0.2.1"), 429);
+  EXPECT_EQ(authz("/keyed", "beta", "192.0.2.1"), 204);
+  EXPECT_EQ(authz("/keyed", "alpha", "192.0.2.2"), 204);
+}
+
+TEST_F(ServiceTest, MetricsCountEveryResultAndShowEveryFamily) {
+  const std::vector<std::pair<std::string, std::string>> login = {{"X-Original-URI", "/login"},
+                                                                  {"X-Original-Method", "POST"}};
+  for (int i = 0; i < 5; ++i) Call(http::verb::get, "/v1/authz", "", login);  // limit 3
+  const std::string text = Call(http::verb::get, "/metrics").body;
+  EXPECT_THAT(text, HasSubstr("floodgate_decisions_total{rule=\"login\",result=\"allowed\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("floodgate_decisions_total{rule=\"login\",result=\"denied\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("floodgate_decisions_total{rule=\"login\",result=\"degraded\"} 0\n"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("floodgate_build_info\\{version=\"[0-9]+\\.[0-9]+\\.["
+                                             "0-9]+\",store=\"memory://[^\"]*\"\\} 1"));
+  EXPECT_THAT(text, HasSubstr("floodgate_store_latency_seconds_count 5\n"));
+  EXPECT_THAT(text, HasSubstr("floodgate_memory_keys 1\n"));
+  EXPECT_THAT(text, HasSubstr("floodgate_memory_evictions_total 0\n"));
+  EXPECT_THAT(text, HasSubstr("floodgate_memory_expired_total 0\n"));
+  // Every sample line belongs to a family announced with HELP and TYPE.
+  std::istringstream lines(text);
+  std::set<std::string> announced;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("# TYPE ")) {
+      announced.insert(line.substr(7, line.find(' ', 7) - 7));
+    } else if (!line.starts_with("#")) {
+      std::string family = line.substr(0, line.find_first_of("{ "));
+      for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+        if (family.ends_with(suffix) && !announced.contains(family)) {
+          family.resize(family.size() - std::string_view(suffix).size());
+        }
+      }
+      EXPECT_TRUE(announced.contains(family)) << line;
+    }
+  }
 }
 
 TEST_F(ServiceTest, HealthReadyMetricsDemoAndUnknownPaths) {

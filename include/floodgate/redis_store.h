@@ -104,6 +104,8 @@ class RedisStore final : public Store {
   static absl::StatusOr<std::unique_ptr<RedisStore>> Open(RedisStoreOptions options);
   ~RedisStore() override;
 
+  // The keys held in process: those of the local fallback limiter (on_error=local).
+  // Redis's own keys live, and expire, in Redis.
   StoreStats Stats() const override;
   std::string Describe() const override;
   void Close() override;

@@ -77,4 +77,8 @@ absl::Status ValidateRequest(const DecideRequest& request);
 // options are errors that name the offending part.
 absl::StatusOr<std::unique_ptr<Store>> OpenStore(std::string_view url);
 
+// The URL checks of OpenStore, without opening anything (no connection is made): for
+// config files, whose errors should name their line before anything starts.
+absl::Status CheckStoreUrl(std::string_view url);
+
 }  // namespace floodgate

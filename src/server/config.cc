@@ -1,6 +1,7 @@
 #include "server/config.h"
 
 #include <absl/status/status.h>
+#include <floodgate/store.h>
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
@@ -319,6 +320,12 @@ absl::StatusOr<ServerConfig> ParseConfig(std::string_view yaml, const std::strin
             store["on_error"],
             fmt::format("store.on_error must be fail_open, fail_closed or local, got \"{}\"",
                         mode));
+      }
+    }
+    // With the options above folded in, as the store will be opened.
+    if (config.store_url_given) {
+      if (auto s = CheckStoreUrl(config.store.EffectiveUrl()); !s.ok()) {
+        return r.Error(store["url"], fmt::format("store.url: {}", MessageOf(s)));
       }
     }
   }

@@ -108,7 +108,8 @@ std::string Metrics::Render(Store& store) const {
   }
   const StoreStats stats = store.Stats();
   out += fmt::format(
-      "# HELP floodgate_memory_keys Keys held by the in-process store.\n"
+      "# HELP floodgate_memory_keys Keys held in process (memory://, or on_error=local's "
+      "fallback).\n"
       "# TYPE floodgate_memory_keys gauge\nfloodgate_memory_keys {}\n"
       "# HELP floodgate_memory_evictions_total Live keys evicted to stay under max_keys.\n"
       "# TYPE floodgate_memory_evictions_total counter\nfloodgate_memory_evictions_total {}\n"

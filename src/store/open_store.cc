@@ -6,24 +6,45 @@
 
 namespace floodgate {
 
+namespace {
+
+bool IsMemory(std::string_view url) { return url.empty() || url.starts_with("memory:"); }
+
+bool IsRedis(std::string_view url) {
+  return url.starts_with("redis://") || url.starts_with("rediss://") ||
+         url.starts_with("redis-cluster://");
+}
+
+absl::Status Unsupported(std::string_view url) {
+  const std::size_t scheme = url.find("://");
+  return absl::InvalidArgumentError(
+      fmt::format("unsupported store \"{}\" in \"{}\" (known: memory://, redis://, "
+                  "rediss://, redis-cluster://)",
+                  url.substr(0, scheme == std::string_view::npos ? url.size() : scheme), url));
+}
+
+}  // namespace
+
+absl::Status CheckStoreUrl(std::string_view url) {
+  if (IsMemory(url)) return MemoryStoreOptions::FromUrl(url.empty() ? "memory://" : url).status();
+  if (IsRedis(url)) return RedisStoreOptions::FromUrl(url).status();
+  return Unsupported(url);
+}
+
 absl::StatusOr<std::unique_ptr<Store>> OpenStore(std::string_view url) {
-  if (url.empty() || url.starts_with("memory:")) {
+  if (IsMemory(url)) {
     auto options = MemoryStoreOptions::FromUrl(url.empty() ? "memory://" : url);
     if (!options.ok()) return options.status();
     return std::make_unique<MemoryStore>(*std::move(options));
   }
-  if (url.starts_with("redis://") || url.starts_with("rediss://") ||
-      url.starts_with("redis-cluster://")) {
+  if (IsRedis(url)) {
     auto options = RedisStoreOptions::FromUrl(url);
     if (!options.ok()) return options.status();
     auto store = RedisStore::Open(*std::move(options));
     if (!store.ok()) return store.status();
     return std::unique_ptr<Store>(*std::move(store));
   }
-  const std::size_t scheme = url.find("://");
-  return absl::InvalidArgumentError(
-      fmt::format("unsupported store \"{}\" in \"{}\" (known: memory://, redis://, redis-cluster://)",
-                  url.substr(0, scheme == std::string_view::npos ? url.size() : scheme), url));
+  return Unsupported(url);
 }
 
 }  // namespace floodgate

@@ -6,12 +6,15 @@
 // (`apt-get install -y chromium`); never downloads a browser. Exits 0 when every check
 // passes, 1 on the first failure (with the reason), and gives up after 60 s overall.
 import { chromium } from 'playwright-core';
+import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
 const BASE = (process.env.FLOODGATE_URL || 'http://127.0.0.1:8080').replace(/\/+$/, '');
 const SCREENSHOT = process.env.SCREENSHOT || path.join(os.tmpdir(), 'floodgate-demo.png');
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+// The store the page must say is in use, by its scheme (memory://, redis://...).
+const EXPECT_STORE = process.env.EXPECT_STORE || '';
 const OVERALL_MS = 60_000;
 const BURST_WAIT_MS = 10_000;
 
@@ -129,8 +132,9 @@ async function main() {
   }
   check(response && response.status() === 200, 'GET / answers 200', `got ${response && response.status()}`);
   const store = await text(page, 'store');
-  check(store.length > 0 && !store.includes('__FLOODGATE') && /^[a-z-]+:\/\//.test(store),
-    'the store in use is shown', JSON.stringify(store));
+  check(store.length > 0 && !store.includes('__FLOODGATE') && /^[a-z-]+:\/\//.test(store) &&
+    store.startsWith(EXPECT_STORE), `the store in use is shown (${EXPECT_STORE || 'any'})`,
+    JSON.stringify(store));
   const version = await text(page, 'version');
   check(version.length > 0 && !version.includes('__FLOODGATE'), 'the version is shown', JSON.stringify(version));
   console.log(`#   store ${store}, version ${version}`);
@@ -199,7 +203,8 @@ async function main() {
     'the log shows the policy each request used', JSON.stringify(rows[0]));
 
   await page.screenshot({ path: SCREENSHOT, fullPage: true });
-  check(true, `full-page screenshot saved to ${SCREENSHOT}`);
+  check(fs.existsSync(SCREENSHOT) && fs.statSync(SCREENSHOT).size > 0,
+    `full-page screenshot saved to ${SCREENSHOT}`);
 
   // 4. A 400 answer is shown to the user with the server's message.
   await testid(page, 'limit').fill('0');

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Runs the demo page's browser test against a real `floodgate serve` (memory://) on a
-# free loopback port. Usage: run_e2e.sh FLOODGATE_BINARY WORK_DIR
+# Runs the demo page's browser test against a real `floodgate serve` on a free loopback
+# port, on memory:// or on a real redis-server started here (and stopped by its PID).
+# Usage: run_e2e.sh FLOODGATE_BINARY WORK_DIR [memory|redis]
 # playwright-core comes from npm (no browser download: Debian's /usr/bin/chromium);
 # the screenshot is left in WORK_DIR/demo.png as the test's artifact.
 set -euo pipefail
 binary=$1
 work=$2
+store=${3:-memory}
 src=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$work"
 cp "$src/package.json" "$src/package-lock.json" "$src/demo.test.mjs" "$work/"
@@ -13,10 +15,28 @@ if [ ! -d "$work/node_modules/playwright-core" ]; then
   (cd "$work" && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done' EXIT
+store_args=()
+expect_store=memory://
+if [ "$store" = redis ]; then
+  redis_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  mkdir -p "$work/redis"
+  redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
+    --dir "$work/redis" >"$work/redis.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 1 200); do  # bounded wait for it to answer
+    redis-cli -p "$redis_port" ping 2>/dev/null | grep -q PONG && break
+    sleep 0.05
+  done
+  store_args=(--store "redis://127.0.0.1:$redis_port")
+  expect_store=redis://
+fi
+
 log="$work/serve.log"
-"$binary" serve --listen 127.0.0.1:0 --threads 2 >"$log" 2>&1 &
+"$binary" serve --listen 127.0.0.1:0 --threads 2 "${store_args[@]}" >"$log" 2>&1 &
 pid=$!
-trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true' EXIT
+pids+=("$pid")
 port=""
 for _ in $(seq 1 200); do  # bounded wait for the "listening on" line
   port=$(grep -o 'http://127.0.0.1:[0-9]*' "$log" | head -1 | sed 's/.*://' || true)
@@ -26,4 +46,5 @@ for _ in $(seq 1 200); do  # bounded wait for the "listening on" line
 done
 [ -n "$port" ] || { echo "floodgate serve did not start"; cat "$log"; exit 1; }
 
-FLOODGATE_URL="http://127.0.0.1:$port" SCREENSHOT="$work/demo.png" node "$work/demo.test.mjs"
+FLOODGATE_URL="http://127.0.0.1:$port" SCREENSHOT="$work/demo.png" EXPECT_STORE="$expect_store" \
+  node "$work/demo.test.mjs"

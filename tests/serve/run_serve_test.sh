@@ -73,4 +73,32 @@ kill -9 "$rpid"; wait "$rpid" 2>/dev/null || true
 [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz")" = 503 ] || fail "readyz with redis down"
 body=$(curl -s -X POST "http://127.0.0.1:$port/v1/check" -d '{"key":"k","policy":"gcra:5/1s"}')
 echo "$body" | grep -q '"degraded":true' || fail "a decision with redis down should be degraded: $body"
-echo "serve: bad config refused, SIGHUP good/bad, SIGTERM exit 0, readyz 200/503, degraded answers"
+kill -TERM "$pid"; wait "$pid" 2>/dev/null || true; pid=""
+
+# 5. The environment: FLOODGATE_LISTEN and FLOODGATE_STORE when no flag or file says,
+# REDIS_URL when FLOODGATE_STORE is not set either; a flag beats the environment.
+lport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+: > "$work/serve.log"
+FLOODGATE_LISTEN="127.0.0.1:$lport" FLOODGATE_STORE="memory://?max_keys=1000" REDIS_URL="redis://127.0.0.1:1" \
+  "$binary" serve --threads 1 > "$work/serve.log" 2>&1 &
+pid=$!
+wait_for "listening on"
+grep -q "listening on http://127.0.0.1:$lport (store memory://" "$work/serve.log" || fail "FLOODGATE_LISTEN / FLOODGATE_STORE not used"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$lport/healthz")" = 200 ] || fail "healthz on FLOODGATE_LISTEN"
+kill -TERM "$pid"; wait "$pid" 2>/dev/null || true; pid=""
+set +e
+REDIS_URL="redis://127.0.0.1:$rport" "$binary" serve --listen 127.0.0.1:0 > "$work/env.out" 2>&1
+code=$?
+set -e
+[ "$code" != 0 ] || fail "REDIS_URL to a dead server should refuse to start"
+grep -q "127.0.0.1:$rport" "$work/env.out" || fail "REDIS_URL not used: $(cat "$work/env.out")"
+: > "$work/serve.log"
+FLOODGATE_LISTEN="127.0.0.1:1" FLOODGATE_STORE="redis://127.0.0.1:$rport" \
+  "$binary" serve --listen 127.0.0.1:0 --store memory:// --threads 1 > "$work/serve.log" 2>&1 &
+pid=$!
+wait_for "listening on"
+grep -q "(store memory://" "$work/serve.log" || fail "--store should beat FLOODGATE_STORE"
+grep -q "listening on http://127.0.0.1:1 " "$work/serve.log" && fail "--listen should beat FLOODGATE_LISTEN"
+
+echo "serve: bad config refused, SIGHUP good/bad, SIGTERM exit 0, readyz 200/503, degraded answers, environment"
+

@@ -352,6 +352,8 @@ class RedisStore::Impl {
     Enqueue(*lane, std::move(pending), /*flush_now=*/false);
   }
 
+  StoreStats LocalStats() const { return local_.Stats(); }
+
   RedisStats Stats() const {
     RedisStats s;
     s.calls = stats_.calls;
@@ -1202,7 +1204,7 @@ absl::StatusOr<Decision> RedisStore::DecideValidated(const DecideRequest& reques
   return *std::move(waiter->result);
 }
 
-StoreStats RedisStore::Stats() const { return {}; }
+StoreStats RedisStore::Stats() const { return impl_->LocalStats(); }
 std::string RedisStore::Describe() const { return impl_->options().Describe(); }
 void RedisStore::Close() { impl_->Close(); }
 RedisStats RedisStore::redis_stats() const { return impl_->Stats(); }
