@@ -302,18 +302,35 @@ TEST(RedisFailure, EachOnErrorModeAnswersAsConfigured) {
   EXPECT_EQ(local->redis_stats().degraded, 3u);
 }
 
+// floodgate's HTTP service on a Redis store, with one rule, `api`: requests for /api,
+// one limit per client IP.
+struct ServiceOnRedis {
+  std::shared_ptr<RedisStore> store;
+  std::unique_ptr<server::Service> service;
+};
+ServiceOnRedis StartService(RedisServer& redis, const std::string& options,
+                            const std::string& policy) {
+  ServiceOnRedis out;
+  out.store = OpenRedis(redis.url(options));
+  auto config = server::ParseConfig(
+      fmt::format("rules:\n  - {{name: api, match: {{path_prefix: /api}}, identify: ip, "
+                  "policy: '{}'}}\n",
+                  policy),
+      "t.yaml");
+  if (out.store == nullptr || !config.ok()) return {};
+  out.service = std::make_unique<server::Service>(
+      out.store, std::make_shared<const server::ServerConfig>(*config));
+  return out;
+}
+
 // What /metrics shows while Redis is down and on_error=local answers.
 TEST(RedisFailure, MetricsShowDegradedAnswersErrorsAndTheLocalLimitersKeys) {
   auto server = RedisServer::Start();
   ASSERT_NE(server, nullptr);
-  std::shared_ptr<Store> store = OpenRedis(server->url("timeout=50ms&on_error=local"));
-  ASSERT_NE(store, nullptr);
-  auto config = server::ParseConfig(
-      "rules:\n  - {name: api, match: {path_prefix: /api}, identify: ip, "
-      "policy: 'fixed_window:2/1h'}\n",
-      "t.yaml");
-  ASSERT_TRUE(config.ok()) << config.status();
-  server::Service service(store, std::make_shared<const server::ServerConfig>(*config));
+  const ServiceOnRedis running =
+      StartService(*server, "timeout=50ms&on_error=local", "fixed_window:2/1h");
+  ASSERT_NE(running.service, nullptr);
+  server::Service& service = *running.service;
   const auto call = [&](const char* target, const char* uri) {
     server::Request request(boost::beast::http::verb::get, target, 11);
     if (uri != nullptr) request.set("X-Original-URI", uri);
@@ -344,18 +361,14 @@ TEST(RedisFailure, ShutdownFinishesARequestTheStoreIsStillAnswering) {
   namespace asio = boost::asio;
   auto server = RedisServer::Start();
   ASSERT_NE(server, nullptr);
-  std::shared_ptr<RedisStore> store = OpenRedis(server->url("timeout=5s&denial_cache=0us"));
-  ASSERT_NE(store, nullptr);
-  auto config = server::ParseConfig(
-      "rules:\n  - {name: api, match: {path_prefix: /api}, identify: ip, "
-      "policy: 'gcra:100/1s'}\n",
-      "t.yaml");
-  ASSERT_TRUE(config.ok()) << config.status();
-  server::Service service(store, std::make_shared<const server::ServerConfig>(*config));
+  const ServiceOnRedis running =
+      StartService(*server, "timeout=5s&denial_cache=0us", "gcra:100/1s");
+  ASSERT_NE(running.service, nullptr);
+  RedisStore* store = running.store.get();
   server::HttpOptions options;
   options.port = 0;
   options.threads = 1;
-  server::HttpServer http(service, options);
+  server::HttpServer http(*running.service, options);
   ASSERT_TRUE(http.Start().ok());
 
   const auto calls = store->redis_stats().calls;
