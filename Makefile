@@ -30,7 +30,7 @@ run: build
 # (which also runs each libFuzzer harness for FUZZ_SECONDS from its seed corpus), and in
 # a ThreadSanitizer tree. Any sanitizer report fails its test. The sanitizer trees skip
 # what does not exercise our code under the sanitizer: the packaging test (it builds an
-# outside project against the installed library) and the browser test. ASan's quarantine
+# outside project against the installed library) and the browser tests. ASan's quarantine
 # of freed memory is kept small, so that the chaos test's RSS bound still means something.
 SANITIZED_SKIP = embed_example|demo_page_e2e
 FUZZ_SECONDS ?= 30
