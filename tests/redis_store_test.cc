@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <barrier>
@@ -14,6 +16,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <future>
+#include <sstream>
 #include <thread>
 
 #include "common/strings.h"
@@ -340,11 +343,26 @@ TEST(RedisFailure, MetricsShowDegradedAnswersErrorsAndTheLocalLimitersKeys) {
     return answer.get_future().get();
   };
   EXPECT_EQ(call("/v1/authz", "/api").result_int(), 204);  // from Redis
+  // The log, captured: degraded answers are reported at most once a second, with a count.
+  std::ostringstream log;
+  const auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  const auto began = Steady::now();
   server->Kill();
   // The local limiter applies the rule from scratch: 2 allowed, then denials.
   std::vector<int> statuses;
   for (int i = 0; i < 4; ++i) statuses.push_back(call("/v1/authz", "/api").result_int());
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(Steady::now() - began);
+  spdlog::set_default_logger(previous);
   EXPECT_THAT(statuses, ::testing::ElementsAre(204, 204, 429, 429));
+  std::istringstream lines(log.str());
+  int reports = 0;
+  for (std::string line; std::getline(lines, line);) {
+    reports += line.find("answered by on_error since the last report") != std::string::npos;
+  }
+  EXPECT_GE(reports, 1) << log.str();
+  EXPECT_LE(reports, 1 + seconds.count()) << log.str();
   const std::string text = call("/metrics", nullptr).body;
   EXPECT_THAT(text, HasSubstr("floodgate_decisions_total{rule=\"api\",result=\"allowed\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("floodgate_decisions_total{rule=\"api\",result=\"degraded\"} 4\n"));
