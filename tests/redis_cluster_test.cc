@@ -197,17 +197,6 @@ TEST_F(ClusterTest, ScriptsLostOnEveryPrimaryAreReloadedInvisibly) {
   EXPECT_EQ(store->redis_stats().degraded, 0u);
 }
 
-// Decides on `key` until Redis answers again (not degraded), for at most `limit`.
-bool AnswersFromRedisWithin(Store& store, const std::string& key, const Policy& policy,
-                            Steady::duration limit) {
-  const auto deadline = Steady::now() + limit;
-  while (Steady::now() < deadline) {
-    auto d = store.Decide({key, policy, 1, std::nullopt});
-    if (d.ok() && !d->degraded) return true;
-  }
-  return false;
-}
-
 // Keys whose slots live on `primary` and keys elsewhere.
 std::pair<std::vector<std::string>, std::vector<std::string>> KeysOnAndOff(RedisCluster& cluster,
                                                                            int primary_port,
@@ -257,7 +246,7 @@ TEST_F(ClusterTest, AKilledPrimaryDegradesOnlyItsKeysThenRecoversAfterFailover) 
   std::jthread on_side([&] { load(on, on_degraded, nullptr); });
   std::jthread off_side([&] { load(off, off_degraded, &off_answered); });
 
-  ASSERT_TRUE(AnswersFromRedisWithin(*store, on[0], policy, std::chrono::seconds(5)));
+  ASSERT_TRUE(TimeUntilRedisAnswers(*store, on[0], policy, std::chrono::seconds(5)).has_value());
   victim->Kill();
   const auto killed_at = Steady::now();
   // Its keys degrade as on_error says...
@@ -265,12 +254,13 @@ TEST_F(ClusterTest, AKilledPrimaryDegradesOnlyItsKeysThenRecoversAfterFailover) 
   while (on_degraded == 0 && Steady::now() < degraded_by) std::this_thread::yield();
   EXPECT_GT(on_degraded.load(), 0);
   // ...until a replica is promoted and found, without restarting anything.
-  EXPECT_TRUE(AnswersFromRedisWithin(*store, on[0], policy, std::chrono::seconds(30)));
+  EXPECT_TRUE(TimeUntilRedisAnswers(*store, on[0], policy, std::chrono::seconds(30)).has_value());
   std::printf("answers from Redis again %lld ms after the primary was killed\n",
               static_cast<long long>(
                   std::chrono::duration_cast<milliseconds>(Steady::now() - killed_at).count()));
   for (const auto& key : on) {
-    EXPECT_TRUE(AnswersFromRedisWithin(*store, key, policy, std::chrono::seconds(5))) << key;
+    EXPECT_TRUE(TimeUntilRedisAnswers(*store, key, policy, std::chrono::seconds(5)).has_value())
+        << key;
   }
   stop = true;
   on_side.join();

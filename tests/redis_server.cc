@@ -75,6 +75,18 @@ std::unique_ptr<RedisStore> OpenRedis(const std::string& url) {
   return store.ok() ? *std::move(store) : nullptr;
 }
 
+std::optional<std::chrono::steady_clock::duration> TimeUntilRedisAnswers(
+    Store& store, const std::string& key, const Policy& policy,
+    std::chrono::steady_clock::duration limit) {
+  using Steady = std::chrono::steady_clock;
+  const auto begin = Steady::now();
+  while (Steady::now() - begin < limit) {
+    auto d = store.Decide({key, policy, 1, std::nullopt});
+    if (d.ok() && !d->degraded) return Steady::now() - begin;
+  }
+  return std::nullopt;
+}
+
 std::string RunShell(const std::string& command, int* status) {
   std::string out;
   int exit_status = -1;

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,12 @@ int FreeLoopbackPort();
 // A Redis store for `url` (redis://, rediss:// or redis-cluster://); records a test
 // failure and returns nullptr when the URL is bad or the store cannot start.
 std::unique_ptr<RedisStore> OpenRedis(const std::string& url);
+
+// Decides on `key` until an answer comes from Redis again (not degraded), for at most
+// `limit`: how long that took, or nullopt when Redis never answered within `limit`.
+std::optional<std::chrono::steady_clock::duration> TimeUntilRedisAnswers(
+    Store& store, const std::string& key, const Policy& policy,
+    std::chrono::steady_clock::duration limit);
 
 // Runs `command` through the shell; returns its stdout, and its exit status in `status`.
 std::string RunShell(const std::string& command, int* status = nullptr);

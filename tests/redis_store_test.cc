@@ -36,16 +36,6 @@ using std::chrono::milliseconds;
 using ::testing::HasSubstr;
 using Steady = std::chrono::steady_clock;
 
-// Decides on `key` until an answer comes from Redis again (not degraded), for at most
-// `limit`; returns how long that took.
-Steady::duration TimeUntilRedisAnswers(Store& store, const Policy& policy, Steady::duration limit) {
-  const auto begin = Steady::now();
-  while (Steady::now() - begin < limit) {
-    if (!store.Decide({"k", policy, 1, std::nullopt})->degraded) break;
-  }
-  return Steady::now() - begin;
-}
-
 class RedisTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { server_ = RedisServer::Start(); }
@@ -257,8 +247,9 @@ TEST(RedisFailure, RestartDegradesThenRecoversWithinASecond) {
     EXPECT_TRUE(d.allowed);  // the local limiter decides, and has room
   }
   ASSERT_TRUE(server->Restart());
-  EXPECT_LE(TimeUntilRedisAnswers(*store, policy, std::chrono::seconds(3)),
-            std::chrono::seconds(1));
+  const auto answered = TimeUntilRedisAnswers(*store, "k", policy, std::chrono::seconds(3));
+  ASSERT_TRUE(answered.has_value());
+  EXPECT_LE(*answered, std::chrono::seconds(1));
   EXPECT_GE(store->redis_stats().reconnects, 1u);
 }
 
@@ -277,8 +268,7 @@ TEST(RedisFailure, AConnectionThatStopsAnsweringIsReplaced) {
     EXPECT_TRUE(store->Decide({"k", policy, 1, std::nullopt})->degraded);
   }
   EXPECT_GE(store->redis_stats().reconnects, 1u);
-  EXPECT_LT(TimeUntilRedisAnswers(*store, policy, std::chrono::seconds(5)),
-            std::chrono::seconds(5));
+  EXPECT_TRUE(TimeUntilRedisAnswers(*store, "k", policy, std::chrono::seconds(5)).has_value());
 }
 
 TEST(RedisFailure, EachOnErrorModeAnswersAsConfigured) {
