@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 
+import part_output  # bench/part_output.py: the markdown and CSV files of a part
 from redis_bench import Redis  # a redis-server on a free loopback port
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -156,20 +157,13 @@ def main():
                       f"{r['p50_us']:.0f} µs | {r['p99_us']:.0f} µs | {r['server_us']:.2f} µs | "
                       f"{r['client_us']:.2f} µs | "
                       f"{'**%.2f**' % ratio if ratio is not None else ''} |")
-    text = "\n".join(md) + "\n"
-    print(text)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "cluster.md"), "w") as f:
-        f.write(text)
-    with open(os.path.join(args.out, "cluster.csv"), "w") as f:
-        f.write("batch,store,decisions_per_sec,p50_us,p99_us,redis_cpu_us_per_decision,"
-                "client_cpu_us_per_decision,cluster_over_standalone\n")
-        for row in rows:
-            for store in STORES:
-                r = row[store]
-                f.write(f"{row['batch']},{store},{r['decisions_per_sec']:.0f},{r['p50_us']:.1f},"
-                        f"{r['p99_us']:.1f},{r['server_us']:.3f},{r['client_us']:.3f},"
-                        f"{row['ratio'].get(store, '')}\n")
+    part_output.save(args.out, "cluster.md", md, {"cluster.csv": (
+        ["batch", "store", "decisions_per_sec", "p50_us", "p99_us", "redis_cpu_us_per_decision",
+         "client_cpu_us_per_decision", "cluster_over_standalone"],
+        [[row["batch"], store, f"{row[store]['decisions_per_sec']:.0f}",
+          f"{row[store]['p50_us']:.1f}", f"{row[store]['p99_us']:.1f}",
+          f"{row[store]['server_us']:.3f}", f"{row[store]['client_us']:.3f}",
+          row["ratio"].get(store, "")] for row in rows for store in STORES])})
 
 
 if __name__ == "__main__":

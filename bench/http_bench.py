@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 
+import part_output  # bench/part_output.py: the markdown and CSV files of a part
+
 CLIENTS = 100_000
 
 
@@ -234,23 +236,19 @@ http {{
               f"back to back in each round (`/v1/authz`): {v['rps']:,.0f} vs {v['base_rps']:,.0f} "
               f"req/s, **{v['ratio']:.2f}x**; p99 {v['p99']:.0f} µs vs {v['base_p99']:.0f} µs "
               f"({v['p99_ratio']:.2f}x). A p99 ratio below 1 means faster answers.")
-    text = "\n".join(md) + "\n"
-    print(text)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "http.md"), "w") as f:
-        f.write(text)
-    with open(os.path.join(args.out, "http.csv"), "w") as f:
-        f.write("server,endpoint,rps,p99_us,nginx_rps,nginx_p99_us,ratio_to_nginx,"
-                "p99_ratio_to_nginx\n")
-        for (store, endpoint), r in rows.items():
-            name = store if store.startswith("express") else f"floodgate {store}"
-            f.write(f"{name},/v1/{endpoint},{r['rps']:.0f},{r['p99']:.0f},{r['base_rps']:.0f},"
-                    f"{r['base_p99']:.0f},{r['ratio']:.4f},{r['p99_ratio']:.4f}\n")
-    with open(os.path.join(args.out, "http_vs_express.csv"), "w") as f:
-        f.write("floodgate_redis_rps,floodgate_redis_p99_us,express_rps,express_p99_us,"
-                "rps_ratio,p99_ratio\n")
-        f.write(f"{v['rps']:.0f},{v['p99']:.0f},{v['base_rps']:.0f},{v['base_p99']:.0f},"
-                f"{v['ratio']:.4f},{v['p99_ratio']:.4f}\n")
+    part_output.save(args.out, "http.md", md, {
+        "http.csv": (
+            ["server", "endpoint", "rps", "p99_us", "nginx_rps", "nginx_p99_us", "ratio_to_nginx",
+             "p99_ratio_to_nginx"],
+            [[store if store.startswith("express") else f"floodgate {store}", f"/v1/{endpoint}",
+              f"{r['rps']:.0f}", f"{r['p99']:.0f}", f"{r['base_rps']:.0f}", f"{r['base_p99']:.0f}",
+              f"{r['ratio']:.4f}", f"{r['p99_ratio']:.4f}"] for (store, endpoint), r in rows.items()]),
+        "http_vs_express.csv": (
+            ["floodgate_redis_rps", "floodgate_redis_p99_us", "express_rps", "express_p99_us",
+             "rps_ratio", "p99_ratio"],
+            [[f"{v['rps']:.0f}", f"{v['p99']:.0f}", f"{v['base_rps']:.0f}", f"{v['base_p99']:.0f}",
+              f"{v['ratio']:.4f}", f"{v['p99_ratio']:.4f}"]]),
+    })
 
 if __name__ == "__main__":
     main()

@@ -12,6 +12,8 @@ import subprocess
 import sys
 import time
 
+import part_output  # bench/part_output.py: the markdown and CSV files of a part
+
 ALGORITHMS = [
     ("gcra", "gcra:1000/1s"),
     ("token_bucket (smooth)", "token_bucket:1000/1s"),
@@ -62,16 +64,10 @@ def main():
         md.append(f"| {r['algorithm']} | {r['traffic']} | {r['threads']} | "
                   f"{r['decisions_per_sec'] / 1e6:.2f} M | {r['p50_us']:.2f} µs | "
                   f"{r['p99_us']:.2f} µs | {r['p999_us']:.2f} µs |")
-    text = "\n".join(md) + "\n"
-    print(text)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "memory_matrix.md"), "w") as f:
-        f.write(text)
-    with open(os.path.join(args.out, "memory_matrix.csv"), "w") as f:
-        f.write("algorithm,traffic,threads,decisions_per_sec,p50_us,p99_us,p999_us\n")
-        for r in rows:
-            f.write(f"{r['algorithm']},{r['traffic']},{r['threads']},{r['decisions_per_sec']:.0f},"
-                    f"{r['p50_us']:.3f},{r['p99_us']:.3f},{r['p999_us']:.3f}\n")
+    part_output.save(args.out, "memory_matrix.md", md, {"memory_matrix.csv": (
+        ["algorithm", "traffic", "threads", "decisions_per_sec", "p50_us", "p99_us", "p999_us"],
+        [[r["algorithm"], r["traffic"], r["threads"], f"{r['decisions_per_sec']:.0f}",
+          f"{r['p50_us']:.3f}", f"{r['p99_us']:.3f}", f"{r['p999_us']:.3f}"] for r in rows])})
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ import sys
 import tempfile
 import time
 
+import part_output  # bench/part_output.py: the markdown and CSV files of a part
+
 ALGORITHMS = [
     # (name, kind tag, policy, limit, period_us, burst)
     ("gcra", "gcra", "gcra:1000/1s", 1000, 1_000_000, 1000),
@@ -213,7 +215,6 @@ def main():
     finally:
         redis.stop()
 
-    os.makedirs(args.out, exist_ok=True)
     md = [f"### Redis store ({time.strftime('%Y-%m-%d')}, Redis {version}, "
           f"{os.cpu_count()} cores shared by server and client)\n",
           "Decisions/s; ceiling = `redis-benchmark` running EVALSHA of the algorithm's "
@@ -249,23 +250,22 @@ def main():
            "| algorithm | floodgate | plain SET | ratio |", "|---|---:|---:|---:|"]
     for m in memory:
         md.append(f"| {m['algorithm']} | {m['ours']:.1f} B | {m['plain']:.1f} B | **{m['ratio']:.2f}** |")
-    text = "\n".join(md) + "\n"
-    print(text)
-    with open(os.path.join(args.out, "redis.md"), "w") as f:
-        f.write(text)
-    with open(os.path.join(args.out, "redis.csv"), "w") as f:
-        f.write("algorithm,keys,ceiling_per_sec,batch_off_per_sec,ratio_off,batch_on_per_sec,ratio_on\n")
-        for r in rows:
-            f.write(f"{r['algorithm']},{r['keys']},{r['ceiling']:.0f},{r['batch_off']:.0f},"
-                    f"{r['ratio_off']:.4f},{r['batch_on']:.0f},{r['ratio_on']:.4f}\n")
-    with open(os.path.join(args.out, "redis_latency.csv"), "w") as f:
-        f.write("batch,achieved_per_sec,p50_us,p99_us,p999_us\n")
-        for l in latency:
-            f.write(f"{l['batch']},{l['rate']:.0f},{l['p50']:.1f},{l['p99']:.1f},{l['p999']:.1f}\n")
-    with open(os.path.join(args.out, "redis_memory.csv"), "w") as f:
-        f.write("algorithm,floodgate_bytes_per_key,plain_set_bytes_per_key,ratio\n")
-        for m in memory:
-            f.write(f"{m['algorithm']},{m['ours']:.1f},{m['plain']:.1f},{m['ratio']:.4f}\n")
+    part_output.save(args.out, "redis.md", md, {
+        "redis.csv": (
+            ["algorithm", "keys", "ceiling_per_sec", "batch_off_per_sec", "ratio_off",
+             "batch_on_per_sec", "ratio_on"],
+            [[r["algorithm"], r["keys"], f"{r['ceiling']:.0f}", f"{r['batch_off']:.0f}",
+              f"{r['ratio_off']:.4f}", f"{r['batch_on']:.0f}", f"{r['ratio_on']:.4f}"]
+             for r in rows]),
+        "redis_latency.csv": (
+            ["batch", "achieved_per_sec", "p50_us", "p99_us", "p999_us"],
+            [[l["batch"], f"{l['rate']:.0f}", f"{l['p50']:.1f}", f"{l['p99']:.1f}",
+              f"{l['p999']:.1f}"] for l in latency]),
+        "redis_memory.csv": (
+            ["algorithm", "floodgate_bytes_per_key", "plain_set_bytes_per_key", "ratio"],
+            [[m["algorithm"], f"{m['ours']:.1f}", f"{m['plain']:.1f}", f"{m['ratio']:.4f}"]
+             for m in memory]),
+    })
 
 
 if __name__ == "__main__":
