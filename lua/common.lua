@@ -28,6 +28,7 @@ FG.MAX_BURST = 1000000000
 FG.MAX_COST = 1000000000
 FG.MIN_PERIOD = 1000                      -- 1 ms
 FG.MAX_PERIOD = 366 * 86400 * 1000000     -- 366 d
+FG.MAX_SLIDING_LOG_LIMIT = 100000
 -- Every time must be an integer a double holds exactly, or the µs arithmetic (sums and
 -- differences of times, which algorithms.md requires exact) would round.
 FG.MAX_TIME = 9007199254740991            -- 2^53 - 1
@@ -67,6 +68,16 @@ function FG.check_policy(kind, limit, period, burst)
   end
   if not FG.parse_int(burst, 1, FG.MAX_BURST) then
     return 'burst must be an integer in [1, 1000000000]'
+  end
+  -- The algorithm's own bounds, as Policy::Validate checks them (src/core/policy.cc).
+  if kind == 'sl' and tonumber(limit) > FG.MAX_SLIDING_LOG_LIMIT then
+    return 'sliding_log limit must be at most 100000'
+  end
+  if kind == 'gcra' then
+    local l, p = tonumber(limit), tonumber(period)
+    if math.floor((p + l - 1) / l) * l > p + math.floor(p / 1000) then
+      return 'gcra: period / limit rounded up to whole us slows the rate by more than 0.1%'
+    end
   end
   return nil
 end

@@ -1,9 +1,15 @@
--- gcra: algorithms.md, "gcra (Generic Cell Rate Algorithm; the default)";
--- the same steps as src/core/gcra.cc, double operation for double operation.
--- State: the tat as a decimal integer string, so Redis keeps it int-encoded; missing
--- state = now. Time going backwards needs no clamp: tat = max(stored, now) already.
+-- gcra: algorithms.md, "gcra (Generic Cell Rate Algorithm; the default)", revision 2;
+-- the same steps as src/core/gcra.cc.
+-- Every quantity is a whole number of µs below 2^53, so Lua's doubles hold them exactly
+-- and sums, differences and products of them are exact too. The two divisions are
+-- floor(a / b) of such integers: the true quotient is never closer than 1/b to the next
+-- integer, which at these magnitudes (a / b <= 3.2e13) is far more than the division's
+-- rounding error, so math.floor gives the integer quotient, as C++'s `/` does.
+-- State: the tat as a decimal integer string, so Redis keeps it int-encoded (the memory
+-- of a plain SET); missing state = now. Time going backwards needs no clamp:
+-- tat = max(stored, now) already.
 DECIDERS['gcra'] = function(key, now, limit, period, burst, cost)
-  local emission = period / limit
+  local emission = math.floor((period + limit - 1) / limit)  -- E = ceil(P / L)
   local tau = burst * emission
   local tat = now
   local raw = redis.call('GET', key)
@@ -12,22 +18,21 @@ DECIDERS['gcra'] = function(key, now, limit, period, burst, cost)
     if stored == nil then FG.corrupt() end
     if stored > now then tat = stored end
   end
-  local new = tat + cost * emission
-  local diff = now - (new - tau)
+  -- What the key could admit now, before this request.
+  local room = math.max(0, now + tau - tat)
 
-  if cost == 0 then
-    -- Peek: diff is now - (tat - tau), which may be a hair below 0 from rounding, so
-    -- it is always allowed and reports the state as it stands; no write.
-    return FG.result(true, math.floor(math.max(0, diff) / emission), 0, tat - now)
+  if cost == 0 then  -- peek
+    return FG.result(true, math.floor(room / emission), 0, tat - now)
   end
+  if cost > burst then  -- can never fit
+    return FG.result(false, math.floor(room / emission), -1, tat - now)
+  end
+  local new = tat + cost * emission
+  local diff = now + tau - new
   if diff >= 0 then
-    local new_tat = math.ceil(new)
-    -- TTL ceil(new) - now >= 1 here (cost > 0), so this is always a SET.
-    FG.save(key, FG.int_string(new_tat), new_tat - now)
-    return FG.result(true, math.floor(diff / emission), 0, new_tat - now)
+    -- TTL new - now >= E >= 1 here (cost > 0), so this is always a SET.
+    FG.save(key, FG.int_string(new), new - now)
+    return FG.result(true, math.floor(diff / emission), 0, new - now)
   end
-  -- Denied: no write. c * E > tau can never fit, even from a fresh state.
-  local retry = -1
-  if not (cost * emission > tau) then retry = math.ceil(-diff) end
-  return FG.result(false, math.floor(math.max(0, now - (tat - tau)) / emission), retry, tat - now)
+  return FG.result(false, math.floor(room / emission), -diff, tat - now)
 end

@@ -159,6 +159,28 @@ TEST_F(CliTest, ReplayReadsStdinAndWritesAFile) {
       "\n");
 }
 
+// Access logs with second or millisecond timestamps give bursts at one `t`: gcra:7/1m
+// admits 7 of them (not 6), and the 8th waits one emission interval, ceil(60 s / 7).
+TEST_F(CliTest, ReplayOfASameInstantBurstAdmitsExactlyTheBurst) {
+  {
+    std::ofstream in(dir_ / "burst.jsonl");
+    for (int i = 0; i < 8; ++i)
+      in << R"({"t":1700000000000000,"key":"client"})"
+         << "\n";
+  }
+  ProcessResult r = Floodgate("replay --policy gcra:7/1m --output " + (dir_ / "out").string(),
+                              (dir_ / "burst.jsonl").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(Slurp(dir_ / "out"));
+  std::vector<nlohmann::json> decisions;
+  for (std::string line; std::getline(lines, line);)
+    decisions.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(decisions.size(), 8u);
+  for (int i = 0; i < 7; ++i) EXPECT_EQ(decisions[i]["allowed"], true) << "request " << i + 1;
+  EXPECT_EQ(decisions[7]["allowed"], false);
+  EXPECT_EQ(decisions[7]["retry_after_us"], 8'571'429);
+}
+
 TEST_F(CliTest, ReplayStopsAtABadLineWithItsNumber) {
   std::ofstream(dir_ / "bad.jsonl") << R"({"t":1,"key":"a"})"
                                        "\n"

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <semaphore>
 #include <thread>
 
@@ -131,6 +132,57 @@ void ExpectExactCapacityUnderContention(Store& store) {
     } else {
       EXPECT_LE(admitted, 2 * expected) << text << " (the run crossed an hour boundary)";
     }
+  }
+}
+
+void ExpectSameInstantGcraBurstsAdmitExactlyB(Store& store, const std::string& key_prefix) {
+  std::vector<std::string> policies = {
+      "gcra:7/1m",           "gcra:3/1s,burst=7", "gcra:7/13s",         "gcra:1000/7s",
+      "gcra:999/1s",         "gcra:1001/1s",      "gcra:11/1h,burst=3", "gcra:6/1s",
+      "gcra:13/1s,burst=40", "gcra:97/1m",        "gcra:1/1ms,burst=9", "gcra:3/7ms"};
+  // And policies drawn at random (fixed seed): any that Validate accepts must hold too.
+  std::mt19937_64 rng(20261123);
+  while (policies.size() < 40) {
+    const std::int64_t limit = std::uniform_int_distribution<std::int64_t>(1, 5000)(rng);
+    const std::int64_t period_ms = std::uniform_int_distribution<std::int64_t>(1, 86'400'000)(rng);
+    const std::int64_t burst = std::uniform_int_distribution<std::int64_t>(1, 300)(rng);
+    const std::string text = fmt::format("gcra:{}/{}ms,burst={}", limit, period_ms, burst);
+    if (Policy::Parse(text).ok()) policies.push_back(text);
+  }
+  const TimePoint now(std::chrono::microseconds(1'700'000'000'123'457));
+  for (std::size_t p = 0; p < policies.size(); ++p) {
+    const auto policy = Policy::Parse(policies[p]);
+    ASSERT_TRUE(policy.ok()) << policies[p] << ": " << policy.status();
+    const std::int64_t burst = policy->capacity();
+    const std::int64_t emission =
+        (policy->period.count() + policy->limit - 1) / policy->limit;  // algorithms.md: E
+    const std::string key = fmt::format("{}burst{}", key_prefix, p);
+    std::vector<std::promise<absl::StatusOr<Decision>>> results(burst + 1);
+    for (std::int64_t i = 0; i <= burst; ++i) {
+      store.DecideAsync({key, *policy, 1, now},
+                        [&results, i](absl::StatusOr<Decision> d) { results[i].set_value(d); });
+    }
+    // Decisions in flight may reach the store in any order (several connections): the
+    // admitted ones must report remaining B-1 .. 0 between them, and one is denied.
+    std::vector<std::int64_t> remaining;
+    std::int64_t admitted = 0;
+    for (std::int64_t i = 0; i <= burst; ++i) {
+      const auto d = results[i].get_future().get();
+      ASSERT_TRUE(d.ok()) << policies[p] << ": " << d.status();
+      ASSERT_FALSE(d->degraded) << policies[p];
+      if (d->allowed) {
+        ++admitted;
+        remaining.push_back(d->remaining);
+      } else {
+        EXPECT_EQ(d->retry_after.count(), emission) << policies[p];
+        EXPECT_EQ(d->reset_after.count(), burst * emission) << policies[p];
+      }
+    }
+    std::sort(remaining.begin(), remaining.end());
+    for (std::size_t i = 0; i < remaining.size(); ++i) {
+      EXPECT_EQ(remaining[i], static_cast<std::int64_t>(i)) << policies[p];
+    }
+    EXPECT_EQ(admitted, burst) << policies[p];
   }
 }
 

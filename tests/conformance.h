@@ -41,4 +41,9 @@ void RunCaseInFlight(Store& store, const VectorCase& c, const std::string& key_p
 // algorithm): exactly the policy's capacity is admitted, and nothing fails.
 void ExpectExactCapacityUnderContention(Store& store);
 
+// gcra in whole µs (algorithms.md, revision 2): for a table of policies whose limit does
+// not divide the period (and some that do), B + 1 cost-1 requests at one instant, all in
+// flight at once, admit exactly B, and the one after waits exactly E = ceil(P / L).
+void ExpectSameInstantGcraBurstsAdmitExactlyB(Store& store, const std::string& key_prefix);
+
 }  // namespace floodgate::testing

@@ -23,6 +23,11 @@ TEST(MemoryConformanceShared, AllCasesInOneStoreWithPrefixes) {
   for (std::size_t i = 0; i < cases.size(); ++i) RunCase(store, cases[i], fmt::format("c{}:", i));
 }
 
+TEST(MemoryGcra, SameInstantBurstsAdmitExactlyB) {
+  MemoryStore store;
+  ExpectSameInstantGcraBurstsAdmitExactlyB(store, "");
+}
+
 std::string CaseName(const ::testing::TestParamInfo<VectorCase>& info) {
   std::string name =
       info.param.file.substr(0, info.param.file.find('.')) + "_" + std::to_string(info.index);

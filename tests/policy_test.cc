@@ -117,9 +117,30 @@ INSTANTIATE_TEST_SUITE_P(
         BadPolicy{"token_bucket:10/1s,refill=leaky",
                   "refill must be smooth or interval, got \"leaky\""},
         BadPolicy{"token_bucket:10/1s,refill=smooth,refill=interval", "refill given twice"},
+        // gcra decides in whole µs: E = ceil(P / L) may not slow the rate by over 0.1%.
+        BadPolicy{"gcra:30000/1s",
+                  "invalid policy \"gcra:30000/1s\": gcra spaces requests in whole µs: "
+                  "30000/1s would be 34 µs apart, 2.0% under the limit; use token_bucket, or a "
+                  "limit that divides the period"},
+        BadPolicy{"gcra:1046/1s,burst=5", "1046/1s would be 957 µs apart, 0.10% under the limit"},
+        BadPolicy{"gcra:1000000000/1s", "would be 1 µs apart, 99.9% under the limit"},
+        BadPolicy{"sliding_log:100001/1h",
+                  "sliding_log keeps a log of the last period's admissions, so its limit is at "
+                  "most 100000, got 100001; use sliding_window for larger limits"},
         BadPolicy{"gcra:10/1s,colour=red", "unknown option \"colour=red\""},
         BadPolicy{"gcra:10/1s,", "unknown option \"\""}),
     [](const ::testing::TestParamInfo<BadPolicy>& info) { return std::to_string(info.index); });
+
+TEST(PolicyParse, GcraRoundingUpToTheBoundIsAccepted) {
+  // E * L <= P + P div 1000: every policy whose limit divides the period, and those whose
+  // whole-µs spacing slows them by at most 0.1%.
+  for (const char* text : {"gcra:7/1m", "gcra:3/1s,burst=7", "gcra:7/13s", "gcra:1000/7s",
+                           "gcra:999/1s", "gcra:1001/1s", "gcra:1000000/1s", "gcra:1/1000us",
+                           "gcra:10000/1s,burst=1000000000", "sliding_log:100000/1s"}) {
+    auto p = Policy::Parse(text);
+    EXPECT_TRUE(p.ok()) << text << ": " << p.status();
+  }
+}
 
 TEST(PolicyValidate, RejectsHandBuiltPoliciesOutOfRange) {
   Policy p;

@@ -77,6 +77,34 @@ TEST_F(RedisTest, ConformanceVectorsBatched) {
   EXPECT_EQ(store->redis_stats().degraded, 0u);
 }
 
+// gcra in whole µs: a same-instant burst admits exactly B, one call per decision and
+// batched (the whole burst in flight at once).
+TEST_F(RedisTest, SameInstantGcraBurstsAdmitExactlyB) {
+  auto single = OpenRedis(Url("batch=1&denial_cache=0us"));
+  ASSERT_NE(single, nullptr);
+  ExpectSameInstantGcraBurstsAdmitExactlyB(*single, "single:");
+  auto batched = OpenRedis(Url("connections=1&batch=64&denial_cache=0us"));
+  ASSERT_NE(batched, nullptr);
+  ExpectSameInstantGcraBurstsAdmitExactlyB(*batched, "batched:");
+  EXPECT_GT(batched->redis_stats().batched_decisions, 1000u);
+}
+
+// A gcra key is one integer: Redis stores it int-encoded, in exactly the memory of a plain
+// `SET key <integer> PX <ttl>` under a key name of the same length.
+TEST_F(RedisTest, AGcraKeyCostsWhatAPlainSetOfAnIntegerCosts) {
+  auto store = OpenRedis(Url());
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("gcra:7/1m");
+  ASSERT_TRUE(store->Decide({"user:12345", policy, 1, std::nullopt}).ok());
+  const std::string key = "t:RedisTest.AGcraKeyCostsWhatAPlainSetOfAnIntegerCosts:gcra:user:12345";
+  const std::string plain(key.size(), 'p');
+  server_->Cli({"SET", plain, "1700000000123456", "PX", "60000"});
+  EXPECT_EQ(server_->Cli({"OBJECT", "ENCODING", key}), "int\n");
+  const std::string usage = server_->Cli({"MEMORY", "USAGE", key});
+  EXPECT_GT(std::atoi(usage.c_str()), 0) << usage;
+  EXPECT_EQ(usage, server_->Cli({"MEMORY", "USAGE", plain}));
+}
+
 // ---- atomicity -----------------------------------------------------------------------
 
 TEST_F(RedisTest, EveryAlgorithmAdmitsExactlyItsCapacityUnderContention) {

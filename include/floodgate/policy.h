@@ -28,6 +28,8 @@ inline constexpr std::chrono::microseconds kMaxPeriod = std::chrono::days(366);
 // A full burst must refill within the longest period: it bounds every TTL and keeps all
 // state times far below 2^53 µs, where doubles stop being exact.
 inline constexpr std::chrono::microseconds kMaxBurstWindow = kMaxPeriod;
+// sliding_log keeps a log of admissions; past this limit sliding_window is the tool.
+inline constexpr std::int64_t kMaxSlidingLogLimit = 100'000;
 inline constexpr std::size_t kMaxKeyBytes = 512;
 
 // A rate-limit policy: `limit` units per `period`, shaped by `algorithm`.

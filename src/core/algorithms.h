@@ -26,6 +26,12 @@ struct GcraState {
   std::int64_t tat;  // theoretical arrival time
 };
 
+// E of algorithms.md's gcra: P / L rounded up to a whole µs. Policy::Validate refuses the
+// policies where the rounding slows the rate by more than 0.1%.
+constexpr std::int64_t GcraEmissionUs(const Policy& policy) {
+  return (policy.period.count() + policy.limit - 1) / policy.limit;
+}
+
 struct SmoothBucketState {
   double tokens;  // t0: the level at `last`
   std::int64_t last;

@@ -1,4 +1,7 @@
-// gcra: algorithms.md, "gcra (Generic Cell Rate Algorithm; the default)".
+// gcra: algorithms.md, "gcra (Generic Cell Rate Algorithm; the default)", revision 2.
+// Every quantity is a whole number of µs, so a burst of B at one instant admits exactly
+// B whatever P/L is (a fractional emission interval rounded up on every store lost up to
+// 1 µs per admission, and the B-th request of a burst fell just short of tau).
 #include <algorithm>
 
 #include "core/algorithms.h"
@@ -8,28 +11,31 @@ namespace floodgate::core {
 
 Outcome<GcraState> DecideGcra(const Policy& policy, std::optional<GcraState> stored,
                               std::int64_t now, std::int64_t cost) {
-  const double emission = D(policy.period.count()) / D(policy.limit);
-  const double tau = D(policy.capacity()) * emission;
+  const std::int64_t emission = GcraEmissionUs(policy);
+  const std::int64_t burst = policy.capacity();
+  const std::int64_t tau = burst * emission;  // < 367 d (Policy::Validate)
   const std::int64_t tat = stored ? std::max(stored->tat, now) : now;
-  const double next = D(tat) + D(cost) * emission;
-  const double diff = D(now) - (next - tau);
+  // What the key could admit now, before this request: tat moves up to now + tau.
+  const std::int64_t room = std::max<std::int64_t>(0, now + tau - tat);
 
   Outcome<GcraState> out;
-  if (cost == 0) {  // peek: diff is now - (tat - tau), which may be a hair below 0
-    out.decision =
-        MakeDecision(true, policy.limit, FloorToInt(std::max(0.0, diff) / emission), 0, tat - now);
+  if (cost == 0) {  // peek
+    out.decision = MakeDecision(true, policy.limit, room / emission, 0, tat - now);
     return out;
   }
+  if (cost > burst) {  // can never fit; also keeps cost * emission <= tau below
+    out.decision = MakeDecision(false, policy.limit, room / emission, -1, tat - now);
+    return out;
+  }
+  const std::int64_t next = tat + cost * emission;
+  const std::int64_t diff = now + tau - next;
   if (diff >= 0) {
-    const std::int64_t new_tat = CeilToInt(next);
-    out.decision = MakeDecision(true, policy.limit, FloorToInt(diff / emission), 0, new_tat - now);
-    out.write = GcraState{new_tat};
-    out.ttl_us = new_tat - now;
+    out.decision = MakeDecision(true, policy.limit, diff / emission, 0, next - now);
+    out.write = GcraState{next};
+    out.ttl_us = next - now;
     return out;
   }
-  const std::int64_t retry = D(cost) * emission > tau ? -1 : CeilToInt(-diff);
-  const std::int64_t remaining = FloorToInt(std::max(0.0, D(now) - (D(tat) - tau)) / emission);
-  out.decision = MakeDecision(false, policy.limit, remaining, retry, tat - now);
+  out.decision = MakeDecision(false, policy.limit, room / emission, -diff, tat - now);
   return out;
 }
 

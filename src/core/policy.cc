@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/strings.h"
+#include "core/algorithms.h"
 
 namespace floodgate {
 
@@ -61,6 +62,27 @@ std::string FormatPeriod(microseconds period) {
     }
   }
   return fmt::format("{}us", period.count());  // unreachable: "us" divides everything
+}
+
+// gcra decides in whole µs (algorithms.md, revision 2): E = ceil(P / L). Where L does
+// not divide P the rate comes out a little slower than asked; past 0.1% that is no longer
+// the policy the user wrote, so it is refused rather than silently changed. The spec's
+// other gcra bound, tau = B * E <= 3.2e14 µs, needs no check of its own: the burst window
+// (B * P / L <= 366 d, checked for every bucket) times at most 1.001 is far below it.
+absl::Status ValidateGcraRounding(const Policy& policy) {
+  const std::int64_t period = policy.period.count();
+  const std::int64_t emission = core::GcraEmissionUs(policy);
+  const std::int64_t stretched = emission * policy.limit;  // <= P + L: no overflow
+  if (stretched > period + period / 1000) {
+    // The rate a client gets is P / E per P where L per P was asked: that much under.
+    const double slower =
+        100.0 * (1.0 - static_cast<double>(period) / static_cast<double>(stretched));
+    return absl::InvalidArgumentError(fmt::format(
+        "gcra spaces requests in whole µs: {}/{} would be {} µs apart, {:.{}f}% under the "
+        "limit; use token_bucket, or a limit that divides the period",
+        policy.limit, FormatPeriod(policy.period), emission, slower, slower < 1 ? 2 : 1));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -190,6 +212,12 @@ absl::Status Policy::Validate() const {
   if (limit < 1 || limit > kMaxLimit) {
     return bad(fmt::format("limit must be between 1 and 1000000000, got {}", limit));
   }
+  if (algorithm == Algorithm::kSlidingLog && limit > kMaxSlidingLogLimit) {
+    return bad(
+        fmt::format("sliding_log keeps a log of the last period's admissions, so its "
+                    "limit is at most 100000, got {}; use sliding_window for larger limits",
+                    limit));
+  }
   if (period < kMinPeriod) {
     return bad(fmt::format("period must be at least 1ms, got {}", FormatPeriod(period)));
   }
@@ -215,6 +243,7 @@ absl::Status Policy::Validate() const {
                     "raise the rate",
                     capacity(), limit, FormatPeriod(period)));
   }
+  if (algorithm == Algorithm::kGcra) return ValidateGcraRounding(*this);
   return absl::OkStatus();
 }
 
