@@ -8,8 +8,8 @@ with `empty_gif`, no upstream: the C baseline. (Not `return 200`: `return` answe
 rewrite phase, before limit_req's preaccess phase runs, and limits nothing.) floodgate
 answers /v1/authz (a GET, as nginx's auth_request sends) and /v1/check (a JSON POST), on
 memory:// and on Redis. Express with rate-limiter-flexible on the same Redis
-(bench/express, what a Node user would deploy; installed here with `npm ci`) answers the
-same /v1/authz requests. nginx workers, floodgate threads and Node processes are the same
+(bench/express, what a Node user would deploy, ioredis auto-pipelining on; installed here
+with `npm ci`) answers the same /v1/authz requests. nginx workers, floodgate threads and Node processes are the same
 number, --server-threads.
 Before anything is measured, every server is sent requests over the limit on one client
 id, through the very path and limit that are measured, and the bench refuses to run
@@ -341,7 +341,7 @@ http {{
           "first), no upstream: the C baseline. "
           f"floodgate: a rule identifying clients by the same header, `{POLICY}`. "
           "express+redis: Express 4 with rate-limiter-flexible's `RateLimiterRedis` "
-          f"({RATE} points per second) on the same Redis. "
+          f"({RATE} points per second) on the same Redis, ioredis auto-pipelining on. "
           f"Ratios are taken within each round; medians of {args.rounds} rounds. Target: >= 1.0x "
           "nginx on memory://.\n",
           "Each server was proven to limit before the run: requests over the limit on one client "
