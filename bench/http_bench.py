@@ -118,8 +118,9 @@ def verdict(endpoint, status, body):
 def prove_limits(name, port, endpoint):
     """Sends requests on one client id to the measured path, from PROOF_CONNECTIONS
     keep-alive connections, until the server denies one (at most PROOF_REQUESTS requests
-    and PROOF_SECONDS), and exits the bench unless it allowed at least the burst and then
-    denied: a baseline that limits nothing, or less than the rule says, is no baseline."""
+    and PROOF_SECONDS), and exits the bench unless it allowed at least the burst, no more
+    than RATE admits on top, and then denied: a baseline that limits nothing, or not at the
+    rule's rate, is no baseline."""
     key = f"proof-{name.replace(' ', '-')}-{endpoint}"  # a fresh key: the burst is all there
     method, path, headers, body = proof_request(endpoint, key)
     state = dict(sent=0, allowed=0, denied=0, other=None)
@@ -172,6 +173,12 @@ def prove_limits(name, port, endpoint):
         raise SystemExit(f"http_bench: {what} denied after only {state['allowed']} allowed "
                          f"requests ({summary}), less than the burst of {BURST} that is "
                          "measured; refusing to run")
+    # No limiter of RATE/s and BURST admits more than this in `took` (with some slack).
+    most = BURST + 1 + RATE * took * 1.05 + PROOF_CONNECTIONS
+    if state["allowed"] > most:
+        raise SystemExit(f"http_bench: {what} allowed {state['allowed']} requests ({summary}), "
+                         f"more than {most:.0f} that {RATE}/s with a burst of {BURST} admits; "
+                         "refusing to run")
     print(f"  proof: {what}: {summary}", file=sys.stderr)
     return dict(server=name, path=path, allowed=state["allowed"], sent=state["sent"],
                 seconds=took)
