@@ -3,17 +3,25 @@
 limit_req on the same machine and the same wrk settings.
 
 Every request carries a random client id out of 100,000 (X-Client-Id), so each side
-keeps 100,000 limiter keys. nginx answers from its limit_req shared-memory zone
-(`return 200`, no upstream): the C baseline. floodgate answers /v1/authz (a GET, as
-nginx's auth_request sends) and /v1/check (a JSON POST), on memory:// and on Redis.
-Express with rate-limiter-flexible on the same Redis (bench/express, what a Node user
-would deploy; installed here with `npm ci`) answers the same /v1/authz requests.
+keeps 100,000 limiter keys. nginx runs limit_req on its shared-memory zone and answers
+with `empty_gif`, no upstream: the C baseline. (Not `return 200`: `return` answers in the
+rewrite phase, before limit_req's preaccess phase runs, and limits nothing.) floodgate
+answers /v1/authz (a GET, as nginx's auth_request sends) and /v1/check (a JSON POST), on
+memory:// and on Redis. Express with rate-limiter-flexible on the same Redis
+(bench/express, what a Node user would deploy, ioredis auto-pipelining on; installed here
+with `npm ci`) answers the same /v1/authz requests. nginx workers, floodgate threads and Node processes are the same
+number, --server-threads.
+Before anything is measured, every server is sent requests over the limit on one client
+id, through the very path and limit that are measured, and the bench refuses to run
+unless each one first allows and then denies (prove_limits).
 Each comparison runs its two sides back to back in each round with the same wrk settings
 (every server against nginx, and floodgate on Redis against Express); requests/s and p99
 ratios are taken within a round, and the medians of the rounds are reported.
 Everything runs on free loopback ports and is stopped at the end.
 """
 import argparse
+import http.client
+import json
 import os
 import re
 import shutil
@@ -22,11 +30,18 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import part_output  # bench/part_output.py: the markdown and CSV files of a part
 
 CLIENTS = 100_000
+# The limit on every side: nginx rate=1000r/s burst=1000, floodgate gcra:1000/1s,burst=1000,
+# rate-limiter-flexible 1000 points per second.
+RATE, BURST = 1000, 1000
+POLICY = f"gcra:{RATE}/1s,burst={BURST}"
+# prove_limits' bounds: it must outrun RATE on one key, from a few connections.
+PROOF_REQUESTS, PROOF_SECONDS, PROOF_CONNECTIONS = 5000, 5.0, 8
 
 
 def free_port():
@@ -73,6 +88,102 @@ end
 }
 
 
+def name_of(store):
+    """The server's name in the tables: "floodgate memory", "express+redis"."""
+    return store if store.startswith("express") else f"floodgate {store}"
+
+
+def proof_request(endpoint, key):
+    """The request the wrk script of `endpoint` sends, for one client id: (method, path,
+    headers, body)."""
+    if endpoint == "nginx":
+        return "GET", "/", {"X-Client-Id": key}, None
+    if endpoint == "authz":
+        return "GET", "/v1/authz", {"X-Client-Id": key, "X-Original-URI": "/api/items",
+                                    "X-Original-Method": "GET"}, None
+    return ("POST", "/v1/check", {"Content-Type": "application/json"},
+            json.dumps({"key": key, "rule": "api"}))
+
+
+def verdict(endpoint, status, body):
+    """True allowed, False denied, None for any other answer. /v1/check answers 200 either
+    way, with "allowed" in the Decision; the others answer 429 when denied."""
+    if endpoint == "check":
+        return json.loads(body)["allowed"] if status == 200 else None
+    if status == 429:
+        return False
+    return True if status == (200 if endpoint == "nginx" else 204) else None
+
+
+def prove_limits(name, port, endpoint):
+    """Sends requests on one client id to the measured path, from PROOF_CONNECTIONS
+    keep-alive connections, until the server denies one (at most PROOF_REQUESTS requests
+    and PROOF_SECONDS), and exits the bench unless it allowed at least the burst, no more
+    than RATE admits on top, and then denied: a baseline that limits nothing, or not at the
+    rule's rate, is no baseline."""
+    key = f"proof-{name.replace(' ', '-')}-{endpoint}"  # a fresh key: the burst is all there
+    method, path, headers, body = proof_request(endpoint, key)
+    state = dict(sent=0, allowed=0, denied=0, other=None)
+    lock, done = threading.Lock(), threading.Event()
+    begin = time.monotonic()
+
+    def client():
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+        try:
+            while not done.is_set() and time.monotonic() - begin < PROOF_SECONDS:
+                with lock:
+                    if state["sent"] >= PROOF_REQUESTS:
+                        return
+                    state["sent"] += 1
+                conn.request(method, path, body=body, headers=headers)
+                response = conn.getresponse()
+                answer = verdict(endpoint, response.status, response.read())
+                with lock:
+                    if answer is None:
+                        state["other"] = state["other"] or f"HTTP {response.status}"
+                        done.set()
+                    elif answer:
+                        state["allowed"] += 1
+                    else:
+                        state["denied"] += 1
+                        done.set()
+        except (OSError, http.client.HTTPException, ValueError) as e:
+            with lock:
+                state["other"] = state["other"] or f"{type(e).__name__}: {e}"
+            done.set()
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=client) for _ in range(PROOF_CONNECTIONS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    took = time.monotonic() - begin
+    what = f"{name} {path} on one client id"
+    summary = (f"{state['sent']} requests in {took:.2f} s: {state['allowed']} allowed, "
+               f"{state['denied']} denied")
+    if state["other"]:
+        raise SystemExit(f"http_bench: {what}: unexpected answer ({state['other']}) after "
+                         f"{summary}; refusing to run")
+    if not state["denied"]:
+        raise SystemExit(f"http_bench: {what} never denied ({summary}): it does not rate "
+                         "limit; refusing to run")
+    if state["allowed"] < BURST:
+        raise SystemExit(f"http_bench: {what} denied after only {state['allowed']} allowed "
+                         f"requests ({summary}), less than the burst of {BURST} that is "
+                         "measured; refusing to run")
+    # No limiter of RATE/s and BURST admits more than this in `took` (with some slack).
+    most = BURST + 1 + RATE * took * 1.05 + PROOF_CONNECTIONS
+    if state["allowed"] > most:
+        raise SystemExit(f"http_bench: {what} allowed {state['allowed']} requests ({summary}), "
+                         f"more than {most:.0f} that {RATE}/s with a burst of {BURST} admits; "
+                         "refusing to run")
+    print(f"  proof: {what}: {summary}", file=sys.stderr)
+    return dict(server=name, path=path, allowed=state["allowed"], sent=state["sent"],
+                seconds=took)
+
+
 def wrk(port, script, args):
     out = subprocess.run(["wrk", "-t", str(args.wrk_threads), "-c", str(args.connections),
                           "-d", args.duration, "--latency", "-s", script,
@@ -105,8 +216,12 @@ def main():
             with open(scripts[name], "w") as f:
                 f.write(body)
 
-        # nginx with limit_req keyed by the client id: a generous rate, so the work is
-        # the zone lookup and update, as floodgate's is.
+        # nginx with limit_req keyed by the client id, at floodgate's rule's rate and burst
+        # (generous, so the work is the zone lookup and update, as floodgate's is). The
+        # answer comes from empty_gif, a content-phase handler, so that limit_req (preaccess
+        # phase) runs first; `return` would answer in the rewrite phase and skip it.
+        # keepalive_requests lifted from its 1000, as one tunes nginx for load: wrk's
+        # connections then stay open, as they do with floodgate and Node.
         nginx_port = free_port()
         conf = os.path.join(work, "nginx.conf")
         with open(conf, "w") as f:
@@ -120,14 +235,14 @@ http {{
   access_log off;
   client_body_temp_path {work}/cb; proxy_temp_path {work}/px; fastcgi_temp_path {work}/fc;
   uwsgi_temp_path {work}/uw; scgi_temp_path {work}/sc;
-  limit_req_zone $http_x_client_id zone=clients:64m rate=1000r/s;
+  keepalive_requests 1000000;
+  limit_req_zone $http_x_client_id zone=clients:64m rate={RATE}r/s;
   server {{
     listen 127.0.0.1:{nginx_port} reuseport;
     location / {{
-      limit_req zone=clients burst=1000 nodelay;
+      limit_req zone=clients burst={BURST} nodelay;
       limit_req_status 429;
-      default_type text/plain;
-      return 200 "ok\\n";
+      empty_gif;
     }}
   }}
 }}
@@ -146,13 +261,14 @@ http {{
         fg_conf = os.path.join(work, "floodgate.yaml")
         with open(fg_conf, "w") as f:
             f.write("rules:\n  - name: api\n    match: {path_prefix: /api}\n"
-                    "    identify: header:X-Client-Id\n    policy: gcra:1000/1s,burst=1000\n")
+                    f"    identify: header:X-Client-Id\n    policy: {POLICY}\n")
         express_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "express")
         if not os.path.isdir(os.path.join(express_dir, "node_modules")):
             subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--silent"], cwd=express_dir,
                            check=True, stdout=subprocess.DEVNULL)
         express_port = free_port()
-        express = subprocess.Popen(["node", "server.js", str(express_port), str(redis_port)],
+        express = subprocess.Popen(["node", "server.js", str(express_port), str(redis_port),
+                                    str(args.server_threads)],
                                    cwd=express_dir, stdout=subprocess.DEVNULL)
         procs.append(express)
         wait_port(express_port, express, "express")
@@ -189,11 +305,15 @@ http {{
                         p99_ratio=statistics.median(p99_ratio),
                         non2xx=sum(x["non2xx"] for x in c))
 
-        nginx = (nginx_port, scripts["nginx"])
-        rows = {}
         targets = [(store, port, endpoint) for store, port in servers.items()
                    for endpoint in ("authz", "check")]
         targets.append(("express+redis", express_port, "authz"))
+        proofs = [prove_limits("nginx", nginx_port, "nginx")]
+        proofs += [prove_limits(name_of(store), port, endpoint)
+                   for store, port, endpoint in targets]
+
+        nginx = (nginx_port, scripts["nginx"])
+        rows = {}
         for store, port, endpoint in targets:
             row = pair(nginx, (port, scripts[endpoint]))
             rows[(store, endpoint)] = row
@@ -214,21 +334,32 @@ http {{
                 p.kill()
         shutil.rmtree(work, ignore_errors=True)
 
+    n = args.server_threads
+    proof_text = "; ".join(f"{p['server']} `{p['path']}`: {p['allowed']:,} allowed, then "
+                           f"{'`allowed: false`' if p['path'] == '/v1/check' else '429'} "
+                           f"({p['sent']:,} requests in {p['seconds']:.2f} s)" for p in proofs)
     md = [f"### HTTP ({time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores shared by wrk and the server)\n",
           f"`wrk -t{args.wrk_threads} -c{args.connections} -d{args.duration}` with a random client id "
-          f"out of {CLIENTS:,} per request; each server with {args.server_threads} worker thread(s). "
-          "nginx: `limit_req` keyed by the client id, answering itself (the C baseline). "
-          "floodgate: a rule identifying clients by the same header, `gcra:1000/1s,burst=1000`. "
-          "express+redis: Express 4 with rate-limiter-flexible's `RateLimiterRedis` (1000 "
-          "points per second) on the same Redis, one Node process. "
+          f"out of {CLIENTS:,} per request. nginx runs {n} worker(s), floodgate {n} thread(s), "
+          f"Express {n} Node process(es) (more than one through node:cluster, as Node users "
+          "scale across cores). "
+          f"nginx: `limit_req` keyed by the client id (`rate={RATE}r/s burst={BURST} nodelay`, "
+          "`limit_req_status 429`), answering with `empty_gif` (content phase, so limit_req runs "
+          "first), no upstream: the C baseline. "
+          f"floodgate: a rule identifying clients by the same header, `{POLICY}`. "
+          "express+redis: Express 4 with rate-limiter-flexible's `RateLimiterRedis` "
+          f"({RATE} points per second) on the same Redis, ioredis auto-pipelining on. "
           f"Ratios are taken within each round; medians of {args.rounds} rounds. Target: >= 1.0x "
           "nginx on memory://.\n",
+          "Each server was proven to limit before the run: requests over the limit on one client "
+          f"id, through the path and limit that are measured, from {PROOF_CONNECTIONS} "
+          "connections (the bench refuses to run unless each allows at least the burst, then "
+          f"denies): {proof_text}.\n",
           "| server | endpoint | req/s | p99 | nginx limit_req req/s | nginx p99 | "
           "req/s ratio to nginx | p99 ratio to nginx |",
           "|---|---|---:|---:|---:|---:|---:|---:|"]
     for (store, endpoint), r in rows.items():
-        name = store if store.startswith("express") else f"floodgate {store}"
-        md.append(f"| {name} | `/v1/{endpoint}` | {r['rps']:,.0f} | {r['p99']:.0f} µs | "
+        md.append(f"| {name_of(store)} | `/v1/{endpoint}` | {r['rps']:,.0f} | {r['p99']:.0f} µs | "
                   f"{r['base_rps']:,.0f} | {r['base_p99']:.0f} µs | **{r['ratio']:.2f}** | "
                   f"{r['p99_ratio']:.2f} |")
     v = vs_express
@@ -239,10 +370,11 @@ http {{
     part_output.save(args.out, "http.md", md, {
         "http.csv": (
             ["server", "endpoint", "rps", "p99_us", "nginx_rps", "nginx_p99_us", "ratio_to_nginx",
-             "p99_ratio_to_nginx"],
-            [[store if store.startswith("express") else f"floodgate {store}", f"/v1/{endpoint}",
+             "p99_ratio_to_nginx", "server_threads"],
+            [[name_of(store), f"/v1/{endpoint}",
               f"{r['rps']:.0f}", f"{r['p99']:.0f}", f"{r['base_rps']:.0f}", f"{r['base_p99']:.0f}",
-              f"{r['ratio']:.4f}", f"{r['p99_ratio']:.4f}"] for (store, endpoint), r in rows.items()]),
+              f"{r['ratio']:.4f}", f"{r['p99_ratio']:.4f}", n]
+             for (store, endpoint), r in rows.items()]),
         "http_vs_express.csv": (
             ["floodgate_redis_rps", "floodgate_redis_p99_us", "express_rps", "express_p99_us",
              "rps_ratio", "p99_ratio"],

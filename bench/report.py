@@ -6,8 +6,9 @@ Parts (each its own script or program, each writing a Markdown table and a CSV):
      bench/memory_bench (against a bare baseline loop; memory per key);
   2. Redis: bench/redis_bench.py (every algorithm next to redis-benchmark; memory per
      key in Redis) and bench/cluster_bench.py (3 primaries next to one server);
-  3. HTTP: bench/http_bench.py (floodgate serve, nginx limit_req, Express with
-     rate-limiter-flexible, under the same wrk settings);
+  3. HTTP: bench/http_bench.py (floodgate serve, nginx limit_req answering with
+     empty_gif, Express with rate-limiter-flexible, under the same wrk settings; each
+     proven to deny over the limit first);
   4. accuracy: bench/accuracy_bench (approximate algorithms against the exact log on a
      bursty trace; a non-atomic limiter against the scripts on a real Redis);
   5. JSON parsing cost (bench/json_bench);
@@ -113,12 +114,13 @@ plot "{tmp}/accuracy.dat" using 2:xtic(1) title "over-admission", \
     http = read_csv(os.path.join(out, "http.csv"))
     with open(os.path.join(tmp, "http.dat"), "w") as f:
         nginx = sorted(float(r["nginx_rps"]) for r in http)[len(http) // 2]
-        f.write(f'"nginx limit_req" {nginx}\n')
+        n = http[0].get("server_threads", "?")  # a CSV from before the column: unknown
+        f.write(f'"nginx limit_req + empty_gif" {nginx}\n')
         for r in http:
             f.write(f'"{r["server"]} {r["endpoint"]}" {r["rps"]}\n')
     gnuplot(common + f'''
 set output "{out}/http.png"
-set title "HTTP requests per second under the same wrk load (1 server thread or process)"
+set title "HTTP requests/s, same wrk load ({n} nginx worker(s), {n} floodgate thread(s), {n} Node process(es))"
 set format y "%.0s%c"
 set key off
 plot "{tmp}/http.dat" using 2:xtic(1)
