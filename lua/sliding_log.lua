@@ -1,50 +1,99 @@
--- sliding_log: algorithms.md, "sliding_log (exact sliding window; one entry per
--- admitted unit)"; the same decisions as DecideSlidingLog in src/core/windows.cc.
+-- sliding_log: algorithms.md, "sliding_log (exact sliding window)", revision 2; the same
+-- decisions as DecideSlidingLog in src/core/windows.cc.
 --
--- State: a sorted set, one member per admitted unit, score = its time in µs. Members at
--- one µs must all be kept (algorithms.md), so a member is '<t>:<n>' with n numbering the
--- units at score t; all units at t share the score and leave together, so the count
--- at t is always the largest n in use and the next n never collides.
+-- State: a sorted set with one member per admission (a run of units admitted together),
+-- score = its time in µs, so memory and script time follow admissions, never units: a
+-- cost of 100,000 is one member. A member is '<total>:<units>', where <total> counts the
+-- units admitted to the key up to and including this run (zero-padded to a fixed width,
+-- so members at one µs sort in admission order too) and is the member's unique id.
+-- Rank order is then admission order, and:
+--   units counted = total(newest) - total(oldest) + units(oldest)
+--   the k-th oldest counted unit is in the first run whose total reaches
+--   total(oldest) - units(oldest) + k, found by binary search over ranks.
+-- A key never holds more than L members (each run is at least one unit).
 --
 -- An entry admitted at s counts at now iff s > now - P: an entry exactly P old no longer
--- counts, so every decision first drops the entries with score <= now - P (inclusive
+-- counts, so every decision first drops the runs with score <= now - P (inclusive
 -- bound), peeks and denials included. That trim is a write, but it is the state
 -- src/core keeps (DecideSlidingLog drops through now - P on every call): once a decision
--- at a later now has dropped an entry, a request whose time went backwards must not
--- count it again. With time moving forward the trim is invisible to every decision.
+-- at a later now has dropped a run, a request whose time went backwards must not count it
+-- again. With time moving forward the trim is invisible to every decision.
 
--- ZADD arguments per call: redis.call(unpack(...)) is bounded by the Lua C stack.
-local SL_ZADD_CHUNK = 1000
+-- Totals are exact in Lua's doubles below 2^53. A key admitted to without a break (never
+-- empty for a whole period) could in principle count that far, at the largest rate a
+-- policy allows (10^8 units/s) after ~100 days; before a total would pass SL_MAX_TOTAL
+-- the run totals are renumbered from the oldest counted run, which changes no decision.
+local SL_TOTAL_DIGITS = 16
+local SL_MAX_TOTAL = 1000000000000000  -- 10^15 < 2^53, with room for one more run
+local SL_ZADD_CHUNK = 1000  -- members per ZADD when renumbering (bounded by the Lua stack)
+
+local function sl_member(total, units)
+  return string.format('%0' .. SL_TOTAL_DIGITS .. 'd:%d', total, units)
+end
+
+-- total, units of a member
+local function sl_parse(member)
+  local total = tonumber(string.sub(member, 1, SL_TOTAL_DIGITS))
+  local units = tonumber(string.sub(member, SL_TOTAL_DIGITS + 2))
+  if total == nil or units == nil then FG.corrupt() end
+  return total, units
+end
+
+-- The total of the run at rank r.
+local function sl_total_at(key, r)
+  local m = redis.call('ZRANGE', key, FG.int_string(r), FG.int_string(r))
+  return (sl_parse(m[1]))
+end
+
+-- Rewrites every run with totals counted from the oldest one (`before` units earlier).
+local function sl_renumber(key, before)
+  local all = redis.call('ZRANGE', key, '0', '-1', 'WITHSCORES')
+  redis.call('DEL', key)
+  local args = {}
+  for i = 1, #all, 2 do
+    local total, units = sl_parse(all[i])
+    args[#args + 1] = all[i + 1]
+    args[#args + 1] = sl_member(total - before, units)
+    if #args >= 2 * SL_ZADD_CHUNK or i + 1 == #all then
+      redis.call('ZADD', key, unpack(args))
+      args = {}
+    end
+  end
+end
 
 DECIDERS['sl'] = function(key, now, limit, period, burst, cost)
-  -- Time going backwards is clamped to the newest entry (counted or not), so entries
-  -- stay in time order and waits are never negative.
+  -- Time going backwards is clamped to the newest run (counted or not), so runs stay in
+  -- time order and waits are never negative.
   local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+  local newest_time, newest_total = nil, 0
   if newest[2] then
-    local t = tonumber(newest[2])
-    if t > now then now = t end
+    newest_time = tonumber(newest[2])
+    newest_total = (sl_parse(newest[1]))
+    if newest_time > now then now = newest_time end
   end
   -- Removing the last member deletes the key: an empty log is fresh.
   redis.call('ZREMRANGEBYSCORE', key, '-inf', FG.int_string(now - period))
-  local count = redis.call('ZCARD', key)
+
+  -- Units admitted before the oldest counted run, and the units that still count. When
+  -- none counts the trim deleted the key, and totals start again from 0.
+  local before, count = 0, 0
+  if newest_time and newest_time > now - period then
+    local oldest_total, oldest_units = sl_parse(redis.call('ZRANGE', key, '0', '0')[1])
+    before = oldest_total - oldest_units
+    count = newest_total - before
+  else
+    newest_total = 0
+  end
 
   local allowed = cost == 0 or count + cost <= limit
   if allowed and cost > 0 then
-    local at = FG.int_string(now)
-    local n = redis.call('ZCOUNT', key, at, at)
-    local args = {}
-    for i = 1, cost do
-      n = n + 1
-      args[#args + 1] = at
-      args[#args + 1] = at .. ':' .. FG.int_string(n)
-      if #args >= 2 * SL_ZADD_CHUNK or i == cost then
-        redis.call('ZADD', key, unpack(args))
-        args = {}
-      end
+    if newest_total + cost > SL_MAX_TOTAL then
+      sl_renumber(key, before)
+      newest_total = newest_total - before
     end
+    redis.call('ZADD', key, FG.int_string(now), sl_member(newest_total + cost, cost))
     count = count + cost
-    -- The newest counted entry is now: reset = TTL = P (algorithms.md: keys expire
-    -- after P).
+    -- The newest counted run is now: reset = TTL = P (algorithms.md: keys expire after P).
     FG.expire(key, period)
     return FG.result(true, limit - count, 0, period)
   end
@@ -54,17 +103,23 @@ DECIDERS['sl'] = function(key, now, limit, period, burst, cost)
     if cost > limit then
       retry = -1  -- can never fit
     else
-      -- Enough entries must leave: the k-th oldest counted one, k = count + c - L
-      -- (1 <= k <= count here), stops counting P after it was admitted.
-      local k = FG.int_string(count + cost - limit - 1)
-      local kth = redis.call('ZRANGE', key, k, k, 'WITHSCORES')
-      retry = tonumber(kth[2]) + period - now
+      -- Enough units must leave: the k-th oldest counted one, k = count + c - L
+      -- (1 <= k <= count here), stops counting P after it was admitted. Its run is the
+      -- first whose total reaches before + k, and lies within the first k runs.
+      local target = before + count + cost - limit
+      local lo, hi = 0, math.min(redis.call('ZCARD', key), count + cost - limit) - 1
+      while lo < hi do
+        local mid = math.floor((lo + hi) / 2)
+        if sl_total_at(key, mid) >= target then hi = mid else lo = mid + 1 end
+      end
+      local run = redis.call('ZRANGE', key, FG.int_string(lo), FG.int_string(lo), 'WITHSCORES')
+      retry = tonumber(run[2]) + period - now
     end
   end
-  -- reset: P after the newest counted entry, or 0 when none counts. When any counts,
-  -- the newest entry is counted (the trim only removed older ones), and the key's TTL,
-  -- set when that entry was admitted, still ends at the same instant.
+  -- reset: P after the newest counted run, or 0 when none counts. When any counts, the
+  -- newest run is counted (the trim only removed older ones), and the key's TTL, set when
+  -- that run was admitted, still ends at the same instant.
   local reset = 0
-  if count > 0 then reset = tonumber(newest[2]) + period - now end
+  if count > 0 then reset = newest_time + period - now end
   return FG.result(allowed, limit - count, retry, reset)
 end

@@ -105,6 +105,73 @@ TEST_F(RedisTest, AGcraKeyCostsWhatAPlainSetOfAnIntegerCosts) {
   EXPECT_EQ(usage, server_->Cli({"MEMORY", "USAGE", plain}));
 }
 
+// sliding_log stores runs (algorithms.md, revision 2): one sorted-set member per admission
+// whatever its cost, so a key never holds more members than L.
+TEST_F(RedisTest, SlidingLogKeepsOneMemberPerAdmission) {
+  auto store = OpenRedis(Url("denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const std::string prefix = "t:RedisTest.SlidingLogKeepsOneMemberPerAdmission:sl:";
+  const Policy big = *Policy::Parse("sliding_log:100000/1h");
+  auto d = store->Decide({"big", big, 100'000, std::nullopt});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(d->allowed);
+  EXPECT_EQ(d->remaining, 0);
+  EXPECT_EQ(server_->Cli({"ZCARD", prefix + "big"}), "1\n");
+  d = store->Decide({"big", big, 1, std::nullopt});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_FALSE(d->allowed);
+  EXPECT_GT(d->retry_after, std::chrono::minutes(59));
+  EXPECT_EQ(server_->Cli({"ZCARD", prefix + "big"}), "1\n");
+
+  // Costs of 1 to 4 at distinct times: every admission one member, never more than L.
+  const Policy small = *Policy::Parse("sliding_log:50/1h");
+  const std::int64_t t0 = SystemNow().time_since_epoch().count();
+  std::int64_t admissions = 0, units = 0;
+  for (int i = 0; i < 120; ++i) {
+    const std::int64_t cost = 1 + i % 4;
+    d = store->Decide({"small", small, cost, TimePoint(microseconds(t0 + i))});
+    ASSERT_TRUE(d.ok()) << d.status();
+    if (d->allowed) {
+      ++admissions;
+      units += cost;
+    }
+    EXPECT_EQ(d->remaining, 50 - units);
+    const int members = std::atoi(server_->Cli({"ZCARD", prefix + "small"}).c_str());
+    ASSERT_EQ(members, admissions) << "after decision " << i;
+    ASSERT_LE(members, 50);
+  }
+  EXPECT_GE(units, 47);  // filled: no cost of at most 4 fits any more
+}
+
+// Run totals (the members' ids) are renumbered from the oldest counted run before they
+// would grow past 10^15, far inside the 2^53 where Lua's numbers stop being exact; no
+// decision changes. The log is planted as a key admitted to for a very long time looks.
+TEST_F(RedisTest, SlidingLogRenumbersRunTotalsBeforeTheyLoseExactness) {
+  auto store = OpenRedis(Url("denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const std::string key = "t:RedisTest.SlidingLogRenumbersRunTotalsBeforeTheyLoseExactness:sl:k";
+  const std::int64_t t = SystemNow().time_since_epoch().count();
+  server_->Cli({"ZADD", key, std::to_string(t - 2000), "0999999999999990:5",
+                std::to_string(t - 1000), "0999999999999998:8"});
+  const Policy policy = *Policy::Parse("sliding_log:20/1h");
+  const TimePoint now{microseconds(t)};
+  auto d = store->Decide({"k", policy, 3, now});  // 13 counted: 16 after this
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(d->allowed);
+  EXPECT_EQ(d->remaining, 4);
+  EXPECT_EQ(server_->Cli({"ZRANGE", key, "0", "-1"}),
+            "0000000000000005:5\n0000000000000013:8\n0000000000000016:3\n");
+  // The k-th oldest unit, k = 16 + c - 20, after renumbering: k = 2 is in the first run,
+  // k = 6 in the second.
+  d = store->Decide({"k", policy, 6, now});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_FALSE(d->allowed);
+  EXPECT_EQ(d->retry_after.count(), 3'600'000'000 - 2000);
+  d = store->Decide({"k", policy, 10, now});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->retry_after.count(), 3'600'000'000 - 1000);
+}
+
 // ---- atomicity -----------------------------------------------------------------------
 
 TEST_F(RedisTest, EveryAlgorithmAdmitsExactlyItsCapacityUnderContention) {
