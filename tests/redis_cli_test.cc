@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
+#include <sys/wait.h>
 
 #include <barrier>
 #include <cstdio>
@@ -147,6 +148,27 @@ TEST(RedisReplay, SameTraceSameOutputAsMemory) {
   // Replays never touch live keys: all of them sit under a random replay prefix.
   EXPECT_EQ(server->Cli({"EVAL", "return #redis.call('KEYS', 'fg:gcra:*')", "0"}), "0\n");
   EXPECT_NE(server->Cli({"EVAL", "return #redis.call('KEYS', 'fg:replay:*')", "0"}), "0\n");
+}
+
+// `check` and `replay` want the error, not a degraded answer: with no Redis there they
+// fail at once, exit 2, naming the address and the cause (serve starts anyway).
+TEST(RedisCli, CheckAndReplayFailFastWithoutRedis) {
+  const int port = FreeLoopbackPort();
+  const std::string url = fmt::format("redis://127.0.0.1:{}", port);
+  int status = 0;
+  const std::string check = RunShell(
+      fmt::format("'{}' check --policy gcra:1/1s --store '{}' user:1 2>&1", FLOODGATE_BINARY, url),
+      &status);
+  EXPECT_EQ(WEXITSTATUS(status), 2) << check;
+  EXPECT_NE(check.find(fmt::format("redis unreachable at 127.0.0.1:{}: connection refused", port)),
+            std::string::npos)
+      << check;
+  const std::string replay = RunShell(fmt::format("'{}' replay --policy gcra:1/1s --store '{}' "
+                                                  "--input '{}' 2>&1 >/dev/null",
+                                                  FLOODGATE_BINARY, url, FLOODGATE_SAMPLE_TRACE),
+                                      &status);
+  EXPECT_EQ(WEXITSTATUS(status), 2) << replay;
+  EXPECT_NE(replay.find("redis unreachable"), std::string::npos) << replay;
 }
 
 }  // namespace

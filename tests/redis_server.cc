@@ -116,30 +116,39 @@ int FreeLoopbackPort() {
   return port;
 }
 
-std::unique_ptr<RedisServer> RedisServer::Start(std::vector<std::string> extra_args) {
-  return StartWith(std::move(extra_args), &FreeLoopbackPort);
+int FreeClusterNodePort() {
+  // The bus port is port + 10000, so both must be free, below 65536.
+  static std::mt19937 random{std::random_device{}()};
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int port = std::uniform_int_distribution<int>(20000, 29999)(random);
+    if (PortIsFree(port) && PortIsFree(port + 10000)) return port;
+  }
+  return 0;
 }
 
-std::unique_ptr<RedisServer> RedisServer::StartClusterNode() {
-  // The bus port is port + 10000, so both must be free, below 65536.
-  const auto pick = +[]() -> int {
-    static std::mt19937 random{std::random_device{}()};
-    for (int attempt = 0; attempt < 100; ++attempt) {
-      const int port = std::uniform_int_distribution<int>(20000, 29999)(random);
-      if (PortIsFree(port) && PortIsFree(port + 10000)) return port;
-    }
-    return 0;
-  };
+namespace {
+// The port to start on: `port`, or a fresh pick from `free` for each attempt when 0.
+std::function<int()> PortOr(int port, int (*free)()) {
+  if (port == 0) return free;
+  return [port] { return port; };
+}
+}  // namespace
+
+std::unique_ptr<RedisServer> RedisServer::Start(std::vector<std::string> extra_args, int port) {
+  return StartWith(std::move(extra_args), PortOr(port, &FreeLoopbackPort));
+}
+
+std::unique_ptr<RedisServer> RedisServer::StartClusterNode(int port) {
   return StartWith({"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                     "--cluster-node-timeout", "1000", "--cluster-replica-validity-factor", "0",
                     // A failed primary takes down only its own slots, not the whole
                     // cluster: what a rate limiter in front of everything wants.
                     "--cluster-require-full-coverage", "no"},
-                   pick);
+                   PortOr(port, &FreeClusterNodePort));
 }
 
 std::unique_ptr<RedisServer> RedisServer::StartWith(std::vector<std::string> extra_args,
-                                                    int (*pick_port)()) {
+                                                    const std::function<int()>& pick_port) {
   std::unique_ptr<RedisServer> server(new RedisServer());
   server->extra_args_ = std::move(extra_args);
   std::string dir = (std::filesystem::temp_directory_path() / "floodgate-redis-XXXXXX").string();

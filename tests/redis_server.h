@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,11 +17,12 @@ namespace floodgate::testing {
 
 class RedisServer {
  public:
-  // Starts a server with `extra_args` (e.g. {"--requirepass", "secret"}); fails the
-  // calling test (and returns nullptr) when it cannot.
-  static std::unique_ptr<RedisServer> Start(std::vector<std::string> extra_args = {});
-  // A cluster node: its port and port + 10000 (the cluster bus) both free.
-  static std::unique_ptr<RedisServer> StartClusterNode();
+  // Starts a server with `extra_args` (e.g. {"--requirepass", "secret"}) on `port`, or
+  // on a free one when 0; fails the calling test (and returns nullptr) when it cannot.
+  static std::unique_ptr<RedisServer> Start(std::vector<std::string> extra_args = {}, int port = 0);
+  // A cluster node on `port`, or on a port where it and port + 10000 (the cluster bus)
+  // are both free when 0.
+  static std::unique_ptr<RedisServer> StartClusterNode(int port = 0);
   ~RedisServer();
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
@@ -39,7 +41,7 @@ class RedisServer {
  private:
   RedisServer() = default;
   static std::unique_ptr<RedisServer> StartWith(std::vector<std::string> extra_args,
-                                                int (*pick_port)());
+                                                const std::function<int()>& pick_port);
   bool Launch();
   bool WaitReady(std::chrono::milliseconds limit) const;
 
@@ -51,6 +53,8 @@ class RedisServer {
 
 // A free TCP port on 127.0.0.1 (bound and released; the caller binds it next).
 int FreeLoopbackPort();
+// A free port whose cluster bus port (port + 10000) is free too, for a cluster node.
+int FreeClusterNodePort();
 
 // A Redis store for `url` (redis://, rediss:// or redis-cluster://); records a test
 // failure and returns nullptr when the URL is bad or the store cannot start.

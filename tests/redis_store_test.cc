@@ -558,6 +558,61 @@ TEST(RedisFailure, UnreachableServerIsAClearError) {
             fmt::format("redis unreachable at 127.0.0.1:{}: connection refused", port));
 }
 
+// lazy_connect (what `floodgate serve` uses): the store opens with no Redis there, says
+// why in Health(), answers every decision by on_error within the timeout, and switches
+// to Redis within a second of it answering, deciding exactly from then on.
+TEST(RedisLazyConnect, OpensWithoutRedisThenSwitchesWithinASecondOfItAnswering) {
+  const int port = FreeLoopbackPort();
+  auto opened = RedisStore::Open(*RedisStoreOptions::FromUrl(
+      fmt::format("redis://127.0.0.1:{}?lazy_connect=1&on_error=fail_closed&timeout=50ms", port)));
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  RedisStore& store = **opened;
+  const absl::Status health = store.Health();
+  EXPECT_EQ(std::string(MessageOf(health)),
+            fmt::format("redis unreachable at 127.0.0.1:{}: connection refused", port));
+  EXPECT_FALSE(store.Ping());
+  const Policy policy = *Policy::Parse("fixed_window:5/1h");
+  // Redis stays away for 1.5 s, long enough for the reconnect backoff to reach its cap
+  // (500 ms): decisions meanwhile, a few hundred at most.
+  const auto down_until = Steady::now() + milliseconds(1500);
+  for (int i = 0; i < 300 && Steady::now() < down_until; ++i) {
+    const auto begin = Steady::now();
+    const auto d = store.Decide({"k", policy, 1, std::nullopt});
+    EXPECT_LE(Steady::now() - begin, milliseconds(50 + 150));  // timeout + scheduling margin
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_TRUE(d->degraded);
+    EXPECT_FALSE(d->allowed);                      // fail_closed
+    std::this_thread::sleep_for(milliseconds(5));  // pacing the load, not synchronisation
+  }
+
+  auto server = RedisServer::Start({}, port);
+  ASSERT_NE(server, nullptr);
+  const auto answered = TimeUntilRedisAnswers(store, "probe", policy, std::chrono::seconds(3));
+  ASSERT_TRUE(answered.has_value());
+  EXPECT_LE(*answered, std::chrono::seconds(1));
+  EXPECT_TRUE(store.Health().ok()) << store.Health();
+  EXPECT_TRUE(store.Ping());
+  for (int i = 0; i < 8; ++i) {
+    const auto d = store.Decide({"exact", policy, 1, std::nullopt});
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_FALSE(d->degraded);
+    EXPECT_EQ(d->allowed, i < 5) << i;
+  }
+  EXPECT_EQ(server->Cli({"EXISTS", "fg:fw:exact"}), "1\n");
+}
+
+// Without lazy_connect (the library's default, and `floodgate check` / `replay`), a store
+// with no Redis is an error at once, as before.
+TEST(RedisLazyConnect, OffByDefaultSoOpenFailsFast) {
+  const int port = FreeLoopbackPort();
+  const auto begin = Steady::now();
+  auto store = RedisStore::Open(
+      *RedisStoreOptions::FromUrl(fmt::format("redis://127.0.0.1:{}?lazy_connect=0", port)));
+  EXPECT_FALSE(store.ok());
+  EXPECT_LE(Steady::now() - begin, std::chrono::seconds(1));
+  EXPECT_FALSE(RedisStoreOptions::FromUrl("redis://h:1?lazy_connect=yes").ok());
+}
+
 // ---- authentication --------------------------------------------------------------------
 
 TEST(RedisAuth, PasswordAndAclUser) {

@@ -84,7 +84,12 @@ TEST(Config, StoreOptionsReachTheRedisUrl) {
       "s.yaml");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->store.EffectiveUrl(),
-            "redis://h:1?prefix=x:&timeout=20000us&on_error=fail_closed");
+            "redis://h:1?prefix=x:&timeout=20000us&on_error=fail_closed&lazy_connect=1");
+  // What the URL says wins.
+  config = ParseConfig("store: {url: 'redis://h:1?lazy_connect=0&timeout=5ms'}", "s.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->store.EffectiveUrl(),
+            "redis://h:1?lazy_connect=0&timeout=5ms&prefix=fg:&on_error=local");
 }
 
 struct BadConfig {

@@ -48,6 +48,13 @@ struct RedisStoreOptions {
   // No decision waits longer than this for Redis (then on_error answers).
   std::chrono::microseconds timeout = std::chrono::milliseconds(50);
   std::chrono::microseconds connect_timeout = std::chrono::milliseconds(1000);
+  // Open without Redis: when no server answers at Open (or no cluster seed does), the
+  // store opens anyway, answers every decision by on_error (degraded) and keeps
+  // connecting in the background with the reconnect backoff; decisions go to Redis as
+  // soon as it answers. Off, Open fails with the reason: what a command-line user wants.
+  // `floodgate serve` turns it on (a limiter that will not start without Redis takes the
+  // API down with it when both restart together).
+  bool lazy_connect = false;
   OnError on_error = OnError::kLocal;
   int connections = 2;  // each auto-pipelined; decisions spread round-robin
   // Decisions queued on one connection go out as one script call of at most this many
@@ -65,7 +72,7 @@ struct RedisStoreOptions {
   std::chrono::microseconds reconnect_max = std::chrono::milliseconds(500);
 
   // redis://[user:password@]host:port[/db][?timeout=50ms&on_error=local&connections=2
-  //   &batch=64&prefix=fg:&connect_timeout=1s&denial_cache=10ms]
+  //   &batch=64&prefix=fg:&connect_timeout=1s&denial_cache=10ms&lazy_connect=1]
   // redis-cluster://[user:password@]host:port[,host:port...][?the same options]
   // rediss://... (TLS), or tls=1; with ca=FILE, cert=FILE, key=FILE, sni=NAME
   static absl::StatusOr<RedisStoreOptions> FromUrl(std::string_view url);
@@ -100,7 +107,8 @@ struct RedisStats {
 class RedisStore final : public Store {
  public:
   // Connects and loads the scripts; a wrong password or an unreachable server is an
-  // error naming the address and the cause.
+  // error naming the address and the cause (with lazy_connect, only bad TLS files are:
+  // the rest is retried in the background, and Health() tells why it has not connected).
   static absl::StatusOr<std::unique_ptr<RedisStore>> Open(RedisStoreOptions options);
   ~RedisStore() override;
 
@@ -113,6 +121,10 @@ class RedisStore final : public Store {
   const RedisStoreOptions& options() const;
   // PING round trip within the timeout: what /readyz asks.
   bool Ping();
+  // OK while the store has Redis (standalone: a connection is ready; cluster: the slot
+  // map is known and every primary in it has a ready connection); else why not, e.g.
+  // "redis unreachable at 127.0.0.1:6379: connection refused". Asks no server.
+  absl::Status Health();
 
  protected:
   absl::StatusOr<Decision> DecideValidated(const DecideRequest& request) override;

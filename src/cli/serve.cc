@@ -1,5 +1,6 @@
 // floodgate serve [--config FILE] [--listen HOST:PORT] [--store URL] [--threads N]
 // (service.md, "Command line"; config keys in "Config file").
+#include <floodgate/redis_store.h>
 #include <floodgate/store.h>
 #include <floodgate/version.h>
 #include <fmt/format.h>
@@ -7,8 +8,10 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <csignal>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "cli/commands.h"
@@ -61,6 +64,49 @@ absl::StatusOr<server::ServerConfig> Effective(const ServeFlags& flags) {
   return config;
 }
 
+std::string_view OnErrorName(OnError on_error) {
+  switch (on_error) {
+    case OnError::kFailOpen:
+      return "fail_open";
+    case OnError::kFailClosed:
+      return "fail_closed";
+    case OnError::kLocal:
+      break;
+  }
+  return "local";
+}
+
+// While a Redis store has no Redis (serve opens it with lazy_connect: it starts, and
+// keeps connecting, without one), says so with the reason at most once a second, and
+// once when Redis answers again.
+class StoreWatch {
+ public:
+  StoreWatch(boost::asio::io_context& io, RedisStore& store) : timer_(io), store_(store) {}
+
+  void Start() { Check(); }
+  void Stop() { timer_.cancel(); }
+
+ private:
+  void Check() {
+    const absl::Status health = store_.Health();
+    if (!health.ok()) {
+      spdlog::warn("floodgate: {}; decisions are answered by on_error={} until it answers",
+                   MessageOf(health), OnErrorName(store_.options().on_error));
+    } else if (!healthy_) {
+      spdlog::info("floodgate: {} answers: decisions go to it again", store_.Describe());
+    }
+    healthy_ = health.ok();
+    timer_.expires_after(std::chrono::seconds(1));
+    timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) Check();
+    });
+  }
+
+  boost::asio::steady_timer timer_;
+  RedisStore& store_;
+  bool healthy_ = true;
+};
+
 }  // namespace
 
 Command AddServe(CLI::App& app) {
@@ -106,6 +152,11 @@ Command AddServe(CLI::App& app) {
                          config->rules.size(), config->source);
 
             boost::asio::io_context signals_io;
+            std::optional<StoreWatch> watch;
+            if (auto* redis = dynamic_cast<RedisStore*>(store.get())) {
+              watch.emplace(signals_io, *redis);
+              watch->Start();
+            }
             boost::asio::signal_set signals(signals_io, SIGINT, SIGTERM, SIGHUP);
             std::function<void(const boost::system::error_code&, int)> on_signal =
                 [&](const boost::system::error_code& ec, int signal) {
@@ -114,6 +165,7 @@ Command AddServe(CLI::App& app) {
                     spdlog::info("floodgate: {} received, finishing requests in flight",
                                  signal == SIGINT ? "SIGINT" : "SIGTERM");
                     http.Shutdown();
+                    if (watch) watch->Stop();
                     return;
                   }
                   auto reloaded = Effective(*flags);

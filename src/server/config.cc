@@ -206,6 +206,9 @@ std::string StoreConfig::EffectiveUrl() const {
   add("on_error", on_error == OnError::kFailOpen     ? "fail_open"
                   : on_error == OnError::kFailClosed ? "fail_closed"
                                                      : "local");
+  // The service starts, answering by on_error, while Redis is still down (a limiter
+  // and its Redis often restart together); lazy_connect=0 in the URL fails fast instead.
+  add("lazy_connect", "1");
   return out;
 }
 

@@ -46,7 +46,8 @@ struct StoreConfig {
   std::chrono::microseconds timeout = std::chrono::milliseconds(50);
   OnError on_error = OnError::kLocal;
 
-  // The URL with prefix, timeout and on_error added for stores that take them.
+  // The URL with prefix, timeout, on_error and lazy_connect=1 added for stores that take
+  // them (unless the URL gives them).
   std::string EffectiveUrl() const;
   friend bool operator==(const StoreConfig&, const StoreConfig&) = default;
 };

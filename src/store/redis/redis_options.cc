@@ -135,66 +135,72 @@ absl::StatusOr<RedisStoreOptions> RedisStoreOptions::FromUrl(std::string_view ur
     options.seeds = {*endpoint};
   }
 
-  const absl::Status query_status = ForEachQueryOption(query, [&](std::string_view name,
-                                                                  std::string_view value) {
-    const auto duration = [&](std::chrono::microseconds& out) -> absl::Status {
-      auto d = ParseDuration(value);
-      if (!d.ok()) return Bad(url, fmt::format("{} {}", name, MessageOf(d.status())));
-      out = *d;
-      return absl::OkStatus();
-    };
-    absl::Status status;
-    if (name == "timeout") {
-      status = duration(options.timeout);
-      if (status.ok() && options.timeout.count() <= 0) status = Bad(url, "timeout must be > 0");
-    } else if (name == "connect_timeout") {
-      status = duration(options.connect_timeout);
-    } else if (name == "denial_cache") {
-      status = duration(options.denial_cache_min);
-    } else if (name == "on_error") {
-      if (value == "fail_open") {
-        options.on_error = OnError::kFailOpen;
-      } else if (value == "fail_closed") {
-        options.on_error = OnError::kFailClosed;
-      } else if (value == "local") {
-        options.on_error = OnError::kLocal;
-      } else {
-        status = Bad(url, fmt::format("on_error must be fail_open, fail_closed or local, got "
-                                      "\"{}\"",
-                                      value));
-      }
-    } else if (name == "connections") {
-      if (!ParseBounded(value, 1, 64, options.connections)) {
-        status = Bad(url, fmt::format("connections must be 1-64, got \"{}\"", value));
-      }
-    } else if (name == "batch") {
-      if (!ParseBounded(value, 1, 1024, options.max_batch)) {
-        status = Bad(url, fmt::format("batch must be 1-1024, got \"{}\"", value));
-      }
-    } else if (name == "prefix") {
-      options.prefix = std::string(value);
-    } else if (name == "tls") {
-      if (value != "1" && value != "0") {
-        status = Bad(url, fmt::format("tls must be 1 or 0, got \"{}\"", value));
-      }
-      options.tls = value == "1";
-    } else if (name == "ca") {
-      options.tls_ca = std::string(value);
-    } else if (name == "cert") {
-      options.tls_cert = std::string(value);
-    } else if (name == "key") {
-      options.tls_key = std::string(value);
-    } else if (name == "sni") {
-      options.tls_server_name = std::string(value);
-    } else {
-      status = Bad(
-          url, fmt::format(
-                   "unknown option \"{}\" (known: timeout, connect_timeout, "
-                   "on_error, connections, batch, prefix, denial_cache, tls, ca, cert, key, sni)",
-                   name));
-    }
-    return status;
-  });
+  const absl::Status query_status =
+      ForEachQueryOption(query, [&](std::string_view name, std::string_view value) {
+        const auto duration = [&](std::chrono::microseconds& out) -> absl::Status {
+          auto d = ParseDuration(value);
+          if (!d.ok()) return Bad(url, fmt::format("{} {}", name, MessageOf(d.status())));
+          out = *d;
+          return absl::OkStatus();
+        };
+        absl::Status status;
+        if (name == "timeout") {
+          status = duration(options.timeout);
+          if (status.ok() && options.timeout.count() <= 0) status = Bad(url, "timeout must be > 0");
+        } else if (name == "connect_timeout") {
+          status = duration(options.connect_timeout);
+        } else if (name == "denial_cache") {
+          status = duration(options.denial_cache_min);
+        } else if (name == "on_error") {
+          if (value == "fail_open") {
+            options.on_error = OnError::kFailOpen;
+          } else if (value == "fail_closed") {
+            options.on_error = OnError::kFailClosed;
+          } else if (value == "local") {
+            options.on_error = OnError::kLocal;
+          } else {
+            status = Bad(url, fmt::format("on_error must be fail_open, fail_closed or local, got "
+                                          "\"{}\"",
+                                          value));
+          }
+        } else if (name == "connections") {
+          if (!ParseBounded(value, 1, 64, options.connections)) {
+            status = Bad(url, fmt::format("connections must be 1-64, got \"{}\"", value));
+          }
+        } else if (name == "batch") {
+          if (!ParseBounded(value, 1, 1024, options.max_batch)) {
+            status = Bad(url, fmt::format("batch must be 1-1024, got \"{}\"", value));
+          }
+        } else if (name == "lazy_connect") {
+          if (value != "1" && value != "0") {
+            status = Bad(url, fmt::format("lazy_connect must be 1 or 0, got \"{}\"", value));
+          }
+          options.lazy_connect = value == "1";
+        } else if (name == "prefix") {
+          options.prefix = std::string(value);
+        } else if (name == "tls") {
+          if (value != "1" && value != "0") {
+            status = Bad(url, fmt::format("tls must be 1 or 0, got \"{}\"", value));
+          }
+          options.tls = value == "1";
+        } else if (name == "ca") {
+          options.tls_ca = std::string(value);
+        } else if (name == "cert") {
+          options.tls_cert = std::string(value);
+        } else if (name == "key") {
+          options.tls_key = std::string(value);
+        } else if (name == "sni") {
+          options.tls_server_name = std::string(value);
+        } else {
+          status = Bad(
+              url, fmt::format(
+                       "unknown option \"{}\" (known: timeout, connect_timeout, "
+                       "on_error, connections, batch, prefix, denial_cache, lazy_connect, tls, ca, "
+                       "cert, key, sni)",
+                       name));
+        }
+        return status;
+      });
   if (!query_status.ok()) return query_status;
   if (!options.tls && (!options.tls_ca.empty() || !options.tls_cert.empty() ||
                        !options.tls_key.empty() || !options.tls_server_name.empty())) {

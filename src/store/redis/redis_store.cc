@@ -286,18 +286,23 @@ class RedisStore::Impl {
 
   // Standalone: connects every connection; succeeds once one is ready, fails with the
   // first error when none gets there. Cluster: succeeds once a seed told the topology
-  // and every primary's connections were tried.
+  // and every primary's connections were tried. With lazy_connect it waits the same way
+  // (so that a Redis that is up serves the very first decision), at most connect_timeout,
+  // and succeeds whatever came of it: the connections keep trying in the background.
   absl::Status Start() {
     asio::post(io_, [this] {
       for (auto& node : nodes_) StartNode(*node);
     });
     std::unique_lock lock(start_mu_);
-    const bool settled =
-        start_cv_.wait_for(lock, options_.connect_timeout + std::chrono::seconds(1), [this] {
-          if (options_.cluster)
-            return cluster_settled_ || !topology_error_.ok() || failed_lanes_ >= seeds_.size();
-          return ready_lanes_ > 0 || failed_lanes_ >= nodes_.front()->lanes.size();
-        });
+    const auto patience = options_.lazy_connect
+                              ? options_.connect_timeout
+                              : options_.connect_timeout + std::chrono::seconds(1);
+    const bool settled = start_cv_.wait_for(lock, patience, [this] {
+      if (options_.cluster)
+        return cluster_settled_ || !topology_error_.ok() || failed_lanes_ >= seeds_.size();
+      return ready_lanes_ > 0 || failed_lanes_ >= nodes_.front()->lanes.size();
+    });
+    if (options_.lazy_connect) return absl::OkStatus();
     if (options_.cluster) {
       if (topology_known_) return absl::OkStatus();
       if (!topology_error_.ok()) return topology_error_;
@@ -411,6 +416,18 @@ class RedisStore::Impl {
     return result.wait_for(options_.timeout) == std::future_status::ready && result.get();
   }
 
+  absl::Status Health() {
+    auto answer = std::make_shared<std::promise<absl::Status>>();
+    auto result = answer->get_future();
+    asio::post(io_, [this, answer] { answer->set_value(HealthOnIoThread()); });
+    // The I/O thread answers in microseconds unless it is stuck, which is news too.
+    if (result.wait_for(std::chrono::seconds(1)) != std::future_status::ready) {
+      return absl::DeadlineExceededError(fmt::format(
+          "redis store {}: its I/O thread did not answer within 1 s", options_.Describe()));
+    }
+    return result.get();
+  }
+
   const RedisStoreOptions& options() const { return options_; }
 
  private:
@@ -522,8 +539,31 @@ class RedisStore::Impl {
     return absl::OkStatus();
   }
 
+  // I/O thread: see RedisStore::Health.
+  absl::Status HealthOnIoThread() {
+    if (closed_) return absl::CancelledError("store closed");
+    if (!options_.cluster) {
+      if (nodes_.front()->PickLane() != nullptr) return absl::OkStatus();
+      return absl::UnavailableError(LastError());
+    }
+    if (owner_nodes_.empty()) {
+      return absl::UnavailableError(
+          fmt::format("redis cluster {}: no slot map yet ({})", options_.Describe(), LastError()));
+    }
+    for (Node* node : owner_nodes_) {
+      if (node->PickLane() == nullptr) {
+        return absl::UnavailableError(
+            fmt::format("{} ({})", MessageOf(NotConnected(*node)), LastError()));
+      }
+    }
+    return absl::OkStatus();
+  }
+
   void OnReady(Lane& lane) {
     lane.ready = true;
+    // A connection that finished its handshake (AUTH, SCRIPT LOAD) has heard the server
+    // answer: decisions go to it at once, not after the breaker's open period.
+    lane.node.breaker.Success();
     if (options_.cluster) {
       Node& node = lane.node;
       node.ever_ready = true;
@@ -731,13 +771,20 @@ class RedisStore::Impl {
               "redis at {} did not give the cluster topology ({}); for a single server use "
               "redis://",
               lane->node.describe, MessageOf(ranges.status())));
+          last_error_ = std::string(MessageOf(topology_error_));
           start_cv_.notify_all();
-          return;
         }
+        // Asked again (a seed may still be joining its cluster); a store whose Open failed
+        // on the error above is closed before this comes round.
         return RequestRefresh();
       }
       lane->node.refused_topology = false;
       ApplyTopology(*ranges);
+      // Slots no primary serves (a cluster still being created, or a primary lost with
+      // no replica to promote): keep asking, at most once per kRefreshInterval.
+      if (std::find(owners_.begin(), owners_.end(), nullptr) != owners_.end()) {
+        return RequestRefresh();
+      }
       // Until every slot's primary is reachable (a replica is being promoted, say), keep
       // looking, at most once per kRefreshInterval. Primaries just found and still making
       // their first connections are not a reason: if those fail, OnDown asks.
@@ -1210,5 +1257,6 @@ void RedisStore::Close() { impl_->Close(); }
 RedisStats RedisStore::redis_stats() const { return impl_->Stats(); }
 const RedisStoreOptions& RedisStore::options() const { return impl_->options(); }
 bool RedisStore::Ping() { return impl_->Ping(); }
+absl::Status RedisStore::Health() { return impl_->Health(); }
 
 }  // namespace floodgate

@@ -1,0 +1,265 @@
+// `floodgate serve` as a process on a Redis store that is not there yet: it must start at
+// once, answer by on_error, say why in its log (at most once a second), and switch to
+// Redis within a second of Redis answering, standalone and on a cluster.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "redis_server.h"
+
+extern char** environ;
+
+namespace floodgate::testing {
+namespace {
+
+namespace fs = std::filesystem;
+namespace beast = boost::beast;
+namespace asio = boost::asio;
+using std::chrono::milliseconds;
+using Steady = std::chrono::steady_clock;
+
+// `floodgate serve ARGS`, its stdout and stderr in a log file; SIGTERM at the end.
+class ServeProcess {
+ public:
+  explicit ServeProcess(std::vector<std::string> args) {
+    std::string dir = (fs::temp_directory_path() / "floodgate-serve-XXXXXX").string();
+    if (mkdtemp(dir.data()) != nullptr) dir_ = dir;
+    log_ = dir_ / "serve.log";
+    args.insert(args.begin(), {FLOODGATE_BINARY, "serve"});
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t files;
+    posix_spawn_file_actions_init(&files);
+    posix_spawn_file_actions_addopen(&files, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&files, 1, 2);
+    if (posix_spawn(&pid_, FLOODGATE_BINARY, &files, nullptr, argv.data(), environ) != 0) {
+      pid_ = -1;
+    }
+    posix_spawn_file_actions_destroy(&files);
+    started_ = Steady::now();
+  }
+  ~ServeProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      int status = 0;
+      waitpid(pid_, &status, 0);
+    }
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+
+  // Polls (bounded) until `port` accepts connections; false if the process exited first.
+  bool WaitListening(int port, milliseconds limit) {
+    const auto deadline = Steady::now() + limit;
+    while (Steady::now() < deadline && pid_ > 0) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return false;
+      }
+      asio::io_context io;
+      asio::ip::tcp::socket socket(io);
+      boost::system::error_code ec;
+      socket.connect({asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)}, ec);
+      if (!ec) return true;
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    return false;
+  }
+
+  std::string Log() const {
+    std::ifstream in(log_);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+  int CountLogLines(const std::string& containing) const {
+    std::istringstream lines(Log());
+    int n = 0;
+    for (std::string line; std::getline(lines, line);)
+      n += line.find(containing) != std::string::npos;
+    return n;
+  }
+  // Polls the log (bounded) until `count` lines contain `text`.
+  bool WaitLogLines(const std::string& text, int count, milliseconds limit) const {
+    const auto deadline = Steady::now() + limit;
+    while (CountLogLines(text) < count) {
+      if (Steady::now() >= deadline) return false;
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    return true;
+  }
+  Steady::time_point started() const { return started_; }
+
+ private:
+  fs::path dir_;
+  fs::path log_;
+  pid_t pid_ = -1;
+  Steady::time_point started_;
+};
+
+struct Answer {
+  int status = 0;
+  std::string body;
+  Steady::duration took{};
+};
+
+Answer Http(int port, beast::http::verb verb, const std::string& target,
+            const std::string& body = "") {
+  const auto begin = Steady::now();
+  asio::io_context io;
+  beast::tcp_stream stream(io);
+  boost::system::error_code ec;
+  stream.connect({asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)}, ec);
+  if (ec) return {};
+  stream.expires_after(std::chrono::seconds(5));
+  beast::http::request<beast::http::string_body> request(verb, target, 11);
+  request.set(beast::http::field::host, "127.0.0.1");
+  if (!body.empty()) {
+    request.set(beast::http::field::content_type, "application/json");
+    request.body() = body;
+    request.prepare_payload();
+  }
+  beast::http::write(stream, request, ec);
+  beast::flat_buffer buffer;
+  beast::http::response<beast::http::string_body> response;
+  if (!ec) beast::http::read(stream, buffer, response, ec);
+  if (ec) return {};
+  return {static_cast<int>(response.result_int()), response.body(), Steady::now() - begin};
+}
+
+// POST /v1/check for `key` under `policy`: the Decision JSON, or null on any failure.
+nlohmann::json Check(int port, const std::string& key, const std::string& policy) {
+  const Answer a = Http(port, beast::http::verb::post, "/v1/check",
+                        fmt::format(R"({{"key":"{}","policy":"{}"}})", key, policy));
+  if (a.status != 200) return nullptr;
+  return nlohmann::json::parse(a.body);
+}
+
+bool Degraded(const nlohmann::json& decision) { return decision.value("degraded", false); }
+
+// Decides on 12 keys (spread over a cluster's primaries) until a round of them all comes
+// from Redis (none degraded), for at most `limit`: how long that took, or nullopt.
+std::optional<Steady::duration> TimeUntilRedisDecides(int port, Steady::duration limit) {
+  const auto begin = Steady::now();
+  while (Steady::now() - begin < limit) {
+    bool all = true;
+    for (int i = 0; i < 12 && all; ++i) {
+      const nlohmann::json d = Check(port, fmt::format("probe{}", i), "fixed_window:100000/1h");
+      all = !d.is_null() && !Degraded(d);
+    }
+    if (all) return Steady::now() - begin;
+    std::this_thread::sleep_for(milliseconds(5));  // pacing the probe, not synchronisation
+  }
+  return std::nullopt;
+}
+
+// While no Redis is there: serve listens, /readyz says 503, every decision is the
+// on_error answer (fail_closed: denied, degraded) well within the timeout, and the log
+// names the reason (`why`) once a second at most.
+void ExpectServingWithoutRedis(ServeProcess& serve, int http_port, const std::string& why) {
+  ASSERT_TRUE(serve.WaitListening(http_port, milliseconds(5000))) << serve.Log();
+  EXPECT_EQ(Http(http_port, beast::http::verb::get, "/readyz").status, 503);
+  for (int i = 0; i < 10; ++i) {
+    const Answer a = Http(http_port, beast::http::verb::post, "/v1/check",
+                          R"({"key":"down","policy":"fixed_window:5/1h"})");
+    ASSERT_EQ(a.status, 200) << serve.Log();
+    const auto d = nlohmann::json::parse(a.body);
+    EXPECT_TRUE(Degraded(d)) << a.body;
+    EXPECT_FALSE(d["allowed"].get<bool>()) << a.body;
+    EXPECT_LE(a.took, milliseconds(50 + 150)) << "timeout + scheduling margin";
+  }
+  // The reason, logged at most once a second: wait (bounded) for two reports, then the
+  // count may not exceed the seconds elapsed plus one.
+  serve.WaitLogLines(why, 2, milliseconds(5000));
+  const auto seconds =
+      std::chrono::duration_cast<std::chrono::seconds>(Steady::now() - serve.started()).count();
+  const int reports = serve.CountLogLines(why);
+  EXPECT_GE(reports, 2) << serve.Log();
+  EXPECT_LE(reports, seconds + 1) << serve.Log();
+}
+
+// Decisions from Redis from now on, and exact: 5 of 8 under fixed_window:5/1h.
+void ExpectExactFromRedis(int http_port, const std::string& key) {
+  for (int i = 0; i < 8; ++i) {
+    const nlohmann::json d = Check(http_port, key, "fixed_window:5/1h");
+    ASSERT_FALSE(d.is_null());
+    EXPECT_FALSE(Degraded(d)) << d.dump();
+    EXPECT_EQ(d["allowed"].get<bool>(), i < 5) << key << " #" << i << ": " << d.dump();
+  }
+}
+
+TEST(ServeWithoutRedis, StartsAnswersByOnErrorThenSwitchesWithinASecondOfRedis) {
+  const int redis_port = FreeLoopbackPort();
+  const int http_port = FreeLoopbackPort();
+  ServeProcess serve(
+      {"--listen", fmt::format("127.0.0.1:{}", http_port), "--store",
+       fmt::format("redis://127.0.0.1:{}?on_error=fail_closed&timeout=50ms", redis_port)});
+  ExpectServingWithoutRedis(
+      serve, http_port,
+      fmt::format("redis unreachable at 127.0.0.1:{}: connection refused; decisions are "
+                  "answered by on_error=fail_closed",
+                  redis_port));
+
+  auto redis = RedisServer::Start({}, redis_port);  // returns once it answers PING
+  ASSERT_NE(redis, nullptr);
+  const auto took = TimeUntilRedisDecides(http_port, std::chrono::seconds(3));
+  ASSERT_TRUE(took.has_value()) << serve.Log();
+  EXPECT_LE(*took, std::chrono::seconds(1));
+  ExpectExactFromRedis(http_port, "exact");
+  EXPECT_EQ(redis->Cli({"EXISTS", "fg:fw:exact"}), "1\n");
+  EXPECT_EQ(Http(http_port, beast::http::verb::get, "/readyz").status, 200);
+  // Said once, within the watch's second.
+  EXPECT_TRUE(serve.WaitLogLines("answers: decisions go to it again", 1, milliseconds(2000)))
+      << serve.Log();
+  EXPECT_EQ(serve.CountLogLines("answers: decisions go to it again"), 1) << serve.Log();
+}
+
+TEST(ServeWithoutRedis, TheSameWithAClusterWhoseSeedsAreAllDown) {
+  std::vector<int> ports;
+  while (ports.size() < 3) {
+    const int port = FreeClusterNodePort();
+    ASSERT_NE(port, 0);
+    if (std::find(ports.begin(), ports.end(), port) == ports.end()) ports.push_back(port);
+  }
+  const int http_port = FreeLoopbackPort();
+  const std::string seeds =
+      fmt::format("127.0.0.1:{},127.0.0.1:{},127.0.0.1:{}", ports[0], ports[1], ports[2]);
+  ServeProcess serve({"--listen", fmt::format("127.0.0.1:{}", http_port), "--store",
+                      fmt::format("redis-cluster://{}?on_error=fail_closed&timeout=50ms", seeds)});
+  ExpectServingWithoutRedis(serve, http_port, "no slot map yet (redis unreachable at 127.0.0.1:");
+
+  std::vector<std::unique_ptr<RedisServer>> nodes;
+  std::string create = "redis-cli --cluster create";
+  for (int port : ports) {
+    nodes.push_back(RedisServer::StartClusterNode(port));
+    ASSERT_NE(nodes.back(), nullptr);
+    create += fmt::format(" 127.0.0.1:{}", port);
+  }
+  // Returns once every node agrees on the slot map: the cluster answers.
+  auto cluster = RedisCluster::Create(std::move(nodes), create + " --cluster-yes");
+  ASSERT_NE(cluster, nullptr);
+  const auto took = TimeUntilRedisDecides(http_port, std::chrono::seconds(3));
+  ASSERT_TRUE(took.has_value()) << serve.Log();
+  EXPECT_LE(*took, std::chrono::seconds(1));
+  // Keys on every primary (their slots spread over the three), each exact.
+  for (int i = 0; i < 6; ++i) ExpectExactFromRedis(http_port, fmt::format("exact{}", i));
+  EXPECT_EQ(Http(http_port, beast::http::verb::get, "/readyz").status, 200);
+}
+
+}  // namespace
+}  // namespace floodgate::testing
