@@ -1,22 +1,36 @@
 #!/usr/bin/env python3
 """make bench, Redis part: floodgate's Redis store against the ceiling of one script
-call per decision, measured in the same run.
+call per decision, measured in the same run, with the Redis CPU each decision costs.
 
-For each algorithm and for 1 and 100,000 keys, one round runs, back to back:
-  1. redis-benchmark: EVALSHA of our single-decision script at pipeline depth 32
-     (50 clients), the most one-script-per-decision can do on this server;
-  2. floodgate bench with batching off (batch=1);
-  3. floodgate bench with batching on (batch=64).
-Ratios are taken within a round, and the median of the rounds is reported. The denial
-cache is off for these runs, so every decision costs a script call like redis-benchmark's
-(with one key and the cache on, repeats of a denial never reach Redis at all; that row is
-reported separately).
+For each algorithm and for 1 and 100,000 keys, one round runs, back to back (in the
+reverse order every other round):
+  1. the ceiling: redis-benchmark running EVALSHA of our single-decision script at each
+     depth of a sweep (clients x pipeline: -c 50 -P 32 and deeper), taking the best, as
+     redis-benchmark's own users would tune it; not at floodgate's depth;
+  2. floodgate bench with batching off (batch=1: that same script, one call per
+     decision) at each of a few in-flight depths, taking the best;
+  3. floodgate bench with batching on (batch=64: lua/batch.lua), likewise, with the
+     p99 of its best run;
+  4. redis-benchmark running lua/batch.lua with 64 decisions in every call, and, for
+     gcra, bench/bare_batch_gcra.lua the same way: the least Lua that decides a batch
+     of gcra keys, the floor the batch script's Redis CPU is measured against.
+Every run reads Redis's CPU time (INFO cpu: used_cpu_sys + used_cpu_user) before and
+after, and divides by the decisions it made: Redis CPU per decision, the figure that
+does not depend on the machine or on the client competing for its cores. Ratios are
+taken within a round, and the median of the rounds is reported. The denial cache is off
+for these runs, so every decision costs a script call like redis-benchmark's (with one
+key and the cache on, repeats of a denial never reach Redis at all; that row is reported
+separately).
 
 Then: latency at a fixed offered load (open loop), and Redis memory per key for each
 algorithm against a plain `SET key <integer> PX <ttl>` for the same key names.
-Starts its own redis-server on a free loopback port and stops it at the end.
+Starts its own redis-server on a free loopback port and stops it at the end. Every
+redis-benchmark and floodgate run is bounded in requests and in time.
+Short run: --algorithms gcra --keys 100000 --rounds 1 --seconds 2.
 """
 import argparse
+import collections
+import csv
 import json
 import os
 import shutil
@@ -29,6 +43,7 @@ import time
 
 import part_output  # bench/part_output.py: the markdown and CSV files of a part
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 ALGORITHMS = [
     # (name, kind tag, policy, limit, period_us, burst)
     ("gcra", "gcra", "gcra:1000/1s", 1000, 1_000_000, 1000),
@@ -40,6 +55,20 @@ ALGORITHMS = [
 ]
 SCRIPT_FILE = {"gcra": "gcra", "tb": "token_bucket", "tbi": "token_bucket", "sl": "sliding_log",
                "sw": "sliding_window", "fw": "fixed_window"}
+# lua/README.md, "Assembly": the batch script.
+BATCH_FILES = ("common", "gcra", "token_bucket", "sliding_log", "sliding_window", "fixed_window",
+               "batch")
+BARE_GCRA = os.path.join(HERE, "bare_batch_gcra.lua")
+
+# Depths as CLIENTSxPIPELINE (redis-benchmark -c, -P) or THREADSxCONCURRENCY (floodgate
+# bench --threads, --concurrency). The ceiling's sweep starts at -c 50 -P 32 and goes
+# deeper; its best is the ceiling. Batched calls carry 64 decisions each, so far fewer
+# calls in flight already keep Redis busy. floodgate runs at 256 and 1,024 decisions in
+# flight (over its default 2 connections).
+CEILING_DEPTHS = "50x32,50x64,100x64,50x128"
+BATCH_CALL_DEPTHS = "2x8,8x8"
+FLOODGATE_DEPTHS = "1x256,1x1024"
+BATCH = 64  # decisions per batched call: floodgate's default (RedisOptions::max_batch)
 
 
 def free_port():
@@ -76,6 +105,19 @@ class Redis:
                 return int(line.split(":")[1])
         raise SystemExit("no used_memory in INFO")
 
+    def info(self, section):
+        """INFO `section` as {field: text}."""
+        return dict(line.split(":", 1) for line in self.cli("INFO", section).splitlines()
+                    if ":" in line and not line.startswith("#"))
+
+    def cpu_seconds(self):
+        """CPU time the server has used so far, user + system (INFO cpu)."""
+        cpu = self.info("cpu")
+        return float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"])
+
+    def error_replies(self):
+        return int(self.info("stats")["total_error_replies"])
+
     def url(self, options=""):
         return f"redis://127.0.0.1:{self.port}" + (f"?{options}" if options else "")
 
@@ -85,44 +127,125 @@ class Redis:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def load_script(redis, paths):
+    sha = redis.cli("SCRIPT", "LOAD", "".join(open(p).read() for p in paths)).strip()
+    if len(sha) != 40:
+        raise SystemExit(f"SCRIPT LOAD of {paths} failed: {sha}")
+    return sha
+
+
 def script_sha(redis, lua_dir, kind):
-    body = "".join(open(os.path.join(lua_dir, f"{name}.lua")).read()
-                   for name in ("common", SCRIPT_FILE[kind], "single"))
-    return redis.cli("SCRIPT", "LOAD", body).strip()
+    return load_script(redis, [os.path.join(lua_dir, f"{name}.lua")
+                               for name in ("common", SCRIPT_FILE[kind], "single")])
 
 
-# floodgate keeps IN_FLIGHT decisions out over CONNECTIONS connections; redis-benchmark
-# gets the same: as many clients as connections, each pipelining its share.
-IN_FLIGHT = 128
-CONNECTIONS = 2
+def depths(text):
+    """'50x32,50x64' -> [(50, 32), (50, 64)]"""
+    return [tuple(int(n) for n in d.split("x")) for d in text.split(",") if d]
 
 
-def redis_benchmark(redis, sha, kind, limit, period, burst, keys, requests):
+def single_command(sha, kind, limit, period, burst, keys):
+    """redis-benchmark's command for one decision of lua/single.lua."""
     key = f"rb:{kind}:__rand_int__" if keys > 1 else f"rb:{kind}:one"
-    args = ["redis-benchmark", "-p", str(redis.port), "-P", str(IN_FLIGHT // CONNECTIONS),
-            "-c", str(CONNECTIONS), "-n", str(requests), "--csv"]
+    return ["EVALSHA", sha, "1", key, kind, "", str(limit), str(period), str(burst), "1"]
+
+
+def batch_command(sha, tag, kind, limit, period, burst, keys):
+    """A call of BATCH decisions in lua/batch.lua's layout (one policy, then policy
+    number, now = '' (the server clock), cost = 1 per decision), each key drawn on its
+    own from the keyspace (redis-benchmark replaces every __rand_int__ separately)."""
+    key = f"{tag}:{kind}:__rand_int__" if keys > 1 else f"{tag}:{kind}:one"
+    return (["EVALSHA", sha, str(BATCH)] + [key] * BATCH +
+            ["1", kind, str(limit), str(period), str(burst)] + ["1", "", "1"] * BATCH)
+
+
+def redis_benchmark(redis, command, clients, pipeline, requests, keys, per_call, seconds):
+    """One redis-benchmark run of `requests` calls of `command` (`per_call` decisions
+    each) from `clients` clients pipelining `pipeline` each. Returns decisions/s, calls/s,
+    the p99 of a call, and the CPU per decision of Redis and of redis-benchmark."""
+    args = ["redis-benchmark", "-p", str(redis.port), "-c", str(clients), "-P", str(pipeline),
+            "-n", str(requests), "--csv"]
     if keys > 1:
         args += ["-r", str(keys)]
-    args += ["EVALSHA", sha, "1", key, kind, "", str(limit), str(period), str(burst), "1"]
-    out = subprocess.run(args, capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        fields = [f.strip('"') for f in line.split(",")]
-        if fields[0].startswith("EVALSHA"):
-            return float(fields[1])
-    raise SystemExit(f"redis-benchmark printed no result: {out}")
+    errors, cpu, client = redis.error_replies(), redis.cpu_seconds(), children_cpu_seconds()
+    try:
+        out = subprocess.run(args + command, capture_output=True, text=True,
+                             timeout=10 * seconds + 30).stdout
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"redis-benchmark -c {clients} -P {pipeline} -n {requests} overran")
+    client = children_cpu_seconds() - client  # before redis-cli runs again
+    cpu = redis.cpu_seconds() - cpu
+    if redis.error_replies() != errors:
+        raise SystemExit(f"the script answered with errors under redis-benchmark: "
+                         f"{redis.info('errorstats')}")
+    rows = list(csv.reader(out.splitlines()))
+    header = next((r for r in rows if r and r[0] == "test"), None)
+    result = next((r for r in rows if r and r[0].startswith("EVALSHA")), None)
+    if result is None:
+        raise SystemExit(f"redis-benchmark printed no result: {out}")
+    fields = dict(zip(header, result)) if header else {"rps": result[1]}
+    calls = float(fields["rps"])
+    return dict(depth=f"{clients}x{pipeline}", calls_per_sec=calls, rate=calls * per_call,
+                p99_us=float(fields["p99_latency_ms"]) * 1000 if "p99_latency_ms" in fields
+                else None,
+                cpu_us=cpu * 1e6 / (requests * per_call),
+                client_us=client * 1e6 / (requests * per_call))
 
 
-def floodgate_bench(binary, url, policy, keys, duration, concurrency=64, threads=2, rate=0):
+def children_cpu_seconds():
+    """CPU time of the client processes this script ran and waited for."""
+    t = os.times()
+    return t.children_user + t.children_system
+
+
+def sweep(redis, command, depth_list, keys, per_call, seconds, estimate):
+    """redis-benchmark at each depth for about `seconds` each: -n from the calls/s of
+    the previous run of the same command (`estimate`, a one-item list it updates)."""
+    points = []
+    for clients, pipeline in depth_list:
+        requests = max(4 * clients * pipeline, int(estimate[0] * seconds))
+        point = redis_benchmark(redis, command, clients, pipeline, requests, keys, per_call,
+                                seconds)
+        estimate[0] = point["calls_per_sec"]
+        points.append(point)
+    return points
+
+
+def floodgate_bench(binary, url, policy, keys, seconds, concurrency=64, threads=2, rate=0,
+                    redis=None):
+    """One `floodgate bench` run, with the CPU per decision of the client
+    (`client_cpu_us`) and, given `redis`, of Redis (`redis_cpu_us`)."""
     args = [binary, "bench", "--store", url, "--policy", policy, "--keys", str(keys),
             "--threads", str(threads), "--concurrency", str(concurrency), "--duration",
-            duration, "--json"]
+            f"{round(seconds * 1000)}ms", "--json"]
     if rate:
         args += ["--rate", str(rate)]
-    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+    cpu, client = redis.cpu_seconds() if redis else 0, children_cpu_seconds()
+    out = subprocess.run(args, capture_output=True, text=True, check=True,
+                         timeout=seconds + 60).stdout
+    client = children_cpu_seconds() - client  # before redis-cli runs again
     result = json.loads(out)
     if result["errors"]:
         raise SystemExit(f"floodgate bench reported errors: {out}")
+    if redis:
+        result["redis_cpu_us"] = (redis.cpu_seconds() - cpu) * 1e6 / result["decisions"]
+    result["client_cpu_us"] = client * 1e6 / result["decisions"]
+    result["depth"] = f"{threads}x{concurrency}"
     return result
+
+
+def floodgate_depths(binary, redis, options, policy, keys, seconds, depth_list):
+    """floodgate bench at each THREADSxCONCURRENCY, as points like sweep()'s."""
+    points = []
+    for threads, concurrency in depth_list:
+        r = floodgate_bench(binary, redis.url(options), policy, keys, seconds,
+                            concurrency=concurrency, threads=threads, redis=redis)
+        if r["degraded"]:  # answered in process (on_error=local): not a Redis decision
+            raise SystemExit(f"floodgate bench: {r['degraded']} decisions timed out: {r}")
+        points.append(dict(depth=r["depth"], rate=r["decisions_per_sec"], p99_us=r["p99_us"],
+                           cpu_us=r["redis_cpu_us"], client_us=r["client_cpu_us"],
+                           per_call=r["decisions"] / max(1, r["store_calls"])))
+    return points
 
 
 def resp(*args):
@@ -155,59 +278,173 @@ def memory_per_key(redis, lua_dir, kind, keys):
     return ours / keys, plain / keys
 
 
+# The runs of a round, in the order they go (reversed every other round), with the
+# names the tables give them.
+RUNS = {
+    "ceiling": "redis-benchmark, single script",
+    "batch_off": "floodgate, batch=1",
+    "batch_on": f"floodgate, batch={BATCH}",
+    "batch_script": f"redis-benchmark, batch script ({BATCH}/call)",
+    "bare": f"redis-benchmark, bare batched gcra ({BATCH}/call)",
+}
+
+
+def best(points):
+    return max(points, key=lambda p: p["rate"])
+
+
+def summarize(got):
+    """One table row from the rounds' runs: in each round the best depth of each run and
+    the ratios against that round's ceiling; then the median over rounds (the most
+    frequent winner for a depth)."""
+    rounds = []
+    for i in range(len(got["ceiling"])):
+        c, off, on, script = (best(got[run][i]) for run in
+                              ("ceiling", "batch_off", "batch_on", "batch_script"))
+        bare = best(got["bare"][i]) if "bare" in got else None
+        rounds.append(dict(
+            ceiling=c["rate"], ceiling_depth=c["depth"], ceiling_p99=c["p99_us"],
+            batch_off=off["rate"], batch_off_depth=off["depth"], ratio_off=off["rate"] / c["rate"],
+            batch_on=on["rate"], batch_on_depth=on["depth"], batch_on_p99=on["p99_us"],
+            batch_on_per_call=on["per_call"], ratio_on=on["rate"] / c["rate"],
+            cpu_single=c["cpu_us"], cpu_off=off["cpu_us"], cpu_on=on["cpu_us"],
+            client_ceiling=c["client_us"], client_off=off["client_us"], client_on=on["client_us"],
+            cpu_script=script["cpu_us"], script_rate=script["rate"],
+            cpu_bare=bare and bare["cpu_us"], bare_rate=bare and bare["rate"],
+            script_over_bare=bare and script["cpu_us"] / bare["cpu_us"]))
+    row = {}
+    for field in rounds[0]:
+        values = [r[field] for r in rounds]
+        if field.endswith("_depth"):
+            row[field] = collections.Counter(values).most_common(1)[0][0]
+        elif None in values:
+            row[field] = None
+        else:
+            row[field] = statistics.median(values)
+    return row
+
+
+def per_depth(name, keys, got):
+    """Every depth of every run, medians over rounds: the CSV behind the winners."""
+    out = []
+    for run, rounds in got.items():
+        for i, point in enumerate(rounds[0]):
+            points = [r[i] for r in rounds]
+
+            def med(field):
+                if points[0].get(field) is None:
+                    return None
+                return statistics.median(p[field] for p in points)
+
+            out.append(dict(algorithm=name, keys=keys, run=run, depth=point["depth"],
+                            rate=med("rate"), p99=med("p99_us"), cpu=med("cpu_us"),
+                            client=med("client_us"),
+                            per_call=med("per_call") if "per_call" in point else BATCH
+                            if run in ("batch_script", "bare") else 1))
+    return out
+
+
+def rb_depth(depth):
+    clients, pipeline = depth.split("x")
+    return f"-c {clients} -P {pipeline}"
+
+
+def fg_depth(depth):
+    threads, concurrency = (int(n) for n in depth.split("x"))
+    return f"{threads * concurrency:,} in flight" + (f" ({threads} threads)" if threads > 1 else "")
+
+
+def us(x, digits=0):
+    return "–" if x is None else f"{x:,.{digits}f} µs"
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--floodgate", required=True)
     parser.add_argument("--lua", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--duration", default="2s")
-    parser.add_argument("--requests", type=int, default=200_000)
+    parser.add_argument("--seconds", type=float, default=2.0,
+                        help="length of each redis-benchmark point and each floodgate run")
+    parser.add_argument("--algorithms", default="",
+                        help="comma-separated names or kind tags (gcra,tb,...); default all")
+    parser.add_argument("--keys", default="1,100000", help="comma-separated key counts")
+    parser.add_argument("--ceiling-depths", default=CEILING_DEPTHS,
+                        help="redis-benchmark CLIENTSxPIPELINE for the single script")
+    parser.add_argument("--batch-depths", default=BATCH_CALL_DEPTHS,
+                        help=f"redis-benchmark CLIENTSxPIPELINE for calls of {BATCH} decisions")
+    parser.add_argument("--floodgate-depths", default=FLOODGATE_DEPTHS,
+                        help="floodgate bench THREADSxCONCURRENCY")
     args = parser.parse_args()
+    wanted = {a.strip() for a in args.algorithms.split(",") if a.strip()}
+    chosen = [a for a in ALGORITHMS if not wanted or a[0] in wanted or a[1] in wanted]
+    if not chosen:
+        raise SystemExit(f"--algorithms {args.algorithms}: none of {[a[1] for a in ALGORITHMS]}")
+    key_counts = [int(k) for k in args.keys.split(",")]
+    ceiling_depths, call_depths, fg_depths = (
+        depths(d) for d in (args.ceiling_depths, args.batch_depths, args.floodgate_depths))
 
     redis = Redis()
-    rows, latency, memory = [], [], []
+    rows, detail, latency, memory = [], [], [], []
     try:
-        version = redis.cli("INFO", "server")
-        version = next(l.split(":")[1] for l in version.splitlines() if l.startswith("redis_version"))
-        for name, kind, policy, limit, period, burst in ALGORITHMS:
+        version = redis.info("server")["redis_version"]
+        batch_sha = load_script(redis, [os.path.join(args.lua, f"{n}.lua") for n in BATCH_FILES])
+        bare_sha = load_script(redis, [BARE_GCRA])
+        estimates = {}  # calls/s of the last run of each command, to size the next one's -n
+        for name, kind, policy, limit, period, burst in chosen:
             sha = script_sha(redis, args.lua, kind)
-            for keys in (1, 100_000):
-                ceiling, off, on, r_off, r_on = [], [], [], [], []
-                for _ in range(args.rounds):
+            for keys in key_counts:
+                def rb(run, command, depth_list, per_call, guess):
+                    return lambda: sweep(redis, command, depth_list, keys, per_call, args.seconds,
+                                         estimates.setdefault((run, kind, keys), [guess]))
+
+                # timeout=1s: at 1,024 in flight on a busy machine some answers take
+                # longer than the default 50 ms, and on_error=local would then answer them
+                # in process, which is no Redis decision (floodgate_depths refuses that).
+                def fg(batch):
+                    return lambda: floodgate_depths(
+                        args.floodgate, redis, f"batch={batch}&denial_cache=0us&timeout=1s&prefix=fb{batch}:",
+                        policy, keys, args.seconds, fg_depths)
+
+                runs = {
+                    "ceiling": rb("ceiling", single_command(sha, kind, limit, period, burst, keys),
+                                  ceiling_depths, 1, 100_000),
+                    "batch_off": fg(1),
+                    "batch_on": fg(BATCH),
+                    "batch_script": rb("batch_script", batch_command(
+                        batch_sha, "rbb", kind, limit, period, burst, keys), call_depths, BATCH,
+                        3_000),
+                }
+                if kind == "gcra":
+                    runs["bare"] = rb("bare", batch_command(bare_sha, "bare", kind, limit, period,
+                                                            burst, keys), call_depths, BATCH, 3_000)
+                got = {run: [] for run in runs}
+                for r in range(args.rounds):
                     redis.cli("FLUSHALL")
-                    rb = redis_benchmark(redis, sha, kind, limit, period, burst, keys, args.requests)
-                    common = f"connections={CONNECTIONS}&denial_cache=0us"
-                    b1 = floodgate_bench(args.floodgate, redis.url(f"batch=1&{common}&prefix=fb1:"),
-                                         policy, keys, args.duration,
-                                         concurrency=IN_FLIGHT // 2, threads=2)
-                    b64 = floodgate_bench(args.floodgate, redis.url(f"batch=64&{common}&prefix=fb64:"),
-                                          policy, keys, args.duration, concurrency=IN_FLIGHT,
-                                          threads=1)
-                    ceiling.append(rb)
-                    off.append(b1["decisions_per_sec"])
-                    on.append(b64["decisions_per_sec"])
-                    r_off.append(b1["decisions_per_sec"] / rb)
-                    r_on.append(b64["decisions_per_sec"] / rb)
-                row = dict(algorithm=name, keys=keys, ceiling=statistics.median(ceiling),
-                           batch_off=statistics.median(off), batch_on=statistics.median(on),
-                           ratio_off=statistics.median(r_off), ratio_on=statistics.median(r_on))
+                    for run in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
+                        got[run].append(runs[run]())
+                row = summarize(got) | dict(algorithm=name, keys=keys)
                 rows.append(row)
-                print(f"  {name:<24} {keys:>6} keys  ceiling {row['ceiling']:>9.0f}/s  "
-                      f"batch off {row['batch_off']:>9.0f}/s ({row['ratio_off']:.2f}x)  "
-                      f"batch on {row['batch_on']:>9.0f}/s ({row['ratio_on']:.2f}x)", file=sys.stderr)
+                detail += per_depth(name, keys, got)
+                print(f"  {name:<24} {keys:>6} keys  ceiling {row['ceiling']:>9.0f}/s "
+                      f"({rb_depth(row['ceiling_depth'])})  batch off {row['batch_off']:>9.0f}/s "
+                      f"({row['ratio_off']:.2f}x)  batch on {row['batch_on']:>9.0f}/s "
+                      f"({row['ratio_on']:.2f}x, p99 {row['batch_on_p99']:.0f} µs)  Redis CPU "
+                      f"µs/decision: single {row['cpu_single']:.2f}, batch {row['cpu_on']:.2f}"
+                      + (f", bare {row['cpu_bare']:.2f}" if row["cpu_bare"] else ""),
+                      file=sys.stderr)
         cached = floodgate_bench(args.floodgate, redis.url("prefix=fbc:"), "fixed_window:1000/1s",
-                                 1, args.duration)
-        for batch in (1, 64):
+                                 1, args.seconds)
+        for batch in (1, BATCH):
             runs = [floodgate_bench(args.floodgate,
                                     redis.url(f"batch={batch}&denial_cache=0us&prefix=fl:"),
-                                    "gcra:1000/1s", 100_000, "3s", concurrency=256, threads=1,
+                                    "gcra:1000/1s", 100_000, 3, concurrency=256, threads=1,
                                     rate=50_000)
                     for _ in range(args.rounds)]
             latency.append({k: statistics.median(r[f] for r in runs) for k, f in
                             (("rate", "decisions_per_sec"), ("p50", "p50_us"), ("p99", "p99_us"),
-                             ("p999", "p999_us"))} | dict(batch=batch))
-        for name, kind, *_ in ALGORITHMS:
+                             ("p999", "p999_us"), ("degraded", "degraded"))} | dict(batch=batch))
+        for name, kind, *_ in chosen:
             ours, plain = memory_per_key(redis, args.lua, kind, 100_000)
             memory.append(dict(algorithm=name, ours=ours, plain=plain, ratio=ours / plain))
             print(f"  memory {name:<24} {ours:.1f} B/key vs plain SET {plain:.1f} "
@@ -217,32 +454,63 @@ def main():
 
     md = [f"### Redis store ({time.strftime('%Y-%m-%d')}, Redis {version}, "
           f"{os.cpu_count()} cores shared by server and client)\n",
-          "Decisions/s; ceiling = `redis-benchmark` running EVALSHA of the algorithm's "
-          f"single-decision script with {IN_FLIGHT} calls in flight: {CONNECTIONS} clients "
-          f"pipelining {IN_FLIGHT // CONNECTIONS} each. floodgate: `floodgate bench` with the "
-          f"same {IN_FLIGHT} decisions in flight over the same {CONNECTIONS} connections, "
-          "denial cache off: 2 threads x 64 with batching off (the same script, one call per "
-          "decision), 1 thread x 128 with batching on (floodgate's batch script, up to 64 "
-          "decisions per call: how far batching lifts floodgate past the one-call-per-decision "
-          "ceiling). On 2 cores the client threads compete with redis-server; each is the "
-          "faster client setup for its mode. Ratios are taken within each round; medians of "
-          f"{args.rounds} rounds. Targets: >= 0.8x with batching off, >= 1.5x with batching "
-          "on.\n",
-          "| algorithm | keys | ceiling | batch off | ratio | batch on (64) | ratio |",
-          "|---|---:|---:|---:|---:|---:|---:|"]
+          "Decisions/s. Ceiling = `redis-benchmark` running EVALSHA of the algorithm's "
+          "single-decision script at the depth where it does best: the best of "
+          f"{', '.join(rb_depth(f'{c}x{p}') for c, p in ceiling_depths)}. floodgate: "
+          "`floodgate bench` (its default 2 connections, denial cache off) at "
+          f"{' and '.join(fg_depth(f'{t}x{c}') for t, c in fg_depths)}, taking the best: "
+          "batching off (batch=1: the same script, one call per decision) and on "
+          f"(batch={BATCH}: lua/batch.lua, up to {BATCH} decisions per call; its p99 and "
+          "decisions per call are from its best run). Ratios are taken within each round; "
+          f"medians of {args.rounds} rounds, each run {args.seconds:g} s; the depth shown won "
+          "most rounds. Targets: >= 0.8x with batching off, >= 1.5x with batching on.\n",
+          "| algorithm | keys | ceiling (depth) | ceiling p99 | batch off (depth) | ratio | "
+          f"batch on (depth) | p99 | decisions / call | ratio |",
+          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        md.append(f"| {r['algorithm']} | {r['keys']:,} | {r['ceiling']:,.0f} | {r['batch_off']:,.0f} | "
-                  f"{r['ratio_off']:.2f} | {r['batch_on']:,.0f} | **{r['ratio_on']:.2f}** |")
-    md.append(f"\nOne key under `fixed_window:1000/1s` with the denial cache on (the default): "
+        md.append(f"| {r['algorithm']} | {r['keys']:,} | {r['ceiling']:,.0f} "
+                  f"({rb_depth(r['ceiling_depth'])}) | {us(r['ceiling_p99'])} | "
+                  f"{r['batch_off']:,.0f} ({fg_depth(r['batch_off_depth'])}) | "
+                  f"{r['ratio_off']:.2f} | {r['batch_on']:,.0f} ({fg_depth(r['batch_on_depth'])}) | "
+                  f"{us(r['batch_on_p99'])} | {r['batch_on_per_call']:.1f} | "
+                  f"**{r['ratio_on']:.2f}** |")
+    md += ["\nRedis CPU per decision (`INFO cpu` `used_cpu_sys` + `used_cpu_user`, delta over "
+           "each run, divided by the decisions it made): the figure that does not depend on "
+           "the machine's cores or on the client competing for them. Single script: "
+           "redis-benchmark at its best depth, and floodgate with batching off. Batch script: "
+           f"floodgate with batching on (its own mix of call sizes), and redis-benchmark sending "
+           f"calls of exactly {BATCH} decisions (best of "
+           f"{', '.join(rb_depth(f'{c}x{p}') for c, p in call_depths)}). Bare batched gcra: "
+           "`bench/bare_batch_gcra.lua`, the least Lua that decides the same calls (same "
+           "arguments and reply, no validation, no dispatch), driven the same way: the floor "
+           "the batch script should approach. Client CPU per decision (the client processes' "
+           "own CPU time) tells how much of the 2 cores the client leaves to Redis.\n",
+           "| algorithm | keys | single: redis-benchmark | single: floodgate batch off | "
+           f"batch: floodgate batch on | batch: redis-benchmark {BATCH}/call | "
+           f"bare batched gcra {BATCH}/call | batch / bare | client: redis-benchmark | "
+           "client: floodgate batch off | client: floodgate batch on |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        md.append(f"| {r['algorithm']} | {r['keys']:,} | {us(r['cpu_single'], 2)} | "
+                  f"{us(r['cpu_off'], 2)} | {us(r['cpu_on'], 2)} | {us(r['cpu_script'], 2)} | "
+                  f"{us(r['cpu_bare'], 2)} | "
+                  + ("–" if r["script_over_bare"] is None else f"**{r['script_over_bare']:.2f}**")
+                  + f" | {us(r['client_ceiling'], 2)} | {us(r['client_off'], 2)} | "
+                  f"{us(r['client_on'], 2)} |")
+    md.append("\nEvery depth of every run (decisions/s, p99, Redis and client CPU per "
+              "decision) is in `redis_depths.csv`.\n")
+    md.append(f"One key under `fixed_window:1000/1s` with the denial cache on (the default): "
               f"{cached['decisions_per_sec']:,.0f} decisions/s, since repeated denials are "
               f"answered in process.\n")
     md += ["Latency at a fixed offered load of 50,000 decisions/s (open loop; latency counts "
            f"from each request's due time), gcra, 100,000 keys; medians of {args.rounds} runs "
-           "of 3 s:\n",
-           "| batching | achieved/s | p50 | p99 | p999 |", "|---|---:|---:|---:|---:|"]
+           "of 3 s, with the store's default 50 ms timeout (degraded: answers given in process "
+           "by on_error=local after it):\n",
+           "| batching | achieved/s | p50 | p99 | p999 | degraded |", "|---|---:|---:|---:|---:|---:|"]
     for l in latency:
-        md.append(f"| {'off' if l['batch'] == 1 else 'on (64)'} | {l['rate']:,.0f} | "
-                  f"{l['p50']:.0f} µs | {l['p99']:.0f} µs | {l['p999']:.0f} µs |")
+        md.append(f"| {'off' if l['batch'] == 1 else f'on ({BATCH})'} | {l['rate']:,.0f} | "
+                  f"{l['p50']:.0f} µs | {l['p99']:.0f} µs | {l['p999']:.0f} µs | "
+                  f"{l['degraded']:,.0f} |")
     md += ["\nRedis memory per key (`INFO memory` delta over 100,000 keys), against a plain "
            "`SET key <integer> PX <ttl>` for exactly the same key names (`fg:<tag>:user:N`, "
            "each written by one decision). Targets: gcra and "
@@ -250,17 +518,37 @@ def main():
            "| algorithm | floodgate | plain SET | ratio |", "|---|---:|---:|---:|"]
     for m in memory:
         md.append(f"| {m['algorithm']} | {m['ours']:.1f} B | {m['plain']:.1f} B | **{m['ratio']:.2f}** |")
+
+    def num(x, fmt):
+        return "" if x is None else format(x, fmt)
+
     part_output.save(args.out, "redis.md", md, {
         "redis.csv": (
-            ["algorithm", "keys", "ceiling_per_sec", "batch_off_per_sec", "ratio_off",
-             "batch_on_per_sec", "ratio_on"],
-            [[r["algorithm"], r["keys"], f"{r['ceiling']:.0f}", f"{r['batch_off']:.0f}",
-              f"{r['ratio_off']:.4f}", f"{r['batch_on']:.0f}", f"{r['ratio_on']:.4f}"]
-             for r in rows]),
+            ["algorithm", "keys", "ceiling_per_sec", "ceiling_depth", "ceiling_p99_us",
+             "batch_off_per_sec", "batch_off_depth", "ratio_off", "batch_on_per_sec",
+             "batch_on_depth", "batch_on_p99_us", "batch_on_decisions_per_call", "ratio_on",
+             "redis_cpu_us_single_redis_benchmark", "redis_cpu_us_single_batch_off",
+             "redis_cpu_us_batch_on", "redis_cpu_us_batch_script_redis_benchmark",
+             "redis_cpu_us_bare_batch_gcra", "batch_script_over_bare",
+             "client_cpu_us_redis_benchmark", "client_cpu_us_batch_off", "client_cpu_us_batch_on"],
+            [[r["algorithm"], r["keys"], f"{r['ceiling']:.0f}", r["ceiling_depth"],
+              num(r["ceiling_p99"], ".1f"), f"{r['batch_off']:.0f}", r["batch_off_depth"],
+              f"{r['ratio_off']:.4f}", f"{r['batch_on']:.0f}", r["batch_on_depth"],
+              f"{r['batch_on_p99']:.1f}", f"{r['batch_on_per_call']:.2f}", f"{r['ratio_on']:.4f}",
+              f"{r['cpu_single']:.4f}", f"{r['cpu_off']:.4f}", f"{r['cpu_on']:.4f}",
+              f"{r['cpu_script']:.4f}", num(r["cpu_bare"], ".4f"),
+              num(r["script_over_bare"], ".4f"), f"{r['client_ceiling']:.4f}",
+              f"{r['client_off']:.4f}", f"{r['client_on']:.4f}"] for r in rows]),
+        "redis_depths.csv": (
+            ["algorithm", "keys", "run", "depth", "decisions_per_sec", "p99_us",
+             "redis_cpu_us_per_decision", "client_cpu_us_per_decision", "decisions_per_call"],
+            [[d["algorithm"], d["keys"], RUNS[d["run"]], d["depth"], f"{d['rate']:.0f}",
+              num(d["p99"], ".1f"), f"{d['cpu']:.4f}", f"{d['client']:.4f}", f"{d['per_call']:.2f}"]
+             for d in detail]),
         "redis_latency.csv": (
-            ["batch", "achieved_per_sec", "p50_us", "p99_us", "p999_us"],
+            ["batch", "achieved_per_sec", "p50_us", "p99_us", "p999_us", "degraded"],
             [[l["batch"], f"{l['rate']:.0f}", f"{l['p50']:.1f}", f"{l['p99']:.1f}",
-              f"{l['p999']:.1f}"] for l in latency]),
+              f"{l['p999']:.1f}", f"{l['degraded']:.0f}"] for l in latency]),
         "redis_memory.csv": (
             ["algorithm", "floodgate_bytes_per_key", "plain_set_bytes_per_key", "ratio"],
             [[m["algorithm"], f"{m['ours']:.1f}", f"{m['plain']:.1f}", f"{m['ratio']:.4f}"]
