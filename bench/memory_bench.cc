@@ -207,9 +207,16 @@ int main(int argc, char** argv) {
 
   std::string md = fmt::format(
       "### memory:// against the bare baseline map (gcra, 100,000 keys)\n\n"
+      "The baseline (bench/baseline_map.cc) is the fastest bare loop we could write for a "
+      "gcra decision: the key hashed once, one of 256 shards taken with a spin lock (an "
+      "atomic exchange in, a plain store out), find-or-insert in an abseil "
+      "`flat_hash_map<std::string, int64_t>`, the clock read, tat compared with the burst "
+      "tolerance and stored; no policy object, validation, expiry or bound. floodgate runs "
+      "through its public API, `Limiter::Check(key, policy)` returning "
+      "`absl::StatusOr<Decision>`, in the same loop; neither side times single decisions. "
       "Median of {} rounds of {:.1f} s each; each ratio is taken within one round, baseline "
       "and floodgate back to back (order alternating), so machine noise cancels. Target: "
-      "ratio >= 0.70.\n\n"
+      "ratio >= 0.80.\n\n"
       "| keys | baseline decisions/s | floodgate decisions/s | ratio |\n|---|---:|---:|---:|\n",
       rounds, seconds);
   for (const auto& r : results) {

@@ -144,7 +144,8 @@ TEST_F(AlgorithmTest, SlidingLogMemoryIsBoundedByTheLimit) {
   // 10,000 admitted units at distinct times still keep at most L entries.
   core::SlidingLog log;
   auto policy = *Policy::Parse("sliding_log:100/1s");
-  for (int i = 0; i < 10'000; ++i) core::DecideSlidingLog(policy, log, T0 + i * 5'000, 1);
+  Decision d;
+  for (int i = 0; i < 10'000; ++i) core::DecideSlidingLog(policy, log, T0 + i * 5'000, 1, d);
   EXPECT_LE(log.runs(), 100u);
   EXPECT_LE(log.heap_bytes(), 256 * sizeof(core::SlidingLog::Run));
 }
@@ -183,12 +184,16 @@ TEST_F(AlgorithmTest, SlidingWindowWeighsThePreviousWindow) {
 
 TEST(CoreFunctions, GcraDeniedAndPeekNeverAskForAWrite) {
   auto policy = *Policy::Parse(kGcra);
-  const auto fresh = core::DecideGcra(policy, std::nullopt, T0, 0);
+  Decision d;
+  const auto fresh = core::DecideGcra(policy, nullptr, T0, 0, d);
+  EXPECT_TRUE(d.allowed);
   EXPECT_FALSE(fresh.write.has_value());
-  const auto denied = core::DecideGcra(policy, core::GcraState{T0 + 500'000}, T0, 1);
-  EXPECT_FALSE(denied.decision.allowed);
+  const core::GcraState full{T0 + 500'000};
+  const auto denied = core::DecideGcra(policy, &full, T0, 1, d);
+  EXPECT_FALSE(d.allowed);
   EXPECT_FALSE(denied.write.has_value());
-  const auto allowed = core::DecideGcra(policy, std::nullopt, T0, 2);
+  const auto allowed = core::DecideGcra(policy, nullptr, T0, 2, d);
+  EXPECT_TRUE(d.allowed);
   ASSERT_TRUE(allowed.write.has_value());
   EXPECT_EQ(allowed.write->tat, T0 + 200'000);
   EXPECT_EQ(allowed.ttl_us, 200'000);

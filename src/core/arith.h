@@ -15,15 +15,15 @@ inline std::int64_t CeilToInt(double x) { return static_cast<std::int64_t>(std::
 inline std::int64_t FloorToInt(double x) { return static_cast<std::int64_t>(std::floor(x)); }
 inline double D(std::int64_t x) { return static_cast<double>(x); }
 
-inline Decision MakeDecision(bool allowed, std::int64_t limit, std::int64_t remaining,
-                             std::int64_t retry_after_us, std::int64_t reset_after_us) {
-  Decision d;
+// Writes every field of a decision: remaining clamped to >= 0, retry 0 when allowed.
+inline void SetDecision(Decision& d, bool allowed, std::int64_t limit, std::int64_t remaining,
+                        std::int64_t retry_after_us, std::int64_t reset_after_us) {
   d.allowed = allowed;
   d.limit = limit;
   d.remaining = remaining < 0 ? 0 : remaining;
   d.retry_after = std::chrono::microseconds(allowed ? 0 : retry_after_us);
   d.reset_after = std::chrono::microseconds(reset_after_us);
-  return d;
+  d.degraded = false;
 }
 
 }  // namespace floodgate::core

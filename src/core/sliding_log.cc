@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cassert>
 
+#include "core/algorithms.h"
+#include "core/arith.h"
+
 namespace floodgate::core {
 
 namespace {
@@ -52,6 +55,26 @@ void SlidingLog::Resize(std::size_t capacity) {
   buffer_ = std::move(buffer);
   capacity_ = capacity;
   head_ = 0;
+}
+
+// sliding_log: algorithms.md, "sliding_log (exact sliding window)".
+std::int64_t DecideSlidingLog(const Policy& policy, SlidingLog& log, std::int64_t now,
+                              std::int64_t cost, Decision& decision) {
+  const std::int64_t period = policy.period.count();
+  const std::int64_t limit = policy.limit;
+  if (!log.empty()) now = std::max(now, log.newest().time);
+  log.DropThrough(now - period);  // an entry exactly P old no longer counts
+
+  const std::int64_t count = log.units();
+  const bool allowed = cost == 0 || count + cost <= limit;
+  if (allowed && cost > 0) log.Append(now, cost);
+
+  std::int64_t retry = 0;
+  if (!allowed) retry = cost > limit ? -1 : log.TimeOfUnit(count + cost - limit) + period - now;
+  const std::int64_t reset = log.empty() ? 0 : log.newest().time + period - now;
+
+  SetDecision(decision, allowed, limit, limit - log.units(), retry, reset);
+  return reset;
 }
 
 }  // namespace floodgate::core

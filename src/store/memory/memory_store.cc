@@ -79,12 +79,12 @@ class MemoryStore::Impl {
     }
   }
 
-  Decision Decide(const DecideRequest& request) {
+  void Decide(const DecideRequest& request, Decision& decision) {
     const core::StateKind kind = core::KindOf(request.policy);
     const std::size_t hash = memory::HashKey(kind, request.key);
     const TimePoint now = request.now ? *request.now : Now();
-    return ShardFor(hash).Decide(memory::Probe{kind, request.key, hash}, request.policy,
-                                 now.time_since_epoch().count(), request.cost);
+    ShardFor(hash).Decide(memory::Probe{kind, request.key, hash}, request.policy,
+                          now.time_since_epoch().count(), request.cost, decision);
   }
 
   StoreStats Stats() const {
@@ -128,7 +128,10 @@ MemoryStore::MemoryStore(MemoryStoreOptions options)
 MemoryStore::~MemoryStore() = default;
 
 absl::StatusOr<Decision> MemoryStore::DecideValidated(const DecideRequest& request) {
-  return impl_->Decide(request);
+  // Decided in place, in the copy the caller gets (see memory::Shard::Decide).
+  absl::StatusOr<Decision> result(absl::in_place);
+  impl_->Decide(request, *result);
+  return result;
 }
 StoreStats MemoryStore::Stats() const { return impl_->Stats(); }
 std::string MemoryStore::Describe() const { return impl_->Describe(); }

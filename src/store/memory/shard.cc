@@ -47,8 +47,8 @@ std::size_t HashKey(core::StateKind kind, std::string_view key) {
 Shard::Shard(std::size_t max_keys)
     : index_(0, IndexHash{&entries_}, IndexEq{&entries_}), max_keys_(max_keys) {}
 
-Decision Shard::Decide(const Probe& probe, const Policy& policy, std::int64_t now_us,
-                       std::int64_t cost) {
+void Shard::Decide(const Probe& probe, const Policy& policy, std::int64_t now_us, std::int64_t cost,
+                   Decision& decision) {
   std::lock_guard lock(mu_);
   Found found;
   if (auto it = index_.find(probe); it != index_.end()) {
@@ -56,38 +56,34 @@ Decision Shard::Decide(const Probe& probe, const Policy& policy, std::int64_t no
     found.entry = &entries_[found.slot];
     found.live = !found.entry->expired(SecondsFloor(now_us));
   }
+  // Each algorithm writes its answer straight into `decision` (see core/algorithms.h).
+  const auto with = [&](auto decide) {
+    return
+        [&, decide](const auto* stored) { return decide(policy, stored, now_us, cost, decision); };
+  };
   switch (probe.kind) {
     case core::StateKind::kGcra:
-      return DecideValue<core::GcraState>(probe, found, now_us, [&](auto stored) {
-        return core::DecideGcra(policy, stored, now_us, cost);
-      });
+      return DecideValue<core::GcraState>(probe, found, now_us, with(core::DecideGcra));
     case core::StateKind::kSmoothBucket:
-      return DecideValue<core::SmoothBucketState>(probe, found, now_us, [&](auto stored) {
-        return core::DecideSmoothBucket(policy, stored, now_us, cost);
-      });
+      return DecideValue<core::SmoothBucketState>(probe, found, now_us,
+                                                  with(core::DecideSmoothBucket));
     case core::StateKind::kIntervalBucket:
-      return DecideValue<core::IntervalBucketState>(probe, found, now_us, [&](auto stored) {
-        return core::DecideIntervalBucket(policy, stored, now_us, cost);
-      });
+      return DecideValue<core::IntervalBucketState>(probe, found, now_us,
+                                                    with(core::DecideIntervalBucket));
     case core::StateKind::kSlidingWindow:
-      return DecideValue<core::SlidingWindowState>(probe, found, now_us, [&](auto stored) {
-        return core::DecideSlidingWindow(policy, stored, now_us, cost);
-      });
+      return DecideValue<core::SlidingWindowState>(probe, found, now_us,
+                                                   with(core::DecideSlidingWindow));
     case core::StateKind::kFixedWindow:
-      return DecideValue<core::FixedWindowState>(probe, found, now_us, [&](auto stored) {
-        return core::DecideFixedWindow(policy, stored, now_us, cost);
-      });
+      return DecideValue<core::FixedWindowState>(probe, found, now_us,
+                                                 with(core::DecideFixedWindow));
     case core::StateKind::kSlidingLog:
-      return DecideLog(probe, found, policy, now_us, cost);
+      return DecideLog(probe, found, policy, now_us, cost, decision);
   }
-  return Decision{};  // unreachable: every kind is handled above
 }
 
 template <class S, class DecideFn>
-Decision Shard::DecideValue(const Probe& probe, Found found, std::int64_t now_us, DecideFn decide) {
-  std::optional<S> stored;
-  if (found.live) stored = StateAs<S>(found.entry->state());
-  const core::Outcome<S> out = decide(stored);
+void Shard::DecideValue(const Probe& probe, Found found, std::int64_t now_us, DecideFn decide) {
+  const core::Outcome<S> out = decide(found.live ? &StateAs<S>(found.entry->state()) : nullptr);
   if (out.write && out.ttl_us > 0) {
     Entry::State state;
     StateAs<S>(state) = *out.write;
@@ -97,25 +93,23 @@ Decision Shard::DecideValue(const Probe& probe, Found found, std::int64_t now_us
   } else {
     found.entry->set_referenced(true);
   }
-  return out.decision;
 }
 
-Decision Shard::DecideLog(const Probe& probe, Found found, const Policy& policy,
-                          std::int64_t now_us, std::int64_t cost) {
+void Shard::DecideLog(const Probe& probe, Found found, const Policy& policy, std::int64_t now_us,
+                      std::int64_t cost, Decision& decision) {
   core::SlidingLog scratch;
   core::SlidingLog& log = found.live ? *found.entry->state().log : scratch;
-  const core::LogOutcome out = core::DecideSlidingLog(policy, log, now_us, cost);
-  if (out.ttl_us <= 0 || (!found.live && log.empty())) {
+  const std::int64_t ttl_us = core::DecideSlidingLog(policy, log, now_us, cost, decision);
+  if (ttl_us <= 0 || (!found.live && log.empty())) {
     Drop(found);
   } else if (found.live) {
-    found.entry->set_expires(SecondsCeil(now_us + out.ttl_us));
+    found.entry->set_expires(SecondsCeil(now_us + ttl_us));
     found.entry->set_referenced(true);
   } else {
     Entry::State state;
     state.log = std::make_unique<core::SlidingLog>(std::move(log)).release();  // owned by Entry
-    Save(probe, found, state, now_us, now_us + out.ttl_us);
+    Save(probe, found, state, now_us, now_us + ttl_us);
   }
-  return out.decision;
 }
 
 void Shard::Save(const Probe& probe, Found found, Entry::State state, std::int64_t now_us,

@@ -1,12 +1,14 @@
-// token_bucket: algorithms.md, "token_bucket", both refill modes.
+#pragma once
+
+// token_bucket: algorithms.md, "token_bucket", both refill modes. Included by
+// core/algorithms.h, which declares them.
+
 #include <algorithm>
 
 #include "core/algorithms.h"
 #include "core/arith.h"
 
 namespace floodgate::core {
-
-namespace {
 
 // The smooth bucket's level after waiting d more µs with no traffic, and the smallest
 // such wait that reaches a level.
@@ -41,13 +43,12 @@ class SmoothLevel {
   std::int64_t now_;
 };
 
-}  // namespace
-
-Outcome<SmoothBucketState> DecideSmoothBucket(const Policy& policy,
-                                              std::optional<SmoothBucketState> stored,
-                                              std::int64_t now, std::int64_t cost) {
+inline Outcome<SmoothBucketState> DecideSmoothBucket(const Policy& policy,
+                                                     const SmoothBucketState* stored,
+                                                     std::int64_t now, std::int64_t cost,
+                                                     Decision& decision) {
   const double capacity = D(policy.capacity());
-  const SmoothBucketState before = stored.value_or(SmoothBucketState{capacity, now});
+  const SmoothBucketState before = stored != nullptr ? *stored : SmoothBucketState{capacity, now};
   now = std::max(now, before.last);
   const double tokens = SmoothLevel(policy, before, now).At(0);
 
@@ -59,23 +60,24 @@ Outcome<SmoothBucketState> DecideSmoothBucket(const Policy& policy,
       out.write = after;
     }
     const std::int64_t reset = SmoothLevel(policy, after, now).Wait(capacity);
-    out.decision = MakeDecision(true, policy.limit, FloorToInt(tokens - D(cost)), 0, reset);
+    SetDecision(decision, true, policy.limit, FloorToInt(tokens - D(cost)), 0, reset);
     out.ttl_us = reset;
     return out;
   }
   const SmoothLevel level(policy, before, now);
   const std::int64_t retry = cost > policy.capacity() ? -1 : level.Wait(D(cost));
-  out.decision = MakeDecision(false, policy.limit, FloorToInt(tokens), retry, level.Wait(capacity));
+  SetDecision(decision, false, policy.limit, FloorToInt(tokens), retry, level.Wait(capacity));
   return out;
 }
 
-Outcome<IntervalBucketState> DecideIntervalBucket(const Policy& policy,
-                                                  std::optional<IntervalBucketState> stored,
-                                                  std::int64_t now, std::int64_t cost) {
+inline Outcome<IntervalBucketState> DecideIntervalBucket(const Policy& policy,
+                                                         const IntervalBucketState* stored,
+                                                         std::int64_t now, std::int64_t cost,
+                                                         Decision& decision) {
   const double capacity = D(policy.capacity());
   const double limit = D(policy.limit);
   const double period = D(policy.period.count());
-  IntervalBucketState state = stored.value_or(IntervalBucketState{capacity, now});
+  IntervalBucketState state = stored != nullptr ? *stored : IntervalBucketState{capacity, now};
   now = std::max(now, state.last);
 
   const double refills = std::floor(D(now - state.last) / period);
@@ -95,10 +97,10 @@ Outcome<IntervalBucketState> DecideIntervalBucket(const Policy& policy,
   const std::int64_t reset = state.tokens >= capacity ? 0 : wait_for(capacity);
 
   Outcome<IntervalBucketState> out;
-  out.decision = MakeDecision(allowed, policy.limit, FloorToInt(state.tokens), retry, reset);
+  SetDecision(decision, allowed, policy.limit, FloorToInt(state.tokens), retry, reset);
   // Writing back a refill that is already due changes no later decision; a peek or a
   // denial only saves when there was something to save.
-  if (cost > 0 || stored.has_value()) {
+  if (cost > 0 || stored != nullptr) {
     out.write = state;
     out.ttl_us = reset;
   }

@@ -1,12 +1,14 @@
-// The window algorithms: algorithms.md, "sliding_log", "sliding_window", "fixed_window".
+#pragma once
+
+// The window algorithms: algorithms.md, "sliding_window" and "fixed_window". Included by
+// core/algorithms.h, which declares them (sliding_log is in core/sliding_log.cc).
+
 #include <algorithm>
 
 #include "core/algorithms.h"
 #include "core/arith.h"
 
 namespace floodgate::core {
-
-namespace {
 
 struct WindowClock {
   std::int64_t now;
@@ -15,42 +17,19 @@ struct WindowClock {
 
 // w for `now`, with time going backwards clamped to the start of the stored window.
 template <class WindowState>
-WindowClock ClampedWindow(std::int64_t now, std::int64_t period,
-                          const std::optional<WindowState>& stored) {
+WindowClock ClampedWindow(std::int64_t now, std::int64_t period, const WindowState* stored) {
   std::int64_t window = FloorToInt(D(now) / D(period));
-  if (stored && stored->window > window) {
+  if (stored != nullptr && stored->window > window) {
     window = stored->window;
     now = window * period;
   }
   return {now, window};
 }
 
-}  // namespace
-
-LogOutcome DecideSlidingLog(const Policy& policy, SlidingLog& log, std::int64_t now,
-                            std::int64_t cost) {
-  const std::int64_t period = policy.period.count();
-  const std::int64_t limit = policy.limit;
-  if (!log.empty()) now = std::max(now, log.newest().time);
-  log.DropThrough(now - period);  // an entry exactly P old no longer counts
-
-  const std::int64_t count = log.units();
-  const bool allowed = cost == 0 || count + cost <= limit;
-  if (allowed && cost > 0) log.Append(now, cost);
-
-  std::int64_t retry = 0;
-  if (!allowed) retry = cost > limit ? -1 : log.TimeOfUnit(count + cost - limit) + period - now;
-  const std::int64_t reset = log.empty() ? 0 : log.newest().time + period - now;
-
-  LogOutcome out;
-  out.decision = MakeDecision(allowed, limit, limit - log.units(), retry, reset);
-  out.ttl_us = reset;
-  return out;
-}
-
-Outcome<SlidingWindowState> DecideSlidingWindow(const Policy& policy,
-                                                std::optional<SlidingWindowState> stored,
-                                                std::int64_t now, std::int64_t cost) {
+inline Outcome<SlidingWindowState> DecideSlidingWindow(const Policy& policy,
+                                                       const SlidingWindowState* stored,
+                                                       std::int64_t now, std::int64_t cost,
+                                                       Decision& decision) {
   const std::int64_t period = policy.period.count();
   const std::int64_t limit = policy.limit;
   const auto [at, w] = ClampedWindow(now, period, stored);
@@ -58,10 +37,10 @@ Outcome<SlidingWindowState> DecideSlidingWindow(const Policy& policy,
 
   std::int64_t cur = 0;
   std::int64_t prev = 0;
-  if (stored && stored->window == w) {
+  if (stored != nullptr && stored->window == w) {
     cur = stored->cur;
     prev = stored->prev;
-  } else if (stored && stored->window == w - 1) {
+  } else if (stored != nullptr && stored->window == w - 1) {
     prev = stored->cur;
   }
 
@@ -91,18 +70,18 @@ Outcome<SlidingWindowState> DecideSlidingWindow(const Policy& policy,
   }
   const std::int64_t reset =
       cur > 0 ? (w + 2) * period - at : (prev > 0 ? (w + 1) * period - at : 0);
-  out.decision = MakeDecision(allowed, limit, FloorToInt(D(limit) - estimate), retry, reset);
+  SetDecision(decision, allowed, limit, FloorToInt(D(limit) - estimate), retry, reset);
   out.ttl_us = reset;
   return out;
 }
 
-Outcome<FixedWindowState> DecideFixedWindow(const Policy& policy,
-                                            std::optional<FixedWindowState> stored,
-                                            std::int64_t now, std::int64_t cost) {
+inline Outcome<FixedWindowState> DecideFixedWindow(const Policy& policy,
+                                                   const FixedWindowState* stored, std::int64_t now,
+                                                   std::int64_t cost, Decision& decision) {
   const std::int64_t period = policy.period.count();
   const std::int64_t limit = policy.limit;
   const auto [at, w] = ClampedWindow(now, period, stored);
-  std::int64_t count = stored && stored->window == w ? stored->count : 0;
+  std::int64_t count = stored != nullptr && stored->window == w ? stored->count : 0;
 
   const bool allowed = cost == 0 || count + cost <= limit;
   Outcome<FixedWindowState> out;
@@ -113,7 +92,7 @@ Outcome<FixedWindowState> DecideFixedWindow(const Policy& policy,
   const std::int64_t end = (w + 1) * period - at;
   const std::int64_t retry = allowed ? 0 : (cost > limit ? -1 : end);
   const std::int64_t reset = count > 0 ? end : 0;
-  out.decision = MakeDecision(allowed, limit, limit - count, retry, reset);
+  SetDecision(decision, allowed, limit, limit - count, retry, reset);
   out.ttl_us = reset;
   return out;
 }
