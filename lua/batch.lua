@@ -18,28 +18,37 @@ for j = 1, p do
   local at = 4 * j - 2
   local why = FG.check_policy(ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3])
   if why then return redis.error_reply(string.format('floodgate: policy %d: %s', j, why)) end
-  policies[j] = {ARGV[at], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]),
-                 tonumber(ARGV[at + 3])}
+  policies[j] = FG.policy(ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3])
 end
+-- A batch repeats the same few strings (policy numbers, costs, an empty now): each
+-- distinct one is checked and converted once, and the decisions below reuse the numbers.
+local policy_of, cost_of = {}, {}
 local first = 2 + 4 * p  -- the first decision's policy number
 local needs_clock = false
 for i = 1, #KEYS do
   local at = first + 3 * (i - 1)
-  local why = (not FG.parse_int(ARGV[at], 1, p) and 'policy number out of range')
-              or FG.check_request(ARGV[at + 1], ARGV[at + 2])
+  local number, now, cost = ARGV[at], ARGV[at + 1], ARGV[at + 2]
+  local why
+  if policy_of[number] == nil then
+    local j = FG.parse_int(number, 1, p)
+    if j then policy_of[number] = policies[j] else why = 'policy number out of range' end
+  end
+  if not why and (now ~= '' or cost_of[cost] == nil) then
+    why = FG.check_request(now, cost)
+    if not why then cost_of[cost] = tonumber(cost) end
+  end
   if why then
     return redis.error_reply(string.format('floodgate: decision %d: %s', i, why))
   end
-  if ARGV[at + 1] == '' then needs_clock = true end
+  if now == '' then needs_clock = true end
 end
 local clock = needs_clock and FG.server_now()
 local out = {}
 for i = 1, #KEYS do
   local at = first + 3 * (i - 1)
-  local policy = policies[tonumber(ARGV[at])]
+  local policy = policy_of[ARGV[at]]
   local o = 4 * (i - 1)
   out[o + 1], out[o + 2], out[o + 3], out[o + 4] =
-      FG.run(KEYS[i], policy[1], ARGV[at + 1], policy[2], policy[3], policy[4],
-             tonumber(ARGV[at + 2]), clock)
+      policy.decide(KEYS[i], FG.set_clock(ARGV[at + 1], clock), policy, cost_of[ARGV[at + 2]])
 end
 return out

@@ -12,13 +12,26 @@
 -- Numbers: Lua 5.1 has only doubles, like the C++ `double` steps of algorithms.md, so the
 -- arithmetic in the algorithm files follows src/core operation by operation. µs times
 -- have 16 digits and tostring() keeps 14, so every number handed to redis.call goes
--- through FG.int_string (exact for integers below 2^53), never a raw Lua number.
+-- through int_string (exact for integers below 2^53), never a raw Lua number.
+--
+-- Speed: a batch runs up to 1024 decisions in one call, so what each decision costs in
+-- Lua is most of what Redis spends on it beyond GET and SET. The library functions used
+-- per decision are chunk-level locals (a global lookup and a table lookup less each
+-- time), each call's distinct arguments are parsed once, and each policy's derived
+-- constants are computed once per call (PREPARE below).
+
+local format, find, floor, ceil, min, max, tonumber =
+    string.format, string.find, math.floor, math.ceil, math.min, math.max, tonumber
 
 -- Each algorithm file registers its decision function here, keyed by the state-kind code
 -- (also the key tag, src/core/state_kind.h):
---   DECIDERS[kind] = function(key, now, limit, period, burst, cost)
---     returns allowed (1|0), remaining, retry_after_us, reset_after_us (via FG.result)
+--   DECIDERS[kind] = function(key, now, p, cost)
+--     p: the policy, prepared by FG.policy (p.limit, p.period, p.burst and whatever
+--        PREPARE[kind] derived from them); returns allowed (1|0), remaining,
+--        retry_after_us, reset_after_us (via result)
+-- and may register PREPARE[kind] = function(p) that adds derived constants to p.
 local DECIDERS = {}
+local PREPARE = {}
 
 local FG = {}
 
@@ -33,14 +46,14 @@ FG.MAX_SLIDING_LOG_LIMIT = 100000
 -- differences of times, which algorithms.md requires exact) would round.
 FG.MAX_TIME = 9007199254740991            -- 2^53 - 1
 
-function FG.int_string(x)
-  return string.format('%d', x)
+local function int_string(x)
+  return format('%d', x)
 end
 
 -- A strict decimal integer in [lo, hi], or nil. tonumber alone would take '1e3', '0x10',
 -- ' 7' and fractions, none of which the C++ side ever sends.
 function FG.parse_int(s, lo, hi)
-  if #s == 0 or #s > 16 or not string.find(s, '^%d+$') then return nil end
+  if #s == 0 or #s > 16 or not find(s, '^%d+$') then return nil end
   local n = tonumber(s)
   if n < lo or n > hi then return nil end
   return n
@@ -75,11 +88,20 @@ function FG.check_policy(kind, limit, period, burst)
   end
   if kind == 'gcra' then
     local l, p = tonumber(limit), tonumber(period)
-    if math.floor((p + l - 1) / l) * l > p + math.floor(p / 1000) then
+    if floor((p + l - 1) / l) * l > p + floor(p / 1000) then
       return 'gcra: period / limit rounded up to whole us slows the rate by more than 0.1%'
     end
   end
   return nil
+end
+
+-- A checked policy, prepared for its decider: {kind, limit, period, burst, decide, and
+-- what PREPARE[kind] derives}.
+function FG.policy(kind, limit, period, burst)
+  local p = {kind = kind, limit = tonumber(limit), period = tonumber(period),
+             burst = tonumber(burst), decide = DECIDERS[kind]}
+  if PREPARE[kind] then PREPARE[kind](p) end
+  return p
 end
 
 -- Checks a decision's own arguments: now ('' = the server clock) and cost.
@@ -97,77 +119,74 @@ end
 -- may move much more slowly or quickly than the caller's; a floor keeps the state until
 -- the caller is done with it. Keeping a state past its TTL never changes a decision (a
 -- fresh state decides like a missing one), so the floor costs only memory, briefly.
--- The drivers set FG.min_ttl_ms per decision.
-FG.EXPLICIT_NOW_MIN_TTL_MS = 60000
-FG.min_ttl_ms = 0
+-- The drivers set min_ttl_ms per decision (FG.set_clock).
+local EXPLICIT_NOW_MIN_TTL_MS = 60000
+local min_ttl_ms = 0
+
+-- The decision time: the server's clock (`now_arg` '', given as `clock`) or the explicit
+-- time, which also sets the TTL floor above.
+function FG.set_clock(now_arg, clock)
+  if now_arg == '' then
+    min_ttl_ms = 0
+    return clock
+  end
+  min_ttl_ms = EXPLICIT_NOW_MIN_TTL_MS
+  return tonumber(now_arg)
+end
 
 -- Milliseconds for PEXPIRE/PX, rounded up so a key never expires before its state is
 -- fresh (expiring late is harmless: a fresh state decides like a missing one).
-function FG.ttl_ms(ttl_us)
-  return FG.int_string(math.max(math.ceil(ttl_us / 1000), FG.min_ttl_ms))
-end
-
--- Runs one checked decision. `now_arg` is the argument as sent ('' = the server clock,
--- given as `clock`); the policy numbers and cost are numbers already. Returns allowed
--- (1|0), remaining, retry_after_us, reset_after_us.
-function FG.run(key, kind, now_arg, limit, period, burst, cost, clock)
-  local now = clock
-  if now_arg == '' then
-    FG.min_ttl_ms = 0
-  else
-    FG.min_ttl_ms = FG.EXPLICIT_NOW_MIN_TTL_MS
-    now = tonumber(now_arg)
-  end
-  return DECIDERS[kind](key, now, limit, period, burst, cost)
+local function ttl_ms(ttl_us)
+  return int_string(max(ceil(ttl_us / 1000), min_ttl_ms))
 end
 
 -- Saves a string state with a TTL of ttl_us (algorithms.md, "Store keys": every key has
 -- a TTL). ttl_us <= 0 means the saved state would be the fresh one, so the key goes.
-function FG.save(key, value, ttl_us)
+local function save(key, value, ttl_us)
   if ttl_us <= 0 then
     redis.call('DEL', key)
   else
-    redis.call('SET', key, value, 'PX', FG.ttl_ms(ttl_us))
+    redis.call('SET', key, value, 'PX', ttl_ms(ttl_us))
   end
 end
 
 -- Sets the TTL of a key written in place (the sliding log's sorted set); same rule.
-function FG.expire(key, ttl_us)
+local function expire(key, ttl_us)
   if ttl_us <= 0 then
     redis.call('DEL', key)
   else
-    redis.call('PEXPIRE', key, FG.ttl_ms(ttl_us))
+    redis.call('PEXPIRE', key, ttl_ms(ttl_us))
   end
 end
 
 -- Raises an error reply for a stored state this script cannot read. The key is left out
 -- of the message: keys are binary and may hold CR/LF.
-function FG.corrupt()
+local function corrupt()
   error(redis.error_reply('floodgate: unreadable stored state (not written by these scripts)'))
 end
 
 -- struct.unpack of a packed state, checking its size first (a short string would make
 -- struct read past it; a long one is not ours).
-function FG.unpack(fmt, raw, size)
-  if #raw ~= size then FG.corrupt() end
+local function unpack_state(fmt, raw, size)
+  if #raw ~= size then corrupt() end
   return struct.unpack(fmt, raw)
 end
 
--- The decision as returned to the caller, as src/core/arith.h MakeDecision builds it:
+-- The decision as returned to the caller, as src/core/arith.h SetDecision writes it:
 -- remaining clamped to >= 0, retry_after_us 0 when allowed. Four values, not a table:
 -- a batch copies them straight into its reply without a table per decision.
-function FG.result(allowed, remaining, retry_after_us, reset_after_us)
+local function result(allowed, remaining, retry_after_us, reset_after_us)
   if remaining < 0 then remaining = 0 end
   if allowed then return 1, remaining, 0, reset_after_us end
   return 0, remaining, retry_after_us, reset_after_us
 end
 
--- The window index of `now` for the window algorithms (src/core/windows.cc
+-- The window index of `now` for the window algorithms (src/core/windows.h
 -- ClampedWindow): w = floor(now / P), and when the stored window is later (time went
 -- backwards) the decision happens at the start of the stored window instead, so waits
 -- are never negative. Returns the (possibly clamped) now and w.
-function FG.window(now, period, stored_window)
-  local w = math.floor(now / period)
+local function window_of(now, period, stored_window)
+  local w = floor(now / period)
   if stored_window and stored_window > w then
     w = stored_window
     now = w * period

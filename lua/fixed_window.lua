@@ -1,11 +1,12 @@
 -- fixed_window: algorithms.md, "fixed_window"; the same steps as DecideFixedWindow in
--- src/core/windows.cc.
+-- src/core/windows.h.
 -- State: struct '<dI4' (w, count), 12 bytes; count <= L <= 10^9 fits 32 bits.
-DECIDERS['fw'] = function(key, now, limit, period, burst, cost)
+DECIDERS['fw'] = function(key, now, p, cost)
+  local limit, period = p.limit, p.period
   local raw = redis.call('GET', key)
   local stored_w, stored_count
-  if raw then stored_w, stored_count = FG.unpack('<dI4', raw, 12) end
-  local at, w = FG.window(now, period, stored_w)
+  if raw then stored_w, stored_count = unpack_state('<dI4', raw, 12) end
+  local at, w = window_of(now, period, stored_w)
   local count = 0
   if stored_w == w then count = stored_count end
 
@@ -18,6 +19,6 @@ DECIDERS['fw'] = function(key, now, limit, period, burst, cost)
   local reset = 0
   if count > 0 then reset = to_end end
   -- A denial or a peek writes nothing.
-  if allowed and cost > 0 then FG.save(key, struct.pack('<dI4', w, count), reset) end
-  return FG.result(allowed, limit - count, retry, reset)
+  if allowed and cost > 0 then save(key, struct.pack('<dI4', w, count), reset) end
+  return result(allowed, limit - count, retry, reset)
 end

@@ -9,5 +9,6 @@ end
 local why = FG.check_policy(ARGV[1], ARGV[3], ARGV[4], ARGV[5])
             or FG.check_request(ARGV[2], ARGV[6])
 if why then return redis.error_reply('floodgate: ' .. why) end
-return {FG.run(KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]),
-               tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[2] == '' and FG.server_now())}
+local policy = FG.policy(ARGV[1], ARGV[3], ARGV[4], ARGV[5])
+local now = FG.set_clock(ARGV[2], ARGV[2] == '' and FG.server_now())
+return {policy.decide(KEYS[1], now, policy, tonumber(ARGV[6]))}

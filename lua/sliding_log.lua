@@ -1,5 +1,5 @@
 -- sliding_log: algorithms.md, "sliding_log (exact sliding window)", revision 2; the same
--- decisions as DecideSlidingLog in src/core/windows.cc.
+-- decisions as DecideSlidingLog in src/core/windows.h.
 --
 -- State: a sorted set with one member per admission (a run of units admitted together),
 -- score = its time in µs, so memory and script time follow admissions, never units: a
@@ -35,13 +35,13 @@ end
 local function sl_parse(member)
   local total = tonumber(string.sub(member, 1, SL_TOTAL_DIGITS))
   local units = tonumber(string.sub(member, SL_TOTAL_DIGITS + 2))
-  if total == nil or units == nil then FG.corrupt() end
+  if total == nil or units == nil then corrupt() end
   return total, units
 end
 
 -- The total of the run at rank r.
 local function sl_total_at(key, r)
-  local m = redis.call('ZRANGE', key, FG.int_string(r), FG.int_string(r))
+  local m = redis.call('ZRANGE', key, int_string(r), int_string(r))
   return (sl_parse(m[1]))
 end
 
@@ -61,7 +61,8 @@ local function sl_renumber(key, before)
   end
 end
 
-DECIDERS['sl'] = function(key, now, limit, period, burst, cost)
+DECIDERS['sl'] = function(key, now, p, cost)
+  local limit, period = p.limit, p.period
   -- Time going backwards is clamped to the newest run (counted or not), so runs stay in
   -- time order and waits are never negative.
   local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
@@ -72,7 +73,7 @@ DECIDERS['sl'] = function(key, now, limit, period, burst, cost)
     if newest_time > now then now = newest_time end
   end
   -- Removing the last member deletes the key: an empty log is fresh.
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', FG.int_string(now - period))
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', int_string(now - period))
 
   -- Units admitted before the oldest counted run, and the units that still count. When
   -- none counts the trim deleted the key, and totals start again from 0.
@@ -91,11 +92,11 @@ DECIDERS['sl'] = function(key, now, limit, period, burst, cost)
       sl_renumber(key, before)
       newest_total = newest_total - before
     end
-    redis.call('ZADD', key, FG.int_string(now), sl_member(newest_total + cost, cost))
+    redis.call('ZADD', key, int_string(now), sl_member(newest_total + cost, cost))
     count = count + cost
     -- The newest counted run is now: reset = TTL = P (algorithms.md: keys expire after P).
-    FG.expire(key, period)
-    return FG.result(true, limit - count, 0, period)
+    expire(key, period)
+    return result(true, limit - count, 0, period)
   end
 
   local retry = 0
@@ -107,12 +108,12 @@ DECIDERS['sl'] = function(key, now, limit, period, burst, cost)
       -- (1 <= k <= count here), stops counting P after it was admitted. Its run is the
       -- first whose total reaches before + k, and lies within the first k runs.
       local target = before + count + cost - limit
-      local lo, hi = 0, math.min(redis.call('ZCARD', key), count + cost - limit) - 1
+      local lo, hi = 0, min(redis.call('ZCARD', key), count + cost - limit) - 1
       while lo < hi do
-        local mid = math.floor((lo + hi) / 2)
+        local mid = floor((lo + hi) / 2)
         if sl_total_at(key, mid) >= target then hi = mid else lo = mid + 1 end
       end
-      local run = redis.call('ZRANGE', key, FG.int_string(lo), FG.int_string(lo), 'WITHSCORES')
+      local run = redis.call('ZRANGE', key, int_string(lo), int_string(lo), 'WITHSCORES')
       retry = tonumber(run[2]) + period - now
     end
   end
@@ -121,5 +122,5 @@ DECIDERS['sl'] = function(key, now, limit, period, burst, cost)
   -- that run was admitted, still ends at the same instant.
   local reset = 0
   if count > 0 then reset = newest_time + period - now end
-  return FG.result(allowed, limit - count, retry, reset)
+  return result(allowed, limit - count, retry, reset)
 end

@@ -1,11 +1,12 @@
 -- sliding_window: algorithms.md, "sliding_window (two-counter approximation, O(1)
--- memory)"; the same steps as DecideSlidingWindow in src/core/windows.cc.
+-- memory)"; the same steps as DecideSlidingWindow in src/core/windows.h.
 -- State: struct '<dI4I4' (w, cur, prev), 16 bytes; both counts <= L <= 10^9.
-DECIDERS['sw'] = function(key, now, limit, period, burst, cost)
+DECIDERS['sw'] = function(key, now, p, cost)
+  local limit, period = p.limit, p.period
   local raw = redis.call('GET', key)
   local stored_w, stored_cur, stored_prev
-  if raw then stored_w, stored_cur, stored_prev = FG.unpack('<dI4I4', raw, 16) end
-  local at, w = FG.window(now, period, stored_w)
+  if raw then stored_w, stored_cur, stored_prev = unpack_state('<dI4I4', raw, 16) end
+  local at, w = window_of(now, period, stored_w)
   local x = at - w * period
 
   -- cur counts window w, prev window w-1: a state one window old shifts down, an older
@@ -33,9 +34,9 @@ DECIDERS['sw'] = function(key, now, limit, period, burst, cost)
     -- (Here cur > 0 in the second branch: with cur = prev = 0 the request fits.)
     local t
     if cur <= limit - cost and prev > 0 then
-      t = w * period + math.ceil(period - (limit - cost - cur) * period / prev)
+      t = w * period + ceil(period - (limit - cost - cur) * period / prev)
     else
-      t = (w + 1) * period + math.max(0, math.ceil(period - (limit - cost) * period / cur))
+      t = (w + 1) * period + max(0, ceil(period - (limit - cost) * period / cur))
     end
     retry = t - at
   end
@@ -47,6 +48,6 @@ DECIDERS['sw'] = function(key, now, limit, period, burst, cost)
     reset = (w + 1) * period - at
   end
   -- A denial or a peek writes nothing.
-  if allowed and cost > 0 then FG.save(key, struct.pack('<dI4I4', w, cur, prev), reset) end
-  return FG.result(allowed, math.floor(limit - estimate), retry, reset)
+  if allowed and cost > 0 then save(key, struct.pack('<dI4I4', w, cur, prev), reset) end
+  return result(allowed, floor(limit - estimate), retry, reset)
 end

@@ -1,19 +1,19 @@
 -- token_bucket: algorithms.md, "token_bucket", both refill modes; the same steps as
--- src/core/token_bucket.cc, double operation for double operation. Capacity C = burst;
+-- src/core/token_bucket.h, double operation for double operation. Capacity C = burst;
 -- missing state = a full bucket (tokens = C, last = now). Time going backwards is clamped:
 -- now = max(now, last), so no refill is counted twice and waits are never negative.
 
 -- refill: smooth. level(d): the level after waiting d more µs with no traffic, from the
 -- state (t0, last) at the (clamped) decision time now.
 local function tb_level(cap, limit, period, t0, last, now, d)
-  return math.min(cap, t0 + math.max(0, now + d - last) * limit / period)
+  return min(cap, t0 + max(0, now + d - last) * limit / period)
 end
 
 -- wait(x): the smallest whole d >= 0 with level(d) >= x. The closed form may be off by
 -- one from double rounding, so step it down, then up (algorithms.md: "step d down while
 -- level(d - 1) >= x and up while level(d) < x").
 local function tb_wait(cap, limit, period, t0, last, now, x)
-  local d = math.max(0, math.ceil((x - t0) * period / limit - (now - last)))
+  local d = max(0, ceil((x - t0) * period / limit - (now - last)))
   while d > 0 and tb_level(cap, limit, period, t0, last, now, d - 1) >= x do d = d - 1 end
   while tb_level(cap, limit, period, t0, last, now, d) < x do d = d + 1 end
   return d
@@ -25,12 +25,13 @@ end
 local function tb_load(key, cap, now)
   local level, last = cap, now
   local raw = redis.call('GET', key)
-  if raw then level, last = FG.unpack('<dd', raw, 16) end
+  if raw then level, last = unpack_state('<dd', raw, 16) end
   if last > now then now = last end
   return level, last, now, raw ~= false
 end
 
-DECIDERS['tb'] = function(key, now, limit, period, burst, cost)
+DECIDERS['tb'] = function(key, now, p, cost)
+  local limit, period, burst = p.limit, p.period, p.burst
   local cap = burst
   local t0, last
   t0, last, now = tb_load(key, cap, now)
@@ -42,30 +43,31 @@ DECIDERS['tb'] = function(key, now, limit, period, burst, cost)
     -- reset_after_us = wait(C) on the state after this decision; also the TTL (>= 1
     -- when cost > 0, since the level is then below C).
     local reset = tb_wait(cap, limit, period, t0, last, now, cap)
-    if cost > 0 then FG.save(key, struct.pack('<dd', t0, last), reset) end
-    return FG.result(true, math.floor(tokens - cost), 0, reset)
+    if cost > 0 then save(key, struct.pack('<dd', t0, last), reset) end
+    return result(true, floor(tokens - cost), 0, reset)
   end
   -- Denied: no write (the smooth level needs no write-back). c > C never fits.
   local retry = -1
   if cost <= cap then retry = tb_wait(cap, limit, period, t0, last, now, cost) end
-  return FG.result(false, math.floor(tokens), retry,
+  return result(false, floor(tokens), retry,
                    tb_wait(cap, limit, period, t0, last, now, cap))
 end
 
 -- refill: interval. The time until the bucket holds x tokens: whole refills of L
 -- tokens, each P after the last one.
 local function tbi_wait(limit, period, tokens, last, now, x)
-  return last + math.ceil((x - tokens) / limit) * period - now
+  return last + ceil((x - tokens) / limit) * period - now
 end
 
-DECIDERS['tbi'] = function(key, now, limit, period, burst, cost)
+DECIDERS['tbi'] = function(key, now, p, cost)
+  local limit, period, burst = p.limit, p.period, p.burst
   local cap = burst
   local tokens, last, found
   tokens, last, now, found = tb_load(key, cap, now)
 
-  local refills = math.floor((now - last) / period)
+  local refills = floor((now - last) / period)
   if refills > 0 then
-    tokens = math.min(cap, tokens + refills * limit)
+    tokens = min(cap, tokens + refills * limit)
     last = last + refills * period
   end
   -- A full bucket has no refill phase, so an expired key loses nothing.
@@ -83,7 +85,7 @@ DECIDERS['tbi'] = function(key, now, limit, period, burst, cost)
   -- The spec's pseudo-code stores (tokens, last) on every decision, denials included:
   -- writing back a refill already due changes no later decision. Like
   -- DecideIntervalBucket, a peek or denial on a missing key skips it (nothing to save);
-  -- with a reset of 0 the state is fresh and FG.save deletes the key.
-  if cost > 0 or found then FG.save(key, struct.pack('<dd', tokens, last), reset) end
-  return FG.result(allowed, math.floor(tokens), retry, reset)
+  -- with a reset of 0 the state is fresh and save deletes the key.
+  if cost > 0 or found then save(key, struct.pack('<dd', tokens, last), reset) end
+  return result(allowed, floor(tokens), retry, reset)
 end
