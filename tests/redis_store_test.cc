@@ -26,6 +26,7 @@
 #include "server/http_server.h"
 #include "server/service.h"
 #include "store/redis/breaker.h"
+#include "store/redis/lua_sources.h"
 #include "store/redis/resp.h"
 
 namespace floodgate::testing {
@@ -251,6 +252,60 @@ TEST_F(RedisTest, HostileKeysAreOnlyEverArguments) {
   redisFree(redis);
   EXPECT_EQ(server_->Cli({"EXISTS", "pwned"}), "0\n");
   EXPECT_EQ(server_->Cli({"GET", "canary"}), "1\n");
+}
+
+// The scripts check every argument before any decision runs, so bad input never applies
+// half a batch; a batch checks each distinct argument string once and reuses it, which
+// must not let a bad one through. Errors name the decision or policy and the reason.
+TEST_F(RedisTest, ScriptsCheckEveryArgumentBeforeDecidingAnything) {
+  namespace l = redis::lua;
+  const std::string batch = std::string(l::k_common)
+                                .append(l::k_gcra)
+                                .append(l::k_token_bucket)
+                                .append(l::k_sliding_log)
+                                .append(l::k_sliding_window)
+                                .append(l::k_fixed_window)
+                                .append(l::k_batch);
+  const std::string single = std::string(l::k_common).append(l::k_gcra).append(l::k_single);
+  const auto eval = [&](const std::string& script, std::vector<std::string> args) {
+    args.insert(args.begin(), {"EVAL", script});
+    return server_->Cli(args);
+  };
+  // How redis-cli prints an error reply when its output is not a terminal.
+  const auto Error = [](const std::string& message) { return message + "\n\n"; };
+  const std::vector<std::string> gcra = {"1", "gcra", "10", "1000000", "10"};
+  const auto batch_of = [&](std::vector<std::string> policy,
+                            std::vector<std::array<std::string, 3>> decisions) {
+    std::vector<std::string> args = {std::to_string(decisions.size())};
+    for (std::size_t i = 0; i < decisions.size(); ++i) args.push_back(fmt::format("args:k{}", i));
+    args.insert(args.end(), policy.begin(), policy.end());
+    for (const auto& d : decisions) args.insert(args.end(), d.begin(), d.end());
+    return eval(batch, args);
+  };
+  EXPECT_EQ(batch_of(gcra, {{"1", "", "1"}, {"1", "", "1"}}), "1\n9\n0\n100000\n1\n9\n0\n100000\n");
+  server_->Cli({"DEL", "args:k0", "args:k1", "args:k2"});
+
+  EXPECT_EQ(batch_of(gcra, {{"1", "", "1"}, {"1", "", "1e3"}}),
+            Error("floodgate: decision 2: cost must be an integer in [0, 1000000000]"));
+  EXPECT_EQ(batch_of(gcra, {{"1", "", "1"}, {"2", "", "1"}}),
+            Error("floodgate: decision 2: policy number out of range"));
+  // The cost "1" is known good by decision 3, its explicit now is not.
+  EXPECT_EQ(batch_of(gcra, {{"1", "", "1"}, {"1", "", "1"}, {"1", "12x", "1"}}),
+            Error("floodgate: decision 3: now must be empty or an integer count of microseconds"));
+  EXPECT_EQ(batch_of(gcra, {{"1", "", "1"}, {"1", "", " 1"}}),
+            Error("floodgate: decision 2: cost must be an integer in [0, 1000000000]"));
+  // None of the refused batches decided anything.
+  EXPECT_EQ(server_->Cli({"EXISTS", "args:k0", "args:k1", "args:k2"}), "0\n");
+
+  EXPECT_EQ(batch_of({"1", "gcra", "30000", "1000000", "30000"}, {{"1", "", "1"}}),
+            Error("floodgate: policy 1: gcra: period / limit rounded up to whole us slows the "
+                  "rate by more than 0.1%"));
+  EXPECT_EQ(batch_of({"1", "sl", "100001", "1000000", "100001"}, {{"1", "", "1"}}),
+            Error("floodgate: policy 1: sliding_log limit must be at most 100000"));
+  EXPECT_EQ(eval(single, {"1", "args:s", "gcra", "", "10", "1000000", "10", "-1"}),
+            Error("floodgate: cost must be an integer in [0, 1000000000]"));
+  EXPECT_EQ(eval(single, {"1", "args:s", "gcra", "", "10", "1000000", "10", "1"}),
+            "1\n9\n0\n100000\n");
 }
 
 // ---- failures ------------------------------------------------------------------------
