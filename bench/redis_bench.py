@@ -4,9 +4,15 @@ call per decision, measured in the same run, with the Redis CPU each decision co
 
 For each algorithm and for 1 and 100,000 keys, one round runs, back to back (in the
 reverse order every other round):
-  1. the ceiling: redis-benchmark running EVALSHA of our single-decision script at each
+  1. the ceiling: redis-benchmark running EVALSHA of a single-decision script at each
      depth of a sweep (clients x pipeline: -c 50 -P 32 and deeper), taking the best, as
-     redis-benchmark's own users would tune it; not at floodgate's depth;
+     redis-benchmark's own users would tune it; not at floodgate's depth. The script is
+     our own (lua/single.lua) and, for gcra, also bench/bare_single_gcra.lua: the least
+     Lua that decides one gcra decision per call, what a user writing a lean
+     one-script-per-decision limiter would run (ours pays per call for its chunk setup
+     and argument validation). The ceiling is the better of the two at its best depth;
+     both are reported. Before any run the bare script must answer as ours does on a
+     few hand-made decisions (check_bare_single), or the bench refuses to run;
   2. floodgate bench with batching off (batch=1: that same script, one call per
      decision) at each of a few in-flight depths, taking the best;
   3. floodgate bench with batching on (batch=64: lua/batch.lua), likewise, with the
@@ -59,6 +65,7 @@ SCRIPT_FILE = {"gcra": "gcra", "tb": "token_bucket", "tbi": "token_bucket", "sl"
 BATCH_FILES = ("common", "gcra", "token_bucket", "sliding_log", "sliding_window", "fixed_window",
                "batch")
 BARE_GCRA = os.path.join(HERE, "bare_batch_gcra.lua")
+BARE_SINGLE_GCRA = os.path.join(HERE, "bare_single_gcra.lua")
 
 # Depths as CLIENTSxPIPELINE (redis-benchmark -c, -P) or THREADSxCONCURRENCY (floodgate
 # bench --threads, --concurrency). The ceiling's sweep starts at -c 50 -P 32 and goes
@@ -139,14 +146,63 @@ def script_sha(redis, lua_dir, kind):
                                for name in ("common", SCRIPT_FILE[kind], "single")])
 
 
+# (limit, period_us, burst, [(now, cost), ...]): decisions in order on one fresh key, each
+# compared between the bare single gcra script and ours, then the stored tat too.
+# T0 is an explicit now; '' is the server clock (only as a fresh key's one decision, so
+# the answer does not depend on when it runs). 10/60s with burst 3: E = 6 s, tau = 18 s.
+T0 = 1_700_000_000_000_000
+BARE_SINGLE_CHECKS = [
+    (10, 60_000_000, 3, [
+        (T0, 0),                # peek a fresh key: {1, 3, 0, 0}
+        (T0, 2),                # admit 2: {1, 1, 0, 12 s}
+        (T0, 2),                # deny: {0, 1, 6 s, 12 s}
+        (T0, 4),                # above the burst: {0, 1, -1, 12 s}
+        (T0 + 1_000_000, 0),    # peek: {1, 1, 0, 11 s}
+        (T0 + 3_000_000, 1),    # admit the last: {1, 0, 0, 15 s}
+        (T0, 1),                # time went backwards: deny, {0, 0, 6 s, 18 s}
+    ]),
+    # 7/1000s: E = 142,857,143 µs (rounded up), so TTLs of minutes however slowly the
+    # checks run: admit 7 at once, deny the 8th, admit once E has passed, not 1 µs sooner.
+    (7, 1_000_000_000, 7, [(T0, 5), (T0, 2), (T0, 1), (T0 + 142_857_142, 1),
+                           (T0 + 142_857_143, 1)]),
+    (7, 1_000_000, 7, [("", 1)]),  # server clock: {1, 6, 0, 142,858}
+    (7, 1_000_000, 7, [("", 0)]),  # {1, 7, 0, 0}
+    (7, 1_000_000, 7, [("", 8)]),  # {0, 7, -1, 0}
+]
+
+
+def check_bare_single(redis, lua_dir):
+    """Refuses to run (SystemExit) unless bench/bare_single_gcra.lua answers exactly as
+    our gcra script does on BARE_SINGLE_CHECKS: a ceiling from a script that decided
+    differently would be no ceiling. Returns the bare script's sha."""
+    ours, bare = script_sha(redis, lua_dir, "gcra"), load_script(redis, [BARE_SINGLE_GCRA])
+    for n, (limit, period, burst, decisions) in enumerate(BARE_SINGLE_CHECKS):
+        keys = {sha: f"check:{name}:{n}" for name, sha in (("ours", ours), ("bare", bare))}
+        redis.cli("DEL", *keys.values())
+        for now, cost in decisions:
+            answers = {sha: redis.cli("EVALSHA", sha, "1", key, "gcra", str(now), str(limit),
+                                      str(period), str(burst), str(cost)).split()
+                       for sha, key in keys.items()}
+            if len(answers[ours]) != 4 or answers[ours] != answers[bare]:
+                raise SystemExit(
+                    f"bench/bare_single_gcra.lua disagrees with lua/single.lua on gcra "
+                    f"{limit}/{period}us burst {burst}, now {now or 'server'}, cost {cost}: "
+                    f"ours {answers[ours]}, bare {answers[bare]}")
+        tats = [redis.cli("GET", key).strip() for key in keys.values()]
+        if "" not in (now for now, _ in decisions) and tats[0] != tats[1]:
+            raise SystemExit(f"bench/bare_single_gcra.lua stored tat {tats[1]}, ours {tats[0]}")
+        redis.cli("DEL", *keys.values())
+    return bare
+
+
 def depths(text):
     """'50x32,50x64' -> [(50, 32), (50, 64)]"""
     return [tuple(int(n) for n in d.split("x")) for d in text.split(",") if d]
 
 
-def single_command(sha, kind, limit, period, burst, keys):
-    """redis-benchmark's command for one decision of lua/single.lua."""
-    key = f"rb:{kind}:__rand_int__" if keys > 1 else f"rb:{kind}:one"
+def single_command(sha, tag, kind, limit, period, burst, keys):
+    """redis-benchmark's command for one decision in lua/single.lua's layout."""
+    key = f"{tag}:{kind}:__rand_int__" if keys > 1 else f"{tag}:{kind}:one"
     return ["EVALSHA", sha, "1", key, kind, "", str(limit), str(period), str(burst), "1"]
 
 
@@ -281,7 +337,8 @@ def memory_per_key(redis, lua_dir, kind, keys):
 # The runs of a round, in the order they go (reversed every other round), with the
 # names the tables give them.
 RUNS = {
-    "ceiling": "redis-benchmark, single script",
+    "single": "redis-benchmark, floodgate's single script",
+    "single_bare": "redis-benchmark, bare single gcra script",
     "batch_off": "floodgate, batch=1",
     "batch_on": f"floodgate, batch={BATCH}",
     "batch_script": f"redis-benchmark, batch script ({BATCH}/call)",
@@ -289,25 +346,38 @@ RUNS = {
 }
 
 
+# Which single script a ceiling came from, as the tables name it.
+SINGLE_SCRIPTS = {"single": "floodgate's script", "single_bare": "bare gcra script"}
+
+
 def best(points):
     return max(points, key=lambda p: p["rate"])
 
 
 def summarize(got):
-    """One table row from the rounds' runs: in each round the best depth of each run and
-    the ratios against that round's ceiling; then the median over rounds (the most
-    frequent winner for a depth)."""
+    """One table row from the rounds' runs: in each round the best depth of each run, the
+    ceiling (the better of the single scripts at their best depths) and the ratios against
+    it; then the median over rounds (the most frequent winner for a depth, and for the
+    ceiling's script and depth together)."""
     rounds = []
-    for i in range(len(got["ceiling"])):
-        c, off, on, script = (best(got[run][i]) for run in
-                              ("ceiling", "batch_off", "batch_on", "batch_script"))
+    for i in range(len(got["single"])):
+        own, off, on, script = (best(got[run][i]) for run in
+                                ("single", "batch_off", "batch_on", "batch_script"))
         bare = best(got["bare"][i]) if "bare" in got else None
+        lean = best(got["single_bare"][i]) if "single_bare" in got else None
+        won = "single_bare" if lean and lean["rate"] > own["rate"] else "single"
+        c = lean if won == "single_bare" else own
         rounds.append(dict(
-            ceiling=c["rate"], ceiling_depth=c["depth"], ceiling_p99=c["p99_us"],
+            ceiling=c["rate"], ceiling_won=(won, c["depth"]), ceiling_p99=c["p99_us"],
+            single_own=own["rate"], single_own_depth=own["depth"], single_own_p99=own["p99_us"],
+            single_bare=lean and lean["rate"], single_bare_depth=lean and lean["depth"],
+            cpu_single_bare=lean and lean["cpu_us"],
+            single_overhead=lean and own["cpu_us"] - lean["cpu_us"],
+            ratio_off_own=off["rate"] / own["rate"],
             batch_off=off["rate"], batch_off_depth=off["depth"], ratio_off=off["rate"] / c["rate"],
             batch_on=on["rate"], batch_on_depth=on["depth"], batch_on_p99=on["p99_us"],
             batch_on_per_call=on["per_call"], ratio_on=on["rate"] / c["rate"],
-            cpu_single=c["cpu_us"], cpu_off=off["cpu_us"], cpu_on=on["cpu_us"],
+            cpu_single=own["cpu_us"], cpu_off=off["cpu_us"], cpu_on=on["cpu_us"],
             client_ceiling=c["client_us"], client_off=off["client_us"], client_on=on["client_us"],
             cpu_script=script["cpu_us"], script_rate=script["rate"],
             cpu_bare=bare and bare["cpu_us"], bare_rate=bare and bare["rate"],
@@ -315,12 +385,13 @@ def summarize(got):
     row = {}
     for field in rounds[0]:
         values = [r[field] for r in rounds]
-        if field.endswith("_depth"):
+        if field.endswith(("_depth", "_won")):
             row[field] = collections.Counter(values).most_common(1)[0][0]
         elif None in values:
             row[field] = None
         else:
             row[field] = statistics.median(values)
+    row["ceiling_script"], row["ceiling_depth"] = row.pop("ceiling_won")
     return row
 
 
@@ -349,9 +420,46 @@ def rb_depth(depth):
     return f"-c {clients} -P {pipeline}"
 
 
+def ceiling_by(row):
+    """'bare gcra script, -c 50 -P 64': the script and depth the ceiling came from."""
+    return f"{SINGLE_SCRIPTS[row['ceiling_script']]}, {rb_depth(row['ceiling_depth'])}"
+
+
 def fg_depth(depth):
     threads, concurrency = (int(n) for n in depth.split("x"))
     return f"{threads * concurrency:,} in flight" + (f" ({threads} threads)" if threads > 1 else "")
+
+
+def ceiling_notes(rows):
+    """What the table's ceilings are for the algorithms without a bare single script,
+    with the per-call overhead of floodgate's script measured on gcra in the same run."""
+    gcra = [r for r in rows if r["single_overhead"] is not None]
+    others = list(dict.fromkeys(r["algorithm"] for r in rows if r["single_bare"] is None))
+    notes = []
+    if gcra:
+        notes.append(
+            "For gcra, floodgate with batching off against floodgate's own script at its best "
+            "depth (the same script, so the difference is the client): "
+            + "; ".join(f"{r['ratio_off_own']:.2f}x at {key_count(r)}" for r in gcra) + ".")
+    if others:
+        notes.append(
+            f"For {', '.join(others)} there is no bare single script: the ceiling is "
+            "floodgate's own single script, which carries per-call overhead the bare gcra one "
+            "does not (every call builds common.lua's helpers again, 14 closures plus the "
+            "algorithm's own, and validates every argument), so those ceilings are lower "
+            "than a lean one-decision script would reach and their ratios read higher than "
+            "against one. "
+            + ("Measured on gcra in this run, that overhead is "
+               + "; ".join(f"{r['single_overhead']:.2f} µs of Redis CPU per call at "
+                           f"{key_count(r)} ({r['cpu_single']:.2f} µs for floodgate's "
+                           f"script, {r['cpu_single_bare']:.2f} µs for the bare one)"
+                           for r in gcra) + "."
+               if gcra else "(gcra was not in this run, so that overhead was not measured.)"))
+    return ["\n" + " ".join(notes)] if notes else []
+
+
+def key_count(row):
+    return f"{row['keys']:,} key" + ("s" if row["keys"] != 1 else "")
 
 
 def us(x, digits=0):
@@ -390,6 +498,8 @@ def main():
         version = redis.info("server")["redis_version"]
         batch_sha = load_script(redis, [os.path.join(args.lua, f"{n}.lua") for n in BATCH_FILES])
         bare_sha = load_script(redis, [BARE_GCRA])
+        if any(kind == "gcra" for _, kind, *_ in chosen):
+            bare_single_sha = check_bare_single(redis, args.lua)
         estimates = {}  # calls/s of the last run of each command, to size the next one's -n
         for name, kind, policy, limit, period, burst in chosen:
             sha = script_sha(redis, args.lua, kind)
@@ -407,8 +517,14 @@ def main():
                         policy, keys, args.seconds, fg_depths)
 
                 runs = {
-                    "ceiling": rb("ceiling", single_command(sha, kind, limit, period, burst, keys),
-                                  ceiling_depths, 1, 100_000),
+                    "single": rb("single", single_command(sha, "rb", kind, limit, period, burst,
+                                                          keys), ceiling_depths, 1, 100_000),
+                }
+                if kind == "gcra":  # the same sweep, with the least Lua for one decision
+                    runs["single_bare"] = rb("single_bare", single_command(
+                        bare_single_sha, "rbs", kind, limit, period, burst, keys), ceiling_depths,
+                        1, 100_000)
+                runs |= {
                     "batch_off": fg(1),
                     "batch_on": fg(BATCH),
                     "batch_script": rb("batch_script", batch_command(
@@ -427,11 +543,14 @@ def main():
                 rows.append(row)
                 detail += per_depth(name, keys, got)
                 print(f"  {name:<24} {keys:>6} keys  ceiling {row['ceiling']:>9.0f}/s "
-                      f"({rb_depth(row['ceiling_depth'])})  batch off {row['batch_off']:>9.0f}/s "
+                      f"({ceiling_by(row)})  batch off {row['batch_off']:>9.0f}/s "
                       f"({row['ratio_off']:.2f}x)  batch on {row['batch_on']:>9.0f}/s "
                       f"({row['ratio_on']:.2f}x, p99 {row['batch_on_p99']:.0f} µs)  Redis CPU "
-                      f"µs/decision: single {row['cpu_single']:.2f}, batch {row['cpu_on']:.2f}"
-                      + (f", bare {row['cpu_bare']:.2f}" if row["cpu_bare"] else ""),
+                      f"µs/decision: single {row['cpu_single']:.2f}"
+                      + (f", bare single {row['cpu_single_bare']:.2f}"
+                         if row["cpu_single_bare"] else "")
+                      + f", batch {row['cpu_on']:.2f}"
+                      + (f", bare batch {row['cpu_bare']:.2f}" if row["cpu_bare"] else ""),
                       file=sys.stderr)
         cached = floodgate_bench(args.floodgate, redis.url("prefix=fbc:"), "fixed_window:1000/1s",
                                  1, args.seconds)
@@ -454,9 +573,16 @@ def main():
 
     md = [f"### Redis store ({time.strftime('%Y-%m-%d')}, Redis {version}, "
           f"{os.cpu_count()} cores shared by server and client)\n",
-          "Decisions/s. Ceiling = `redis-benchmark` running EVALSHA of the algorithm's "
-          "single-decision script at the depth where it does best: the best of "
-          f"{', '.join(rb_depth(f'{c}x{p}') for c, p in ceiling_depths)}. floodgate: "
+          "Decisions/s. Ceiling = `redis-benchmark` running EVALSHA of a single-decision "
+          "script at the depth where it does best (the best of "
+          f"{', '.join(rb_depth(f'{c}x{p}') for c, p in ceiling_depths)}): for gcra the "
+          "better of two scripts, each at its own best depth, floodgate's own "
+          "(`lua/single.lua`, what floodgate runs with batching off) and "
+          "`bench/bare_single_gcra.lua`, the least Lua that decides one gcra decision per "
+          "call with the same arguments and reply (no validation, no helpers; the run first "
+          "checks that it answers as ours does); for the other algorithms floodgate's own. "
+          "Both single scripts are shown, and the ceiling column names the one that won. "
+          "floodgate: "
           "`floodgate bench` (its default 2 connections, denial cache off) at "
           f"{' and '.join(fg_depth(f'{t}x{c}') for t, c in fg_depths)}, taking the best: "
           "batching off (batch=1: the same script, one call per decision) and on "
@@ -464,34 +590,44 @@ def main():
           "decisions per call are from its best run). Ratios are taken within each round; "
           f"medians of {args.rounds} rounds, each run {args.seconds:g} s; the depth shown won "
           "most rounds. Targets: >= 0.8x with batching off, >= 1.5x with batching on.\n",
-          "| algorithm | keys | ceiling (depth) | ceiling p99 | batch off (depth) | ratio | "
-          f"batch on (depth) | p99 | decisions / call | ratio |",
-          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+          "| algorithm | keys | ceiling (script, depth) | ceiling p99 | "
+          "single: floodgate's script (depth) | single: bare gcra script (depth) | "
+          f"batch off (depth) | ratio | batch on (depth) | p99 | decisions / call | ratio |",
+          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
+        bare_single = ("–" if r["single_bare"] is None else
+                       f"{r['single_bare']:,.0f} ({rb_depth(r['single_bare_depth'])})")
         md.append(f"| {r['algorithm']} | {r['keys']:,} | {r['ceiling']:,.0f} "
-                  f"({rb_depth(r['ceiling_depth'])}) | {us(r['ceiling_p99'])} | "
+                  f"({ceiling_by(r)}) | {us(r['ceiling_p99'])} | "
+                  f"{r['single_own']:,.0f} ({rb_depth(r['single_own_depth'])}) | {bare_single} | "
                   f"{r['batch_off']:,.0f} ({fg_depth(r['batch_off_depth'])}) | "
                   f"{r['ratio_off']:.2f} | {r['batch_on']:,.0f} ({fg_depth(r['batch_on_depth'])}) | "
                   f"{us(r['batch_on_p99'])} | {r['batch_on_per_call']:.1f} | "
                   f"**{r['ratio_on']:.2f}** |")
+    md += ceiling_notes(rows)
     md += ["\nRedis CPU per decision (`INFO cpu` `used_cpu_sys` + `used_cpu_user`, delta over "
            "each run, divided by the decisions it made): the figure that does not depend on "
            "the machine's cores or on the client competing for them. Single script: "
-           "redis-benchmark at its best depth, and floodgate with batching off. Batch script: "
+           "redis-benchmark at its best depth, floodgate's script and (gcra) the bare one, "
+           "whose difference is what floodgate's script costs Redis per call beyond the "
+           "decision; and floodgate with batching off. Batch script: "
            f"floodgate with batching on (its own mix of call sizes), and redis-benchmark sending "
            f"calls of exactly {BATCH} decisions (best of "
            f"{', '.join(rb_depth(f'{c}x{p}') for c, p in call_depths)}). Bare batched gcra: "
            "`bench/bare_batch_gcra.lua`, the least Lua that decides the same calls (same "
            "arguments and reply, no validation, no dispatch), driven the same way: the floor "
            "the batch script should approach. Client CPU per decision (the client processes' "
-           "own CPU time) tells how much of the 2 cores the client leaves to Redis.\n",
-           "| algorithm | keys | single: redis-benchmark | single: floodgate batch off | "
+           "own CPU time; for redis-benchmark, its run that set the ceiling) tells how much "
+           "of the 2 cores the client leaves to Redis.\n",
+           "| algorithm | keys | single: floodgate's script | single: bare gcra script | "
+           "floodgate's − bare | single: floodgate batch off | "
            f"batch: floodgate batch on | batch: redis-benchmark {BATCH}/call | "
            f"bare batched gcra {BATCH}/call | batch / bare | client: redis-benchmark | "
            "client: floodgate batch off | client: floodgate batch on |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         md.append(f"| {r['algorithm']} | {r['keys']:,} | {us(r['cpu_single'], 2)} | "
+                  f"{us(r['cpu_single_bare'], 2)} | {us(r['single_overhead'], 2)} | "
                   f"{us(r['cpu_off'], 2)} | {us(r['cpu_on'], 2)} | {us(r['cpu_script'], 2)} | "
                   f"{us(r['cpu_bare'], 2)} | "
                   + ("–" if r["script_over_bare"] is None else f"**{r['script_over_bare']:.2f}**")
@@ -530,7 +666,11 @@ def main():
              "redis_cpu_us_single_redis_benchmark", "redis_cpu_us_single_batch_off",
              "redis_cpu_us_batch_on", "redis_cpu_us_batch_script_redis_benchmark",
              "redis_cpu_us_bare_batch_gcra", "batch_script_over_bare",
-             "client_cpu_us_redis_benchmark", "client_cpu_us_batch_off", "client_cpu_us_batch_on"],
+             "client_cpu_us_redis_benchmark", "client_cpu_us_batch_off", "client_cpu_us_batch_on",
+             "ceiling_script", "single_own_per_sec", "single_own_depth", "single_own_p99_us",
+             "single_bare_gcra_per_sec", "single_bare_gcra_depth",
+             "redis_cpu_us_single_bare_gcra", "redis_cpu_us_single_own_minus_bare",
+             "ratio_off_vs_own_single"],
             [[r["algorithm"], r["keys"], f"{r['ceiling']:.0f}", r["ceiling_depth"],
               num(r["ceiling_p99"], ".1f"), f"{r['batch_off']:.0f}", r["batch_off_depth"],
               f"{r['ratio_off']:.4f}", f"{r['batch_on']:.0f}", r["batch_on_depth"],
@@ -538,7 +678,12 @@ def main():
               f"{r['cpu_single']:.4f}", f"{r['cpu_off']:.4f}", f"{r['cpu_on']:.4f}",
               f"{r['cpu_script']:.4f}", num(r["cpu_bare"], ".4f"),
               num(r["script_over_bare"], ".4f"), f"{r['client_ceiling']:.4f}",
-              f"{r['client_off']:.4f}", f"{r['client_on']:.4f}"] for r in rows]),
+              f"{r['client_off']:.4f}", f"{r['client_on']:.4f}",
+              SINGLE_SCRIPTS[r["ceiling_script"]], f"{r['single_own']:.0f}",
+              r["single_own_depth"], num(r["single_own_p99"], ".1f"),
+              num(r["single_bare"], ".0f"), r["single_bare_depth"] or "",
+              num(r["cpu_single_bare"], ".4f"), num(r["single_overhead"], ".4f"),
+              f"{r['ratio_off_own']:.4f}"] for r in rows]),
         "redis_depths.csv": (
             ["algorithm", "keys", "run", "depth", "decisions_per_sec", "p99_us",
              "redis_cpu_us_per_decision", "client_cpu_us_per_decision", "decisions_per_call"],

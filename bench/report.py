@@ -5,8 +5,9 @@ Parts (each its own script or program, each writing a Markdown table and a CSV):
   1. in-process: bench/memory_matrix.py (every algorithm on memory://) and
      bench/memory_bench (against a bare baseline loop; memory per key);
   2. Redis: bench/redis_bench.py (every algorithm next to redis-benchmark at its best
-     pipelining depth, with Redis CPU per decision for the single script, the batch
-     script and a bare batched gcra script; memory per key in Redis; about 12 minutes)
+     pipelining depth, running the better of our single script and, for gcra, a bare
+     one, with Redis CPU per decision for both single scripts, the batch script and a
+     bare batched gcra script; memory per key in Redis; about 13 minutes)
      and bench/cluster_bench.py (3 primaries next to one server);
   3. HTTP: bench/http_bench.py (floodgate serve, nginx limit_req answering with
      empty_gif, Express with rate-limiter-flexible, under the same wrk settings; each
@@ -87,7 +88,7 @@ set logscale y
 set format y "%.0s%c"
 plot "{tmp}/throughput.dat" using 2:xtic(1) title "memory:// (2 threads)", \
      "" using 3 title "redis:// batching off", "" using 4 title "redis:// batching on", \
-     "" using 5 title "redis-benchmark EVALSHA at its best depth (ceiling)"
+     "" using 5 title "redis-benchmark EVALSHA, best single script at its best depth (ceiling)"
 ''')
     with open(os.path.join(tmp, "latency.dat"), "w") as f:
         for name, r in latency.items():
