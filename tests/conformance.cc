@@ -54,10 +54,13 @@ void RunCaseInFlight(Store& store, const VectorCase& c, const std::string& key_p
         {keys[i], *policy, c.steps[i].cost, TimePoint(std::chrono::microseconds(c.steps[i].t))},
         [&results, i](absl::StatusOr<Decision> d) { results[i].set_value(std::move(d)); });
   }
+  // Every answer is collected before any is judged: the promises must outlive the
+  // callbacks, which may still be running on the store's thread.
+  std::vector<absl::StatusOr<Decision>> answers;
+  for (auto& result : results) answers.push_back(result.get_future().get());
   for (std::size_t i = 0; i < c.steps.size(); ++i) {
-    const auto got = results[i].get_future().get();
-    ASSERT_TRUE(got.ok()) << got.status();
-    EXPECT_EQ(*got, c.steps[i].expect) << c.file << " / " << c.name << ", step " << i + 1;
+    ASSERT_TRUE(answers[i].ok()) << answers[i].status();
+    EXPECT_EQ(*answers[i], c.steps[i].expect) << c.file << " / " << c.name << ", step " << i + 1;
   }
 }
 
@@ -164,10 +167,13 @@ void ExpectSameInstantGcraBurstsAdmitExactlyB(Store& store, const std::string& k
     }
     // Decisions in flight may reach the store in any order (several connections): the
     // admitted ones must report remaining B-1 .. 0 between them, and one is denied.
+    // Every answer is collected before any is judged: the promises must outlive the
+    // callbacks, which may still be running on the store's thread.
+    std::vector<absl::StatusOr<Decision>> answers;
+    for (auto& result : results) answers.push_back(result.get_future().get());
     std::vector<std::int64_t> remaining;
     std::int64_t admitted = 0;
-    for (std::int64_t i = 0; i <= burst; ++i) {
-      const auto d = results[i].get_future().get();
+    for (const auto& d : answers) {
       ASSERT_TRUE(d.ok()) << policies[p] << ": " << d.status();
       ASSERT_FALSE(d->degraded) << policies[p];
       if (d->allowed) {

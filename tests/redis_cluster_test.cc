@@ -139,7 +139,7 @@ TEST_F(ClusterTest, SlotsAgreeWithTheServers) {
 // gcra in whole µs: a same-instant burst admits exactly B on every primary, batched
 // within a slot (a burst is one key).
 TEST_F(ClusterTest, SameInstantGcraBurstsAdmitExactlyB) {
-  auto store = OpenRedis(cluster_->url("batch=64&connections=1&timeout=2s&denial_cache=0us"));
+  auto store = OpenRedis(cluster_->url("batch=64&connections=1&timeout=10s&denial_cache=0us"));
   ASSERT_NE(store, nullptr);
   ExpectSameInstantGcraBurstsAdmitExactlyB(*store, "burst:");
   EXPECT_GT(store->redis_stats().batched_decisions, 1000u);

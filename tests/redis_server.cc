@@ -1,6 +1,7 @@
 #include "redis_server.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -176,8 +177,17 @@ bool RedisServer::Launch() {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // The server logs to its file; its stdin, stdout and stderr go nowhere, so that a test
+  // process that dies without stopping it does not leave ctest waiting on their pipe.
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addopen(&files, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&files, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&files, 1, 2);
   pid_t pid = -1;
-  if (posix_spawnp(&pid, "redis-server", nullptr, nullptr, argv.data(), environ) != 0) return false;
+  const int spawned = posix_spawnp(&pid, "redis-server", &files, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&files);
+  if (spawned != 0) return false;
   pid_ = pid;
   if (WaitReady(std::chrono::seconds(10))) return true;
   Kill();

@@ -81,10 +81,11 @@ TEST_F(RedisTest, ConformanceVectorsBatched) {
 // gcra in whole µs: a same-instant burst admits exactly B, one call per decision and
 // batched (the whole burst in flight at once).
 TEST_F(RedisTest, SameInstantGcraBurstsAdmitExactlyB) {
-  auto single = OpenRedis(Url("batch=1&denial_cache=0us"));
+  // A burst of up to 1,000 in flight at once: the timeout leaves room for a slow tree.
+  auto single = OpenRedis(Url("batch=1&denial_cache=0us&timeout=10s"));
   ASSERT_NE(single, nullptr);
   ExpectSameInstantGcraBurstsAdmitExactlyB(*single, "single:");
-  auto batched = OpenRedis(Url("connections=1&batch=64&denial_cache=0us"));
+  auto batched = OpenRedis(Url("connections=1&batch=64&denial_cache=0us&timeout=10s"));
   ASSERT_NE(batched, nullptr);
   ExpectSameInstantGcraBurstsAdmitExactlyB(*batched, "batched:");
   EXPECT_GT(batched->redis_stats().batched_decisions, 1000u);
