@@ -893,7 +893,8 @@ class RedisStore::Impl {
         }
         end = same;
       }
-      std::vector<PendingPtr> chunk(live.begin() + i, live.begin() + end);
+      std::vector<PendingPtr> chunk(std::make_move_iterator(live.begin() + i),
+                                    std::make_move_iterator(live.begin() + end));
       Send(lane, std::move(chunk), /*as_eval=*/false, /*asking=*/false);
       i = end;
     }
@@ -1096,7 +1097,8 @@ class RedisStore::Impl {
       const Steady::time_point now = Steady::now();
       while (!lane.deadlines.empty() &&
              (lane.deadlines.front()->answered || lane.deadlines.front()->deadline <= now)) {
-        Complete(*lane.deadlines.front(), TimeoutError());
+        // Most were answered already: the error (a formatted message) only for the rest.
+        if (!lane.deadlines.front()->answered) Complete(*lane.deadlines.front(), TimeoutError());
         lane.deadlines.pop_front();
       }
       // A connection whose oldest command has waited this long is taken for dead (a

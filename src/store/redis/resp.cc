@@ -3,24 +3,32 @@
 #include <absl/status/status.h>
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cstdlib>
 
 namespace floodgate::redis {
 
 void AppendCommand(std::string& out, const std::vector<std::string_view>& args) {
-  std::vector<const char*> argv;
-  std::vector<std::size_t> lengths;
-  argv.reserve(args.size());
-  lengths.reserve(args.size());
+  // Written here rather than by hiredis's redisFormatCommandArgv, which formats every
+  // length with sprintf into a buffer of its own that is then copied: measured as 8% of
+  // the client's CPU per decision under batching. The bytes are the same (resp_test
+  // compares them with hiredis's on random arguments).
+  char digits[24];
+  const auto header = [&](char kind, std::size_t n) {
+    out.push_back(kind);
+    const auto end = std::to_chars(digits, digits + sizeof digits, n).ptr;
+    out.append(digits, end);
+    out.append("\r\n");
+  };
+  std::size_t bytes = 16;
+  for (std::string_view arg : args) bytes += arg.size() + 16;
+  out.reserve(out.size() + bytes);
+  header('*', args.size());
   for (std::string_view arg : args) {
-    argv.push_back(arg.data());
-    lengths.push_back(arg.size());
+    header('$', arg.size());
+    out.append(arg);
+    out.append("\r\n");
   }
-  char* command = nullptr;
-  const int size =
-      redisFormatCommandArgv(&command, static_cast<int>(args.size()), argv.data(), lengths.data());
-  if (size > 0) out.append(command, static_cast<std::size_t>(size));
-  redisFreeCommand(command);
 }
 
 namespace {

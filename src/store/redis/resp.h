@@ -1,7 +1,7 @@
 #pragma once
 
-// RESP through hiredis: its formatter builds commands and its reader parses replies. We
-// use no hiredis sockets; the bytes travel over our own Asio connection.
+// RESP: hiredis's reader parses replies; commands are formatted here (see resp.cc for
+// why). We use no hiredis sockets; the bytes travel over our own Asio connection.
 
 #include <absl/status/statusor.h>
 #include <hiredis/hiredis.h>
