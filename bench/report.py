@@ -239,7 +239,30 @@ def main():
               "\n".join(json_lines) + "\n```\n")
     with open(os.path.join(out, "latest.md"), "w") as f:
         f.write("\n".join(md))
-    print(f"wrote {out}/latest.md and charts", file=sys.stderr)
+    update_readme(out)
+    print(f"wrote {out}/latest.md, the charts and the README's tables", file=sys.stderr)
+
+
+def update_readme(out):
+    """Replaces what stands between `<!-- bench:FILE -->` and `<!-- /bench:FILE -->` in
+    README.md with bench/results/FILE, so that every number the README quotes comes from
+    the last run. A marker naming a file the run did not write is an error: the README
+    would otherwise keep quoting an older run."""
+    readme = os.path.join(HERE, "..", "README.md")
+    text = open(readme).read()
+
+    def fill(match):
+        name = match.group(1)
+        path = os.path.join(out, name)
+        if not os.path.exists(path):
+            raise SystemExit(f"report: README.md shows {name}, which this run did not write")
+        # The parts' own "###" titles sit one level down, under the README's sections.
+        table = re.sub(r"^### ", "#### ", open(path).read().strip(), flags=re.M)
+        return f"<!-- bench:{name} -->\n{table}\n<!-- /bench:{name} -->"
+
+    text = re.sub(r"<!-- bench:(\S+) -->\n.*?<!-- /bench:\1 -->", fill, text, flags=re.S)
+    with open(readme, "w") as f:
+        f.write(text)
 
 
 if __name__ == "__main__":
