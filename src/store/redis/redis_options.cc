@@ -143,6 +143,13 @@ absl::StatusOr<RedisStoreOptions> RedisStoreOptions::FromUrl(std::string_view ur
           out = *d;
           return absl::OkStatus();
         };
+        const auto flag = [&](bool& out) -> absl::Status {
+          if (value != "1" && value != "0") {
+            return Bad(url, fmt::format("{} must be 1 or 0, got \"{}\"", name, value));
+          }
+          out = value == "1";
+          return absl::OkStatus();
+        };
         absl::Status status;
         if (name == "timeout") {
           status = duration(options.timeout);
@@ -172,17 +179,11 @@ absl::StatusOr<RedisStoreOptions> RedisStoreOptions::FromUrl(std::string_view ur
             status = Bad(url, fmt::format("batch must be 1-1024, got \"{}\"", value));
           }
         } else if (name == "lazy_connect") {
-          if (value != "1" && value != "0") {
-            status = Bad(url, fmt::format("lazy_connect must be 1 or 0, got \"{}\"", value));
-          }
-          options.lazy_connect = value == "1";
+          status = flag(options.lazy_connect);
         } else if (name == "prefix") {
           options.prefix = std::string(value);
         } else if (name == "tls") {
-          if (value != "1" && value != "0") {
-            status = Bad(url, fmt::format("tls must be 1 or 0, got \"{}\"", value));
-          }
-          options.tls = value == "1";
+          status = flag(options.tls);
         } else if (name == "ca") {
           options.tls_ca = std::string(value);
         } else if (name == "cert") {
