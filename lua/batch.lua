@@ -1,17 +1,25 @@
 -- Driver: n decisions in one call, in order, each exactly as if it ran alone (a later
--- decision on the same key sees the earlier one's write). KEYS[i] = the key of decision
--- i. The decisions of a batch usually share their policy, so policies are sent once:
---   ARGV = {p, then p policies of 4 values (kind, limit, period_us, burst), then 3
---           values per decision (its policy's number 1..p, now ('' = the server
+-- decision on the same key sees the earlier one's write), except the groups, whose items
+-- are decided together (docs/multi.md). KEYS[i] = the key of decision i. The decisions
+-- of a batch usually share their policy, so policies are sent once:
+--   ARGV = {p, then p policies of 4 values (kind, limit, period_us, burst),
+--           g, then g groups of 5 values (first item, item count, mode, shadow mask, at),
+--           then 3 values per decision (its policy's number 1..p, now ('' = the server
 --           clock), cost)}
--- which halves the arguments Redis parses per decision. Returns a flat array of 4*n
--- integers: allowed (1|0), remaining, retry_after_us, reset_after_us per decision.
+-- A group's mode: 'all' (all or nothing: consumed only if every enforced item with cost
+-- > 0 allows; bit j-1 of the shadow mask marks item j of the group as a shadow that
+-- never denies), 'dry' (each item decided, nothing consumed) or 'release' (each item's
+-- cost, admitted at `at`, given back). Items a group does not consume report their peek,
+-- denials their denial. Returns a flat array of 4*n integers, allowed (1|0), remaining,
+-- retry_after_us, reset_after_us per decision, then the server clock it read (0: none).
 -- Every argument is checked before any decision runs, so bad input never applies half
 -- a batch. TIME is read at most once, so all clock-timed decisions share one now.
 local p = FG.parse_int(ARGV[1] or '', 1, 1024)
-if not p or #ARGV ~= 1 + 4 * p + 3 * #KEYS then
+local g = p and FG.parse_int(ARGV[2 + 4 * p] or '', 0, #KEYS)
+if not g or #ARGV ~= 2 + 4 * p + 5 * g + 3 * #KEYS then
   return redis.error_reply('floodgate: expected ARGV = {p, p x (kind, limit, period_us, '
-                           .. 'burst), n x (policy, now, cost)}')
+                           .. 'burst), g, g x (first, count, mode, shadow mask, at), '
+                           .. 'n x (policy, now, cost)}')
 end
 local policies = {}
 for j = 1, p do
@@ -20,10 +28,33 @@ for j = 1, p do
   if why then return redis.error_reply(string.format('floodgate: policy %d: %s', j, why)) end
   policies[j] = FG.policy(ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3])
 end
+-- Groups, by their first item; they may not overlap.
+local groups = {}
+local grouped = 0  -- the last item of the previous group
+for k = 1, g do
+  local at = 3 + 4 * p + 5 * (k - 1)
+  local first = FG.parse_int(ARGV[at], 1, #KEYS)
+  local count = FG.parse_int(ARGV[at + 1], 1, 16)
+  local mode, mask = ARGV[at + 2], FG.parse_int(ARGV[at + 3], 0, 65535)
+  local release_at = ARGV[at + 4] ~= '' and FG.parse_int(ARGV[at + 4], 0, FG.MAX_TIME)
+  local why
+  if not first or not count or first <= grouped or first + count - 1 > #KEYS then
+    why = 'items out of range or overlapping another group'
+  elseif mode ~= 'all' and mode ~= 'dry' and mode ~= 'release' then
+    why = 'mode must be all, dry or release'
+  elseif not mask then
+    why = 'shadow mask must be an integer in [0, 65535]'
+  elseif (mode == 'release') ~= (release_at ~= false) then
+    why = 'at is the release time, given for release groups only'
+  end
+  if why then return redis.error_reply(string.format('floodgate: group %d: %s', k, why)) end
+  groups[first] = {count = count, mode = mode, mask = mask, at = release_at}
+  grouped = first + count - 1
+end
 -- A batch repeats the same few strings (policy numbers, costs, an empty now): each
 -- distinct one is checked and converted once, and the decisions below reuse the numbers.
 local policy_of, cost_of = {}, {}
-local first = 2 + 4 * p  -- the first decision's policy number
+local first = 3 + 4 * p + 5 * g  -- the first decision's policy number
 local needs_clock = false
 for i = 1, #KEYS do
   local at = first + 3 * (i - 1)
@@ -44,11 +75,81 @@ for i = 1, #KEYS do
 end
 local clock = needs_clock and FG.server_now()
 local out = {}
-for i = 1, #KEYS do
+
+-- Every string state the batch decides on, read with one MGET (a sliding log is a sorted
+-- set, read as it is decided). Chunks bound the Lua C stack unpack() uses.
+do
+  local batch = {}
+  local function read()
+    local values = redis.call('MGET', unpack(batch))
+    for k = 1, #batch do known[batch[k]] = values[k] end
+    batch = {}
+  end
+  for i = 1, #KEYS do
+    if policy_of[ARGV[first + 3 * (i - 1)]].kind ~= 'sl' then
+      batch[#batch + 1] = KEYS[i]
+      if #batch == 1000 then read() end
+    end
+  end
+  if #batch > 0 then read() end
+end
+
+-- Decides item i with `cost` (dry: nothing written) into the reply's slot i.
+local function decide(i, cost, dry)
   local at = first + 3 * (i - 1)
   local policy = policy_of[ARGV[at]]
   local o = 4 * (i - 1)
   out[o + 1], out[o + 2], out[o + 3], out[o + 4] =
-      policy.decide(KEYS[i], FG.set_clock(ARGV[at + 1], clock), policy, cost_of[ARGV[at + 2]])
+      policy.decide(KEYS[i], FG.set_clock(ARGV[at + 1], clock), policy, cost, dry)
 end
+
+-- docs/multi.md, "Decision": every item looked at first; consumed only if every enforced
+-- item with cost > 0 allows, else each allowing item reports its peek.
+local function decide_group(from, group)
+  local last = from + group.count - 1
+  if group.mode == 'release' then
+    for i = from, last do
+      local at = first + 3 * (i - 1)
+      local policy = policy_of[ARGV[at]]
+      RELEASE[policy.kind](KEYS[i], FG.set_clock(ARGV[at + 1], clock), policy,
+                           cost_of[ARGV[at + 2]], group.at)
+      decide(i, 0, true)
+    end
+    return
+  end
+  local allowed = group.mode == 'all'
+  for i = from, last do
+    local cost = cost_of[ARGV[first + 3 * (i - 1) + 2]]
+    decide(i, cost, true)
+    local shadow = floor(group.mask / 2 ^ (i - from)) % 2 == 1
+    if out[4 * i - 3] == 0 and cost > 0 and not shadow then allowed = false end
+  end
+  for i = from, last do
+    local cost = cost_of[ARGV[first + 3 * (i - 1) + 2]]
+    if out[4 * i - 3] == 1 and cost > 0 then
+      if allowed then decide(i, cost, false) else decide(i, 0, true) end
+    end
+  end
+end
+
+local i, n = 1, #KEYS
+while i <= n do
+  local group = groups[i]
+  if group then
+    decide_group(i, group)
+    i = i + group.count
+  else
+    -- decide(i, cost, false), written out: most decisions come this way, at the clock.
+    local at = first + 3 * (i - 1)
+    local policy = policy_of[ARGV[at]]
+    local now_arg = ARGV[at + 1]
+    local now = clock
+    if now_arg == '' then min_ttl_ms = 0 else now = FG.set_clock(now_arg, clock) end
+    local o = 4 * (i - 1)
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4] =
+        policy.decide(KEYS[i], now, policy, cost_of[ARGV[at + 2]])
+    i = i + 1
+  end
+end
+out[#out + 1] = clock or 0
 return out

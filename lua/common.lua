@@ -25,12 +25,18 @@ local format, find, floor, ceil, min, max, tonumber =
 
 -- Each algorithm file registers its decision function here, keyed by the state-kind code
 -- (also the key tag, src/core/state_kind.h):
---   DECIDERS[kind] = function(key, now, p, cost)
+--   DECIDERS[kind] = function(key, now, p, cost, dry)
 --     p: the policy, prepared by FG.policy (p.limit, p.period, p.burst and whatever
 --        PREPARE[kind] derived from them); returns allowed (1|0), remaining,
---        retry_after_us, reset_after_us (via result)
+--        retry_after_us, reset_after_us (via result). With `dry` it decides and writes
+--        nothing (a multi-decision's first look, docs/multi.md); a write no decision can
+--        see (a sliding log's trim) may still happen.
+--   RELEASE[kind] = function(key, now, p, cost, at)
+--     gives back `cost` units admitted at `at` (a multi-decision's reservation on one
+--     Redis Cluster slot that a later slot denied): the key as if they had never been.
 -- and may register PREPARE[kind] = function(p) that adds derived constants to p.
 local DECIDERS = {}
+local RELEASE = {}
 local PREPARE = {}
 
 local FG = {}
@@ -140,13 +146,27 @@ local function ttl_ms(ttl_us)
   return int_string(max(ceil(ttl_us / 1000), min_ttl_ms))
 end
 
+-- String states read ahead (lua/batch.lua reads a batch's with one MGET: one call into
+-- Redis instead of one per decision), kept current by every write below: key -> value,
+-- or false when the key has none. A key not in it is read when asked for.
+local known = {}
+
+-- A string state (nil-free: false when the key has none).
+local function get(key)
+  local value = known[key]
+  if value == nil then value = redis.call('GET', key) end
+  return value
+end
+
 -- Saves a string state with a TTL of ttl_us (algorithms.md, "Store keys": every key has
 -- a TTL). ttl_us <= 0 means the saved state would be the fresh one, so the key goes.
 local function save(key, value, ttl_us)
   if ttl_us <= 0 then
     redis.call('DEL', key)
+    known[key] = false
   else
     redis.call('SET', key, value, 'PX', ttl_ms(ttl_us))
+    known[key] = value
   end
 end
 

@@ -1,9 +1,9 @@
 -- fixed_window: algorithms.md, "fixed_window"; the same steps as DecideFixedWindow in
 -- src/core/windows.h.
 -- State: struct '<dI4' (w, count), 12 bytes; count <= L <= 10^9 fits 32 bits.
-DECIDERS['fw'] = function(key, now, p, cost)
+DECIDERS['fw'] = function(key, now, p, cost, dry)
   local limit, period = p.limit, p.period
-  local raw = redis.call('GET', key)
+  local raw = get(key)
   local stored_w, stored_count
   if raw then stored_w, stored_count = unpack_state('<dI4', raw, 12) end
   local at, w = window_of(now, period, stored_w)
@@ -19,6 +19,21 @@ DECIDERS['fw'] = function(key, now, p, cost)
   local reset = 0
   if count > 0 then reset = to_end end
   -- A denial or a peek writes nothing.
-  if allowed and cost > 0 then save(key, struct.pack('<dI4', w, count), reset) end
+  if allowed and cost > 0 and not dry then save(key, struct.pack('<dI4', w, count), reset) end
   return result(allowed, limit - count, retry, reset)
+end
+
+-- Releases (docs/multi.md): the count goes down by `cost` if the window the units were
+-- admitted in (the one holding `at`) is still the one counted; a later window never
+-- counted them.
+RELEASE['fw'] = function(key, now, p, cost, at)
+  local period = p.period
+  local raw = get(key)
+  if not raw then return end
+  local w, count = unpack_state('<dI4', raw, 12)
+  if w ~= floor(at / period) then return end
+  count = max(0, count - cost)
+  local reset = 0
+  if count > 0 then reset = (w + 1) * period - now end
+  save(key, struct.pack('<dI4', w, count), reset)
 end

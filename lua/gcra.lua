@@ -15,17 +15,18 @@ PREPARE['gcra'] = function(p)
   p.tau = p.burst * p.emission
 end
 
-DECIDERS['gcra'] = function(key, now, p, cost)
+DECIDERS['gcra'] = function(key, now, p, cost, dry)
   local emission, tau = p.emission, p.tau
   local tat = now
-  local raw = redis.call('GET', key)
+  local raw = get(key)
   if raw then
     local stored = tonumber(raw)
     if stored == nil then corrupt() end
     if stored > now then tat = stored end
   end
   -- What the key could admit now, before this request.
-  local room = max(0, now + tau - tat)
+  local room = now + tau - tat
+  if room < 0 then room = 0 end
 
   if cost == 0 then  -- peek
     return result(true, floor(room / emission), 0, tat - now)
@@ -36,9 +37,24 @@ DECIDERS['gcra'] = function(key, now, p, cost)
   local new = tat + cost * emission
   local diff = now + tau - new
   if diff >= 0 then
-    -- TTL new - now >= E >= 1 here (cost > 0), so this is always a SET.
-    redis.call('SET', key, int_string(new), 'PX', ttl_ms(new - now))
+    -- TTL new - now >= E >= 1 here (cost > 0), so this is always a SET (save, written out:
+    -- most decisions come this way).
+    if not dry then
+      local value = format('%d', new)
+      redis.call('SET', key, value, 'PX', ttl_ms(new - now))
+      known[key] = value
+    end
     return 1, floor(diff / emission), 0, new - now
   end
   return result(false, floor(room / emission), -diff, tat - now)
+end
+
+-- Gives back `cost` admitted earlier (a released reservation, docs/multi.md): tat moves
+-- back by cost * E, as if those units had never been admitted.
+RELEASE['gcra'] = function(key, now, p, cost, at)
+  local raw = get(key)
+  if not raw then return end
+  local tat = tonumber(raw)
+  if tat == nil then corrupt() end
+  save(key, int_string(tat - cost * p.emission), tat - cost * p.emission - now)
 end

@@ -61,7 +61,7 @@ local function sl_renumber(key, before)
   end
 end
 
-DECIDERS['sl'] = function(key, now, p, cost)
+DECIDERS['sl'] = function(key, now, p, cost, dry)
   local limit, period = p.limit, p.period
   -- Time going backwards is clamped to the newest run (counted or not), so runs stay in
   -- time order and waits are never negative.
@@ -87,6 +87,10 @@ DECIDERS['sl'] = function(key, now, p, cost)
   end
 
   local allowed = cost == 0 or count + cost <= limit
+  if allowed and cost > 0 and dry then
+    -- Decided, left out: the run would be the newest, P long.
+    return result(true, limit - count - cost, 0, period)
+  end
   if allowed and cost > 0 then
     if newest_total + cost > SL_MAX_TOTAL then
       sl_renumber(key, before)
@@ -123,4 +127,28 @@ DECIDERS['sl'] = function(key, now, p, cost)
   local reset = 0
   if count > 0 then reset = newest_time + period - now end
   return result(allowed, limit - count, retry, reset)
+end
+
+-- Releases (docs/multi.md): the run of `cost` units admitted at `at` leaves, and the
+-- runs after it are renumbered (their totals counted it), as if it had never been
+-- admitted. Runs of the same size at the same µs are interchangeable: any one goes.
+RELEASE['sl'] = function(key, now, p, cost, at)
+  local at_score = int_string(at)
+  local same = redis.call('ZRANGEBYSCORE', key, at_score, at_score)
+  local gone
+  for i = #same, 1, -1 do
+    if select(2, sl_parse(same[i])) == cost then
+      gone = same[i]
+      break
+    end
+  end
+  if not gone then return end  -- already past the window: trimmed
+  local rank = redis.call('ZRANK', key, gone)
+  redis.call('ZREM', key, gone)
+  local later = redis.call('ZRANGE', key, int_string(rank), '-1', 'WITHSCORES')
+  for i = 1, #later, 2 do
+    local total, units = sl_parse(later[i])
+    redis.call('ZREM', key, later[i])
+    redis.call('ZADD', key, later[i + 1], sl_member(total - cost, units))
+  end
 end

@@ -1,9 +1,9 @@
 -- sliding_window: algorithms.md, "sliding_window (two-counter approximation, O(1)
 -- memory)"; the same steps as DecideSlidingWindow in src/core/windows.h.
 -- State: struct '<dI4I4' (w, cur, prev), 16 bytes; both counts <= L <= 10^9.
-DECIDERS['sw'] = function(key, now, p, cost)
+DECIDERS['sw'] = function(key, now, p, cost, dry)
   local limit, period = p.limit, p.period
-  local raw = redis.call('GET', key)
+  local raw = get(key)
   local stored_w, stored_cur, stored_prev
   if raw then stored_w, stored_cur, stored_prev = unpack_state('<dI4I4', raw, 16) end
   local at, w = window_of(now, period, stored_w)
@@ -48,6 +48,33 @@ DECIDERS['sw'] = function(key, now, p, cost)
     reset = (w + 1) * period - at
   end
   -- A denial or a peek writes nothing.
-  if allowed and cost > 0 then save(key, struct.pack('<dI4I4', w, cur, prev), reset) end
+  if allowed and cost > 0 and not dry then
+    save(key, struct.pack('<dI4I4', w, cur, prev), reset)
+  end
   return result(allowed, floor(limit - estimate), retry, reset)
+end
+
+-- Releases (docs/multi.md): the units leave the count of the window they were admitted
+-- in (the one holding `at`): `cur` while it is the current window, `prev` once it is the
+-- previous one; older than that, they no longer count anyway.
+RELEASE['sw'] = function(key, now, p, cost, at)
+  local period = p.period
+  local raw = get(key)
+  if not raw then return end
+  local w, cur, prev = unpack_state('<dI4I4', raw, 16)
+  local admitted = floor(at / period)
+  if w == admitted then
+    cur = max(0, cur - cost)
+  elseif w == admitted + 1 then
+    prev = max(0, prev - cost)
+  else
+    return
+  end
+  local reset = 0
+  if cur > 0 then
+    reset = (w + 2) * period - now
+  elseif prev > 0 then
+    reset = (w + 1) * period - now
+  end
+  save(key, struct.pack('<dI4I4', w, cur, prev), reset)
 end

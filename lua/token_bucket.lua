@@ -24,13 +24,13 @@ end
 -- clamped to `last`. Returns level, last, now, and whether the key held state.
 local function tb_load(key, cap, now)
   local level, last = cap, now
-  local raw = redis.call('GET', key)
+  local raw = get(key)
   if raw then level, last = unpack_state('<dd', raw, 16) end
   if last > now then now = last end
   return level, last, now, raw ~= false
 end
 
-DECIDERS['tb'] = function(key, now, p, cost)
+DECIDERS['tb'] = function(key, now, p, cost, dry)
   local limit, period, burst = p.limit, p.period, p.burst
   local cap = burst
   local t0, last
@@ -43,7 +43,7 @@ DECIDERS['tb'] = function(key, now, p, cost)
     -- reset_after_us = wait(C) on the state after this decision; also the TTL (>= 1
     -- when cost > 0, since the level is then below C).
     local reset = tb_wait(cap, limit, period, t0, last, now, cap)
-    if cost > 0 then save(key, struct.pack('<dd', t0, last), reset) end
+    if cost > 0 and not dry then save(key, struct.pack('<dd', t0, last), reset) end
     return result(true, floor(tokens - cost), 0, reset)
   end
   -- Denied: no write (the smooth level needs no write-back). c > C never fits.
@@ -59,7 +59,7 @@ local function tbi_wait(limit, period, tokens, last, now, x)
   return last + ceil((x - tokens) / limit) * period - now
 end
 
-DECIDERS['tbi'] = function(key, now, p, cost)
+DECIDERS['tbi'] = function(key, now, p, cost, dry)
   local limit, period, burst = p.limit, p.period, p.burst
   local cap = burst
   local tokens, last, found
@@ -86,6 +86,32 @@ DECIDERS['tbi'] = function(key, now, p, cost)
   -- writing back a refill already due changes no later decision. Like
   -- DecideIntervalBucket, a peek or denial on a missing key skips it (nothing to save);
   -- with a reset of 0 the state is fresh and save deletes the key.
-  if cost > 0 or found then save(key, struct.pack('<dd', tokens, last), reset) end
+  if (cost > 0 or found) and not dry then save(key, struct.pack('<dd', tokens, last), reset) end
   return result(allowed, floor(tokens), retry, reset)
+end
+
+-- Releases (docs/multi.md): `cost` tokens come back, capped at the capacity, as if they
+-- had never been taken; a full bucket is fresh, so its key goes.
+RELEASE['tb'] = function(key, now, p, cost, at)
+  local cap, limit, period = p.burst, p.limit, p.period
+  local t0, last
+  t0, last, now = tb_load(key, cap, now)
+  t0 = min(cap, tb_level(cap, limit, period, t0, last, now, 0) + cost)
+  save(key, struct.pack('<dd', t0, now), tb_wait(cap, limit, period, t0, now, now, cap))
+end
+
+RELEASE['tbi'] = function(key, now, p, cost, at)
+  local cap, limit, period = p.burst, p.limit, p.period
+  local tokens, last
+  tokens, last, now = tb_load(key, cap, now)
+  local refills = floor((now - last) / period)
+  if refills > 0 then
+    tokens = min(cap, tokens + refills * limit)
+    last = last + refills * period
+  end
+  tokens = min(cap, tokens + cost)
+  if tokens >= cap then last = now end
+  local reset = 0
+  if tokens < cap then reset = tbi_wait(limit, period, tokens, last, now, cap) end
+  save(key, struct.pack('<dd', tokens, last), reset)
 end

@@ -25,4 +25,16 @@ absl::StatusOr<Decision> Limiter::CheckAt(TimePoint now, std::string_view key, c
   return store_->Decide(DecideRequest{key, policy, cost, now});
 }
 
+absl::StatusOr<MultiDecision> Limiter::CheckAll(std::span<const CheckItem> items) {
+  return store_->DecideAll(MultiRequest{items, std::nullopt});
+}
+
+absl::StatusOr<MultiDecision> Limiter::CheckAllAt(TimePoint now, std::span<const CheckItem> items) {
+  return store_->DecideAll(MultiRequest{items, now});
+}
+
+void Limiter::CheckAllAsync(std::span<const CheckItem> items, MultiCallback done) {
+  store_->DecideAllAsync(MultiRequest{items, std::nullopt}, std::move(done));
+}
+
 }  // namespace floodgate

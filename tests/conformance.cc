@@ -43,6 +43,96 @@ std::vector<VectorCase> LoadAllVectors() {
   return cases;
 }
 
+std::vector<MultiCase> LoadMultiVectors() {
+  std::ifstream in(std::filesystem::path(FLOODGATE_VECTORS_DIR) / "multi" / "multi.json");
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  std::vector<MultiCase> cases;
+  for (const auto& c : doc.at("cases")) {
+    MultiCase mc{c.at("name"), c.value("why", ""), {}};
+    for (const auto& s : c.at("steps")) {
+      MultiStep step;
+      step.t = s.at("t");
+      for (const auto& i : s.at("items")) {
+        step.items.push_back(
+            {i.at("name"), i.at("key"), i.at("policy"), i.at("cost"), i.value("shadow", false)});
+      }
+      const auto& e = s.at("expect");
+      step.allowed = e.at("allowed");
+      step.binding = e.at("binding");
+      step.retry_after_us = e.at("retry_after_us");
+      step.denied_by = e.at("denied_by").get<std::vector<std::string>>();
+      step.would_deny = e.at("would_deny").get<std::vector<std::string>>();
+      for (const auto& d : e.at("items")) {
+        Decision decision;
+        decision.allowed = d.at("allowed");
+        decision.limit = d.at("limit");
+        decision.remaining = d.at("remaining");
+        decision.retry_after = std::chrono::microseconds(d.at("retry_after_us").get<std::int64_t>());
+        decision.reset_after = std::chrono::microseconds(d.at("reset_after_us").get<std::int64_t>());
+        step.decisions.push_back(decision);
+      }
+      mc.steps.push_back(std::move(step));
+    }
+    cases.push_back(std::move(mc));
+  }
+  return cases;
+}
+
+void RunMultiCase(Store& store, const MultiCase& c, const std::string& key_prefix,
+                  bool in_flight) {
+  struct Built {
+    std::vector<std::string> keys;
+    std::vector<CheckItem> items;
+  };
+  std::vector<Built> built(c.steps.size());
+  for (std::size_t s = 0; s < c.steps.size(); ++s) {
+    for (const MultiItem& item : c.steps[s].items) built[s].keys.push_back(key_prefix + item.key);
+    for (std::size_t i = 0; i < c.steps[s].items.size(); ++i) {
+      const MultiItem& item = c.steps[s].items[i];
+      auto policy = Policy::Parse(item.policy);
+      ASSERT_TRUE(policy.ok()) << item.policy << ": " << policy.status();
+      built[s].items.push_back(
+          CheckItem{built[s].keys[i], *policy, item.cost, item.name, item.shadow});
+    }
+  }
+  const auto request = [&](std::size_t s) {
+    return MultiRequest{built[s].items, TimePoint(std::chrono::microseconds(c.steps[s].t))};
+  };
+  std::vector<absl::StatusOr<MultiDecision>> answers;
+  if (in_flight) {
+    std::vector<std::promise<absl::StatusOr<MultiDecision>>> results(c.steps.size());
+    for (std::size_t s = 0; s < c.steps.size(); ++s) {
+      store.DecideAllAsync(request(s), [&results, s](absl::StatusOr<MultiDecision> d) {
+        results[s].set_value(std::move(d));
+      });
+    }
+    // Every answer is collected before any is judged (see RunCaseInFlight).
+    for (auto& result : results) answers.push_back(result.get_future().get());
+  } else {
+    for (std::size_t s = 0; s < c.steps.size(); ++s) answers.push_back(store.DecideAll(request(s)));
+  }
+  for (std::size_t s = 0; s < c.steps.size(); ++s) {
+    const MultiStep& step = c.steps[s];
+    const std::string where = fmt::format("multi.json / \"{}\", step {}", c.name, s + 1);
+    ASSERT_TRUE(answers[s].ok()) << where << ": " << answers[s].status();
+    const MultiDecision& got = *answers[s];
+    EXPECT_EQ(got.allowed, step.allowed) << where;
+    EXPECT_EQ(got.binding, step.binding) << where;
+    EXPECT_EQ(got.retry_after.count(), step.retry_after_us) << where;
+    std::vector<std::string> denied_by, would_deny;
+    for (std::size_t i : got.denied_by) denied_by.push_back(step.items[i].name);
+    for (std::size_t i : got.would_deny) would_deny.push_back(step.items[i].name);
+    EXPECT_EQ(denied_by, step.denied_by) << where;
+    EXPECT_EQ(would_deny, step.would_deny) << where;
+    EXPECT_FALSE(got.degraded) << where;
+    EXPECT_TRUE(got.unknown.empty()) << where;
+    ASSERT_EQ(got.items.size(), step.decisions.size()) << where;
+    for (std::size_t i = 0; i < got.items.size(); ++i) {
+      EXPECT_EQ(got.items[i], step.decisions[i]) << where << ", item " << step.items[i].name;
+    }
+  }
+}
+
 void RunCaseInFlight(Store& store, const VectorCase& c, const std::string& key_prefix) {
   auto policy = Policy::Parse(c.policy);
   ASSERT_TRUE(policy.ok()) << c.policy << ": " << policy.status();

@@ -28,6 +28,36 @@ struct VectorCase {
 // Every case of every file in tests/vectors.
 std::vector<VectorCase> LoadAllVectors();
 
+// tests/vectors/multi: multi-decisions (docs/multi.md).
+struct MultiItem {
+  std::string name;
+  std::string key;
+  std::string policy;
+  std::int64_t cost = 1;
+  bool shadow = false;
+};
+struct MultiStep {
+  std::int64_t t;
+  std::vector<MultiItem> items;
+  bool allowed;
+  std::size_t binding;
+  std::int64_t retry_after_us;
+  std::vector<std::string> denied_by, would_deny;
+  std::vector<Decision> decisions;
+};
+struct MultiCase {
+  std::string name;
+  std::string why;
+  std::vector<MultiStep> steps;
+};
+std::vector<MultiCase> LoadMultiVectors();
+
+// Runs one multi case on `store`, each key written `<key_prefix><key>` (a prefix holding a
+// {hash tag} puts every item of the case on one Redis Cluster slot), step by step or,
+// `in_flight`, every step submitted before any answer is read.
+void RunMultiCase(Store& store, const MultiCase& c, const std::string& key_prefix,
+                  bool in_flight = false);
+
 // Runs one case on `store`, each key prefixed with `key_prefix` (a store shared by many
 // cases gives each its own prefix, since every case starts from an empty store).
 // Records a gtest failure, naming the step, for every field that differs.

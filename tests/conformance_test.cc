@@ -28,6 +28,18 @@ TEST(MemoryGcra, SameInstantBurstsAdmitExactlyB) {
   ExpectSameInstantGcraBurstsAdmitExactlyB(store, "");
 }
 
+class MemoryMulti : public ::testing::TestWithParam<MultiCase> {};
+
+TEST_P(MemoryMulti, Vectors) {
+  MemoryStore store;
+  RunMultiCase(store, GetParam(), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Vectors, MemoryMulti, ::testing::ValuesIn(LoadMultiVectors()),
+                         [](const ::testing::TestParamInfo<MultiCase>& info) {
+                           return "multi_" + std::to_string(info.index);
+                         });
+
 std::string CaseName(const ::testing::TestParamInfo<VectorCase>& info) {
   std::string name =
       info.param.file.substr(0, info.param.file.find('.')) + "_" + std::to_string(info.index);

@@ -30,16 +30,17 @@ std::string RunCommand(const std::string& command) {
 }
 
 // Runs `floodgate bench` on one key from 4 processes at once; returns the total admitted.
-// `url` ends in a query, so options can be appended with '&'.
-std::int64_t AdmittedByFourProcesses(const std::string& url, const std::string& policy,
+// `url` ends in a query, so options can be appended with '&'. `policies` are bench's
+// --policy arguments: several make every request one decision over all of them.
+std::int64_t AdmittedByFourProcesses(const std::string& url, const std::string& policies,
                                      const std::string& prefix) {
   std::vector<std::future<std::string>> runs;
   for (int p = 0; p < 4; ++p) {
     runs.push_back(std::async(std::launch::async, [&] {
       const std::string command = fmt::format(
-          "'{}' bench --store '{}' --policy '{}' --keys 1 --threads 1 --concurrency 64 "
+          "'{}' bench --store '{}' --policy {} --keys 1 --threads 1 --concurrency 64 "
           "--duration 1s --max-decisions 2500 --json",
-          FLOODGATE_BINARY, url + "&prefix=" + prefix, policy);
+          FLOODGATE_BINARY, url + "&prefix=" + prefix, policies);
       return RunCommand(command);
     }));
   }
@@ -79,7 +80,7 @@ void ExpectEveryAlgorithmAdmitsExactlyItsCapacity(const std::string& url) {
   for (const auto& [policy, capacity] : cases) {
     const std::int64_t hour = HourNow();
     const std::int64_t admitted =
-        AdmittedByFourProcesses(url, policy, fmt::format("atomic{}:", i++));
+        AdmittedByFourProcesses(url, fmt::format("'{}'", policy), fmt::format("atomic{}:", i++));
     if (HourNow() == hour) {
       EXPECT_EQ(admitted, capacity) << policy;
     } else {
@@ -101,6 +102,25 @@ TEST(RedisAtomicity, FourProcessesAdmitExactlyTheCapacityOnACluster) {
 }
 
 // The naive limiter: GET, decide, SET, from 4 clients at once.
+// Two stacked limits (docs/multi.md) decided together from 4 processes x 64 in flight:
+// exactly the tighter one's capacity, whichever of the two it is.
+TEST(RedisAtomicity, FourProcessesAdmitExactlyTheTighterOfTwoStackedLimits) {
+  auto server = RedisServer::Start();
+  ASSERT_NE(server, nullptr);
+  const std::int64_t hour = HourNow();
+  const std::int64_t tight_first = AdmittedByFourProcesses(
+      server->url("timeout=5s"), "'fixed_window:600/1h' --policy 'sliding_log:1000/1h'", "st1:");
+  const std::int64_t tight_second = AdmittedByFourProcesses(
+      server->url("timeout=5s"), "'gcra:1000/1h,burst=900' --policy 'sliding_window:700/1h'",
+      "st2:");
+  if (HourNow() == hour) {
+    EXPECT_EQ(tight_first, 600);
+    EXPECT_EQ(tight_second, 700);
+  } else {
+    EXPECT_LE(tight_first, 1200) << "(the run crossed an hour boundary)";
+  }
+}
+
 TEST(RedisAtomicity, NaiveReadModifyWriteOverAdmits) {
   auto server = RedisServer::Start();
   ASSERT_NE(server, nullptr);

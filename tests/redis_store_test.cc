@@ -175,6 +175,185 @@ TEST_F(RedisTest, SlidingLogRenumbersRunTotalsBeforeTheyLoseExactness) {
   EXPECT_EQ(d->retry_after.count(), 3'600'000'000 - 1000);
 }
 
+// ---- multi-decisions (docs/multi.md) ------------------------------------------------
+
+TEST_F(RedisTest, MultiVectorsOneByOneAndBatched) {
+  auto store = OpenRedis(Url("denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const auto cases = LoadMultiVectors();
+  ASSERT_GE(cases.size(), 9u);
+  for (std::size_t c = 0; c < cases.size(); ++c) RunMultiCase(*store, cases[c], fmt::format("m{}:", c));
+  // Every step of a case in flight at once on one connection: the groups share batch calls
+  // with each other, and each still sees the ones before.
+  auto batched = OpenRedis(Url("connections=1&batch=64&denial_cache=0us"));
+  ASSERT_NE(batched, nullptr);
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    RunMultiCase(*batched, cases[c], fmt::format("b{}:", c), /*in_flight=*/true);
+  }
+  EXPECT_EQ(store->redis_stats().multi_decisions + batched->redis_stats().multi_decisions,
+            2 * [&] {
+              std::size_t steps = 0;
+              for (const auto& c : cases) steps += c.steps.size();
+              return steps;
+            }());
+  // In flight, several multi-decisions went out in one call.
+  EXPECT_LT(batched->redis_stats().calls, store->redis_stats().calls);
+}
+
+// A group's items and single decisions in the same batch call: each single decision still
+// sees the group's writes before it, the group the singles' before it.
+TEST_F(RedisTest, MultiDecisionsShareBatchesWithSingleOnes) {
+  auto store = OpenRedis(Url("connections=1&batch=64&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const Policy two = *Policy::Parse("fixed_window:2/1h");
+  const TimePoint now{microseconds(1'700'000'000'000'000)};
+  std::vector<std::promise<bool>> answers(6);
+  const std::vector<CheckItem> items = {{"a", two}, {"b", two}};
+  store->DecideAsync({"a", two, 1, now}, [&](absl::StatusOr<Decision> d) {
+    answers[0].set_value(d.ok() && d->allowed);
+  });
+  store->DecideAllAsync({items, now}, [&](absl::StatusOr<MultiDecision> d) {
+    answers[1].set_value(d.ok() && d->allowed);  // a: 2 of 2, b: 1 of 2
+  });
+  store->DecideAllAsync({items, now}, [&](absl::StatusOr<MultiDecision> d) {
+    answers[2].set_value(d.ok() && d->allowed);  // a is full: nothing consumed
+  });
+  store->DecideAsync({"b", two, 1, now}, [&](absl::StatusOr<Decision> d) {
+    answers[3].set_value(d.ok() && d->allowed);  // b: 2 of 2 (the denied group took none)
+  });
+  store->DecideAsync({"b", two, 1, now}, [&](absl::StatusOr<Decision> d) {
+    answers[4].set_value(d.ok() && d->allowed);
+  });
+  store->DecideAsync({"a", two, 0, now}, [&](absl::StatusOr<Decision> d) {
+    answers[5].set_value(d.ok() && d->allowed);  // a peek
+  });
+  std::vector<bool> got;
+  for (auto& a : answers) got.push_back(a.get_future().get());
+  EXPECT_THAT(got, ::testing::ElementsAre(true, true, false, true, false, true));
+  EXPECT_GT(store->redis_stats().batched_decisions, 0u);
+}
+
+// What lua/batch.lua's release groups give back: for every algorithm, a reservation made
+// and released leaves the key deciding exactly as a key that never saw it.
+TEST_F(RedisTest, AReleasedReservationLeavesNoTrace) {
+  namespace l = redis::lua;
+  const std::string batch = std::string(l::k_common)
+                                .append(l::k_gcra)
+                                .append(l::k_token_bucket)
+                                .append(l::k_sliding_log)
+                                .append(l::k_sliding_window)
+                                .append(l::k_fixed_window)
+                                .append(l::k_batch);
+  const std::int64_t t = 1'700'000'000'000'000;
+  // kind, limit, period, burst
+  const std::vector<std::array<std::string, 4>> policies = {
+      {"gcra", "10", "1000000", "10"},    {"tb", "10", "1000000", "10"},
+      {"tbi", "10", "1000000", "10"},     {"sl", "10", "1000000", "10"},
+      {"sw", "10", "1000000", "10"},      {"fw", "10", "1000000", "10"}};
+  for (const auto& policy : policies) {
+    SCOPED_TRACE(policy[0]);
+    const auto call = [&](const std::string& key, const std::string& mode, std::int64_t at,
+                          std::int64_t now, std::int64_t cost) {
+      std::vector<std::string> args = {"EVAL", batch, "1", key, "1"};
+      args.insert(args.end(), policy.begin(), policy.end());
+      if (mode.empty()) {
+        args.push_back("0");
+      } else {
+        args.insert(args.end(), {"1", "1", "1", mode, "0", mode == "release" ? std::to_string(at) : ""});
+      }
+      args.insert(args.end(), {"1", std::to_string(now), std::to_string(cost)});
+      return server_->Cli(args);
+    };
+    const std::string used = "release:used:" + policy[0], fresh = "release:fresh:" + policy[0];
+    // Both keys take 3 at t; `used` reserves 4 more at t + 1 ms and gives them back at
+    // t + 2 ms. From then on both keys must answer the same, every way they are asked.
+    call(used, "", 0, t, 3);
+    call(fresh, "", 0, t, 3);
+    const std::string reserved = call(used, "all", 0, t + 1000, 4);
+    ASSERT_EQ(reserved.substr(0, 2), "1\n") << reserved;  // allowed
+    // The smooth bucket's level is a double: given back, its last bits may differ from a
+    // level that never moved, and a wait computed from it by a microsecond.
+    const std::int64_t slack = policy[0] == "tb" ? 1 : 0;
+    const auto same = [&](const std::string& a, const std::string& b) {
+      std::istringstream x(a), y(b);
+      std::vector<std::int64_t> u, v;
+      for (std::int64_t n; x >> n;) u.push_back(n);
+      for (std::int64_t n; y >> n;) v.push_back(n);
+      if (u.size() != 5 || v.size() != 5) return false;
+      for (std::size_t i = 0; i < 5; ++i) {
+        if (std::abs(u[i] - v[i]) > (i >= 2 ? slack : 0)) return false;
+      }
+      return true;
+    };
+    const std::string released = call(used, "release", t + 1000, t + 2000, 4);
+    const std::string untouched = call(fresh, "all", 0, t + 2000, 0);
+    EXPECT_TRUE(same(released, untouched)) << "the peek after the release:\n"
+                                           << released << "vs\n" << untouched;
+    for (const std::int64_t dt : {3000, 250'000, 999'999, 1'000'001}) {
+      for (const std::int64_t cost : {0, 1, 7, 8}) {
+        const std::string a = call(used, "dry", 0, t + dt, cost);
+        const std::string b = call(fresh, "dry", 0, t + dt, cost);
+        EXPECT_TRUE(same(a, b)) << "at +" << dt << " cost " << cost << ":\n" << a << "vs\n" << b;
+      }
+    }
+  }
+}
+
+// Redis down: on_error answers for every item as one multi-decision (local: the
+// in-process limiter decides them all or nothing), degraded, within the timeout.
+TEST(RedisMulti, OnErrorAnswersForTheWholeRequest) {
+  auto server = RedisServer::Start();
+  ASSERT_NE(server, nullptr);
+  auto local = OpenRedis(server->url("timeout=50ms&on_error=local"));
+  auto closed = OpenRedis(server->url("timeout=50ms&on_error=fail_closed"));
+  auto open = OpenRedis(server->url("timeout=50ms&on_error=fail_open"));
+  ASSERT_TRUE(local && closed && open);
+  server->Kill();
+  const Policy one = *Policy::Parse("fixed_window:1/1h");
+  const Policy three = *Policy::Parse("fixed_window:3/1h");
+  const std::vector<CheckItem> items = {{"x", one, 1, "one"}, {"y", three, 1, "three"}};
+  for (int i = 0; i < 3; ++i) {
+    auto l = local->DecideAll({items, std::nullopt});
+    ASSERT_TRUE(l.ok()) << l.status();
+    EXPECT_TRUE(l->degraded);
+    EXPECT_EQ(l->allowed, i == 0) << i;
+    // Denied requests spent nothing of "three", in the local limiter too.
+    EXPECT_EQ(l->items[1].remaining, 2) << i;
+    auto c = closed->DecideAll({items, std::nullopt});
+    ASSERT_TRUE(c.ok());
+    EXPECT_TRUE(c->degraded && !c->allowed);
+    EXPECT_THAT(c->denied_by, ::testing::ElementsAre(0, 1));
+    auto o = open->DecideAll({items, std::nullopt});
+    ASSERT_TRUE(o.ok());
+    EXPECT_TRUE(o->degraded && o->allowed);
+  }
+}
+
+// A denial Redis gave for one item is remembered: the same request is then denied without
+// a round trip, naming that item; the items not asked are reported unknown.
+TEST_F(RedisTest, AMultiDecisionIsDeniedFromTheDenialCache) {
+  auto store = OpenRedis(Url("denial_cache=10ms"));
+  ASSERT_NE(store, nullptr);
+  const Policy hour = *Policy::Parse("fixed_window:1/1h");
+  const Policy many = *Policy::Parse("fixed_window:100/1h");
+  const std::vector<CheckItem> items = {{"k:many", many, 1, "many"}, {"k:hour", hour, 1, "hour"}};
+  ASSERT_TRUE(store->DecideAll({items, std::nullopt})->allowed);
+  auto denied = store->DecideAll({items, std::nullopt});
+  ASSERT_TRUE(denied.ok());
+  EXPECT_FALSE(denied->allowed);
+  EXPECT_FALSE(denied->from_denial_cache);
+  const auto calls = store->redis_stats().calls;
+  auto cached = store->DecideAll({items, std::nullopt});
+  ASSERT_TRUE(cached.ok());
+  EXPECT_FALSE(cached->allowed);
+  EXPECT_TRUE(cached->from_denial_cache);
+  EXPECT_THAT(cached->denied_by, ::testing::ElementsAre(1));
+  EXPECT_THAT(cached->unknown, ::testing::ElementsAre(0));
+  EXPECT_GT(cached->retry_after, std::chrono::minutes(1));
+  EXPECT_EQ(store->redis_stats().calls, calls);  // no round trip
+  EXPECT_EQ(store->DecideAll({items, std::nullopt})->items[1].remaining, 0);
+}
+
 // ---- atomicity -----------------------------------------------------------------------
 
 TEST_F(RedisTest, EveryAlgorithmAdmitsExactlyItsCapacityUnderContention) {
@@ -276,16 +455,33 @@ TEST_F(RedisTest, ScriptsCheckEveryArgumentBeforeDecidingAnything) {
   // How redis-cli prints an error reply when its output is not a terminal.
   const auto Error = [](const std::string& message) { return message + "\n\n"; };
   const std::vector<std::string> gcra = {"1", "gcra", "10", "1000000", "10"};
+  // p, its policies, the groups (g, then 5 values each), then 3 values per decision.
   const auto batch_of = [&](std::vector<std::string> policy,
-                            std::vector<std::array<std::string, 3>> decisions) {
+                            std::vector<std::array<std::string, 3>> decisions,
+                            std::vector<std::string> groups = {"0"}) {
     std::vector<std::string> args = {std::to_string(decisions.size())};
     for (std::size_t i = 0; i < decisions.size(); ++i) args.push_back(fmt::format("args:k{}", i));
     args.insert(args.end(), policy.begin(), policy.end());
+    args.insert(args.end(), groups.begin(), groups.end());
     for (const auto& d : decisions) args.insert(args.end(), d.begin(), d.end());
     return eval(batch, args);
   };
-  EXPECT_EQ(batch_of(gcra, {{"1", "", "1"}, {"1", "", "1"}}), "1\n9\n0\n100000\n1\n9\n0\n100000\n");
+  // Two decisions, then the server clock the batch read.
+  EXPECT_THAT(batch_of(gcra, {{"1", "", "1"}, {"1", "", "1"}}),
+              ::testing::StartsWith("1\n9\n0\n100000\n1\n9\n0\n100000\n1"));
   server_->Cli({"DEL", "args:k0", "args:k1", "args:k2"});
+  // Groups: a known mode, in range, not overlapping, a release time for releases only.
+  EXPECT_EQ(batch_of(gcra, {{"1", "", "1"}, {"1", "", "1"}}, {"1", "1", "2", "some", "0", ""}),
+            Error("floodgate: group 1: mode must be all, dry or release"));
+  EXPECT_EQ(batch_of(gcra, {{"1", "", "1"}, {"1", "", "1"}}, {"1", "2", "2", "all", "0", ""}),
+            Error("floodgate: group 1: items out of range or overlapping another group"));
+  EXPECT_EQ(batch_of(gcra, {{"1", "", "1"}, {"1", "", "1"}, {"1", "", "1"}},
+                     {"2", "1", "2", "all", "0", "", "2", "2", "all", "0", ""}),
+            Error("floodgate: group 2: items out of range or overlapping another group"));
+  EXPECT_EQ(batch_of(gcra, {{"1", "", "1"}}, {"1", "1", "1", "release", "0", ""}),
+            Error("floodgate: group 1: at is the release time, given for release groups only"));
+  EXPECT_EQ(batch_of(gcra, {{"1", "", "1"}}, {"1", "1", "1", "all", "65536", ""}),
+            Error("floodgate: group 1: shadow mask must be an integer in [0, 65535]"));
 
   EXPECT_EQ(batch_of(gcra, {{"1", "", "1"}, {"1", "", "1e3"}}),
             Error("floodgate: decision 2: cost must be an integer in [0, 1000000000]"));

@@ -64,8 +64,12 @@ TEST(Config, ParsesRulesAndDefaults) {
   EXPECT_FALSE(config->store_url_given);  // FLOODGATE_STORE may fill it in
   EXPECT_EQ(config->authz_deny_status, 429);
   EXPECT_TRUE(config->demo);
-  EXPECT_EQ(config->Match("POST", "/login/x")->name, "login");
-  EXPECT_EQ(config->Match("GET", "/login"), nullptr);
+  ASSERT_EQ(config->MatchAll("POST", "/login/x").size(), 1u);
+  EXPECT_EQ(config->MatchAll("POST", "/login/x")[0]->name, "login");
+  EXPECT_TRUE(config->MatchAll("GET", "/login").empty());
+  // A rule's single policy is one limit, named after the rule.
+  ASSERT_EQ(config->rules[0].limits.size(), 1u);
+  EXPECT_EQ(config->rules[0].limits[0].qualified, "login");
   EXPECT_TRUE(config->Trusted(asio::ip::make_address("10.1.2.3")));
   EXPECT_FALSE(config->Trusted(asio::ip::make_address("11.1.2.3")));
   EXPECT_TRUE(config->Trusted(asio::ip::make_address("::1")));
@@ -245,7 +249,8 @@ TEST_F(ServiceTest, AuthzAllowsThenDeniesWithHeadersAndBody) {
   }
   Response r = Call(http::verb::get, "/v1/authz", "", login);
   EXPECT_EQ(r.result_int(), 429);
-  EXPECT_EQ(r.body, R"({"status": 429, "code": "rate_limit:exceeded"})");
+  // The spec's body, plus the limit(s) that denied (issue 12).
+  EXPECT_EQ(r.body, R"({"status": 429, "code": "rate_limit:exceeded", "denied_by": ["login"]})");
   EXPECT_EQ(Header(r, "Retry-After"), "900");
   EXPECT_EQ(Call(http::verb::get, "/v1/authz?deny_status=403", "", login).result_int(), 403);
   // No rule matches a GET of /login: allowed without touching the store.

@@ -4,6 +4,7 @@
 #include <floodgate/decision.h>
 #include <floodgate/limiter.h>
 #include <floodgate/memory_store.h>
+#include <floodgate/multi.h>
 #include <floodgate/policy.h>
 #include <floodgate/store.h>
 #include <floodgate/time.h>

@@ -26,6 +26,13 @@ class Limiter {
   void CheckAsync(std::string_view key, const Policy& policy, std::int64_t cost,
                   DecisionCallback done);
 
+  // Several limits at once, all or nothing (docs/multi.md): allowed iff every enforced
+  // item allows; then every item consumes, else none does. At the store's clock, at an
+  // explicit time, or answered through `done` (possibly on the store's I/O thread).
+  absl::StatusOr<MultiDecision> CheckAll(std::span<const CheckItem> items);
+  absl::StatusOr<MultiDecision> CheckAllAt(TimePoint now, std::span<const CheckItem> items);
+  void CheckAllAsync(std::span<const CheckItem> items, MultiCallback done);
+
   Store& store() { return *store_; }
 
  private:

@@ -41,6 +41,7 @@ class MemoryStore final : public Store {
 
  protected:
   absl::StatusOr<Decision> DecideValidated(const DecideRequest& request) override;
+  absl::StatusOr<MultiDecision> DecideAllValidated(const MultiRequest& request) override;
 
  private:
   class Impl;

@@ -97,6 +97,11 @@ struct RedisStats {
   std::uint64_t retried = 0;             // TRYAGAIN / CLUSTERDOWN answers retried
   std::uint64_t topology_refreshes = 0;  // CLUSTER SLOTS asked
   std::size_t nodes = 0;                 // primaries in the current slot map
+  // Multi-decisions (docs/multi.md).
+  std::uint64_t multi_decisions = 0;
+  std::uint64_t cross_slot = 0;        // Redis Cluster: across several slots
+  std::uint64_t releases = 0;          // reservations given back after a later slot denied
+  std::uint64_t release_failures = 0;  // releases whose call failed (capacity held to its TTL)
 };
 
 // A store on one Redis server, or on a Redis Cluster (decisions routed by key slot to
@@ -129,6 +134,8 @@ class RedisStore final : public Store {
  protected:
   absl::StatusOr<Decision> DecideValidated(const DecideRequest& request) override;
   void DecideAsyncValidated(const DecideRequest& request, DecisionCallback done) override;
+  absl::StatusOr<MultiDecision> DecideAllValidated(const MultiRequest& request) override;
+  void DecideAllAsyncValidated(const MultiRequest& request, MultiCallback done) override;
 
  private:
   class Impl;

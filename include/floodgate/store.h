@@ -3,6 +3,7 @@
 #include <absl/functional/any_invocable.h>
 #include <absl/status/statusor.h>
 #include <floodgate/decision.h>
+#include <floodgate/multi.h>
 #include <floodgate/policy.h>
 #include <floodgate/time.h>
 
@@ -49,6 +50,16 @@ class Store {
   // it need not outlive the call. A store without I/O decides inline.
   void DecideAsync(const DecideRequest& request, DecisionCallback done);
 
+  // Thread-safe. Several limits decided at one time, all or nothing (docs/multi.md):
+  // validates the request (ValidateMultiRequest), then decides atomically: no other
+  // decision on the items' keys interleaves (on a Redis Cluster, across slots, see
+  // docs/multi.md for the one bound).
+  absl::StatusOr<MultiDecision> DecideAll(const MultiRequest& request);
+
+  // Thread-safe. The same, answered through `done` as DecideAsync answers; the items'
+  // keys and names are copied.
+  void DecideAllAsync(const MultiRequest& request, MultiCallback done);
+
   // Thread-safe.
   virtual StoreStats Stats() const = 0;
 
@@ -67,6 +78,12 @@ class Store {
   // Called by DecideAsync() with a valid request; by default decides inline.
   virtual void DecideAsyncValidated(const DecideRequest& request, DecisionCallback done) {
     done(DecideValidated(request));
+  }
+  // Called by DecideAll() / DecideAllAsync() with a request that passed
+  // ValidateMultiRequest(); the asynchronous one decides inline by default.
+  virtual absl::StatusOr<MultiDecision> DecideAllValidated(const MultiRequest& request) = 0;
+  virtual void DecideAllAsyncValidated(const MultiRequest& request, MultiCallback done) {
+    done(DecideAllValidated(request));
   }
 };
 

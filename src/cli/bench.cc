@@ -18,34 +18,97 @@ namespace floodgate::cli {
 
 namespace {
 
+// "gcra:10/1s + fixed_window:10000/1d": the policies every request is decided on.
+std::string Describe(const std::vector<Policy>& policies) {
+  std::string out;
+  for (const Policy& p : policies) out += (out.empty() ? "" : " + ") + p.ToString();
+  return out;
+}
+
+// How one request of the load went.
+struct Answer {
+  bool ok = false;
+  bool allowed = false;
+  bool degraded = false;
+};
+
 struct ThreadResult {
   std::uint64_t allowed = 0, denied = 0, errors = 0, degraded = 0;
   LatencyHistogram latency;
 
-  void Record(const absl::StatusOr<Decision>& decision, std::chrono::nanoseconds took) {
+  void Record(Answer answer, std::chrono::nanoseconds took) {
     latency.Record(took.count());
-    if (!decision.ok()) {
+    if (!answer.ok) {
       ++errors;
     } else {
-      ++(decision->allowed ? allowed : denied);
-      degraded += decision->degraded;
+      ++(answer.allowed ? allowed : denied);
+      degraded += answer.degraded;
     }
   }
+};
+
+// What each request asks the store: one policy's decision on its key, or with several
+// policies a multi-decision over all of them, each on `<key>/<i>` (`{<key>}/<i>` with
+// same_slot: the client in a hash tag, as `floodgate serve` keys a rule's limits).
+class Load {
+ public:
+  Load(Store& store, std::vector<Policy> policies, bool same_slot)
+      : store_(store), policies_(std::move(policies)), same_slot_(same_slot) {}
+
+  Answer Decide(std::string_view key) {
+    if (policies_.size() == 1) {
+      return Of(store_.Decide(DecideRequest{key, policies_.front(), 1, std::nullopt}));
+    }
+    return Of(store_.DecideAll(Items(key)));
+  }
+
+  // `done` may run on the store's I/O thread.
+  void DecideAsync(std::string_view key, absl::AnyInvocable<void(Answer)> done) {
+    if (policies_.size() == 1) {
+      return store_.DecideAsync(
+          DecideRequest{key, policies_.front(), 1, std::nullopt},
+          [done = std::move(done)](absl::StatusOr<Decision> d) mutable { done(Of(d)); });
+    }
+    // The store copies the items' keys: the buffers are the next request's.
+    store_.DecideAllAsync(Items(key), [done = std::move(done)](
+                                          absl::StatusOr<MultiDecision> d) mutable { done(Of(d)); });
+  }
+
+ private:
+  template <class T>
+  static Answer Of(const absl::StatusOr<T>& d) {
+    if (!d.ok()) return {};
+    return {true, d->allowed, d->degraded};
+  }
+
+  MultiRequest Items(std::string_view key) {
+    keys_.resize(policies_.size());
+    items_.resize(policies_.size());
+    for (std::size_t i = 0; i < policies_.size(); ++i) {
+      keys_[i] = same_slot_ ? fmt::format("{{{}}}/{}", key, i) : fmt::format("{}/{}", key, i);
+      items_[i] = CheckItem{keys_[i], policies_[i], 1, {}, false};
+    }
+    return MultiRequest{items_, std::nullopt};
+  }
+
+  Store& store_;
+  const std::vector<Policy> policies_;
+  const bool same_slot_;
+  std::vector<std::string> keys_;  // one Load per thread: buffers reused request to request
+  std::vector<CheckItem> items_;
 };
 
 using Steady = std::chrono::steady_clock;
 
 // One decision at a time: the caller's thread waits for each answer.
-std::uint64_t RunBlocking(Store& store, const Policy& policy, const std::vector<std::string>& keys,
+std::uint64_t RunBlocking(Load& load, const std::vector<std::string>& keys,
                           const KeySequence& sequence, std::uint64_t cap,
                           const std::atomic<bool>& stop, ThreadResult& result) {
-  DecideRequest request{{}, policy, 1, std::nullopt};
   std::uint64_t i = 0;
   for (; i < cap && ((i & 63) != 0 || !stop.load(std::memory_order_relaxed)); ++i) {
-    request.key = keys[sequence[i]];
     const auto begin = Steady::now();
-    const auto decision = store.Decide(request);
-    result.Record(decision, Steady::now() - begin);
+    const Answer answer = load.Decide(keys[sequence[i]]);
+    result.Record(answer, Steady::now() - begin);
   }
   return i;
 }
@@ -56,7 +119,7 @@ std::uint64_t RunBlocking(Store& store, const Policy& policy, const std::vector<
 // latency counts from when it was due, not from when it could be sent, so a stalled store
 // shows up in the percentiles instead of hiding behind fewer requests sent
 // ("coordinated omission").
-std::uint64_t RunPipelined(Store& store, const Policy& policy, const std::vector<std::string>& keys,
+std::uint64_t RunPipelined(Load& load, const std::vector<std::string>& keys,
                            const KeySequence& sequence, std::uint64_t cap, int concurrency,
                            double rate, const std::atomic<bool>& stop, ThreadResult& result) {
   // The issuing thread sleeps on the atomic only when all slots are taken; answers wake
@@ -74,15 +137,14 @@ std::uint64_t RunPipelined(Store& store, const Policy& policy, const std::vector
     }
     for (int n = in_flight.load(); n >= concurrency; n = in_flight.load()) in_flight.wait(n);
     in_flight.fetch_add(1);
-    store.DecideAsync({keys[sequence[i]], policy, 1, std::nullopt},
-                      [&, begin](absl::StatusOr<Decision> decision) {
-                        {
-                          std::lock_guard lock(mu);
-                          result.Record(decision, Steady::now() - begin);
-                        }
-                        in_flight.fetch_sub(1);
-                        in_flight.notify_one();
-                      });
+    load.DecideAsync(keys[sequence[i]], [&, begin](Answer answer) {
+      {
+        std::lock_guard lock(mu);
+        result.Record(answer, Steady::now() - begin);
+      }
+      in_flight.fetch_sub(1);
+      in_flight.notify_one();
+    });
   }
   for (int n = in_flight.load(); n > 0; n = in_flight.load()) in_flight.wait(n);
   return i;
@@ -93,7 +155,8 @@ std::uint64_t RunPipelined(Store& store, const Policy& policy, const std::vector
 Command AddBench(CLI::App& app) {
   struct Flags {
     std::string store = "memory://";
-    std::string policy = "gcra:1000/1s";
+    std::vector<std::string> policies = {"gcra:1000/1s"};
+    bool same_slot = false;
     std::size_t keys = 100'000;
     double zipf = 0;
     int threads = 1;
@@ -107,7 +170,13 @@ Command AddBench(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "bench", "Drive a store with generated traffic; print decisions/s and latency");
   cmd->add_option("--store", flags->store, "store URL")->capture_default_str();
-  cmd->add_option("--policy", flags->policy, "policy for every key")->capture_default_str();
+  cmd->add_option("--policy", flags->policies,
+                  "policy for every key; given several times, each request is one decision "
+                  "over all of them, all or nothing (a key per policy)")
+      ->capture_default_str();
+  cmd->add_flag("--same-slot", flags->same_slot,
+                "with several policies, put a request's keys in one {hash tag}: one Redis "
+                "Cluster slot");
   cmd->add_option("--keys", flags->keys, "distinct keys (1 hammers one key)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30))
       ->capture_default_str();
@@ -138,8 +207,15 @@ Command AddBench(CLI::App& app) {
               fmt::print(stderr, "floodgate bench: {}\n", why);
               return kExitError;
             };
-            auto policy = Policy::Parse(flags->policy);
-            if (!policy.ok()) return fail(MessageOf(policy.status()));
+            std::vector<Policy> policies;
+            for (const std::string& text : flags->policies) {
+              auto policy = Policy::Parse(text);
+              if (!policy.ok()) return fail(MessageOf(policy.status()));
+              policies.push_back(*policy);
+            }
+            if (policies.size() > kMaxItems) {
+              return fail(fmt::format("at most {} policies (one decision's items)", kMaxItems));
+            }
             auto duration = ParseDuration(flags->duration);
             if (!duration.ok())
               return fail(fmt::format("--duration {}", MessageOf(duration.status())));
@@ -153,10 +229,10 @@ Command AddBench(CLI::App& app) {
             const LoopResult loop =
                 RunTimed(flags->threads, *duration, [&](int t, const std::atomic<bool>& stop) {
                   const KeySequence sequence(keys.size(), flags->zipf, 1000 + t);
+                  Load load(**store, policies, flags->same_slot);
                   return flags->concurrency == 1 && flags->rate == 0
-                             ? RunBlocking(**store, *policy, keys, sequence, per_thread_cap, stop,
-                                           results[t])
-                             : RunPipelined(**store, *policy, keys, sequence, per_thread_cap,
+                             ? RunBlocking(load, keys, sequence, per_thread_cap, stop, results[t])
+                             : RunPipelined(load, keys, sequence, per_thread_cap,
                                             flags->concurrency, flags->rate / flags->threads, stop,
                                             results[t]);
                 });
@@ -179,7 +255,7 @@ Command AddBench(CLI::App& app) {
             if (flags->json) {
               nlohmann::json j = {
                   {"store", (*store)->Describe()},
-                  {"policy", policy->ToString()},
+                  {"policy", Describe(policies)},
                   {"keys", flags->keys},
                   {"zipf", flags->zipf},
                   {"threads", flags->threads},
@@ -205,7 +281,7 @@ Command AddBench(CLI::App& app) {
                   "(concurrency {})\nduration     {:.2f} s\n\ndecisions/s  {:.0f}\nallowed      "
                   "{}\ndenied       {}\nerrors       {}\nlatency µs   p50 {:.2f}  p90 {:.2f}  "
                   "p99 {:.2f}  p999 {:.2f}  (includes ~0.02 µs of clock reads)\n{}",
-                  (*store)->Describe(), policy->ToString(), flags->keys,
+                  (*store)->Describe(), Describe(policies), flags->keys,
                   flags->zipf > 0 ? fmt::format(" (zipf {})", flags->zipf) : " (uniform)",
                   flags->threads, flags->concurrency, loop.seconds, rate, total.allowed,
                   total.denied, total.errors, us(0.50), us(0.90), us(0.99), us(0.999),

@@ -96,9 +96,12 @@ inline Outcome<SlidingWindowState> DecideSlidingWindow(const Policy& policy,
                                                        Decision& decision);
 
 // The log is updated in place (copying it per decision would cost O(L)). Returns when
-// the key may be dropped (0: the log is empty).
+// the key may be dropped (0: the log is empty). With `append` false an admission is
+// decided but its run left out (the log is still trimmed): CommitSlidingLog adds it, for
+// a multi-decision that learns only later whether every item allows.
 std::int64_t DecideSlidingLog(const Policy& policy, SlidingLog& log, std::int64_t now,
-                              std::int64_t cost, Decision& decision);
+                              std::int64_t cost, Decision& decision, bool append = true);
+void CommitSlidingLog(SlidingLog& log, std::int64_t now, std::int64_t cost);
 
 }  // namespace floodgate::core
 

@@ -59,7 +59,7 @@ void SlidingLog::Resize(std::size_t capacity) {
 
 // sliding_log: algorithms.md, "sliding_log (exact sliding window)".
 std::int64_t DecideSlidingLog(const Policy& policy, SlidingLog& log, std::int64_t now,
-                              std::int64_t cost, Decision& decision) {
+                              std::int64_t cost, Decision& decision, bool append) {
   const std::int64_t period = policy.period.count();
   const std::int64_t limit = policy.limit;
   if (!log.empty()) now = std::max(now, log.newest().time);
@@ -67,14 +67,21 @@ std::int64_t DecideSlidingLog(const Policy& policy, SlidingLog& log, std::int64_
 
   const std::int64_t count = log.units();
   const bool allowed = cost == 0 || count + cost <= limit;
-  if (allowed && cost > 0) log.Append(now, cost);
+  const bool adds = allowed && cost > 0;
+  if (adds && append) log.Append(now, cost);
 
   std::int64_t retry = 0;
   if (!allowed) retry = cost > limit ? -1 : log.TimeOfUnit(count + cost - limit) + period - now;
-  const std::int64_t reset = log.empty() ? 0 : log.newest().time + period - now;
+  // An admission is the newest run: P after it, the key is fresh.
+  const std::int64_t reset = adds ? period : (log.empty() ? 0 : log.newest().time + period - now);
 
-  SetDecision(decision, allowed, limit, limit - log.units(), retry, reset);
+  SetDecision(decision, allowed, limit, limit - count - (adds ? cost : 0), retry, reset);
   return reset;
+}
+
+void CommitSlidingLog(SlidingLog& log, std::int64_t now, std::int64_t cost) {
+  if (!log.empty()) now = std::max(now, log.newest().time);  // as DecideSlidingLog clamps
+  log.Append(now, cost);
 }
 
 }  // namespace floodgate::core

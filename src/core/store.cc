@@ -1,6 +1,10 @@
 #include <absl/status/status.h>
 #include <floodgate/store.h>
+#include <absl/strings/escaping.h>
 #include <fmt/format.h>
+
+#include "common/strings.h"
+#include "core/state_kind.h"
 
 namespace floodgate {
 
@@ -21,6 +25,46 @@ absl::Status ValidateRequest(const DecideRequest& request) {
     return absl::InvalidArgumentError("now must be before 2200-01-01");
   }
   return request.policy.Validate();
+}
+
+absl::Status ValidateMultiRequest(const MultiRequest& request) {
+  const std::size_t n = request.items.size();
+  if (n == 0 || n > kMaxItems) {
+    return absl::InvalidArgumentError(
+        fmt::format("a multi-decision takes 1 to {} items, got {}", kMaxItems, n));
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const CheckItem& item = request.items[i];
+    const absl::Status status =
+        ValidateRequest(DecideRequest{item.key, item.policy, item.cost, request.now});
+    if (!status.ok()) {
+      return absl::InvalidArgumentError(fmt::format("item {}: {}", i + 1, MessageOf(status)));
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      const CheckItem& other = request.items[j];
+      if (other.key == item.key && core::KindOf(other.policy) == core::KindOf(item.policy)) {
+        return absl::InvalidArgumentError(fmt::format(
+            "items {} and {} share key \"{}\" under {}: they would share state; give each "
+            "limit its own key",
+            j + 1, i + 1, ToStd(absl::CEscape(ToAbsl(item.key))),
+            AlgorithmName(item.policy.algorithm)));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<MultiDecision> Store::DecideAll(const MultiRequest& request) {
+  if (absl::Status status = ValidateMultiRequest(request); !status.ok()) return status;
+  return DecideAllValidated(request);
+}
+
+void Store::DecideAllAsync(const MultiRequest& request, MultiCallback done) {
+  if (absl::Status status = ValidateMultiRequest(request); !status.ok()) {
+    done(std::move(status));
+    return;
+  }
+  DecideAllAsyncValidated(request, std::move(done));
 }
 
 absl::StatusOr<Decision> Store::Decide(const DecideRequest& request) {

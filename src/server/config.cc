@@ -122,18 +122,88 @@ absl::StatusOr<std::vector<IdentityPart>> ParseIdentify(std::string_view text) {
   return parts;
 }
 
+bool ValidName(std::string_view name) {
+  return !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+  });
+}
+
+absl::StatusOr<Policy> ParsePolicy(const Reader& r, const YAML::Node& node,
+                                   const std::string& path) {
+  std::string text;
+  FG_ASSIGN(text, r.String(node, path));
+  auto parsed = Policy::Parse(text);
+  if (!parsed.ok()) return r.Error(node, fmt::format("{}: {}", path, MessageOf(parsed.status())));
+  return *parsed;
+}
+
+// A map of names to policies (overrides, a plan table), in file order.
+absl::StatusOr<std::vector<std::pair<std::string, Policy>>> ParsePolicyMap(
+    const Reader& r, const YAML::Node& node, const std::string& path) {
+  if (!node.IsMap()) return r.Error(node, fmt::format("{} must be a mapping of names to policies", path));
+  std::vector<std::pair<std::string, Policy>> out;
+  for (const auto& entry : node) {
+    std::string name;
+    FG_ASSIGN(name, r.String(entry.first, path));
+    Policy policy;
+    FG_ASSIGN(policy, ParsePolicy(r, entry.second, fmt::format("{}[\"{}\"]", path, name)));
+    out.emplace_back(std::move(name), policy);
+  }
+  return out;
+}
+
+absl::StatusOr<Limit> ParseLimit(const Reader& r, const YAML::Node& node, const std::string& path) {
+  if (!node.IsMap()) return r.Error(node, fmt::format("{} must be a mapping", path));
+  if (auto s = r.KnownKeys(node, path, {"name", "policy", "shadow", "overrides", "policy_from"});
+      !s.ok()) {
+    return s;
+  }
+  Limit limit;
+  if (!node["name"]) return r.Error(node, fmt::format("{} needs a name", path));
+  FG_ASSIGN(limit.name, r.String(node["name"], path + ".name"));
+  if (!ValidName(limit.name)) {
+    return r.Error(node["name"], fmt::format("{}.name must be 1-64 of [A-Za-z0-9_.-]", path));
+  }
+  if (node["shadow"]) FG_ASSIGN(limit.shadow, r.Bool(node["shadow"], path + ".shadow"));
+  if (node["overrides"]) {
+    FG_ASSIGN(limit.overrides, ParsePolicyMap(r, node["overrides"], path + ".overrides"));
+  }
+  if (const YAML::Node from = node["policy_from"]) {
+    const std::string at = path + ".policy_from";
+    if (!from.IsMap()) return r.Error(from, fmt::format("{} must be a mapping", at));
+    if (auto s = r.KnownKeys(from, at, {"header", "map", "default"}); !s.ok()) return s;
+    if (!from["header"] || !from["map"]) {
+      return r.Error(from, fmt::format("{} needs a header and a map", at));
+    }
+    FG_ASSIGN(limit.plan_header, r.String(from["header"], at + ".header"));
+    FG_ASSIGN(limit.plans, ParsePolicyMap(r, from["map"], at + ".map"));
+    if (from["default"]) {
+      Policy fallback;
+      FG_ASSIGN(fallback, ParsePolicy(r, from["default"], at + ".default"));
+      limit.plan_fallback = fallback;
+    }
+  }
+  if (node["policy"]) {
+    FG_ASSIGN(limit.policy, ParsePolicy(r, node["policy"], path + ".policy"));
+  } else if (limit.plan_fallback) {
+    limit.policy = *limit.plan_fallback;
+  } else {
+    return r.Error(node, fmt::format("{} needs a policy (or a policy_from with a default)", path));
+  }
+  return limit;
+}
+
 absl::StatusOr<Rule> ParseRule(const Reader& r, const YAML::Node& node, const std::string& path) {
   if (!node.IsMap()) return r.Error(node, fmt::format("{} must be a mapping", path));
-  if (auto s = r.KnownKeys(node, path, {"name", "match", "identify", "policy", "cost"}); !s.ok()) {
+  if (auto s =
+          r.KnownKeys(node, path, {"name", "match", "identify", "policy", "limits", "cost"});
+      !s.ok()) {
     return s;
   }
   Rule rule;
   if (!node["name"]) return r.Error(node, fmt::format("{} needs a name", path));
   FG_ASSIGN(rule.name, r.String(node["name"], path + ".name"));
-  if (rule.name.empty() || rule.name.size() > 64 ||
-      !std::all_of(rule.name.begin(), rule.name.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
-      })) {
+  if (!ValidName(rule.name)) {
     return r.Error(node["name"], fmt::format("{}.name must be 1-64 of [A-Za-z0-9_.-]", path));
   }
   if (const YAML::Node match = node["match"]) {
@@ -161,22 +231,75 @@ absl::StatusOr<Rule> ParseRule(const Reader& r, const YAML::Node& node, const st
   }
   std::string identify = "ip";
   if (node["identify"]) FG_ASSIGN(identify, r.String(node["identify"], path + ".identify"));
-  auto parts = ParseIdentify(identify);
-  if (!parts.ok()) {
-    return r.Error(node["identify"],
-                   fmt::format("{}.identify: {}", path, MessageOf(parts.status())));
+  if (identify != "none") {
+    auto parts = ParseIdentify(identify);
+    if (!parts.ok()) {
+      return r.Error(node["identify"],
+                     fmt::format("{}.identify: {}", path, MessageOf(parts.status())));
+    }
+    rule.identify = *std::move(parts);
   }
-  rule.identify = *std::move(parts);
-  if (!node["policy"]) return r.Error(node, fmt::format("{} needs a policy", path));
-  std::string policy;
-  FG_ASSIGN(policy, r.String(node["policy"], path + ".policy"));
-  auto parsed = Policy::Parse(policy);
-  if (!parsed.ok()) {
-    return r.Error(node["policy"], fmt::format("{}.policy: {}", path, MessageOf(parsed.status())));
+  if (node["policy"].IsDefined() == node["limits"].IsDefined()) {
+    return r.Error(node, fmt::format("{} needs a policy or a list of limits (one of the two)", path));
   }
-  rule.policy = *parsed;
+  if (node["policy"]) {
+    Limit limit;
+    limit.name = limit.qualified = rule.name;
+    FG_ASSIGN(limit.policy, ParsePolicy(r, node["policy"], path + ".policy"));
+    rule.limits.push_back(std::move(limit));
+  } else {
+    const YAML::Node limits = node["limits"];
+    if (!limits.IsSequence() || limits.size() == 0 || limits.size() > kMaxItems) {
+      return r.Error(limits, fmt::format("{}.limits must be a list of 1 to {} limits", path,
+                                         kMaxItems));
+    }
+    for (std::size_t i = 0; i < limits.size(); ++i) {
+      Limit limit;
+      FG_ASSIGN(limit, ParseLimit(r, limits[i], fmt::format("{}.limits[{}]", path, i)));
+      for (const Limit& other : rule.limits) {
+        if (other.name == limit.name) {
+          return r.Error(limits[i]["name"],
+                         fmt::format("{}.limits: limit name \"{}\" is used twice", path,
+                                     limit.name));
+        }
+      }
+      limit.qualified = rule.name + "." + limit.name;
+      rule.limits.push_back(std::move(limit));
+    }
+  }
   if (node["cost"]) FG_ASSIGN(rule.cost, r.Integer(node["cost"], path + ".cost", 0, kMaxCost));
   return rule;
+}
+
+// Every rule whose prefix is a prefix of `rule`'s, with methods in common, matches every
+// request `rule` matches (the requests matching the most rules are those): their limits
+// together may not pass kMaxItems.
+absl::Status CheckLimitsPerRequest(const Reader& r, const YAML::Node& rules,
+                                   const std::vector<Rule>& parsed) {
+  const auto share_methods = [](const Rule& a, const Rule& b) {
+    if (a.methods.empty() || b.methods.empty()) return true;
+    return std::any_of(a.methods.begin(), a.methods.end(), [&](const std::string& m) {
+      return std::find(b.methods.begin(), b.methods.end(), m) != b.methods.end();
+    });
+  };
+  for (std::size_t i = 0; i < parsed.size(); ++i) {
+    std::size_t limits = 0;
+    std::string names;
+    for (const Rule& other : parsed) {
+      if (!parsed[i].path_prefix.starts_with(other.path_prefix) ||
+          !share_methods(parsed[i], other)) {
+        continue;
+      }
+      limits += other.limits.size();
+      names += (names.empty() ? "" : ", ") + other.name;
+    }
+    if (limits > kMaxItems) {
+      return r.Error(rules[i], fmt::format("a request to {} matches rules {} with {} limits in "
+                                           "all; at most {} apply to one request",
+                                           parsed[i].path_prefix, names, limits, kMaxItems));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -184,6 +307,19 @@ absl::StatusOr<Rule> ParseRule(const Reader& r, const YAML::Node& node, const st
 bool Rule::Matches(std::string_view method, std::string_view path) const {
   if (!path.starts_with(path_prefix)) return false;
   return methods.empty() || std::find(methods.begin(), methods.end(), method) != methods.end();
+}
+
+const Policy& Limit::For(std::string_view identity, std::string_view plan) const {
+  for (const auto& [name, override] : overrides) {
+    if (name == identity) return override;
+  }
+  if (!plan_header.empty()) {
+    for (const auto& [name, chosen] : plans) {
+      if (name == plan) return chosen;
+    }
+    if (plan_fallback) return *plan_fallback;
+  }
+  return policy;
 }
 
 const IdentityPart* Rule::cookie() const {
@@ -212,11 +348,13 @@ std::string StoreConfig::EffectiveUrl() const {
   return out;
 }
 
-const Rule* ServerConfig::Match(std::string_view method, std::string_view path) const {
+std::vector<const Rule*> ServerConfig::MatchAll(std::string_view method,
+                                                std::string_view path) const {
+  std::vector<const Rule*> matched;
   for (const Rule& rule : rules) {
-    if (rule.Matches(method, path)) return &rule;
+    if (rule.Matches(method, path)) matched.push_back(&rule);
   }
-  return nullptr;
+  return matched;
 }
 
 const Rule* ServerConfig::Find(std::string_view name) const {
@@ -276,8 +414,9 @@ absl::StatusOr<ServerConfig> ParseConfig(std::string_view yaml, const std::strin
   config.source = source;
   if (!root || root.IsNull()) return config;  // an empty file: every default
   if (!root.IsMap()) return r.Error(root, "the config must be a mapping of keys");
-  if (auto s = r.KnownKeys(
-          root, "", {"listen", "store", "trusted_proxies", "authz_deny_status", "demo", "rules"});
+  if (auto s = r.KnownKeys(root, "",
+                           {"listen", "store", "trusted_proxies", "authz_deny_status", "demo",
+                            "shadow", "rules"});
       !s.ok()) {
     return s;
   }
@@ -351,6 +490,7 @@ absl::StatusOr<ServerConfig> ParseConfig(std::string_view yaml, const std::strin
     config.authz_deny_status = static_cast<int>(status);
   }
   if (root["demo"]) FG_ASSIGN(config.demo, r.Bool(root["demo"], "demo"));
+  if (root["shadow"]) FG_ASSIGN(config.shadow, r.Bool(root["shadow"], "shadow"));
   if (const YAML::Node rules = root["rules"]) {
     if (!rules.IsSequence()) return r.Error(rules, "rules must be a list");
     std::set<std::string> names;
@@ -362,6 +502,7 @@ absl::StatusOr<ServerConfig> ParseConfig(std::string_view yaml, const std::strin
       }
       config.rules.push_back(*std::move(rule));
     }
+    if (auto s = CheckLimitsPerRequest(r, rules, config.rules); !s.ok()) return s;
   }
   return config;
 }

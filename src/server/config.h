@@ -4,6 +4,7 @@
 // swapped whole on SIGHUP.
 
 #include <absl/status/statusor.h>
+#include <floodgate/multi.h>
 #include <floodgate/policy.h>
 #include <floodgate/redis_store.h>
 
@@ -25,12 +26,33 @@ struct IdentityPart {
   std::string name;  // header or cookie name
 };
 
+// One limit of a rule (docs/multi.md): a rule's single `policy:` is one limit named after
+// the rule; `limits:` gives several, all decided together for every request the rule
+// matches.
+struct Limit {
+  std::string name;       // "daily"; the rule's name for a rule's single policy
+  std::string qualified;  // "api.daily": in headers, denied_by and metrics ("api" when single)
+  Policy policy;          // the default; overrides and policy_from may choose another
+  bool shadow = false;    // decided and counted, never denies
+  // Policies for named identities (the identity's value: a header's, an IP, a cookie's;
+  // several parts joined by '+'), e.g. a big customer's API key.
+  std::vector<std::pair<std::string, Policy>> overrides;
+  // A policy chosen by a request header's value (a plan: free, pro...), or `fallback`
+  // when the value is missing or not in the map.
+  std::string plan_header;
+  std::vector<std::pair<std::string, Policy>> plans;
+  std::optional<Policy> plan_fallback;
+
+  // The policy for a client: its override, else its plan, else `policy`.
+  const Policy& For(std::string_view identity, std::string_view plan) const;
+};
+
 struct Rule {
   std::string name;
   std::string path_prefix = "/";
   std::vector<std::string> methods;  // upper case; empty: any method
-  std::vector<IdentityPart> identify;
-  Policy policy;
+  std::vector<IdentityPart> identify;  // empty: `identify: none`, one key for everyone
+  std::vector<Limit> limits;           // 1..kMaxItems
   std::int64_t cost = 1;
 
   bool Matches(std::string_view method, std::string_view path) const;
@@ -59,14 +81,16 @@ struct ServerConfig {
   std::vector<Network> trusted_proxies;
   int authz_deny_status = 429;
   bool demo = true;
+  bool shadow = false;  // every limit in shadow mode: decided and counted, nothing denied
   std::vector<Rule> rules;
   // Whether the file set these, so the environment (FLOODGATE_LISTEN, FLOODGATE_STORE)
   // fills in only what it left out.
   bool listen_given = false;
   bool store_url_given = false;
 
-  // The first rule that matches, or nullptr (the request is allowed untouched).
-  const Rule* Match(std::string_view method, std::string_view path) const;
+  // Every rule that matches, in config order (none: the request is allowed untouched).
+  // At most kMaxItems limits in all (ParseConfig refuses configs that could exceed it).
+  std::vector<const Rule*> MatchAll(std::string_view method, std::string_view path) const;
   const Rule* Find(std::string_view name) const;
   bool Trusted(const boost::asio::ip::address& address) const;
 };

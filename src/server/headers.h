@@ -22,4 +22,9 @@ std::int64_t CeilSeconds(std::chrono::microseconds us);
 HeaderList RateLimitHeaders(std::string_view policy_name, const Policy& policy,
                             const Decision& decision);
 
+// Appends one limit to the values of RateLimit-Policy and RateLimit, which list several
+// limits comma-separated (the IETF draft allows it).
+void AppendRateLimitFields(std::string& policy_field, std::string& limit_field,
+                           std::string_view name, const Policy& policy, const Decision& decision);
+
 }  // namespace floodgate::server

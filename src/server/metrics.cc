@@ -41,6 +41,19 @@ void Metrics::CountDecision(std::string_view rule, Outcome outcome) {
   ForRule(rule).outcomes[static_cast<int>(outcome)].fetch_add(1, std::memory_order_relaxed);
 }
 
+void Metrics::CountLimit(std::string_view limit, LimitResult result) {
+  LimitCounters* counters = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    auto it = limits_.find(ToAbsl(limit));
+    if (it == limits_.end()) {
+      it = limits_.emplace(std::string(limit), std::make_unique<LimitCounters>()).first;
+    }
+    counters = it->second.get();
+  }
+  counters->results[static_cast<int>(result)].fetch_add(1, std::memory_order_relaxed);
+}
+
 void Metrics::ObserveStoreLatency(std::chrono::nanoseconds took) {
   const double seconds = std::chrono::duration<double>(took).count();
   const auto bucket =
@@ -82,6 +95,24 @@ std::string Metrics::Render(Store& store) const {
       for (int i = 0; i < 3; ++i) {
         out += fmt::format("floodgate_decisions_total{{rule=\"{}\",result=\"{}\"}} {}\n",
                            escape(name), kResults[i], counters->outcomes[i].load());
+      }
+    }
+  }
+  out +=
+      "# HELP floodgate_limit_decisions_total What each limit of a rule did: allowed, denied, "
+      "would_deny (a shadow limit that did not deny), denied_by_other (not spent: another "
+      "limit denied the request).\n"
+      "# TYPE floodgate_limit_decisions_total counter\n";
+  {
+    std::lock_guard lock(mu_);
+    std::map<std::string, const LimitCounters*> sorted;
+    for (const auto& [name, counters] : limits_) sorted.emplace(name, counters.get());
+    static constexpr const char* kResults[] = {"allowed", "denied", "would_deny",
+                                               "denied_by_other"};
+    for (const auto& [name, counters] : sorted) {
+      for (int i = 0; i < 4; ++i) {
+        out += fmt::format("floodgate_limit_decisions_total{{limit=\"{}\",result=\"{}\"}} {}\n",
+                           escape(name), kResults[i], counters->results[i].load());
       }
     }
   }
@@ -132,6 +163,16 @@ std::string Metrics::Render(Store& store) const {
         "# HELP floodgate_store_reconnects_total Connections to the store lost and redone.\n"
         "# TYPE floodgate_store_reconnects_total counter\nfloodgate_store_reconnects_total {}\n",
         r.errors, r.timeouts, r.breaker_open ? 1 : 0, r.denial_cache_hits, r.calls, r.reconnects);
+    out += fmt::format(
+        "# HELP floodgate_multi_decisions_total Decisions over several limits at once.\n"
+        "# TYPE floodgate_multi_decisions_total counter\nfloodgate_multi_decisions_total {}\n"
+        "# HELP floodgate_multi_releases_total Reservations on a Redis Cluster slot given back "
+        "because a later slot denied (failed: their call failed; the capacity returns when the "
+        "key expires).\n"
+        "# TYPE floodgate_multi_releases_total counter\n"
+        "floodgate_multi_releases_total{{result=\"sent\"}} {}\n"
+        "floodgate_multi_releases_total{{result=\"failed\"}} {}\n",
+        r.multi_decisions, r.releases, r.release_failures);
     if (redis->options().cluster) {
       out += fmt::format(
           "# HELP floodgate_redis_redirects_total Redis Cluster redirects followed.\n"

@@ -17,11 +17,16 @@ namespace floodgate::server {
 
 enum class Outcome { kAllowed, kDenied, kDegraded };
 
+// What one limit of a request did (docs/multi.md): let it through, denied it, would have
+// denied it (a shadow limit), or was not spent because another limit denied.
+enum class LimitResult { kAllowed, kDenied, kWouldDeny, kDeniedByOther };
+
 class Metrics {
  public:
   Metrics();
   // Thread-safe.
   void CountDecision(std::string_view rule, Outcome outcome);
+  void CountLimit(std::string_view limit, LimitResult result);
   void ObserveStoreLatency(std::chrono::nanoseconds took);
   void CountHttp(int status);
   // The exposition text, with the store's own counters read now.
@@ -41,6 +46,10 @@ class Metrics {
   const std::uint64_t id_;  // tells this instance's per-thread cache entries from another's
   mutable std::mutex mu_;   // guards the map, not the counters
   absl::flat_hash_map<std::string, std::unique_ptr<RuleCounters>> rules_;
+  struct LimitCounters {
+    std::array<std::atomic<std::uint64_t>, 4> results{};
+  };
+  absl::flat_hash_map<std::string, std::unique_ptr<LimitCounters>> limits_;  // under mu_
   std::array<std::atomic<std::uint64_t>, kBuckets.size() + 1> latency_{};
   std::atomic<std::uint64_t> latency_count_{0};
   std::atomic<std::uint64_t> latency_sum_ns_{0};

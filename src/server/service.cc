@@ -311,17 +311,132 @@ void Service::Decide(std::string_view key, const Policy& policy, std::int64_t co
   store_->DecideAsync({key, policy, cost, std::nullopt}, std::move(finish));
 }
 
-void Service::LogDegraded(Steady::time_point now) {
-  const std::uint64_t count = degraded_unlogged_.fetch_add(1) + 1;
-  std::int64_t last = last_degraded_log_ns_.load();
-  const std::int64_t at = now.time_since_epoch().count();
-  if (at - last < 1'000'000'000 || !last_degraded_log_ns_.compare_exchange_strong(last, at)) {
-    return;
-  }
-  degraded_unlogged_.fetch_sub(count);
-  spdlog::warn("store {} failing: {} decision(s) answered by on_error since the last report",
-               store_->Describe(), count);
+template <class Done>
+void Service::DecideAll(const RequestLimits& limits, Done done) {
+  const auto begin = Steady::now();
+  auto finish = [this, begin, done = std::move(done)](absl::StatusOr<MultiDecision> d) mutable {
+    const auto now = Steady::now();
+    metrics_.ObserveStoreLatency(now - begin);
+    if (d.ok() && d->degraded) LogDegraded(now);
+    done(std::move(d));
+  };
+  const MultiRequest request{limits.items, std::nullopt};
+  if (store_answers_inline_) return finish(store_->DecideAll(request));
+  store_->DecideAllAsync(request, std::move(finish));
 }
+
+std::uint64_t EverySecond::Count(Steady::time_point now) {
+  const std::uint64_t count = unreported_.fetch_add(1) + 1;
+  std::int64_t last = last_ns_.load();
+  const std::int64_t at = now.time_since_epoch().count();
+  if (at - last < 1'000'000'000 || !last_ns_.compare_exchange_strong(last, at)) return 0;
+  unreported_.fetch_sub(count);
+  return count;
+}
+
+void Service::LogDegraded(Steady::time_point now) {
+  if (const std::uint64_t count = degraded_log_.Count(now)) {
+    spdlog::warn("store {} failing: {} decision(s) answered by on_error since the last report",
+                 store_->Describe(), count);
+  }
+}
+
+void Service::CountMulti(const RequestLimits& limits, const MultiDecision& decision) {
+  const Outcome outcome = decision.degraded  ? Outcome::kDegraded
+                          : decision.allowed ? Outcome::kAllowed
+                                             : Outcome::kDenied;
+  for (const std::string& rule : limits.rules) metrics_.CountDecision(rule, outcome);
+  for (std::size_t i = 0; i < limits.items.size(); ++i) {
+    if (std::find(decision.unknown.begin(), decision.unknown.end(), i) != decision.unknown.end()) {
+      continue;
+    }
+    LimitResult result = LimitResult::kAllowed;
+    if (!decision.items[i].allowed) {
+      result = limits.items[i].shadow ? LimitResult::kWouldDeny : LimitResult::kDenied;
+    } else if (!decision.allowed) {
+      result = LimitResult::kDeniedByOther;
+    }
+    metrics_.CountLimit(limits.names[i], result);
+    if (result == LimitResult::kWouldDeny) {
+      if (const std::uint64_t count = would_deny_log_.Count(Steady::now())) {
+        spdlog::info("shadow limit {} would have denied this request ({} shadow denial(s) since "
+                     "the last report); nothing was denied",
+                     limits.names[i], count);
+      }
+    }
+  }
+}
+
+void RequestLimits::Add(std::string key, std::string name, const Policy& policy,
+                        std::int64_t cost, bool shadow) {
+  // Over-long keys are cut: clients that differ only past 512 bytes share a limit.
+  if (key.size() > kMaxKeyBytes) key.resize(kMaxKeyBytes);
+  keys.push_back(std::move(key));
+  names.push_back(std::move(name));
+  items.push_back(CheckItem{{}, policy, cost, {}, shadow});
+}
+
+void RequestLimits::Seal() {
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    items[i].key = keys[i];
+    items[i].name = names[i];
+  }
+}
+
+namespace {
+
+// RateLimit-Policy and RateLimit list every enforced limit the store answered for (a
+// shadow limit is rolled out silently); X-RateLimit-* and Retry-After follow the binding
+// item and the combined wait (docs/multi.md).
+HeaderList MultiRateLimitHeaders(const RequestLimits& limits, const MultiDecision& decision) {
+  HeaderList headers = RateLimitHeaders(limits.names[decision.binding],
+                                        limits.items[decision.binding].policy, decision.Summary());
+  std::string policy_field, limit_field;
+  for (std::size_t i = 0; i < limits.items.size(); ++i) {
+    if (limits.items[i].shadow ||
+        std::find(decision.unknown.begin(), decision.unknown.end(), i) != decision.unknown.end()) {
+      continue;
+    }
+    AppendRateLimitFields(policy_field, limit_field, limits.names[i], limits.items[i].policy,
+                          decision.items[i]);
+  }
+  for (auto& [name, value] : headers) {
+    if (name == "RateLimit-Policy") value = policy_field;
+    if (name == "RateLimit") value = limit_field;
+  }
+  return headers;
+}
+
+std::string Dump(const nlohmann::json& json) {
+  return json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// The names of some items, as a JSON array.
+std::string NamesJson(const RequestLimits& limits, const std::vector<std::size_t>& indexes) {
+  nlohmann::json names = nlohmann::json::array();
+  for (std::size_t i : indexes) names.push_back(limits.names[i]);
+  return Dump(names);
+}
+
+// /v1/check's answer to several limits: the Decision JSON clients read (the binding
+// item's, with the combined wait) and what each limit said.
+std::string MultiJson(const RequestLimits& limits, const MultiDecision& decision) {
+  std::string json = ToJson(decision.Summary());
+  json.pop_back();  // the closing brace
+  json += fmt::format(R"(,"denied_by":{})", NamesJson(limits, decision.denied_by));
+  if (!decision.would_deny.empty()) {
+    json += fmt::format(R"(,"would_deny":{})", NamesJson(limits, decision.would_deny));
+  }
+  json += R"(,"items":[)";
+  for (std::size_t i = 0; i < decision.items.size(); ++i) {
+    std::string item = ToJson(decision.items[i]);
+    item.insert(1, fmt::format(R"("name":{},)", Dump(limits.names[i])));
+    json += (i == 0 ? "" : ",") + item;
+  }
+  return json + "]}";
+}
+
+}  // namespace
 
 void Service::Check(const Request& request, const ServerConfig& config, Respond respond) {
   const auto bad = [&](std::string_view message) {
@@ -336,6 +451,32 @@ void Service::Check(const Request& request, const ServerConfig& config, Respond 
   simdjson::dom::object object;
   if (doc.get_object().get(object) != simdjson::SUCCESS) {
     return bad("the body must be a JSON object");
+  }
+  simdjson::dom::array items;
+  if (object["items"].get_array().get(items) == simdjson::SUCCESS) {
+    if (object.size() != 1) return bad("give \"items\" alone, or a single key");
+    auto limits = std::make_shared<RequestLimits>();
+    std::size_t n = 0;
+    for (simdjson::dom::element element : items) {
+      simdjson::dom::object item;
+      if (element.get_object().get(item) != simdjson::SUCCESS) {
+        return bad(fmt::format("items[{}] must be a JSON object", n));
+      }
+      auto status = AddCheckItem(item, n, request, config, *limits);
+      if (!status.ok()) {
+        return respond(Error(request,
+                             absl::IsNotFound(status) ? http::status::not_found
+                                                      : http::status::bad_request,
+                             absl::IsNotFound(status) ? "not_found" : "invalid_argument",
+                             MessageOf(status)));
+      }
+      ++n;
+    }
+    if (limits->items.empty() || limits->items.size() > kMaxItems) {
+      return bad(fmt::format("\"items\" must hold 1 to {} limits, got {}", kMaxItems,
+                             limits->items.size()));
+    }
+    return CheckAll(request, std::move(limits), std::move(respond));
   }
   std::string_view key, rule_name, policy_text;
   bool has_key = false, has_rule = false, has_policy = false, has_cost = false;
@@ -362,47 +503,209 @@ void Service::Check(const Request& request, const ServerConfig& config, Respond 
   }
   if (!has_key) return bad("missing \"key\"");
   if (has_rule == has_policy) return bad("give exactly one of \"rule\" and \"policy\"");
-  Policy policy;
-  std::string policy_name(kInlinePolicy);
-  std::string store_key;
+  if (key.empty()) return bad("\"key\" must not be empty");
+  if (key.size() > kMaxKeyBytes) {
+    return bad(fmt::format("\"key\" is {} bytes; the limit is {}", key.size(), kMaxKeyBytes));
+  }
   if (has_rule) {
     const Rule* rule = config.Find(rule_name);
     if (rule == nullptr) {
       return respond(Error(request, http::status::not_found, "not_found",
                            fmt::format("unknown rule \"{}\"", rule_name)));
     }
-    policy = rule->policy;
-    policy_name = rule->name;
-    if (!has_cost) cost = rule->cost;
-    // Rules keep their keys apart: the same client under two rules is two keys.
-    store_key = fmt::format("{}:{}", rule->name, key);
-  } else {
-    auto parsed = Policy::Parse(policy_text);
-    if (!parsed.ok()) return bad(MessageOf(parsed.status()));
-    policy = *parsed;
-    store_key = std::string(key);
+    auto limits = std::make_shared<RequestLimits>();
+    AddRuleLimits(*rule, key, ':', "", has_cost ? cost : rule->cost, request, config, *limits);
+    limits->rules.push_back(rule->name);
+    if (!limits->single()) return CheckAll(request, std::move(limits), std::move(respond));
+    // One limit: the single decision, as fast as it goes.
+    limits->Seal();
+    const CheckItem item = limits->items.front();
+    return Decide(item.key, item.policy, item.cost,
+                  [this, request_version = request.version(), keep_alive = request.keep_alive(),
+                   limits, respond = std::move(respond)](absl::StatusOr<Decision> decision) {
+                    const CheckItem& item = limits->items.front();
+                    if (!decision.ok()) {
+                      return respond(Error(request_version, keep_alive, http::status::bad_request,
+                                           "invalid_argument", MessageOf(decision.status())));
+                    }
+                    metrics_.CountDecision(limits->rules.front(),
+                                           decision->degraded  ? Outcome::kDegraded
+                                           : decision->allowed ? Outcome::kAllowed
+                                                               : Outcome::kDenied);
+                    Response response =
+                        MakeResponse(request_version, keep_alive, http::status::ok,
+                                     ToJson(*decision), "application/json");
+                    AddHeaders(response, RateLimitHeaders(item.name, item.policy, *decision));
+                    respond(std::move(response));
+                  });
   }
-  if (key.empty()) return bad("\"key\" must not be empty");
-  if (key.size() > kMaxKeyBytes) {
-    return bad(fmt::format("\"key\" is {} bytes; the limit is {}", key.size(), kMaxKeyBytes));
-  }
-  const std::string name = has_rule ? policy_name : std::string();
-  Decide(std::move(store_key), policy, cost,
+  auto parsed = Policy::Parse(policy_text);
+  if (!parsed.ok()) return bad(MessageOf(parsed.status()));
+  const Policy policy = *parsed;
+  Decide(key, policy, cost,
          [this, request_version = request.version(), keep_alive = request.keep_alive(), policy,
-          policy_name, name, respond = std::move(respond)](absl::StatusOr<Decision> decision) {
+          respond = std::move(respond)](absl::StatusOr<Decision> decision) {
            if (!decision.ok()) {
              return respond(Error(request_version, keep_alive, http::status::bad_request,
                                   "invalid_argument", MessageOf(decision.status())));
            }
-           metrics_.CountDecision(name.empty() ? kInlinePolicy : name,
-                                  decision->degraded  ? Outcome::kDegraded
-                                  : decision->allowed ? Outcome::kAllowed
-                                                      : Outcome::kDenied);
+           metrics_.CountDecision(kInlinePolicy, decision->degraded  ? Outcome::kDegraded
+                                                 : decision->allowed ? Outcome::kAllowed
+                                                                     : Outcome::kDenied);
            Response response = MakeResponse(request_version, keep_alive, http::status::ok,
                                             ToJson(*decision), "application/json");
-           AddHeaders(response, RateLimitHeaders(policy_name, policy, *decision));
+           AddHeaders(response, RateLimitHeaders(kInlinePolicy, policy, *decision));
            respond(std::move(response));
          });
+}
+
+// One entry of /v1/check's "items": {"key", "rule" | "policy", "cost", "name"}. A rule
+// brings all its limits, keyed as a {"key", "rule"} check keys them.
+absl::Status Service::AddCheckItem(simdjson::dom::object item, std::size_t index,
+                                   const Request& request, const ServerConfig& config,
+                                   RequestLimits& limits) {
+  const auto bad = [index](std::string_view what) {
+    return absl::InvalidArgumentError(fmt::format("items[{}]: {}", index, what));
+  };
+  std::string_view key, rule_name, policy_text, name;
+  std::int64_t cost = -1;
+  for (const auto [field, value] : item) {
+    if (field == "key") {
+      if (value.get_string().get(key) != simdjson::SUCCESS) return bad("\"key\" must be a string");
+    } else if (field == "rule") {
+      if (value.get_string().get(rule_name) != simdjson::SUCCESS) {
+        return bad("\"rule\" must be a string");
+      }
+    } else if (field == "policy") {
+      if (value.get_string().get(policy_text) != simdjson::SUCCESS) {
+        return bad("\"policy\" must be a string");
+      }
+    } else if (field == "name") {
+      if (value.get_string().get(name) != simdjson::SUCCESS) return bad("\"name\" must be a string");
+    } else if (field == "cost") {
+      if (value.get_int64().get(cost) != simdjson::SUCCESS || cost < 0 || cost > kMaxCost) {
+        return bad("\"cost\" must be a whole number from 0 to 1000000000");
+      }
+    } else {
+      return bad(fmt::format("unknown field \"{}\" (key, rule, policy, cost, name)",
+                             std::string_view(field)));
+    }
+  }
+  if (key.empty() || key.size() > kMaxKeyBytes) {
+    return bad(fmt::format("\"key\" must be 1 to {} bytes", kMaxKeyBytes));
+  }
+  if (rule_name.empty() == policy_text.empty()) return bad("give exactly one of \"rule\" and \"policy\"");
+  if (!rule_name.empty()) {
+    const Rule* rule = config.Find(rule_name);
+    if (rule == nullptr) {
+      return absl::NotFoundError(fmt::format("items[{}]: unknown rule \"{}\"", index, rule_name));
+    }
+    AddRuleLimits(*rule, key, ':', "", cost < 0 ? rule->cost : cost, request, config, limits);
+    if (std::find(limits.rules.begin(), limits.rules.end(), rule->name) == limits.rules.end()) {
+      limits.rules.push_back(rule->name);
+    }
+    return absl::OkStatus();
+  }
+  auto policy = Policy::Parse(policy_text);
+  if (!policy.ok()) return bad(MessageOf(policy.status()));
+  limits.Add(std::string(key), name.empty() ? fmt::format("items[{}]", index) : std::string(name),
+             *policy, cost < 0 ? 1 : cost, config.shadow);
+  if (std::find(limits.rules.begin(), limits.rules.end(), kInlinePolicy) == limits.rules.end()) {
+    limits.rules.emplace_back(kInlinePolicy);
+  }
+  return absl::OkStatus();
+}
+
+// A rule's limits for one client: each keyed `<rule>.<limit><sep>{<identity>}` (the
+// client in a hash tag, so that all limits of one client share a Redis Cluster slot),
+// its policy chosen by the client's override or plan.
+void Service::AddRuleLimits(const Rule& rule, std::string_view identity, char sep,
+                            std::string_view override_key, std::int64_t cost,
+                            const Request& request, const ServerConfig& config,
+                            RequestLimits& limits) {
+  const std::string_view chosen_by = override_key.empty() ? identity : override_key;
+  for (const Limit& limit : rule.limits) {
+    const std::string_view plan =
+        limit.plan_header.empty() ? std::string_view() : HeaderValue(request, limit.plan_header);
+    limits.Add(fmt::format("{}{}{{{}}}", limit.qualified, sep, identity), limit.qualified,
+               limit.For(chosen_by, plan), cost, limit.shadow || config.shadow);
+  }
+}
+
+void Service::CheckAll(const Request& request, std::shared_ptr<RequestLimits> limits,
+                       Respond respond) {
+  limits->Seal();
+  if (absl::Status status = ValidateMultiRequest({limits->items, std::nullopt}); !status.ok()) {
+    return respond(
+        Error(request, http::status::bad_request, "invalid_argument", MessageOf(status)));
+  }
+  DecideAll(*limits, [this, version = request.version(), keep_alive = request.keep_alive(),
+                      limits, respond = std::move(respond)](absl::StatusOr<MultiDecision> decision) {
+    if (!decision.ok()) {
+      return respond(Error(version, keep_alive, http::status::bad_request, "invalid_argument",
+                           MessageOf(decision.status())));
+    }
+    CountMulti(*limits, *decision);
+    Response response = MakeResponse(version, keep_alive, http::status::ok,
+                                      MultiJson(*limits, *decision), "application/json");
+    AddHeaders(response, MultiRateLimitHeaders(*limits, *decision));
+    respond(std::move(response));
+  });
+}
+
+// The client as a rule identifies it: the key part (`ip=...`, `h=...`, `c=...` joined by
+// '|'; "*" for `identify: none`) and the value overrides are named by (the values joined by
+// '+'). A missing cookie falls back to the IP (and a new cookie is issued), so dropping
+// the cookie gains nothing.
+std::pair<std::string, std::string> Service::Identify(const Rule& rule, const Request& request,
+                                                      const ip::address& client,
+                                                      std::string& issued_cookie) {
+  if (rule.identify.empty()) return {"*", "*"};
+  std::string key, value;
+  for (const IdentityPart& part : rule.identify) {
+    if (!key.empty()) {
+      key += '|';
+      value += '+';
+    }
+    switch (part.kind) {
+      case IdentityPart::Kind::kIp: {
+        const std::string ip = client.to_string();
+        key += "ip=" + ip;
+        value += ip;
+        break;
+      }
+      case IdentityPart::Kind::kHeader: {
+        const std::string_view header = HeaderValue(request, part.name);
+        if (header.empty()) {
+          const std::string ip = client.to_string();
+          key += "ip=" + ip;
+          value += ip;
+        } else {
+          key += "h=";
+          key += header;
+          value += header;
+        }
+        break;
+      }
+      case IdentityPart::Kind::kCookie: {
+        const auto cookie = CookieValue(request, part.name);
+        if (cookie && LooksLikeUuid(*cookie)) {
+          key += fmt::format("c={}", *cookie);
+          value += *cookie;
+        } else {
+          const std::string ip = client.to_string();
+          key += "ip=" + ip;
+          value += ip;
+          if (issued_cookie.empty()) {
+            issued_cookie = fmt::format("{}={}; Path=/; Max-Age=31536000; HttpOnly; SameSite=Lax",
+                                        part.name, NewUuidV7());
+          }
+        }
+        break;
+      }
+    }
+  }
+  return {std::move(key), std::move(value)};
 }
 
 void Service::Authz(const Request& request, const ip::address& peer, const ServerConfig& config,
@@ -418,69 +721,71 @@ void Service::Authz(const Request& request, const ip::address& peer, const Serve
                  [](unsigned char c) { return std::toupper(c); });
   const std::string_view path = PathOf(original_uri.empty() ? target : original_uri);
 
-  const Rule* rule = config.Match(upper, path);
-  if (rule == nullptr) {
+  const std::vector<const Rule*> rules = config.MatchAll(upper, path);
+  if (rules.empty()) {
     return respond(MakeResponse(request, http::status::no_content, "", "text/plain"));
   }
-  // Identify the client as the rule says; a missing cookie falls back to the IP (and a
-  // new cookie is issued), so dropping the cookie gains nothing.
   const ip::address client = ClientAddress(request, peer, config);
-  std::string key = rule->name;
-  std::string issued_cookie;
-  for (const IdentityPart& part : rule->identify) {
-    key += '|';
-    switch (part.kind) {
-      case IdentityPart::Kind::kIp:
-        key += "ip=" + client.to_string();
-        break;
-      case IdentityPart::Kind::kHeader: {
-        const std::string_view value = HeaderValue(request, part.name);
-        if (value.empty()) {
-          key += "ip=" + client.to_string();
-        } else {
-          key += "h=";
-          key += value;
-        }
-        break;
-      }
-      case IdentityPart::Kind::kCookie: {
-        const auto value = CookieValue(request, part.name);
-        if (value && LooksLikeUuid(*value)) {
-          key += fmt::format("c={}", *value);
-        } else {
-          key += "ip=" + client.to_string();
-          issued_cookie = fmt::format("{}={}; Path=/; Max-Age=31536000; HttpOnly; SameSite=Lax",
-                                      part.name, NewUuidV7());
-        }
-        break;
-      }
-    }
+  auto limits = std::make_shared<RequestLimits>();
+  for (const Rule* rule : rules) {
+    auto [key, value] = Identify(*rule, request, client, limits->issued_cookie);
+    AddRuleLimits(*rule, key, '|', value, rule->cost, request, config, *limits);
+    limits->rules.push_back(rule->name);
   }
-  // Over-long header values are cut: clients that differ only past 512 bytes share a limit.
-  if (key.size() > kMaxKeyBytes) key.resize(kMaxKeyBytes);
   const int deny_status =
       QueryParam(target, "deny_status") == "403" ? 403 : config.authz_deny_status;
-  Decide(std::move(key), rule->policy, rule->cost,
-         [this, version = request.version(), keep_alive = request.keep_alive(),
-          rule_name = rule->name, policy = rule->policy, deny_status, issued_cookie,
-          respond = std::move(respond)](absl::StatusOr<Decision> decision) {
-           if (!decision.ok()) {
-             return respond(Error(version, keep_alive, http::status::internal_server_error,
-                                  "internal", MessageOf(decision.status())));
-           }
-           metrics_.CountDecision(rule_name, decision->degraded  ? Outcome::kDegraded
-                                             : decision->allowed ? Outcome::kAllowed
-                                                                 : Outcome::kDenied);
-           Response response =
-               decision->allowed
-                   ? MakeResponse(version, keep_alive, http::status::no_content, "", "text/plain")
+  const auto answer = [version = request.version(), keep_alive = request.keep_alive(),
+                       deny_status](bool allowed, std::string_view denied_by) {
+    return allowed ? MakeResponse(version, keep_alive, http::status::no_content, "", "text/plain")
                    : MakeResponse(version, keep_alive, static_cast<http::status>(deny_status),
-                                  R"({"status": 429, "code": "rate_limit:exceeded"})",
+                                  fmt::format(R"({{"status": 429, "code": "rate_limit:exceeded", )"
+                                              R"("denied_by": {}}})",
+                                              denied_by),
                                   "application/json");
-           AddHeaders(response, RateLimitHeaders(rule_name, policy, *decision));
-           if (!issued_cookie.empty()) response.headers.emplace_back("Set-Cookie", issued_cookie);
-           respond(std::move(response));
-         });
+  };
+  if (limits->single()) {
+    limits->Seal();
+    const CheckItem item = limits->items.front();
+    return Decide(item.key, item.policy, item.cost,
+                  [this, version = request.version(), keep_alive = request.keep_alive(), limits,
+                   answer, respond = std::move(respond)](absl::StatusOr<Decision> decision) {
+                    const CheckItem& item = limits->items.front();
+                    if (!decision.ok()) {
+                      return respond(Error(version, keep_alive,
+                                           http::status::internal_server_error, "internal",
+                                           MessageOf(decision.status())));
+                    }
+                    metrics_.CountDecision(limits->rules.front(),
+                                           decision->degraded  ? Outcome::kDegraded
+                                           : decision->allowed ? Outcome::kAllowed
+                                                               : Outcome::kDenied);
+                    Response response = answer(decision->allowed, NamesJson(*limits, {0}));
+                    AddHeaders(response, RateLimitHeaders(item.name, item.policy, *decision));
+                    if (!limits->issued_cookie.empty()) {
+                      response.headers.emplace_back("Set-Cookie", limits->issued_cookie);
+                    }
+                    respond(std::move(response));
+                  });
+  }
+  limits->Seal();
+  if (absl::Status status = ValidateMultiRequest({limits->items, std::nullopt}); !status.ok()) {
+    return respond(Error(request, http::status::internal_server_error, "internal",
+                         MessageOf(status)));
+  }
+  DecideAll(*limits, [this, version = request.version(), keep_alive = request.keep_alive(), limits,
+                      answer, respond = std::move(respond)](absl::StatusOr<MultiDecision> decision) {
+    if (!decision.ok()) {
+      return respond(Error(version, keep_alive, http::status::internal_server_error, "internal",
+                           MessageOf(decision.status())));
+    }
+    CountMulti(*limits, *decision);
+    Response response = answer(decision->allowed, NamesJson(*limits, decision->denied_by));
+    AddHeaders(response, MultiRateLimitHeaders(*limits, *decision));
+    if (!limits->issued_cookie.empty()) {
+      response.headers.emplace_back("Set-Cookie", limits->issued_cookie);
+    }
+    respond(std::move(response));
+  });
 }
 
 }  // namespace floodgate::server

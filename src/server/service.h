@@ -5,8 +5,10 @@
 // decisions may complete on the store's I/O thread).
 
 #include <floodgate/store.h>
+#include <simdjson.h>
 
 #include <atomic>
+#include <chrono>
 #include <boost/asio/ip/address.hpp>
 #include <boost/beast/http.hpp>
 #include <functional>
@@ -50,6 +52,35 @@ struct Response {
 };
 using Respond = std::function<void(Response)>;
 
+// Counts events and says when to report them: at most once a second, with how many
+// there were since the last report. Thread-safe.
+class EverySecond {
+ public:
+  // Counts one; returns the count to report now, or 0 (the last report is too recent).
+  std::uint64_t Count(std::chrono::steady_clock::time_point now);
+
+ private:
+  std::atomic<std::int64_t> last_ns_{0};
+  std::atomic<std::uint64_t> unreported_{0};
+};
+
+// The limits one request meets (docs/multi.md), owning the strings their items point
+// into, so that an answer arriving later on the store's thread still has them.
+struct RequestLimits {
+  std::vector<std::string> keys;
+  std::vector<std::string> names;  // <rule>.<limit>, or the rule's name for a single policy
+  std::vector<CheckItem> items;    // their keys and names set by Seal()
+  std::vector<std::string> rules;  // the rules involved, for metrics
+  std::string issued_cookie;       // /v1/authz: a new anonymous cookie to set
+
+  void Add(std::string key, std::string name, const Policy& policy, std::int64_t cost,
+           bool shadow);
+  // Points every item at its key and name: once all are added.
+  void Seal();
+  // One enforced limit: the single decision serves it.
+  bool single() const { return items.size() == 1 && !items.front().shadow; }
+};
+
 class Service {
  public:
   // `store` and the initial config; the demo page's placeholders are filled once.
@@ -81,6 +112,18 @@ class Service {
   // Decides and calls `done` (inline, or later on the store's thread).
   template <class Done>
   void Decide(std::string_view key, const Policy& policy, std::int64_t cost, Done done);
+  template <class Done>
+  void DecideAll(const RequestLimits& limits, Done done);
+  void CheckAll(const Request& request, std::shared_ptr<RequestLimits> limits, Respond respond);
+  absl::Status AddCheckItem(simdjson::dom::object item, std::size_t index, const Request& request,
+                            const ServerConfig& config, RequestLimits& limits);
+  void AddRuleLimits(const Rule& rule, std::string_view identity, char sep,
+                     std::string_view override_key, std::int64_t cost, const Request& request,
+                     const ServerConfig& config, RequestLimits& limits);
+  static std::pair<std::string, std::string> Identify(const Rule& rule, const Request& request,
+                                                      const boost::asio::ip::address& client,
+                                                      std::string& issued_cookie);
+  void CountMulti(const RequestLimits& limits, const MultiDecision& decision);
   void LogDegraded(std::chrono::steady_clock::time_point now);
 
   std::shared_ptr<Store> store_;
@@ -90,9 +133,10 @@ class Service {
   const std::uint64_t id_;  // tells this service's cache entries from another's
   std::string demo_page_;
   Metrics metrics_;
-  // Degraded answers are logged at most once a second, with how many there were.
-  std::atomic<std::int64_t> last_degraded_log_ns_{0};
-  std::atomic<std::uint64_t> degraded_unlogged_{0};
+  // Degraded answers and shadow denials are logged at most once a second, with how many
+  // there were.
+  EverySecond degraded_log_;
+  EverySecond would_deny_log_;
 };
 
 // The client's address: the peer, unless the peer is a trusted proxy; then the

@@ -1,5 +1,6 @@
 // libFuzzer: the replies our Redis client accepts. Arbitrary bytes go through the RESP
-// reader, and every reply it yields through the decision decoder, for 1 to 3 decisions.
+// reader, and every reply it yields through the decision decoder, for 1 to 3 decisions,
+// with and without the batch script's trailing clock.
 #include <cstdlib>
 #include <vector>
 
@@ -14,12 +15,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     auto reply = reader.Next();
     if (!reply.ok() || *reply == nullptr) break;
     for (std::size_t n = 1; n <= limits.size(); ++n) {
-      auto decisions = floodgate::redis::DecodeDecisions(**reply, {limits.data(), n});
-      if (!decisions.ok()) continue;
-      if (decisions->size() != n) std::abort();
-      for (std::size_t i = 0; i < n; ++i) {
-        const auto& d = (*decisions)[i];
-        if (d.ok() && (d->limit != limits[i] || d->remaining < 0 || d->degraded)) std::abort();
+      for (const bool with_clock : {false, true}) {
+        auto decoded = floodgate::redis::DecodeDecisions(**reply, {limits.data(), n}, with_clock);
+        if (!decoded.ok()) continue;
+        if (decoded->decisions.size() != n || decoded->clock_us < 0) std::abort();
+        for (std::size_t i = 0; i < n; ++i) {
+          const auto& d = decoded->decisions[i];
+          if (d.ok() && (d->limit != limits[i] || d->remaining < 0 || d->degraded)) std::abort();
+        }
       }
     }
   }

@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <thread>
 #include <vector>
 
 #include "common/strings.h"
+#include "core/multi.h"
 #include "core/state_kind.h"
 #include "store/memory/shard.h"
 
@@ -87,6 +89,49 @@ class MemoryStore::Impl {
                           now.time_since_epoch().count(), request.cost, decision);
   }
 
+  // docs/multi.md: every item evaluated, then all committed or none, with every involved
+  // shard's lock held throughout, taken in shard order (so two multi-decisions never
+  // wait on each other in a cycle).
+  void DecideAll(const MultiRequest& request, MultiDecision& out) {
+    const std::size_t n = request.items.size();
+    std::array<memory::Probe, kMaxItems> probes;
+    std::array<memory::Shard*, kMaxItems> shards;
+    std::array<memory::Shard*, kMaxItems> locked;
+    std::size_t locks = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const CheckItem& item = request.items[i];
+      const core::StateKind kind = core::KindOf(item.policy);
+      const std::size_t hash = memory::HashKey(kind, item.key);
+      probes[i] = memory::Probe{kind, item.key, hash};
+      shards[i] = &ShardFor(hash);
+      locked[locks++] = shards[i];
+    }
+    // Shards live in one vector, so their addresses order them as their indexes do.
+    std::sort(locked.begin(), locked.begin() + locks);
+    locks = std::unique(locked.begin(), locked.begin() + locks) - locked.begin();
+    for (std::size_t i = 0; i < locks; ++i) locked[i]->mutex().lock();
+
+    const std::int64_t now = (request.now ? *request.now : Now()).time_since_epoch().count();
+    out.items.assign(n, Decision{});
+    std::array<memory::Shard::Plan, kMaxItems> plans;
+    for (std::size_t i = 0; i < n; ++i) {
+      plans[i] = shards[i]->Evaluate(probes[i], request.items[i].policy, now,
+                                     request.items[i].cost, out.items[i]);
+    }
+    out.allowed = core::MultiAllows(request.items, out.items);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!out.items[i].allowed) continue;  // a denial: written as it is
+      if (out.allowed) {
+        shards[i]->Commit(probes[i], plans[i], now);
+      } else {
+        // Nothing is consumed: the item reports where it stands, as a peek.
+        shards[i]->Evaluate(probes[i], request.items[i].policy, now, 0, out.items[i]);
+      }
+    }
+    for (std::size_t i = 0; i < locks; ++i) locked[i]->mutex().unlock();
+    core::Summarize(request.items, out);
+  }
+
   StoreStats Stats() const {
     StoreStats total;
     for (const auto& shard : shards_) {
@@ -131,6 +176,11 @@ absl::StatusOr<Decision> MemoryStore::DecideValidated(const DecideRequest& reque
   // Decided in place, in the copy the caller gets (see memory::Shard::Decide).
   absl::StatusOr<Decision> result(absl::in_place);
   impl_->Decide(request, *result);
+  return result;
+}
+absl::StatusOr<MultiDecision> MemoryStore::DecideAllValidated(const MultiRequest& request) {
+  absl::StatusOr<MultiDecision> result(absl::in_place);
+  impl_->DecideAll(request, *result);
   return result;
 }
 StoreStats MemoryStore::Stats() const { return impl_->Stats(); }

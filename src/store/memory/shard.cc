@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
+#include <type_traits>
 
 #include "common/strings.h"
 
@@ -47,38 +49,100 @@ std::size_t HashKey(core::StateKind kind, std::string_view key) {
 Shard::Shard(std::size_t max_keys)
     : index_(0, IndexHash{&entries_}, IndexEq{&entries_}), max_keys_(max_keys) {}
 
-void Shard::Decide(const Probe& probe, const Policy& policy, std::int64_t now_us, std::int64_t cost,
-                   Decision& decision) {
-  std::lock_guard lock(mu_);
+namespace {
+
+// Calls visit(std::type_identity<S>{}, decide) with the state type and the core function
+// of a value-state kind (not the sliding log). Each algorithm writes its answer straight
+// into the caller's Decision (see core/algorithms.h).
+template <class Visit>
+void VisitValueKind(core::StateKind kind, Visit&& visit) {
+  switch (kind) {
+    case core::StateKind::kGcra:
+      return visit(std::type_identity<core::GcraState>{}, core::DecideGcra);
+    case core::StateKind::kSmoothBucket:
+      return visit(std::type_identity<core::SmoothBucketState>{}, core::DecideSmoothBucket);
+    case core::StateKind::kIntervalBucket:
+      return visit(std::type_identity<core::IntervalBucketState>{}, core::DecideIntervalBucket);
+    case core::StateKind::kSlidingWindow:
+      return visit(std::type_identity<core::SlidingWindowState>{}, core::DecideSlidingWindow);
+    case core::StateKind::kFixedWindow:
+      return visit(std::type_identity<core::FixedWindowState>{}, core::DecideFixedWindow);
+    case core::StateKind::kSlidingLog:
+      return;  // not a value state
+  }
+}
+
+}  // namespace
+
+Shard::Found Shard::Find(const Probe& probe, std::int64_t now_us) {
   Found found;
   if (auto it = index_.find(probe); it != index_.end()) {
     found.slot = *it;
     found.entry = &entries_[found.slot];
     found.live = !found.entry->expired(SecondsFloor(now_us));
   }
-  // Each algorithm writes its answer straight into `decision` (see core/algorithms.h).
-  const auto with = [&](auto decide) {
-    return
-        [&, decide](const auto* stored) { return decide(policy, stored, now_us, cost, decision); };
-  };
-  switch (probe.kind) {
-    case core::StateKind::kGcra:
-      return DecideValue<core::GcraState>(probe, found, now_us, with(core::DecideGcra));
-    case core::StateKind::kSmoothBucket:
-      return DecideValue<core::SmoothBucketState>(probe, found, now_us,
-                                                  with(core::DecideSmoothBucket));
-    case core::StateKind::kIntervalBucket:
-      return DecideValue<core::IntervalBucketState>(probe, found, now_us,
-                                                    with(core::DecideIntervalBucket));
-    case core::StateKind::kSlidingWindow:
-      return DecideValue<core::SlidingWindowState>(probe, found, now_us,
-                                                   with(core::DecideSlidingWindow));
-    case core::StateKind::kFixedWindow:
-      return DecideValue<core::FixedWindowState>(probe, found, now_us,
-                                                 with(core::DecideFixedWindow));
-    case core::StateKind::kSlidingLog:
-      return DecideLog(probe, found, policy, now_us, cost, decision);
+  return found;
+}
+
+void Shard::Decide(const Probe& probe, const Policy& policy, std::int64_t now_us, std::int64_t cost,
+                   Decision& decision) {
+  std::lock_guard lock(mu_);
+  const Found found = Find(probe, now_us);
+  if (probe.kind == core::StateKind::kSlidingLog) {
+    return DecideLog(probe, found, policy, now_us, cost, decision);
   }
+  VisitValueKind(probe.kind, [&]<class S>(std::type_identity<S>, auto decide) {
+    DecideValue<S>(probe, found, now_us, [&](const S* stored) {
+      return decide(policy, stored, now_us, cost, decision);
+    });
+  });
+}
+
+Shard::Plan Shard::Evaluate(const Probe& probe, const Policy& policy, std::int64_t now_us,
+                            std::int64_t cost, Decision& decision) {
+  const Found found = Find(probe, now_us);
+  Plan plan;
+  if (probe.kind == core::StateKind::kSlidingLog) {
+    core::SlidingLog scratch;
+    core::SlidingLog& log = found.live ? *found.entry->state().log : scratch;
+    plan.ttl_us = core::DecideSlidingLog(policy, log, now_us, cost, decision, /*append=*/false);
+    if (decision.allowed) plan.append = cost;
+    return plan;
+  }
+  VisitValueKind(probe.kind, [&]<class S>(std::type_identity<S>, auto decide) {
+    const core::Outcome<S> out =
+        decide(policy, found.live ? &StateAs<S>(found.entry->state()) : nullptr, now_us, cost,
+               decision);
+    if (out.write) {
+      Entry::State state;
+      StateAs<S>(state) = *out.write;
+      plan.state = state;
+      plan.ttl_us = out.ttl_us;
+    }
+  });
+  return plan;
+}
+
+void Shard::Commit(const Probe& probe, const Plan& plan, std::int64_t now_us) {
+  // Found again: committing an earlier item of the same multi-decision may have inserted,
+  // moved or evicted entries of this shard.
+  const Found found = Find(probe, now_us);
+  if (plan.append > 0) {
+    if (found.live) {
+      core::CommitSlidingLog(*found.entry->state().log, now_us, plan.append);
+      found.entry->set_expires(SecondsCeil(now_us + plan.ttl_us));
+      found.entry->set_referenced(true);
+      return;
+    }
+    auto log = std::make_unique<core::SlidingLog>();
+    core::CommitSlidingLog(*log, now_us, plan.append);
+    Entry::State state;
+    state.log = log.release();  // owned by the entry
+    return Save(probe, found, state, now_us, now_us + plan.ttl_us);
+  }
+  if (!plan.state) return;
+  if (plan.ttl_us > 0) return Save(probe, found, *plan.state, now_us, now_us + plan.ttl_us);
+  Drop(found);  // the state is fresh again
 }
 
 template <class S, class DecideFn>

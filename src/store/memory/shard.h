@@ -40,6 +40,20 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   // forwarding, measured as a large share of an in-memory decision).
   void Decide(const Probe& probe, const Policy& policy, std::int64_t now_us, std::int64_t cost,
               Decision& decision);
+  // A multi-decision's steps on one item, with the shard's lock held by the caller (the
+  // store takes every involved shard's lock, in shard order, before the first step).
+  // Evaluate decides the item and writes nothing (a sliding log is trimmed, which no
+  // decision can see); Commit writes what Evaluate decided to write.
+  struct Plan {
+    std::optional<Entry::State> state;  // value kinds: what to save (ttl_us <= 0: drop)
+    std::int64_t append = 0;            // sliding log: the units admitted
+    std::int64_t ttl_us = 0;
+  };
+  SpinLock& mutex() { return mu_; }
+  Plan Evaluate(const Probe& probe, const Policy& policy, std::int64_t now_us, std::int64_t cost,
+                Decision& decision);
+  void Commit(const Probe& probe, const Plan& plan, std::int64_t now_us);
+
   // Thread-safe. Looks at up to `budget` entries, reclaiming the expired ones.
   std::size_t ReclaimExpired(std::int64_t now_us, std::size_t budget);
   // Thread-safe.
@@ -75,6 +89,7 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   };
 
   // `decide(const S* stored)` writes the decision and returns what to save.
+  Found Find(const Probe& probe, std::int64_t now_us);
   template <class S, class DecideFn>
   void DecideValue(const Probe& probe, Found found, std::int64_t now_us, DecideFn decide);
   void DecideLog(const Probe& probe, Found found, const Policy& policy, std::int64_t now_us,

@@ -4,12 +4,22 @@
 
 namespace floodgate::redis {
 
-absl::StatusOr<std::vector<absl::StatusOr<Decision>>> DecodeDecisions(
-    const redisReply& reply, std::span<const std::int64_t> limits) {
-  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != limits.size() * 4) {
+absl::StatusOr<DecodedReply> DecodeDecisions(const redisReply& reply,
+                                             std::span<const std::int64_t> limits,
+                                             bool with_clock) {
+  const std::size_t expected = limits.size() * 4 + (with_clock ? 1 : 0);
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != expected) {
     return absl::InternalError("answered a decision with an unexpected reply");
   }
-  std::vector<absl::StatusOr<Decision>> decisions;
+  DecodedReply decoded;
+  if (with_clock) {
+    const redisReply* clock = reply.element[expected - 1];
+    if (clock->type != REDIS_REPLY_INTEGER || clock->integer < 0) {
+      return absl::InternalError("answered a decision with an unexpected reply");
+    }
+    decoded.clock_us = clock->integer;
+  }
+  std::vector<absl::StatusOr<Decision>>& decisions = decoded.decisions;
   decisions.reserve(limits.size());
   for (std::size_t i = 0; i < limits.size(); ++i) {
     const redisReply* const* e = reply.element + i * 4;
@@ -31,7 +41,7 @@ absl::StatusOr<std::vector<absl::StatusOr<Decision>>> DecodeDecisions(
     d.reset_after = std::chrono::microseconds(e[3]->integer);
     decisions.push_back(d);
   }
-  return decisions;
+  return decoded;
 }
 
 }  // namespace floodgate::redis

@@ -14,10 +14,17 @@
 
 namespace floodgate::redis {
 
+struct DecodedReply {
+  std::vector<absl::StatusOr<Decision>> decisions;
+  std::int64_t clock_us = 0;  // the batch script's server clock (0: it read none)
+};
+
 // One entry per decision (`limits[i]` is decision i's policy limit). An error for the
-// whole reply when it is not an array of 4 x limits.size() elements; an error for one
-// decision when its four are not integers or are out of range.
-absl::StatusOr<std::vector<absl::StatusOr<Decision>>> DecodeDecisions(
-    const redisReply& reply, std::span<const std::int64_t> limits);
+// whole reply when it is not an array of 4 x limits.size() elements (and, `with_clock`,
+// a last one, lua/batch.lua's clock, a non-negative integer); an error for one decision
+// when its four are not integers or are out of range.
+absl::StatusOr<DecodedReply> DecodeDecisions(const redisReply& reply,
+                                             std::span<const std::int64_t> limits,
+                                             bool with_clock);
 
 }  // namespace floodgate::redis

@@ -1,4 +1,5 @@
 #include <absl/container/flat_hash_map.h>
+#include <absl/container/inlined_vector.h>
 #include <absl/status/status.h>
 #include <floodgate/memory_store.h>
 #include <floodgate/redis_store.h>
@@ -11,10 +12,12 @@
 #include <condition_variable>
 #include <deque>
 #include <future>
+#include <map>
 #include <mutex>
 #include <thread>
 
 #include "common/strings.h"
+#include "core/multi.h"
 #include "core/state_kind.h"
 #include "store/redis/breaker.h"
 #include "store/redis/cluster.h"
@@ -87,22 +90,46 @@ std::string AssembleScript(ScriptId id) {
 
 struct Node;
 
-// One decision on its way through Redis. Touched only on the I/O thread once queued.
-struct PendingDecision {
+// One key of a call: a single decision's, or one item of a multi-decision.
+struct PendingItem {
   std::string redis_key;  // <prefix><tag>:<key>
   std::size_t key_at;     // where the caller's key starts in redis_key (for on_error=local)
   Policy policy;
   std::int64_t cost;
-  std::optional<std::int64_t> now_us;
   StateKind kind;
+  bool shadow = false;
+};
+
+// What lua/batch.lua does with a group of items (docs/multi.md): a single decision is no
+// group; kAll decides a multi-decision's items all or nothing, kDry decides them and
+// consumes nothing, kRelease gives back what an earlier kAll consumed.
+enum class UnitMode : std::uint8_t { kSingle, kAll, kDry, kRelease };
+
+// A group's answer: its items' decisions, and the server time the script read (0: none).
+struct UnitResult {
+  std::vector<Decision> items;
+  std::int64_t clock_us = 0;
+};
+using UnitCallback = absl::AnyInvocable<void(absl::StatusOr<UnitResult>)>;
+
+// What goes through Redis as one unit: a single decision, or a group of a multi-decision's
+// items on one slot, which a call never splits. Touched only on the I/O thread once queued.
+struct PendingDecision {
+  absl::InlinedVector<PendingItem, 1> items;  // kSingle: exactly one
+  UnitMode mode = UnitMode::kSingle;
+  std::int64_t release_at = 0;  // kRelease: when the items were admitted
+  std::optional<std::int64_t> now_us;
   Steady::time_point deadline;
-  DecisionCallback done;
+  DecisionCallback done;   // kSingle
+  UnitCallback unit_done;  // the groups
   bool answered = false;
-  int slot = 0;                 // Redis Cluster: the key's slot
+  int slot = 0;                 // Redis Cluster: the items' slot
   Node* node = nullptr;         // where it was sent (whose breaker its outcome feeds)
   Node* admitted_by = nullptr;  // the node whose breaker let it through (retries skip it)
   int redirects = 0;            // MOVED / ASK / TRYAGAIN followed so far
   bool alone = false;           // sent in a call of its own (after TRYAGAIN on a batch)
+
+  const PendingItem& item() const { return items.front(); }
 };
 using PendingPtr = std::shared_ptr<PendingDecision>;
 
@@ -316,10 +343,15 @@ class RedisStore::Impl {
     return first_error_;
   }
 
+  std::string RedisKey(StateKind kind, std::string_view key) const {
+    std::string redis_key = options_.prefix;
+    redis_key.append(core::KeyTag(kind)).append(":").append(key);
+    return redis_key;
+  }
+
   void Submit(const DecideRequest& request, DecisionCallback done) {
     const StateKind kind = core::KindOf(request.policy);
-    std::string redis_key = options_.prefix;
-    redis_key.append(core::KeyTag(kind)).append(":").append(request.key);
+    std::string redis_key = RedisKey(kind, request.key);
     const Steady::time_point now = Steady::now();
     const bool server_clock = !request.now.has_value();
     // The denial cache and the breaker reason in this process's clock, so they only
@@ -332,13 +364,21 @@ class RedisStore::Impl {
       }
     }
     const std::size_t key_at = redis_key.size() - request.key.size();
-    auto pending = std::make_shared<PendingDecision>(PendingDecision{
-        std::move(redis_key), key_at, request.policy, request.cost,
-        request.now ? std::optional(request.now->time_since_epoch().count()) : std::nullopt, kind,
-        now + options_.timeout, std::move(done)});
+    auto pending = std::make_shared<PendingDecision>();
+    pending->items.push_back(
+        PendingItem{std::move(redis_key), key_at, request.policy, request.cost, kind});
+    if (request.now) pending->now_us = request.now->time_since_epoch().count();
+    pending->deadline = now + options_.timeout;
+    pending->done = std::move(done);
+    Dispatch(std::move(pending), now);
+  }
+
+  // Any thread. Sends a unit on its way: on a cluster to the I/O thread, which routes it
+  // by slot; else through the server's breaker to one of its connections.
+  void Dispatch(PendingPtr pending, Steady::time_point now) {
     if (options_.cluster) {
       // The slot map belongs to the I/O thread: route there.
-      pending->slot = redis::SlotOf(pending->redis_key);
+      pending->slot = redis::SlotOf(pending->item().redis_key);
       std::lock_guard lock(route_mu_);
       route_queue_.push_back(std::move(pending));
       if (!route_posted_) {
@@ -373,6 +413,10 @@ class RedisStore::Impl {
     s.asked = stats_.asked;
     s.retried = stats_.retried;
     s.topology_refreshes = stats_.refreshes;
+    s.multi_decisions = stats_.multi;
+    s.cross_slot = stats_.cross_slot;
+    s.releases = stats_.releases;
+    s.release_failures = stats_.release_failures;
     s.nodes = primaries_.load();
     const Steady::time_point now = Steady::now();
     std::lock_guard lock(nodes_mu_);
@@ -439,7 +483,7 @@ class RedisStore::Impl {
   struct Counters {
     std::atomic<std::uint64_t> calls{0}, batched{0}, errors{0}, timeouts{0}, degraded{0},
         denial_cache_hits{0}, noscript{0}, reconnects{0}, moved{0}, asked{0}, retried{0},
-        refreshes{0};
+        refreshes{0}, multi{0}, cross_slot{0}, releases{0}, release_failures{0};
   };
 
   // Constructor, or I/O thread. Nodes live as long as the store.
@@ -608,9 +652,12 @@ class RedisStore::Impl {
   }
 
   // Not a new failure (the breaker's own refusal must not keep it open): answer as
-  // on_error says, at memory speed.
+  // on_error says, at memory speed (a group's multi-decision does so for all its items).
   void AnswerWhileOpen(PendingDecision& pending) {
     pending.answered = true;
+    if (pending.mode != UnitMode::kSingle) {
+      return pending.unit_done(absl::UnavailableError("redis circuit breaker open"));
+    }
     pending.done(Fallback(pending));
   }
 
@@ -905,11 +952,17 @@ class RedisStore::Impl {
   // flushed its scripts); EVAL caches it again for the next EVALSHA. `asking` prefixes
   // ASKING (the slot is being imported by this node: an ASK redirect).
   void Send(Lane& lane, std::vector<PendingPtr> chunk, bool as_eval, bool asking) {
-    const ScriptId id = chunk.size() == 1 ? SingleScriptFor(chunk[0]->kind) : kScriptBatch;
+    const bool single = chunk.size() == 1 && chunk[0]->mode == UnitMode::kSingle;
+    const ScriptId id = single ? SingleScriptFor(chunk[0]->item().kind) : kScriptBatch;
+    std::size_t keys = 0, groups = 0;
+    for (const auto& p : chunk) {
+      keys += p->items.size();
+      groups += p->mode != UnitMode::kSingle;
+    }
     // Decimal arguments, kept alive until the command is formatted (the vector is sized
     // up front, so the views into it stay valid).
     std::vector<std::string> numbers;
-    numbers.reserve(1 + chunk.size() * 7);
+    numbers.reserve(2 + keys * 7 + groups * 5);
     const auto number = [&numbers](std::string text) -> std::string_view {
       return numbers.emplace_back(std::move(text));
     };
@@ -917,43 +970,69 @@ class RedisStore::Impl {
       return p.now_us ? std::to_string(*p.now_us) : std::string();
     };
     std::vector<std::string_view> args;
-    args.reserve(8 + chunk.size() * 4);
+    args.reserve(8 + keys * 8 + groups * 5);
     args.push_back(as_eval ? "EVAL" : "EVALSHA");
     args.push_back(as_eval ? scripts_[id].body : scripts_[id].sha);
-    args.push_back(number(std::to_string(chunk.size())));
-    for (const auto& p : chunk) args.push_back(p->redis_key);
-    if (chunk.size() == 1) {  // lua/single.lua: kind, now, limit, period, burst, cost
+    args.push_back(number(std::to_string(keys)));
+    for (const auto& p : chunk) {
+      for (const PendingItem& item : p->items) args.push_back(item.redis_key);
+    }
+    if (single) {  // lua/single.lua: kind, now, limit, period, burst, cost
       const PendingDecision& p = *chunk[0];
-      args.push_back(core::KeyTag(p.kind));
+      const PendingItem& item = p.item();
+      args.push_back(core::KeyTag(item.kind));
       args.push_back(number(now_arg(p)));
-      args.push_back(number(std::to_string(p.policy.limit)));
-      args.push_back(number(std::to_string(p.policy.period.count())));
-      args.push_back(number(std::to_string(p.policy.capacity())));
-      args.push_back(number(std::to_string(p.cost)));
-    } else {  // lua/batch.lua: the distinct policies once, then (policy, now, cost) each
-      std::vector<const PendingDecision*> policies;
-      std::vector<std::size_t> policy_of(chunk.size());
-      for (std::size_t i = 0; i < chunk.size(); ++i) {
-        const PendingDecision& p = *chunk[i];
-        std::size_t j = 0;
-        while (j < policies.size() &&
-               !(policies[j]->kind == p.kind && policies[j]->policy == p.policy)) {
-          ++j;
+      args.push_back(number(std::to_string(item.policy.limit)));
+      args.push_back(number(std::to_string(item.policy.period.count())));
+      args.push_back(number(std::to_string(item.policy.capacity())));
+      args.push_back(number(std::to_string(item.cost)));
+    } else {  // lua/batch.lua: the distinct policies once, the groups, then each item
+      std::vector<const PendingItem*> policies;
+      std::vector<std::size_t> policy_of;
+      policy_of.reserve(keys);
+      for (const auto& p : chunk) {
+        for (const PendingItem& item : p->items) {
+          std::size_t j = 0;
+          while (j < policies.size() &&
+                 !(policies[j]->kind == item.kind && policies[j]->policy == item.policy)) {
+            ++j;
+          }
+          if (j == policies.size()) policies.push_back(&item);
+          policy_of.push_back(j + 1);
         }
-        if (j == policies.size()) policies.push_back(&p);
-        policy_of[i] = j + 1;
       }
       args.push_back(number(std::to_string(policies.size())));
-      for (const PendingDecision* p : policies) {
-        args.push_back(core::KeyTag(p->kind));
-        args.push_back(number(std::to_string(p->policy.limit)));
-        args.push_back(number(std::to_string(p->policy.period.count())));
-        args.push_back(number(std::to_string(p->policy.capacity())));
+      for (const PendingItem* item : policies) {
+        args.push_back(core::KeyTag(item->kind));
+        args.push_back(number(std::to_string(item->policy.limit)));
+        args.push_back(number(std::to_string(item->policy.period.count())));
+        args.push_back(number(std::to_string(item->policy.capacity())));
       }
-      for (std::size_t i = 0; i < chunk.size(); ++i) {
-        args.push_back(number(std::to_string(policy_of[i])));
-        args.push_back(number(now_arg(*chunk[i])));
-        args.push_back(number(std::to_string(chunk[i]->cost)));
+      args.push_back(number(std::to_string(groups)));
+      std::size_t first = 1;
+      for (const auto& p : chunk) {
+        if (p->mode != UnitMode::kSingle) {
+          unsigned mask = 0;
+          for (std::size_t i = 0; i < p->items.size(); ++i) mask |= p->items[i].shadow << i;
+          args.push_back(number(std::to_string(first)));
+          args.push_back(number(std::to_string(p->items.size())));
+          args.push_back(p->mode == UnitMode::kAll   ? "all"
+                         : p->mode == UnitMode::kDry ? "dry"
+                                                     : "release");
+          args.push_back(number(std::to_string(mask)));
+          args.push_back(p->mode == UnitMode::kRelease ? number(std::to_string(p->release_at))
+                                                       : std::string_view());
+        }
+        first += p->items.size();
+      }
+      std::size_t k = 0;
+      for (const auto& p : chunk) {
+        const std::string_view now = number(now_arg(*p));
+        for (const PendingItem& item : p->items) {
+          args.push_back(number(std::to_string(policy_of[k++])));
+          args.push_back(now);
+          args.push_back(number(std::to_string(item.cost)));
+        }
       }
     }
     std::string command;
@@ -961,7 +1040,7 @@ class RedisStore::Impl {
     const std::size_t asking_bytes = command.size();
     redis::AppendCommand(command, args);
     ++stats_.calls;
-    if (chunk.size() > 1) stats_.batched += chunk.size();
+    if (!single) stats_.batched += keys;
     ++lane.calls_out;
     if (asking) {
       // Sent in the same write, right before the script: ASKING covers only the next
@@ -1028,22 +1107,45 @@ class RedisStore::Impl {
       for (auto& p : chunk) Complete(*p, error);
       return;
     }
+    const bool single = chunk.size() == 1 && chunk[0]->mode == UnitMode::kSingle;
     std::vector<std::int64_t> limits;
-    limits.reserve(chunk.size());
-    for (const auto& p : chunk) limits.push_back(p->policy.limit);
-    auto decisions = redis::DecodeDecisions(r, limits);
-    if (!decisions.ok()) {
+    for (const auto& p : chunk) {
+      for (const PendingItem& item : p->items) limits.push_back(item.policy.limit);
+    }
+    auto decoded = redis::DecodeDecisions(r, limits, /*with_clock=*/!single);
+    if (!decoded.ok()) {
       const absl::Status error = absl::InternalError(
-          fmt::format("redis at {} {}", lane.node.describe, MessageOf(decisions.status())));
+          fmt::format("redis at {} {}", lane.node.describe, MessageOf(decoded.status())));
       for (auto& p : chunk) Complete(*p, error);
       return;
     }
-    for (std::size_t i = 0; i < chunk.size(); ++i) {
-      absl::StatusOr<Decision>& d = (*decisions)[i];
-      Complete(*chunk[i], d.ok()
-                              ? std::move(d)
-                              : absl::InternalError(fmt::format(
-                                    "redis at {} {}", lane.node.describe, MessageOf(d.status()))));
+    const auto failed = [&](const absl::Status& status) {
+      return absl::InternalError(
+          fmt::format("redis at {} {}", lane.node.describe, MessageOf(status)));
+    };
+    std::size_t k = 0;
+    for (auto& p : chunk) {
+      if (p->mode == UnitMode::kSingle) {
+        absl::StatusOr<Decision>& d = decoded->decisions[k++];
+        Complete(*p, d.ok() ? std::move(d) : failed(d.status()));
+        continue;
+      }
+      UnitResult result;
+      result.clock_us = decoded->clock_us;
+      absl::Status status;
+      for (std::size_t i = 0; i < p->items.size(); ++i) {
+        absl::StatusOr<Decision>& d = decoded->decisions[k++];
+        if (!d.ok()) {
+          status = failed(d.status());
+        } else {
+          result.items.push_back(*d);
+        }
+      }
+      if (status.ok()) {
+        CompleteUnit(*p, std::move(result));
+      } else {
+        CompleteUnit(*p, status);
+      }
     }
   }
 
@@ -1127,15 +1229,13 @@ class RedisStore::Impl {
 
   // Answers a decision once: Redis's answer, or on_error's.
   void Complete(PendingDecision& p, absl::StatusOr<Decision> result) {
+    if (p.mode != UnitMode::kSingle) return CompleteUnit(p, result.status());  // an error
     if (p.answered) return;
     p.answered = true;
     const Steady::time_point now = Steady::now();
     if (result.ok()) {
       if (p.node != nullptr) p.node->breaker.Success();
-      if (!result->allowed && !p.now_us && options_.denial_cache_min.count() > 0 &&
-          result->retry_after >= options_.denial_cache_min) {
-        denials_.Insert(p.redis_key, p.policy, p.cost, *result, now);
-      }
+      RememberDenial(p, p.item(), *result, now);
       p.done(*std::move(result));
       return;
     }
@@ -1143,38 +1243,301 @@ class RedisStore::Impl {
       p.done(result.status());
       return;
     }
-    ++stats_.errors;
-    if (absl::IsDeadlineExceeded(result.status())) ++stats_.timeouts;
-    if (p.node != nullptr) p.node->breaker.Failure(now);
+    CountFailure(p, result.status(), now);
     p.done(Fallback(p));
+  }
+
+  // A group's answer, or its failure (answered by on_error for the whole multi-decision,
+  // which only its caller can do).
+  void CompleteUnit(PendingDecision& p, absl::StatusOr<UnitResult> result) {
+    if (p.answered) return;
+    p.answered = true;
+    const Steady::time_point now = Steady::now();
+    if (result.ok()) {
+      if (p.node != nullptr) p.node->breaker.Success();
+      for (std::size_t i = 0; i < p.items.size(); ++i) {
+        RememberDenial(p, p.items[i], result->items[i], now);
+      }
+    } else if (!absl::IsCancelled(result.status())) {
+      CountFailure(p, result.status(), now);
+    }
+    p.unit_done(std::move(result));
+  }
+
+  // The denial cache learns denials Redis gave at its own clock, long enough to matter.
+  void RememberDenial(const PendingDecision& p, const PendingItem& item, const Decision& d,
+                      Steady::time_point now) {
+    if (!d.allowed && !p.now_us && options_.denial_cache_min.count() > 0 &&
+        d.retry_after >= options_.denial_cache_min) {
+      denials_.Insert(item.redis_key, item.policy, item.cost, d, now);
+    }
+  }
+
+  void CountFailure(PendingDecision& p, const absl::Status& status, Steady::time_point now) {
+    ++stats_.errors;
+    if (absl::IsDeadlineExceeded(status)) ++stats_.timeouts;
+    if (p.node != nullptr) p.node->breaker.Failure(now);
+  }
+
+  // What on_error answers for one item when the store cannot (fail_open, fail_closed).
+  Decision OnErrorAnswer(const Policy& policy, std::int64_t cost) const {
+    Decision d;
+    d.limit = policy.limit;
+    d.degraded = true;
+    if (options_.on_error == OnError::kFailOpen) {
+      d.allowed = true;
+      d.remaining = std::max<std::int64_t>(0, policy.capacity() - cost);
+    } else {
+      // A hint, not a promise: come back after the breaker's open period.
+      d.retry_after = std::min<std::chrono::microseconds>(policy.period, options_.breaker_open);
+      d.reset_after = d.retry_after;
+    }
+    return d;
   }
 
   Decision Fallback(const PendingDecision& p) {
     ++stats_.degraded;
+    const PendingItem& item = p.item();
+    if (options_.on_error != OnError::kLocal) return OnErrorAnswer(item.policy, item.cost);
+    DecideRequest local{std::string_view(item.redis_key).substr(item.key_at), item.policy,
+                        item.cost, std::nullopt};
+    if (p.now_us) local.now = TimePoint(std::chrono::microseconds(*p.now_us));
     Decision d;
-    d.limit = p.policy.limit;
+    if (absl::StatusOr<Decision> decided = local_.Decide(local); decided.ok()) {
+      d = *decided;
+    } else {
+      d.limit = item.policy.limit;
+    }
     d.degraded = true;
-    switch (options_.on_error) {
-      case OnError::kFailOpen:
-        d.allowed = true;
-        d.remaining = std::max<std::int64_t>(0, p.policy.capacity() - p.cost);
-        break;
-      case OnError::kFailClosed:
-        // A hint, not a promise: come back after the breaker's open period.
-        d.retry_after = std::min<std::chrono::microseconds>(p.policy.period, options_.breaker_open);
-        d.reset_after = d.retry_after;
-        break;
-      case OnError::kLocal: {
-        DecideRequest local{std::string_view(p.redis_key).substr(p.key_at), p.policy, p.cost,
-                            std::nullopt};
-        if (p.now_us) local.now = TimePoint(std::chrono::microseconds(*p.now_us));
-        absl::StatusOr<Decision> decided = local_.Decide(local);
-        if (decided.ok()) d = *decided;
-        d.degraded = true;
-        break;
+    return d;
+  }
+
+  // ---- multi-decisions (docs/multi.md) ----
+
+  // A multi-decision on its way: its items (keys and names owned here), the answer being
+  // put together, and on a cluster the slots it spans, reserved in ascending order.
+  struct MultiState {
+    std::vector<std::string> keys, names;
+    std::vector<CheckItem> items;  // their keys and names point into `keys`, `names`
+    std::vector<std::string> redis_keys;
+    std::optional<std::int64_t> now_us;
+    Steady::time_point deadline;
+    MultiCallback done;
+    std::vector<Decision> decisions;  // what each item's store call said
+    std::vector<std::size_t> unknown;
+    bool degraded = false;
+    // Across cluster slots (I/O thread only).
+    std::vector<std::vector<std::size_t>> slots;  // item indexes, slot by ascending slot
+    std::size_t next = 0;                         // the slot being reserved
+    std::vector<std::int64_t> reserved_at;        // the time each reserved slot decided at
+    int outstanding = 0;                          // calls still out while unwinding
+  };
+  using MultiPtr = std::shared_ptr<MultiState>;
+
+ public:
+  void SubmitAll(const MultiRequest& request, MultiCallback done) {
+    auto m = std::make_shared<MultiState>();
+    const std::size_t n = request.items.size();
+    m->keys.reserve(n);
+    m->names.reserve(n);
+    for (const CheckItem& item : request.items) {
+      m->keys.emplace_back(item.key);
+      m->names.emplace_back(item.name);
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      CheckItem item = request.items[i];
+      item.key = m->keys[i];
+      item.name = m->names[i];
+      m->items.push_back(item);
+      m->redis_keys.push_back(RedisKey(core::KindOf(item.policy), item.key));
+    }
+    if (request.now) m->now_us = request.now->time_since_epoch().count();
+    const Steady::time_point now = Steady::now();
+    m->deadline = now + options_.timeout;
+    m->done = std::move(done);
+    m->decisions.resize(n);
+    ++stats_.multi;
+    if (!request.now && options_.denial_cache_min.count() > 0 && AnswerFromDenials(*m, now)) {
+      return;
+    }
+    if (!options_.cluster) {
+      std::vector<std::size_t> all(n);
+      for (std::size_t i = 0; i < n; ++i) all[i] = i;
+      m->slots.push_back(std::move(all));
+    } else {
+      std::map<int, std::vector<std::size_t>> by_slot;
+      for (std::size_t i = 0; i < n; ++i) by_slot[redis::SlotOf(m->redis_keys[i])].push_back(i);
+      for (auto& [slot, items] : by_slot) m->slots.push_back(std::move(items));
+      if (m->slots.size() > 1) ++stats_.cross_slot;
+    }
+    ReserveNext(std::move(m));
+  }
+
+ private:
+  // A denial cached for an enforced item denies the whole request without a round trip
+  // (docs/multi.md, "Failures"); the items not asked are reported unknown.
+  bool AnswerFromDenials(MultiState& m, Steady::time_point now) {
+    MultiDecision answer;
+    bool hit = false;
+    for (std::size_t i = 0; i < m.items.size(); ++i) {
+      const CheckItem& item = m.items[i];
+      std::optional<Decision> cached;
+      if (!item.shadow && item.cost > 0) {
+        cached = denials_.Lookup(m.redis_keys[i], item.policy, item.cost, now);
+      }
+      if (cached) {
+        answer.items.push_back(*cached);
+        hit = true;
+      } else {
+        answer.items.push_back(Unknown(item));
+        answer.unknown.push_back(i);
       }
     }
+    if (!hit) return false;
+    ++stats_.denial_cache_hits;
+    answer.from_denial_cache = true;
+    core::Summarize(m.items, answer);
+    m.done(std::move(answer));
+    return true;
+  }
+
+  static Decision Unknown(const CheckItem& item) {
+    Decision d;
+    d.allowed = true;
+    d.limit = item.policy.limit;
     return d;
+  }
+
+  PendingPtr MakeUnit(const MultiState& m, const std::vector<std::size_t>& indexes, UnitMode mode,
+                      Steady::time_point deadline) {
+    auto unit = std::make_shared<PendingDecision>();
+    for (std::size_t i : indexes) {
+      const CheckItem& item = m.items[i];
+      const std::string& redis_key = m.redis_keys[i];
+      unit->items.push_back(PendingItem{redis_key, redis_key.size() - item.key.size(),
+                                        item.policy, item.cost, core::KindOf(item.policy),
+                                        item.shadow});
+    }
+    unit->mode = mode;
+    unit->now_us = m.now_us;
+    unit->deadline = deadline;
+    return unit;
+  }
+
+  // Decides (and consumes, if they all allow) the items of the next slot, then the next;
+  // one slot (always, standalone) is the whole multi-decision in one call.
+  void ReserveNext(MultiPtr m) {
+    if (m->next == m->slots.size()) return Finish(*m, /*allowed=*/true);
+    auto unit = MakeUnit(*m, m->slots[m->next], UnitMode::kAll, m->deadline);
+    unit->unit_done = [this, m](absl::StatusOr<UnitResult> result) {
+      if (!result.ok()) return Abort(m, result.status());
+      const std::vector<std::size_t>& indexes = m->slots[m->next];
+      std::vector<CheckItem> items;
+      for (std::size_t k = 0; k < indexes.size(); ++k) {
+        m->decisions[indexes[k]] = result->items[k];
+        items.push_back(m->items[indexes[k]]);
+      }
+      m->reserved_at.push_back(m->now_us.value_or(result->clock_us));
+      if (core::MultiAllows(items, result->items)) {
+        ++m->next;
+        return ReserveNext(m);
+      }
+      Unwind(m);  // this slot denied and consumed nothing
+    };
+    Dispatch(std::move(unit), Steady::now());
+  }
+
+  // A slot denied: the later slots are asked what they would say (nothing consumed), the
+  // earlier ones give their reservations back; each answers its items' peeks.
+  void Unwind(MultiPtr m) {
+    std::vector<PendingPtr> units;
+    for (std::size_t s = m->next + 1; s < m->slots.size(); ++s) {
+      units.push_back(MakeUnit(*m, m->slots[s], UnitMode::kDry, m->deadline));
+    }
+    for (PendingPtr& release : Releases(*m)) units.push_back(std::move(release));
+    m->outstanding = static_cast<int>(units.size());
+    if (units.empty()) return Finish(*m, /*allowed=*/false);
+    for (PendingPtr& unit : units) {
+      std::vector<std::size_t> indexes;
+      for (const PendingItem& item : unit->items) indexes.push_back(IndexOf(*m, item));
+      unit->unit_done = [this, m, indexes](absl::StatusOr<UnitResult> result) {
+        for (std::size_t k = 0; k < indexes.size(); ++k) {
+          if (result.ok()) {
+            m->decisions[indexes[k]] = result->items[k];
+          } else {
+            m->unknown.push_back(indexes[k]);
+            m->decisions[indexes[k]] = Unknown(m->items[indexes[k]]);
+            m->degraded = true;
+          }
+        }
+        if (--m->outstanding == 0) Finish(*m, /*allowed=*/false);
+      };
+      Dispatch(std::move(unit), Steady::now());
+    }
+  }
+
+  // Release calls for what the reserved slots consumed: items that allowed with a cost.
+  // They get a deadline of their own: a release must not be dropped for the request's.
+  std::vector<PendingPtr> Releases(const MultiState& m) {
+    std::vector<PendingPtr> units;
+    for (std::size_t s = 0; s < m.next; ++s) {
+      std::vector<std::size_t> consumed;
+      for (std::size_t i : m.slots[s]) {
+        if (m.decisions[i].allowed && m.items[i].cost > 0) consumed.push_back(i);
+      }
+      if (consumed.empty()) continue;
+      auto unit =
+          MakeUnit(m, consumed, UnitMode::kRelease, Steady::now() + options_.timeout);
+      unit->release_at = m.reserved_at[s];
+      ++stats_.releases;
+      units.push_back(std::move(unit));
+    }
+    return units;
+  }
+
+  static std::size_t IndexOf(const MultiState& m, const PendingItem& item) {
+    for (std::size_t i = 0; i < m.redis_keys.size(); ++i) {
+      if (m.redis_keys[i] == item.redis_key) return i;
+    }
+    return 0;  // unreachable: every unit's item comes from m
+  }
+
+  void Finish(MultiState& m, bool allowed) {
+    MultiDecision answer;
+    answer.allowed = allowed;
+    answer.items = std::move(m.decisions);
+    answer.unknown = std::move(m.unknown);
+    std::sort(answer.unknown.begin(), answer.unknown.end());
+    answer.degraded = m.degraded;
+    core::Summarize(m.items, answer);
+    m.done(std::move(answer));
+  }
+
+  // A call failed: what was reserved goes back (its answer is not awaited), and on_error
+  // answers for every item, as one multi-decision.
+  void Abort(MultiPtr m, const absl::Status& status) {
+    for (PendingPtr& unit : Releases(*m)) {
+      unit->unit_done = [this](absl::StatusOr<UnitResult> result) {
+        if (!result.ok()) ++stats_.release_failures;
+      };
+      Dispatch(std::move(unit), Steady::now());
+    }
+    if (absl::IsCancelled(status)) return m->done(status);
+    ++stats_.degraded;
+    MultiDecision answer;
+    if (options_.on_error == OnError::kLocal) {
+      MultiRequest local{m->items, std::nullopt};
+      if (m->now_us) local.now = TimePoint(std::chrono::microseconds(*m->now_us));
+      if (auto decided = local_.DecideAll(local); decided.ok()) answer = *std::move(decided);
+    }
+    if (answer.items.empty()) {  // fail_open, fail_closed
+      for (const CheckItem& item : m->items) answer.items.push_back(OnErrorAnswer(item.policy, item.cost));
+      answer.allowed = core::MultiAllows(m->items, answer.items);
+      core::Summarize(m->items, answer);
+    }
+    answer.degraded = true;
+    for (Decision& d : answer.items) d.degraded = true;
+    m->done(std::move(answer));
   }
 
   RedisStoreOptions options_;
@@ -1257,6 +1620,19 @@ StoreStats RedisStore::Stats() const { return impl_->LocalStats(); }
 std::string RedisStore::Describe() const { return impl_->options().Describe(); }
 void RedisStore::Close() { impl_->Close(); }
 RedisStats RedisStore::redis_stats() const { return impl_->Stats(); }
+
+void RedisStore::DecideAllAsyncValidated(const MultiRequest& request, MultiCallback done) {
+  impl_->SubmitAll(request, std::move(done));
+}
+
+absl::StatusOr<MultiDecision> RedisStore::DecideAllValidated(const MultiRequest& request) {
+  std::promise<absl::StatusOr<MultiDecision>> answer;
+  auto result = answer.get_future();
+  impl_->SubmitAll(request, [&answer](absl::StatusOr<MultiDecision> decision) {
+    answer.set_value(std::move(decision));
+  });
+  return result.get();
+}
 const RedisStoreOptions& RedisStore::options() const { return impl_->options(); }
 bool RedisStore::Ping() { return impl_->Ping(); }
 absl::Status RedisStore::Health() { return impl_->Health(); }

@@ -1,0 +1,21 @@
+#pragma once
+
+// How a multi-decision's item decisions combine (docs/multi.md, "Decision" and "The
+// answer"): the one definition every store uses. The scripts in lua/ implement only the
+// first rule (what is consumed); the combination is computed here from what they return.
+
+#include <floodgate/multi.h>
+
+#include <span>
+
+namespace floodgate::core {
+
+// Whether the request is allowed, given each item's decision on its own: every enforced
+// item with cost > 0 allowed.
+bool MultiAllows(std::span<const CheckItem> items, std::span<const Decision> own);
+
+// Fills binding, retry_after, denied_by and would_deny of `decision`, whose `allowed` and
+// final `items` are set.
+void Summarize(std::span<const CheckItem> items, MultiDecision& decision);
+
+}  // namespace floodgate::core

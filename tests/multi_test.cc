@@ -1,0 +1,121 @@
+// Multi-decisions on memory:// (docs/multi.md): refused input, counter pollution against a
+// limiter that checks limits one after another, exact admission from many threads, and no
+// deadlock whatever order the items come in. The vectors run in conformance_test.
+#include <floodgate/limiter.h>
+#include <floodgate/memory_store.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <barrier>
+#include <thread>
+
+#include "common/strings.h"
+
+namespace floodgate {
+namespace {
+
+using ::testing::HasSubstr;
+using std::chrono::microseconds;
+
+constexpr std::int64_t T0 = 1'700'000'000'000'000;
+
+TEST(MultiRequests, AreRefusedWithTheReason) {
+  MemoryStore store;
+  const Policy gcra = *Policy::Parse("gcra:10/1s");
+  const Policy window = *Policy::Parse("fixed_window:10/1s");
+  const auto refused = [&](std::vector<CheckItem> items) {
+    auto d = store.DecideAll(MultiRequest{items, std::nullopt});
+    EXPECT_FALSE(d.ok());
+    return std::string(MessageOf(d.status()));
+  };
+  EXPECT_THAT(refused({}), HasSubstr("a multi-decision takes 1 to 16 items, got 0"));
+  EXPECT_THAT(refused(std::vector<CheckItem>(17, CheckItem{"k", gcra})),
+              HasSubstr("got 17"));
+  EXPECT_THAT(refused({{"a", gcra}, {"", gcra}}), HasSubstr("item 2: key must not be empty"));
+  EXPECT_THAT(refused({{"a", gcra}, {"b", gcra, -1}}), HasSubstr("item 2: cost must be"));
+  // Two items on one key under one algorithm would share state.
+  EXPECT_THAT(refused({{"a", gcra}, {"b", window}, {"a", *Policy::Parse("gcra:5/1s")}}),
+              HasSubstr("items 1 and 3 share key \"a\" under gcra"));
+  // The same key under two algorithms is two states: fine.
+  EXPECT_TRUE(store.DecideAll(MultiRequest{std::vector<CheckItem>{{"a", gcra}, {"a", window}},
+                                           std::nullopt})
+                  .ok());
+}
+
+// A client hammering past its per-second limit: all or nothing spends none of its daily
+// limit on the requests the burst denies; checking the limits one after another (as most
+// gateways do) spends the daily limit on every request the daily check sees.
+TEST(MultiDecisions, ADeniedRequestSpendsNoneOfTheOtherLimits) {
+  const Policy burst = *Policy::Parse("gcra:10/1s");
+  const Policy daily = *Policy::Parse("fixed_window:100/1d");
+  Limiter all_or_nothing(std::make_unique<MemoryStore>());
+  Limiter one_by_one(std::make_unique<MemoryStore>());
+  const std::vector<CheckItem> items = {{"client:daily", daily, 1, "daily"},
+                                        {"client:burst", burst, 1, "burst"}};
+  std::int64_t admitted = 0, admitted_one_by_one = 0;
+  for (int i = 0; i < 1000; ++i) {  // all at one instant: the burst admits 10
+    const TimePoint now{microseconds(T0)};
+    auto d = all_or_nothing.CheckAllAt(now, items);
+    ASSERT_TRUE(d.ok()) << d.status();
+    admitted += d->allowed;
+    // The first-match way: daily, then burst, each consuming on its own.
+    const bool daily_ok = one_by_one.CheckAt(now, "client:daily", daily)->allowed;
+    admitted_one_by_one += daily_ok && one_by_one.CheckAt(now, "client:burst", burst)->allowed;
+  }
+  EXPECT_EQ(admitted, 10);
+  EXPECT_EQ(admitted_one_by_one, 10);
+  const TimePoint peek{microseconds(T0)};
+  EXPECT_EQ(all_or_nothing.CheckAt(peek, "client:daily", daily, 0)->remaining, 90);
+  EXPECT_EQ(one_by_one.CheckAt(peek, "client:daily", daily, 0)->remaining, 0);
+}
+
+// 8 threads with items in opposite orders on keys spread over many shards: no deadlock,
+// and exactly the tighter of two stacked limits is admitted.
+TEST(MultiDecisions, ManyThreadsAdmitExactlyTheTighterLimit) {
+  MemoryStoreOptions options;
+  options.shards = 4;  // few shards: the threads' items keep colliding
+  Limiter limiter(std::make_unique<MemoryStore>(options));
+  const Policy tight = *Policy::Parse("fixed_window:700/1h");
+  const Policy loose = *Policy::Parse("sliding_log:1000/1h");
+  const TimePoint now{microseconds(T0)};  // one instant: no window ends during the run
+  std::atomic<std::int64_t> admitted{0};
+  std::barrier start(8);
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([&, t] {
+        std::vector<CheckItem> items = {{"tight", tight}, {"loose", loose},
+                                        {"k2", tight, 0},  {"k3", loose, 0}};
+        if (t % 2 == 1) std::reverse(items.begin(), items.end());
+        start.arrive_and_wait();
+        for (int i = 0; i < 500; ++i) admitted += limiter.CheckAllAt(now, items)->allowed;
+      });
+    }
+  }
+  EXPECT_EQ(admitted.load(), 700);
+  EXPECT_EQ(limiter.CheckAt(now, "loose", loose, 0)->remaining, 300);  // none spent on denials
+}
+
+TEST(MultiDecisions, AnswerIsTheBindingItemsDecisionWithTheCombinedWait) {
+  Limiter limiter(std::make_unique<MemoryStore>());
+  const Policy sec = *Policy::Parse("fixed_window:1/1s");
+  const Policy min = *Policy::Parse("fixed_window:2/1m");
+  const std::vector<CheckItem> items = {{"s", sec, 1, "sec"}, {"m", min, 1, "min"}};
+  const TimePoint t0{microseconds(T0)};
+  auto first = limiter.CheckAllAt(t0, items);
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(first->Summary().allowed);
+  EXPECT_EQ(first->Summary().limit, 1);  // sec binds: 0 left against min's 1
+  EXPECT_EQ(first->Summary().remaining, 0);
+  auto second = limiter.CheckAllAt(t0 + microseconds(500'000), items);
+  ASSERT_TRUE(second.ok());
+  const Decision summary = second->Summary();
+  EXPECT_FALSE(summary.allowed);
+  EXPECT_EQ(summary.retry_after, microseconds(500'000));
+  EXPECT_EQ(summary.limit, 1);
+  EXPECT_THAT(second->denied_by, ::testing::ElementsAre(0));
+}
+
+}  // namespace
+}  // namespace floodgate
