@@ -97,7 +97,7 @@ TEST(Config, StoreOptionsReachTheRedisUrl) {
 }
 
 struct BadConfig {
-  const char* yaml;
+  std::string yaml;
   const char* message;
 };
 class ConfigRejects : public ::testing::TestWithParam<BadConfig> {};
@@ -135,7 +135,51 @@ INSTANTIATE_TEST_SUITE_P(
                   "path_prefix must start with '/'"},
         BadConfig{"rules:\n  - {name: 'a b', policy: 'gcra:1/1s'}\n", "name must be 1-64 of"},
         BadConfig{"rules:\n  - {name: a, policy: 'gcra:1/1s', cost: -1}\n",
-                  "rules[0].cost must be a whole number from 0"}),
+                  "rules[0].cost must be a whole number from 0"},
+        // Several limits per rule (docs/multi.md).
+        BadConfig{"rules:\n  - name: a\n    limits:\n      - name: x\n        policy: gcra:1/1s\n"
+                  "        colour: red\n",
+                  "bad.yaml:6: unknown key \"colour\" in rules[0].limits[0] (known: name, policy, "
+                  "shadow, overrides, policy_from)"},
+        BadConfig{"rules:\n  - name: a\n    limits:\n      - {name: x, policy: 'gcra:1/1s'}\n"
+                  "      - {name: x, policy: 'gcra:2/1s'}\n",
+                  "bad.yaml:5: rules[0].limits: limit name \"x\" is used twice"},
+        BadConfig{"rules:\n  - name: a\n    limits:\n      - {name: x, policy: 'gcra:1/1s'}\n"
+                  "      - name: y\n        policy: gcra:10/1s,burst=0\n",
+                  "bad.yaml:6: rules[0].limits[1].policy: invalid policy \"gcra:10/1s,burst=0\""},
+        BadConfig{"rules:\n  - name: a\n    policy: gcra:1/1s\n    limits: [{name: x, policy: "
+                  "'gcra:1/1s'}]\n",
+                  "bad.yaml:2: rules[0] needs a policy or a list of limits (one of the two)"},
+        BadConfig{"rules:\n  - name: a\n    limits: []\n",
+                  "bad.yaml:3: rules[0].limits must be a list of 1 to 16 limits"},
+        BadConfig{"rules:\n  - name: a\n    limits:\n      - name: x\n        policy: gcra:1/1s\n"
+                  "        overrides: {big: 'gcra:1/0s'}\n",
+                  "bad.yaml:6: rules[0].limits[0].overrides[\"big\"]: invalid policy"},
+        BadConfig{"rules:\n  - name: a\n    limits:\n      - name: x\n"
+                  "        policy_from: {header: X-Plan}\n",
+                  "bad.yaml:5: rules[0].limits[0].policy_from needs a header and a map"},
+        BadConfig{"rules:\n  - name: a\n    limits:\n      - name: x\n"
+                  "        policy_from: {header: X-Plan, map: {free: 'gcra:1/1s'}}\n",
+                  "bad.yaml:4: rules[0].limits[0] needs a policy (or a policy_from with a "
+                  "default)"},
+        BadConfig{"rules:\n  - name: a\n    limits:\n      - {name: x, policy: 'gcra:1/1s', "
+                  "shadow: maybe}\n",
+                  "bad.yaml:4: rules[0].limits[0].shadow must be true or false"},
+        BadConfig{"shadow: 2\n", "bad.yaml:1: shadow must be true or false"},
+        BadConfig{"rules:\n  - {name: a, policy: 'gcra:1/1s', identify: nobody}\n",
+                  "unknown identity \"nobody\""},
+        // Two rules matching one path with 9 limits each: 18 limits in one request.
+        BadConfig{"rules:\n  - name: all\n    limits: [" + [] {
+                    std::string list;
+                    for (int i = 0; i < 9; ++i) {
+                      list += (i ? ", " : "") + std::string("{name: l") + std::to_string(i) +
+                              ", policy: 'gcra:1/1s'}";
+                    }
+                    return list + "]\n  - name: api\n    match: {path_prefix: /api}\n    limits: [" +
+                           list + "]\n";
+                  }(),
+                  "bad.yaml:4: a request to /api matches rules all, api with 18 limits in all; at "
+                  "most 16 apply to one request"}),
     [](const auto& info) { return std::to_string(info.index); });
 
 // ---- request handling, without sockets -------------------------------------------------

@@ -1,4 +1,5 @@
-// Limit a login endpoint to 3 attempts per user per 15 minutes, in process.
+// Limit a login endpoint to 3 attempts per user per 15 minutes, in process; then two
+// stacked limits decided together, all or nothing.
 #include <floodgate/floodgate.h>
 
 #include <cstdio>
@@ -19,5 +20,21 @@ int main() {
     allowed += decision->allowed;
   }
   std::printf("allowed %d of 5\n", allowed);
-  return allowed == 3 ? 0 : 1;
+
+  // 2 per second and 5 per day for one API key: the burst denies the third request, and
+  // that denial spends nothing of the daily limit.
+  const floodgate::CheckItem items[] = {
+      {"key:k1/burst", *floodgate::Policy::Parse("gcra:2/1s"), 1, "burst"},
+      {"key:k1/daily", *floodgate::Policy::Parse("sliding_log:5/1d"), 1, "daily"}};
+  int stacked = 0;
+  for (int request = 1; request <= 4; ++request) {
+    auto multi = limiter->CheckAll(items);
+    if (!multi.ok()) return 1;
+    stacked += multi->allowed;
+  }
+  auto daily = limiter->Check("key:k1/daily", items[1].policy, 0);  // a peek
+  if (!daily.ok()) return 1;
+  std::printf("stacked: allowed %d of 4, daily remaining %lld\n", stacked,
+              static_cast<long long>(daily->remaining));
+  return allowed == 3 && stacked == 2 && daily->remaining == 3 ? 0 : 1;
 }

@@ -2,6 +2,7 @@
 
 // Several limits in one decision, all or nothing (docs/multi.md is the contract).
 
+#include <absl/container/inlined_vector.h>
 #include <absl/functional/any_invocable.h>
 #include <absl/status/statusor.h>
 #include <floodgate/decision.h>
@@ -38,21 +39,23 @@ struct MultiRequest {
   std::optional<TimePoint> now;
 };
 
-// The answer to a multi-decision (docs/multi.md, "The answer").
+// The answer to a multi-decision (docs/multi.md, "The answer"). Its lists hold a few
+// items in place: answering a typical multi-decision allocates nothing.
 struct MultiDecision {
+  using Indexes = absl::InlinedVector<std::size_t, 4>;
   bool allowed = false;
-  std::vector<Decision> items;  // in request order
+  absl::InlinedVector<Decision, 4> items;  // in request order
   // The item that binds: when allowed, the enforced item with the least remaining (first
   // on ties); when denied, the denying item with the longest wait (-1 the longest).
   std::size_t binding = 0;
   // 0 when allowed; else the longest of the denying items' waits, or Decision::kNever.
   std::chrono::microseconds retry_after{0};
-  std::vector<std::size_t> denied_by;   // enforced items that denied, in request order
-  std::vector<std::size_t> would_deny;  // shadow items that denied on their own
+  Indexes denied_by;   // enforced items that denied, in request order
+  Indexes would_deny;  // shadow items that denied on their own
   bool degraded = false;  // some item was answered by on_error
   // Items whose decision is not known (each reads as allowed, with remaining 0): not asked
   // because a denial was answered from the denial cache, or their store call failed.
-  std::vector<std::size_t> unknown;
+  Indexes unknown;
   bool from_denial_cache = false;  // denied by the denial cache, without a round trip
 
   // The single-decision view clients see (X-RateLimit-*, the Decision JSON): the binding

@@ -82,11 +82,21 @@ class Load {
   }
 
   MultiRequest Items(std::string_view key) {
-    keys_.resize(policies_.size());
-    items_.resize(policies_.size());
+    if (items_.empty()) {  // first use: the parts that never change
+      for (std::size_t i = 0; i < policies_.size(); ++i) {
+        suffixes_.push_back((same_slot_ ? "}/" : "/") + std::to_string(i));
+        items_.push_back(CheckItem{{}, policies_[i], 1, {}, false});
+      }
+      keys_.resize(policies_.size());
+    }
+    // Built in the reused buffers: formatting would cost as much as a decision.
     for (std::size_t i = 0; i < policies_.size(); ++i) {
-      keys_[i] = same_slot_ ? fmt::format("{{{}}}/{}", key, i) : fmt::format("{}/{}", key, i);
-      items_[i] = CheckItem{keys_[i], policies_[i], 1, {}, false};
+      const std::string_view open = same_slot_ ? "{" : "", suffix = suffixes_[i];
+      std::string& k = keys_[i];
+      k.resize(open.size() + key.size() + suffix.size());
+      std::copy(suffix.begin(), suffix.end(),
+                std::copy(key.begin(), key.end(), std::copy(open.begin(), open.end(), k.data())));
+      items_[i].key = k;
     }
     return MultiRequest{items_, std::nullopt};
   }
@@ -94,7 +104,8 @@ class Load {
   Store& store_;
   const std::vector<Policy> policies_;
   const bool same_slot_;
-  std::vector<std::string> keys_;  // one Load per thread: buffers reused request to request
+  // One Load per thread: buffers reused request to request.
+  std::vector<std::string> keys_, suffixes_;
   std::vector<CheckItem> items_;
 };
 

@@ -18,40 +18,47 @@ Metrics::Metrics()
         return next.fetch_add(1);
       }()) {}
 
-Metrics::RuleCounters& Metrics::ForRule(std::string_view rule) {
-  // Most requests on a thread count under the rule before them: remember it, and skip
-  // the lock and the lookup. Counters are never freed while their Metrics lives.
-  struct Last {
+// A request counts its rules and each of its limits: every thread remembers the counters
+// it used last, so that counting skips the lock and the lookup. Counters are never freed
+// while their Metrics lives, and `owner` tells one Metrics' entries from another's.
+template <class Counters>
+Counters& Metrics::Find(absl::flat_hash_map<std::string, std::unique_ptr<Counters>>& family,
+                        std::string_view rule, std::string_view limit) {
+  struct Recent {
     std::uint64_t owner = 0;
-    std::string rule;
-    RuleCounters* counters = nullptr;
+    const void* family = nullptr;
+    std::string rule, limit;
+    void* counters = nullptr;
   };
-  thread_local Last last;
-  if (last.owner == id_ && last.rule == rule) return *last.counters;
-  std::lock_guard lock(mu_);
-  auto it = rules_.find(ToAbsl(rule));
-  if (it == rules_.end()) {
-    it = rules_.emplace(std::string(rule), std::make_unique<RuleCounters>()).first;
+  static constexpr std::size_t kRecent = 16;
+  thread_local std::array<Recent, kRecent> recent;
+  thread_local std::size_t next = 0;
+  for (const Recent& r : recent) {
+    if (r.owner == id_ && r.family == &family && r.rule == rule && r.limit == limit) {
+      return *static_cast<Counters*>(r.counters);
+    }
   }
-  last = {id_, std::string(rule), it->second.get()};
-  return *it->second;
+  std::string label(rule);
+  if (!limit.empty()) label.append(" ").append(limit);
+  Counters* counters = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    auto it = family.find(label);
+    if (it == family.end()) it = family.emplace(label, std::make_unique<Counters>()).first;
+    counters = it->second.get();
+  }
+  recent[next++ % kRecent] = {id_, &family, std::string(rule), std::string(limit), counters};
+  return *counters;
 }
 
 void Metrics::CountDecision(std::string_view rule, Outcome outcome) {
-  ForRule(rule).outcomes[static_cast<int>(outcome)].fetch_add(1, std::memory_order_relaxed);
+  Find(rules_, rule, {}).outcomes[static_cast<int>(outcome)].fetch_add(1,
+                                                                        std::memory_order_relaxed);
 }
 
-void Metrics::CountLimit(std::string_view limit, LimitResult result) {
-  LimitCounters* counters = nullptr;
-  {
-    std::lock_guard lock(mu_);
-    auto it = limits_.find(ToAbsl(limit));
-    if (it == limits_.end()) {
-      it = limits_.emplace(std::string(limit), std::make_unique<LimitCounters>()).first;
-    }
-    counters = it->second.get();
-  }
-  counters->results[static_cast<int>(result)].fetch_add(1, std::memory_order_relaxed);
+void Metrics::CountLimit(std::string_view rule, std::string_view limit, LimitResult result) {
+  Find(limits_, rule, limit).results[static_cast<int>(result)].fetch_add(
+      1, std::memory_order_relaxed);
 }
 
 void Metrics::ObserveStoreLatency(std::chrono::nanoseconds took) {
@@ -100,7 +107,7 @@ std::string Metrics::Render(Store& store) const {
   }
   out +=
       "# HELP floodgate_limit_decisions_total What each limit of a rule did: allowed, denied, "
-      "would_deny (a shadow limit that did not deny), denied_by_other (not spent: another "
+      "would_deny (a shadow limit would have denied; it did not), denied_by_other (not spent: another "
       "limit denied the request).\n"
       "# TYPE floodgate_limit_decisions_total counter\n";
   {
@@ -110,9 +117,12 @@ std::string Metrics::Render(Store& store) const {
     static constexpr const char* kResults[] = {"allowed", "denied", "would_deny",
                                                "denied_by_other"};
     for (const auto& [name, counters] : sorted) {
+      const std::size_t space = name.find(' ');
       for (int i = 0; i < 4; ++i) {
-        out += fmt::format("floodgate_limit_decisions_total{{limit=\"{}\",result=\"{}\"}} {}\n",
-                           escape(name), kResults[i], counters->results[i].load());
+        out += fmt::format(
+            "floodgate_limit_decisions_total{{rule=\"{}\",limit=\"{}\",result=\"{}\"}} {}\n",
+            escape(name.substr(0, space)), escape(name.substr(space + 1)), kResults[i],
+            counters->results[i].load());
       }
     }
   }

@@ -26,7 +26,9 @@ class Metrics {
   Metrics();
   // Thread-safe.
   void CountDecision(std::string_view rule, Outcome outcome);
-  void CountLimit(std::string_view limit, LimitResult result);
+  // A limit of a rule (`rule` and the limit's name within it; a rule's single policy is
+  // the limit named after the rule).
+  void CountLimit(std::string_view rule, std::string_view limit, LimitResult result);
   void ObserveStoreLatency(std::chrono::nanoseconds took);
   void CountHttp(int status);
   // The exposition text, with the store's own counters read now.
@@ -41,15 +43,19 @@ class Metrics {
                                                       0.0005,  0.001,    0.0025,  0.005,  0.01,
                                                       0.025,   0.05,     0.1,     0.5};
 
-  RuleCounters& ForRule(std::string_view rule);
-
-  const std::uint64_t id_;  // tells this instance's per-thread cache entries from another's
-  mutable std::mutex mu_;   // guards the map, not the counters
-  absl::flat_hash_map<std::string, std::unique_ptr<RuleCounters>> rules_;
   struct LimitCounters {
     std::array<std::atomic<std::uint64_t>, 4> results{};
   };
-  absl::flat_hash_map<std::string, std::unique_ptr<LimitCounters>> limits_;  // under mu_
+  // Counters by label, created on first use and kept while this Metrics lives. `label`
+  // is the rule's name, or "<rule> <limit>" (a space: no name holds one).
+  template <class Counters>
+  Counters& Find(absl::flat_hash_map<std::string, std::unique_ptr<Counters>>& family,
+                 std::string_view rule, std::string_view limit);
+
+  const std::uint64_t id_;  // tells this instance's per-thread cache entries from another's
+  mutable std::mutex mu_;   // guards the maps, not the counters
+  absl::flat_hash_map<std::string, std::unique_ptr<RuleCounters>> rules_;
+  absl::flat_hash_map<std::string, std::unique_ptr<LimitCounters>> limits_;
   std::array<std::atomic<std::uint64_t>, kBuckets.size() + 1> latency_{};
   std::atomic<std::uint64_t> latency_count_{0};
   std::atomic<std::uint64_t> latency_sum_ns_{0};

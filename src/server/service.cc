@@ -356,7 +356,7 @@ void Service::CountMulti(const RequestLimits& limits, const MultiDecision& decis
     } else if (!decision.allowed) {
       result = LimitResult::kDeniedByOther;
     }
-    metrics_.CountLimit(limits.names[i], result);
+    CountLimit(limits, i, result);
     if (result == LimitResult::kWouldDeny) {
       if (const std::uint64_t count = would_deny_log_.Count(Steady::now())) {
         spdlog::info("shadow limit {} would have denied this request ({} shadow denial(s) since "
@@ -367,12 +367,29 @@ void Service::CountMulti(const RequestLimits& limits, const MultiDecision& decis
   }
 }
 
-void RequestLimits::Add(std::string key, std::string name, const Policy& policy,
-                        std::int64_t cost, bool shadow) {
+void Service::CountSingle(const RequestLimits& limits, const Decision& decision) {
+  metrics_.CountDecision(limits.rules.front(), decision.degraded  ? Outcome::kDegraded
+                                               : decision.allowed ? Outcome::kAllowed
+                                                                  : Outcome::kDenied);
+  CountLimit(limits, 0, decision.allowed ? LimitResult::kAllowed : LimitResult::kDenied);
+}
+
+void Service::CountLimit(const RequestLimits& limits, std::size_t i, LimitResult result) {
+  const std::size_t rule_length = limits.rule_lengths[i];
+  if (rule_length == RequestLimits::kNoRule) return;
+  const std::string_view name = limits.names[i];
+  // "<rule>.<limit>", or a rule's single policy named after the rule.
+  metrics_.CountLimit(name.substr(0, rule_length),
+                      rule_length == name.size() ? name : name.substr(rule_length + 1), result);
+}
+
+void RequestLimits::Add(std::string key, std::string name, std::size_t rule_length,
+                        const Policy& policy, std::int64_t cost, bool shadow) {
   // Over-long keys are cut: clients that differ only past 512 bytes share a limit.
   if (key.size() > kMaxKeyBytes) key.resize(kMaxKeyBytes);
   keys.push_back(std::move(key));
   names.push_back(std::move(name));
+  rule_lengths.push_back(rule_length);
   items.push_back(CheckItem{{}, policy, cost, {}, shadow});
 }
 
@@ -386,9 +403,11 @@ void RequestLimits::Seal() {
 namespace {
 
 // RateLimit-Policy and RateLimit list every enforced limit the store answered for (a
-// shadow limit is rolled out silently); X-RateLimit-* and Retry-After follow the binding
-// item and the combined wait (docs/multi.md).
+// shadow limit is rolled out silently: when every limit is a shadow, no header at all);
+// X-RateLimit-* and Retry-After follow the binding item and the combined wait
+// (docs/multi.md).
 HeaderList MultiRateLimitHeaders(const RequestLimits& limits, const MultiDecision& decision) {
+  if (limits.items[decision.binding].shadow) return {};
   HeaderList headers = RateLimitHeaders(limits.names[decision.binding],
                                         limits.items[decision.binding].policy, decision.Summary());
   std::string policy_field, limit_field;
@@ -412,7 +431,7 @@ std::string Dump(const nlohmann::json& json) {
 }
 
 // The names of some items, as a JSON array.
-std::string NamesJson(const RequestLimits& limits, const std::vector<std::size_t>& indexes) {
+std::string NamesJson(const RequestLimits& limits, std::span<const std::size_t> indexes) {
   nlohmann::json names = nlohmann::json::array();
   for (std::size_t i : indexes) names.push_back(limits.names[i]);
   return Dump(names);
@@ -528,10 +547,7 @@ void Service::Check(const Request& request, const ServerConfig& config, Respond 
                       return respond(Error(request_version, keep_alive, http::status::bad_request,
                                            "invalid_argument", MessageOf(decision.status())));
                     }
-                    metrics_.CountDecision(limits->rules.front(),
-                                           decision->degraded  ? Outcome::kDegraded
-                                           : decision->allowed ? Outcome::kAllowed
-                                                               : Outcome::kDenied);
+                    CountSingle(*limits, *decision);
                     Response response =
                         MakeResponse(request_version, keep_alive, http::status::ok,
                                      ToJson(*decision), "application/json");
@@ -609,7 +625,7 @@ absl::Status Service::AddCheckItem(simdjson::dom::object item, std::size_t index
   auto policy = Policy::Parse(policy_text);
   if (!policy.ok()) return bad(MessageOf(policy.status()));
   limits.Add(std::string(key), name.empty() ? fmt::format("items[{}]", index) : std::string(name),
-             *policy, cost < 0 ? 1 : cost, config.shadow);
+             RequestLimits::kNoRule, *policy, cost < 0 ? 1 : cost, config.shadow);
   if (std::find(limits.rules.begin(), limits.rules.end(), kInlinePolicy) == limits.rules.end()) {
     limits.rules.emplace_back(kInlinePolicy);
   }
@@ -628,7 +644,7 @@ void Service::AddRuleLimits(const Rule& rule, std::string_view identity, char se
     const std::string_view plan =
         limit.plan_header.empty() ? std::string_view() : HeaderValue(request, limit.plan_header);
     limits.Add(fmt::format("{}{}{{{}}}", limit.qualified, sep, identity), limit.qualified,
-               limit.For(chosen_by, plan), cost, limit.shadow || config.shadow);
+               rule.name.size(), limit.For(chosen_by, plan), cost, limit.shadow || config.shadow);
   }
 }
 
@@ -735,12 +751,13 @@ void Service::Authz(const Request& request, const ip::address& peer, const Serve
   const int deny_status =
       QueryParam(target, "deny_status") == "403" ? 403 : config.authz_deny_status;
   const auto answer = [version = request.version(), keep_alive = request.keep_alive(),
-                       deny_status](bool allowed, std::string_view denied_by) {
+                       deny_status](const RequestLimits& limits, bool allowed,
+                                    std::span<const std::size_t> denied_by) {
     return allowed ? MakeResponse(version, keep_alive, http::status::no_content, "", "text/plain")
                    : MakeResponse(version, keep_alive, static_cast<http::status>(deny_status),
                                   fmt::format(R"({{"status": 429, "code": "rate_limit:exceeded", )"
                                               R"("denied_by": {}}})",
-                                              denied_by),
+                                              NamesJson(limits, denied_by)),
                                   "application/json");
   };
   if (limits->single()) {
@@ -755,11 +772,9 @@ void Service::Authz(const Request& request, const ip::address& peer, const Serve
                                            http::status::internal_server_error, "internal",
                                            MessageOf(decision.status())));
                     }
-                    metrics_.CountDecision(limits->rules.front(),
-                                           decision->degraded  ? Outcome::kDegraded
-                                           : decision->allowed ? Outcome::kAllowed
-                                                               : Outcome::kDenied);
-                    Response response = answer(decision->allowed, NamesJson(*limits, {0}));
+                    CountSingle(*limits, *decision);
+                    constexpr std::size_t kFirst[] = {0};
+                    Response response = answer(*limits, decision->allowed, kFirst);
                     AddHeaders(response, RateLimitHeaders(item.name, item.policy, *decision));
                     if (!limits->issued_cookie.empty()) {
                       response.headers.emplace_back("Set-Cookie", limits->issued_cookie);
@@ -779,7 +794,7 @@ void Service::Authz(const Request& request, const ip::address& peer, const Serve
                            MessageOf(decision.status())));
     }
     CountMulti(*limits, *decision);
-    Response response = answer(decision->allowed, NamesJson(*limits, decision->denied_by));
+    Response response = answer(*limits, decision->allowed, decision->denied_by);
     AddHeaders(response, MultiRateLimitHeaders(*limits, *decision));
     if (!limits->issued_cookie.empty()) {
       response.headers.emplace_back("Set-Cookie", limits->issued_cookie);

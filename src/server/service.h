@@ -71,10 +71,14 @@ struct RequestLimits {
   std::vector<std::string> names;  // <rule>.<limit>, or the rule's name for a single policy
   std::vector<CheckItem> items;    // their keys and names set by Seal()
   std::vector<std::string> rules;  // the rules involved, for metrics
-  std::string issued_cookie;       // /v1/authz: a new anonymous cookie to set
+  // The length of the rule's name at the front of each name (kNoRule: a policy given in
+  // the request, not counted per limit).
+  std::vector<std::size_t> rule_lengths;
+  std::string issued_cookie;  // /v1/authz: a new anonymous cookie to set
 
-  void Add(std::string key, std::string name, const Policy& policy, std::int64_t cost,
-           bool shadow);
+  static constexpr std::size_t kNoRule = std::string::npos;
+  void Add(std::string key, std::string name, std::size_t rule_length, const Policy& policy,
+           std::int64_t cost, bool shadow);
   // Points every item at its key and name: once all are added.
   void Seal();
   // One enforced limit: the single decision serves it.
@@ -124,6 +128,9 @@ class Service {
                                                       const boost::asio::ip::address& client,
                                                       std::string& issued_cookie);
   void CountMulti(const RequestLimits& limits, const MultiDecision& decision);
+  void CountSingle(const RequestLimits& limits, const Decision& decision);
+  // Item i's limit in floodgate_limit_decisions_total, unless it came from no rule.
+  void CountLimit(const RequestLimits& limits, std::size_t i, LimitResult result);
   void LogDegraded(std::chrono::steady_clock::time_point now);
 
   std::shared_ptr<Store> store_;

@@ -110,6 +110,7 @@ class MemoryStore::Impl {
     std::sort(locked.begin(), locked.begin() + locks);
     locks = std::unique(locked.begin(), locked.begin() + locks) - locked.begin();
     for (std::size_t i = 0; i < locks; ++i) locked[i]->mutex().lock();
+    for (std::size_t i = 0; i < n; ++i) shards[i]->Prefetch(probes[i]);
 
     const std::int64_t now = (request.now ? *request.now : Now()).time_since_epoch().count();
     out.items.assign(n, Decision{});
@@ -122,10 +123,14 @@ class MemoryStore::Impl {
     for (std::size_t i = 0; i < n; ++i) {
       if (!out.items[i].allowed) continue;  // a denial: written as it is
       if (out.allowed) {
-        shards[i]->Commit(probes[i], plans[i], now);
+        // An earlier item's commit in the same shard may have inserted, moved or evicted
+        // entries: then this one's lookup is stale.
+        const bool moved = std::find(shards.begin(), shards.begin() + i, shards[i]) !=
+                           shards.begin() + i;
+        shards[i]->Commit(probes[i], plans[i], now, moved);
       } else {
         // Nothing is consumed: the item reports where it stands, as a peek.
-        shards[i]->Evaluate(probes[i], request.items[i].policy, now, 0, out.items[i]);
+        shards[i]->Peek(plans[i], request.items[i].policy, now, out.items[i]);
       }
     }
     for (std::size_t i = 0; i < locks; ++i) locked[i]->mutex().unlock();

@@ -100,16 +100,26 @@ void Shard::Decide(const Probe& probe, const Policy& policy, std::int64_t now_us
 
 Shard::Plan Shard::Evaluate(const Probe& probe, const Policy& policy, std::int64_t now_us,
                             std::int64_t cost, Decision& decision) {
-  const Found found = Find(probe, now_us);
+  return EvaluateFound(Find(probe, now_us), probe.kind, policy, now_us, cost, decision);
+}
+
+void Shard::Peek(const Plan& plan, const Policy& policy, std::int64_t now_us,
+                 Decision& decision) {
+  EvaluateFound(plan.found, core::KindOf(policy), policy, now_us, 0, decision);
+}
+
+Shard::Plan Shard::EvaluateFound(Found found, core::StateKind kind, const Policy& policy,
+                                 std::int64_t now_us, std::int64_t cost, Decision& decision) {
   Plan plan;
-  if (probe.kind == core::StateKind::kSlidingLog) {
+  plan.found = found;
+  if (kind == core::StateKind::kSlidingLog) {
     core::SlidingLog scratch;
     core::SlidingLog& log = found.live ? *found.entry->state().log : scratch;
     plan.ttl_us = core::DecideSlidingLog(policy, log, now_us, cost, decision, /*append=*/false);
     if (decision.allowed) plan.append = cost;
     return plan;
   }
-  VisitValueKind(probe.kind, [&]<class S>(std::type_identity<S>, auto decide) {
+  VisitValueKind(kind, [&]<class S>(std::type_identity<S>, auto decide) {
     const core::Outcome<S> out =
         decide(policy, found.live ? &StateAs<S>(found.entry->state()) : nullptr, now_us, cost,
                decision);
@@ -123,10 +133,8 @@ Shard::Plan Shard::Evaluate(const Probe& probe, const Policy& policy, std::int64
   return plan;
 }
 
-void Shard::Commit(const Probe& probe, const Plan& plan, std::int64_t now_us) {
-  // Found again: committing an earlier item of the same multi-decision may have inserted,
-  // moved or evicted entries of this shard.
-  const Found found = Find(probe, now_us);
+void Shard::Commit(const Probe& probe, const Plan& plan, std::int64_t now_us, bool moved) {
+  const Found found = moved ? Find(probe, now_us) : plan.found;
   if (plan.append > 0) {
     if (found.live) {
       core::CommitSlidingLog(*found.entry->state().log, now_us, plan.append);

@@ -44,15 +44,30 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   // store takes every involved shard's lock, in shard order, before the first step).
   // Evaluate decides the item and writes nothing (a sliding log is trimmed, which no
   // decision can see); Commit writes what Evaluate decided to write.
+  // The entry found for a probe, if any. An expired entry is as good as absent: its
+  // state is the fresh state by definition of the TTLs.
+  struct Found {
+    Entry* entry = nullptr;
+    std::uint32_t slot = 0;
+    bool live = false;
+  };
   struct Plan {
     std::optional<Entry::State> state;  // value kinds: what to save (ttl_us <= 0: drop)
     std::int64_t append = 0;            // sliding log: the units admitted
     std::int64_t ttl_us = 0;
+    Found found;  // where the key was: valid until an insert or removal in this shard
   };
   SpinLock& mutex() { return mu_; }
+  // Starts loading the index's lines for the probe (lock held: the index may be resized
+  // under it), so that several items' cache misses overlap instead of queuing.
+  void Prefetch(const Probe& probe) const { index_.prefetch(probe); }
   Plan Evaluate(const Probe& probe, const Policy& policy, std::int64_t now_us, std::int64_t cost,
                 Decision& decision);
-  void Commit(const Probe& probe, const Plan& plan, std::int64_t now_us);
+  // The item's peek (cost 0), from what Evaluate found: a denied request's other items.
+  void Peek(const Plan& plan, const Policy& policy, std::int64_t now_us, Decision& decision);
+  // `moved`: this shard's entries changed since Evaluate (an earlier item's commit), so
+  // the key is looked up again; else the plan's lookup is used, saving a cache miss.
+  void Commit(const Probe& probe, const Plan& plan, std::int64_t now_us, bool moved);
 
   // Thread-safe. Looks at up to `budget` entries, reclaiming the expired ones.
   std::size_t ReclaimExpired(std::int64_t now_us, std::size_t budget);
@@ -80,14 +95,8 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   };
   using Index = absl::flat_hash_set<std::uint32_t, IndexHash, IndexEq>;
 
-  // The entry found for a probe, if any. An expired entry is as good as absent: its
-  // state is the fresh state by definition of the TTLs.
-  struct Found {
-    Entry* entry = nullptr;
-    std::uint32_t slot = 0;
-    bool live = false;
-  };
-
+  Plan EvaluateFound(Found found, core::StateKind kind, const Policy& policy,
+                     std::int64_t now_us, std::int64_t cost, Decision& decision);
   // `decide(const S* stored)` writes the decision and returns what to save.
   Found Find(const Probe& probe, std::int64_t now_us);
   template <class S, class DecideFn>

@@ -1323,8 +1323,8 @@ class RedisStore::Impl {
     std::optional<std::int64_t> now_us;
     Steady::time_point deadline;
     MultiCallback done;
-    std::vector<Decision> decisions;  // what each item's store call said
-    std::vector<std::size_t> unknown;
+    absl::InlinedVector<Decision, 4> decisions;  // what each item's store call said
+    MultiDecision::Indexes unknown;
     bool degraded = false;
     // Across cluster slots (I/O thread only).
     std::vector<std::vector<std::size_t>> slots;  // item indexes, slot by ascending slot
