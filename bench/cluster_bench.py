@@ -46,6 +46,32 @@ def cluster_port():
     raise SystemExit("no free port pair for a cluster node")
 
 
+def start_cluster(servers, primaries=3):
+    """A cluster of `primaries` primaries (no replicas) on free loopback port pairs, every
+    node appended to `servers` as it starts (the caller stops them, also on failure).
+    Returns the nodes; wait_healthy() before use."""
+    nodes = []
+    for _ in range(primaries):
+        nodes.append(Redis(port=cluster_port(),
+                           extra_args=["--cluster-enabled", "yes", "--cluster-config-file",
+                                       "nodes.conf", "--cluster-node-timeout", "2000"]))
+        servers.append(nodes[-1])
+    out = subprocess.run(["redis-cli", "--cluster", "create",
+                          *[f"127.0.0.1:{n.port}" for n in nodes], "--cluster-yes"],
+                         capture_output=True, text=True).stdout
+    if "All 16384 slots covered" not in out:
+        raise SystemExit(f"redis-cli --cluster create failed:\n{out}")
+    return nodes
+
+
+def wait_healthy(nodes):
+    deadline = time.time() + 20
+    while not all("cluster_state:ok" in n.cli("CLUSTER", "INFO") for n in nodes):
+        if time.time() > deadline:
+            raise SystemExit("the cluster did not become healthy")
+        time.sleep(0.1)
+
+
 def cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -81,16 +107,7 @@ def main():
     try:
         standalone = Redis()
         servers.append(standalone)
-        nodes = [Redis(port=cluster_port(),
-                       extra_args=["--cluster-enabled", "yes", "--cluster-config-file",
-                                   "nodes.conf", "--cluster-node-timeout", "2000"])
-                 for _ in range(3)]
-        servers += nodes
-        out = subprocess.run(["redis-cli", "--cluster", "create",
-                              *[f"127.0.0.1:{n.port}" for n in nodes], "--cluster-yes"],
-                             capture_output=True, text=True).stdout
-        if "All 16384 slots covered" not in out:
-            raise SystemExit(f"redis-cli --cluster create failed:\n{out}")
+        nodes = start_cluster(servers)
         # A cluster of one primary holding every slot: the routing's own cost, without
         # the spreading over primaries.
         single = Redis(port=cluster_port(),
@@ -98,11 +115,7 @@ def main():
                                    "nodes.conf", "--cluster-node-timeout", "2000"])
         servers.append(single)
         single.cli("CLUSTER", "ADDSLOTSRANGE", "0", "16383")
-        deadline = time.time() + 20
-        while not all("cluster_state:ok" in n.cli("CLUSTER", "INFO") for n in nodes + [single]):
-            if time.time() > deadline:
-                raise SystemExit("the cluster did not become healthy")
-            time.sleep(0.1)
+        wait_healthy(nodes + [single])
 
         urls = {"standalone": f"redis://127.0.0.1:{standalone.port}",
                 "cluster": "redis-cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in nodes),

@@ -1,15 +1,20 @@
 // make bench, memory store part: floodgate's memory:// gcra against the bare baseline
 // map (bench/baseline_map.cc), as ratios measured pair by pair in the same process, and
-// the resident memory each algorithm's state costs per key.
+// the resident memory each algorithm's state costs per key. With --multi, instead: what
+// a decision over two limits (Limiter::CheckAll) costs next to a one-limit decision
+// (Limiter::Check), measured the same way (MeasureMulti).
 //
 //   memory_bench [--rounds N] [--seconds S] [--markdown FILE] [--csv FILE]
+//   memory_bench --multi [--rounds N] [--seconds S] [--markdown FILE] [--csv FILE]
 //   memory_bench --rss POLICY [--keys N]     (child mode, one fresh process per policy)
 #include <floodgate/limiter.h>
 #include <floodgate/memory_store.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -76,6 +81,175 @@ struct ScenarioResult {
   double baseline_rate, floodgate_rate, ratio;
 };
 
+// --multi: the cost of a second limit in the same decision (docs/multi.md), through the
+// public API, untimed loops as above. Four loops over the same 100,000 keys, each on a
+// store of its own (so each holds only the state its limits keep), back to back in each
+// round, the order reversed every other round:
+//   one       Limiter::Check(key, gcra): the one-limit decision;
+//   one_multi Limiter::CheckAll({key, gcra}): a multi-decision of that one item, the
+//             cost of the multi-decision path alone;
+//   second    Limiter::Check(key, sliding_window): the second limit on its own;
+//   two       Limiter::CheckAll({key, gcra}, {key, sliding_window}): both, all or nothing.
+// Both limits use the same key string: under different algorithms they are two states
+// (an item is keyed by its key and algorithm), as `api.burst:{c}` and `api.long:{c}` are
+// in the service, without a second key array to read. The rates keep every decision
+// allowed (at most ~100 decisions per key per second, 6,000 per minute): the measured
+// path is the admitting one, which writes every item. The loop refuses a run in which
+// fewer than 99% were allowed.
+constexpr const char* kMultiFirst = "gcra:1000/1s";
+constexpr const char* kMultiSecond = "sliding_window:60000/1m";
+constexpr const char* kMultiVariants[] = {"one", "one_multi", "second", "two"};
+constexpr std::size_t kMultiVariantCount = std::size(kMultiVariants);
+
+struct MultiResult {
+  Scenario scenario;
+  std::array<double, kMultiVariantCount> rates;  // medians, decisions (requests) per second
+  double cost_ratio;                // one / two: what two limits cost over one (target <= 1.3)
+  double over_parts;                // cost of two / (cost of one + cost of second)
+  double multi_of_one;              // one / one_multi: the multi-decision path on one item
+  double min_allowed_pct;           // the lowest share allowed in any run
+  std::vector<double> cost_ratios;  // each round's
+};
+
+int MeasureMulti(int rounds, double seconds, const std::string& markdown_path,
+                 const std::string& csv_path) {
+  constexpr std::size_t kKeys = 100'000;
+  const std::vector<std::string> keys = cli::MakeKeys(kKeys);
+  const Policy first = *Policy::Parse(kMultiFirst);
+  const Policy second = *Policy::Parse(kMultiSecond);
+  const auto duration = std::chrono::nanoseconds(static_cast<std::int64_t>(seconds * 1e9));
+  const Scenario scenarios[] = {{"uniform, 1 thread", 0, 1}, {"uniform, 2 threads", 0, 2}};
+  std::vector<MultiResult> results;
+  for (const Scenario& sc : scenarios) {
+    std::vector<KeySequence> sequences;
+    for (int t = 0; t < sc.threads; ++t) sequences.emplace_back(kKeys, sc.zipf, 1000 + t);
+    std::array<Limiter, kMultiVariantCount> limiters = {
+        Limiter(std::make_unique<MemoryStore>()), Limiter(std::make_unique<MemoryStore>()),
+        Limiter(std::make_unique<MemoryStore>()), Limiter(std::make_unique<MemoryStore>())};
+    double min_allowed = 1;
+    // One timed loop of `decide(key, items)` (true: allowed): its rate, with the share
+    // allowed noted in min_allowed. The items are built once per thread; each request
+    // only points them at its key, as a caller holding its limits would.
+    const auto measure = [&](auto decide) {
+      std::atomic<std::uint64_t> allowed{0};
+      const cli::LoopResult result =
+          cli::RunTimed(sc.threads, duration, [&](int t, const std::atomic<bool>& stop) {
+            std::array<CheckItem, 2> items = {CheckItem{{}, first, 1, {}, false},
+                                              CheckItem{{}, second, 1, {}, false}};
+            std::uint64_t i = 0, admitted = 0;
+            for (; (i & 63) != 0 || !stop.load(std::memory_order_relaxed); ++i) {
+              admitted += decide(std::string_view(keys[sequences[t][i]]), items);
+            }
+            allowed += admitted;
+            return i;
+          });
+      min_allowed = std::min(min_allowed, static_cast<double>(allowed) / result.operations);
+      return result.operations / result.seconds;
+    };
+    using Items = std::array<CheckItem, 2>;
+    const auto run = [&](std::size_t v) {
+      Limiter& limiter = limiters[v];
+      switch (v) {
+        case 0:
+          return measure(
+              [&](std::string_view key, Items&) { return limiter.Check(key, first)->allowed; });
+        case 1:
+          return measure([&](std::string_view key, Items& items) {
+            items[0].key = key;
+            return limiter.CheckAll(std::span<const CheckItem>(items.data(), 1))->allowed;
+          });
+        case 2:
+          return measure(
+              [&](std::string_view key, Items&) { return limiter.Check(key, second)->allowed; });
+        default:
+          return measure([&](std::string_view key, Items& items) {
+            items[0].key = items[1].key = key;
+            return limiter.CheckAll(items)->allowed;
+          });
+      }
+    };
+    for (std::size_t v = 0; v < kMultiVariantCount; ++v) run(v);  // warm-up: keys inserted
+    std::array<std::vector<double>, kMultiVariantCount> rates;
+    std::vector<double> cost_ratios, over_parts, multi_of_one;
+    for (int r = 0; r < rounds; ++r) {
+      std::array<double, kMultiVariantCount> got{};
+      for (std::size_t k = 0; k < kMultiVariantCount; ++k) {
+        const std::size_t v = r % 2 == 0 ? k : kMultiVariantCount - 1 - k;
+        got[v] = run(v);
+        rates[v].push_back(got[v]);
+      }
+      cost_ratios.push_back(got[0] / got[3]);
+      over_parts.push_back((1 / got[3]) / (1 / got[0] + 1 / got[2]));
+      multi_of_one.push_back(got[0] / got[1]);
+    }
+    MultiResult result{sc,
+                       {},
+                       Median(cost_ratios),
+                       Median(over_parts),
+                       Median(multi_of_one),
+                       min_allowed * 100,
+                       cost_ratios};
+    for (std::size_t v = 0; v < kMultiVariantCount; ++v) result.rates[v] = Median(rates[v]);
+    results.push_back(result);
+    fmt::print(stderr,
+               "  {:<20} one {:>5.2f} M/s  one via CheckAll {:>5.2f} M/s  second alone {:>5.2f} "
+               "M/s  two {:>5.2f} M/s  cost ratio {:.2f}  over the parts {:.2f}  allowed >= "
+               "{:.1f}%\n",
+               sc.name, result.rates[0] / 1e6, result.rates[1] / 1e6, result.rates[2] / 1e6,
+               result.rates[3] / 1e6, result.cost_ratio, result.over_parts, result.min_allowed_pct);
+    if (min_allowed < 0.99) {
+      fmt::print(stderr,
+                 "memory_bench --multi: only {:.1f}% allowed; the limits were meant to "
+                 "admit every decision\n",
+                 min_allowed * 100);
+      return 1;
+    }
+  }
+
+  std::string md = fmt::format(
+      "### Several limits in one decision: memory:// ({}, 100,000 keys)\n\n"
+      "Through the public API, untimed loops as in the baseline comparison: one limit, "
+      "`Limiter::Check(key, {})`, against two, `Limiter::CheckAll` over `{}` and `{}` "
+      "(all or nothing, one decision time) on the same key; also that first limit as a "
+      "multi-decision of one item (`CheckAll`, the cost of the multi-decision path alone) "
+      "and the second limit on its own (`Check`). Each loop has a store of its own; all four "
+      "run back to back in each round (order reversed every other round); medians of {} "
+      "rounds of {:.1f} s. Every decision admits (the rates stay far under both limits), so "
+      "every item is written. Cost ratio = one-limit decisions/s over two-limit decisions/s, "
+      "taken in each round. Target: cost ratio <= 1.3. \"Over the parts\" = the two-limit "
+      "decision's time over the time of the two limits decided one by one with `Check`: "
+      "above 1 is what deciding them together adds.\n\n"
+      "| keys | one limit | one limit via CheckAll | second limit alone | two limits | "
+      "cost ratio, each round | cost ratio | over the parts | CheckAll of one / Check |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+      std::string(kMultiFirst) + " + " + kMultiSecond, kMultiFirst, kMultiFirst, kMultiSecond,
+      rounds, seconds);
+  for (const MultiResult& r : results) {
+    md += fmt::format(
+        "| {} | {:.2f} M | {:.2f} M | {:.2f} M | {:.2f} M | {:.2f} | **{:.2f}** | "
+        "{:.2f} | {:.2f} |\n",
+        r.scenario.name, r.rates[0] / 1e6, r.rates[1] / 1e6, r.rates[2] / 1e6, r.rates[3] / 1e6,
+        fmt::join(r.cost_ratios, ", "), r.cost_ratio, r.over_parts, r.multi_of_one);
+  }
+  fmt::print("{}", md);
+  if (!markdown_path.empty()) std::ofstream(markdown_path) << md;
+  if (!csv_path.empty()) {
+    std::ofstream csv(csv_path);
+    csv << "keys,threads,first,second,one_per_sec,one_via_checkall_per_sec,second_alone_per_sec,"
+           "two_per_sec,cost_ratio,two_over_parts,checkall_of_one_over_check,min_allowed_pct,"
+           "cost_ratio_each_round\n";
+    for (const MultiResult& r : results) {
+      csv << fmt::format(
+          "100000 uniform,{},{},{},{:.0f},{:.0f},{:.0f},{:.0f},{:.4f},{:.4f},{:.4f},"
+          "{:.2f},{:.4f}\n",
+          r.scenario.threads, kMultiFirst, kMultiSecond, r.rates[0], r.rates[1], r.rates[2],
+          r.rates[3], r.cost_ratio, r.over_parts, r.multi_of_one, r.min_allowed_pct,
+          fmt::join(r.cost_ratios, " "));
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 }  // namespace floodgate::bench
 
@@ -88,6 +262,7 @@ int main(int argc, char** argv) {
   std::size_t rss_keys = 1'000'000;
   std::size_t rss_key_width = 0;
   std::string rss_policy;
+  bool multi = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -99,6 +274,8 @@ int main(int argc, char** argv) {
       markdown_path = next();
     else if (arg == "--csv")
       csv_path = next();
+    else if (arg == "--multi")
+      multi = true;
     else if (arg == "--rss")
       rss_policy = next();
     else if (arg == "--keys")
@@ -111,6 +288,7 @@ int main(int argc, char** argv) {
     }
   }
   if (!rss_policy.empty()) return MeasureRss(rss_policy, rss_keys, rss_key_width);
+  if (multi) return MeasureMulti(rounds, seconds, markdown_path, csv_path);
 
   constexpr std::size_t kKeys = 100'000;
   const std::vector<std::string> keys = cli::MakeKeys(kKeys);

@@ -15,12 +15,20 @@ Parts (each its own script or program, each writing a Markdown table and a CSV):
   4. accuracy: bench/accuracy_bench (approximate algorithms against the exact log on a
      bursty trace; a non-atomic limiter against the scripts on a real Redis);
   5. JSON parsing cost (bench/json_bench);
-  6. soak (bench/soak_bench, 10 minutes, after the comparisons so that it cannot disturb
+  6. several limits in one decision (docs/multi.md): a two-limit decision against a
+     one-limit one, in process (bench/memory_bench --multi) and on Redis and Redis
+     Cluster with batching on (bench/multi_bench.py); over HTTP, floodgate with a rule of
+     two limits against nginx with two limit_req zones, each limit on each side proven
+     to deny first, runs within part 3 (bench/http_bench.py, http_multi.md);
+  7. soak (bench/soak_bench, 10 minutes, after the comparisons so that it cannot disturb
      them): memory:// over 10 million distinct keys under its max_keys bound.
-Parts 1-5 take about 10 minutes on 2 cores; the soak adds its 10 (--no-soak skips it).
+Parts 1-6 take about 20 minutes on 2 cores; the soak adds its 10 (--no-soak skips it).
 Then writes bench/results/latest.md (every table, with the machine, versions and date)
 and PNG charts drawn by gnuplot. Every figure is a median of several runs; ratios are
 taken pair by pair within a run.
+--only PART[,PART] runs those parts alone (names: see PARTS) and writes their files to
+--out, without latest.md, the charts or the README (which show every part of one run):
+  python3 bench/report.py --only multi-memory,multi-redis --out /tmp/fg-bench
 """
 import argparse
 import csv
@@ -153,6 +161,63 @@ plot "{out}/soak.csv" every ::1 using 1:($3/1024) with lines lw 2 title "RSS", \
 ''')
 
 
+def accuracy_part(args, out):
+    def run():
+        redis = Redis()
+        try:
+            subprocess.run([f"{args.build}/bench/accuracy_bench", "--redis-port", str(redis.port),
+                            "--csv", f"{out}/accuracy.csv", "--markdown", f"{out}/accuracy.md"],
+                           check=True)
+        finally:
+            redis.stop()
+    return run
+
+
+def json_part(args, out):
+    def run():
+        json_out = subprocess.run([f"{args.build}/bench/json_bench", "--benchmark_repetitions=5",
+                                   "--benchmark_report_aggregates_only=true"],
+                                  capture_output=True, text=True, check=True).stdout
+        with open(f"{out}/json.txt", "w") as f:
+            f.write(json_out)
+    return run
+
+
+# The parts in the order `make bench` runs them: name -> (title, function of (args,
+# floodgate binary, results dir) giving a command line or a function to call). The soak
+# goes last, after everything else, so that it cannot disturb the comparisons.
+PARTS = {
+    "memory-matrix": ("memory:// by algorithm", lambda args, binary, out: [
+        sys.executable, f"{HERE}/memory_matrix.py", "--floodgate", binary, "--out", out]),
+    "memory": ("memory:// against a baseline; memory per key", lambda args, binary, out: [
+        f"{args.build}/bench/memory_bench", "--rounds", "5", "--seconds", "0.5",
+        "--markdown", f"{out}/memory.md", "--csv", f"{out}/memory.csv"]),
+    "multi-memory": ("several limits in one decision: memory://", lambda args, binary, out: [
+        f"{args.build}/bench/memory_bench", "--multi", "--rounds", "5", "--seconds", "0.5",
+        "--markdown", f"{out}/multi_memory.md", "--csv", f"{out}/multi_memory.csv"]),
+    "redis": ("redis://", lambda args, binary, out: [
+        sys.executable, f"{HERE}/redis_bench.py", "--floodgate", binary, "--lua",
+        os.path.join(HERE, "..", "lua"), "--out", out]),
+    "cluster": ("redis-cluster://", lambda args, binary, out: [
+        sys.executable, f"{HERE}/cluster_bench.py", "--floodgate", binary, "--out", out]),
+    "multi-redis": ("several limits in one decision: redis:// and redis-cluster://",
+                    lambda args, binary, out: [sys.executable, f"{HERE}/multi_bench.py",
+                                               "--floodgate", binary, "--out", out]),
+    # Writes http.md and, for several limits in one decision, http_multi.md.
+    "http": ("HTTP", lambda args, binary, out: [
+        sys.executable, f"{HERE}/http_bench.py", "--floodgate", binary, "--out", out]),
+    # The two-limit HTTP comparison alone (`make bench` runs it within "http").
+    "http-multi": ("several limits in one decision: HTTP", lambda args, binary, out: [
+        sys.executable, f"{HERE}/http_bench.py", "--floodgate", binary, "--out", out,
+        "--only-multi"]),
+    "accuracy": ("accuracy", lambda args, binary, out: accuracy_part(args, out)),
+    "json": ("JSON parsing", lambda args, binary, out: json_part(args, out)),
+    "soak": ("soak", lambda args, binary, out: [
+        f"{args.build}/bench/soak_bench", "--csv", f"{out}/soak.csv",
+        "--markdown", f"{out}/soak.md"]),
+}
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", default="build")
@@ -160,6 +225,9 @@ def main():
     parser.add_argument("--no-soak", action="store_true")
     parser.add_argument("--charts-only", action="store_true",
                         help="redraw latest.md and the charts from the CSVs already there")
+    parser.add_argument("--only", default="",
+                        help="comma-separated parts to run alone, files to --out only: "
+                             + ", ".join(PARTS))
     args = parser.parse_args()
     binary = os.path.join(args.build, "floodgate")
     out = os.path.abspath(args.out)
@@ -167,41 +235,39 @@ def main():
     took = {}
 
     def part(name, command):
+        """`command`: a command line, or a function doing the part."""
         print(f"== {name}", file=sys.stderr, flush=True)
         begin = time.time()
-        subprocess.run(command, check=True)
+        if callable(command):
+            command()
+        else:
+            subprocess.run(command, check=True)
         took[name] = time.time() - begin
+
+    if args.only:
+        wanted = [p.strip() for p in args.only.split(",") if p.strip()]
+        unknown = [p for p in wanted if p not in PARTS]
+        if unknown:
+            raise SystemExit(f"report: --only {', '.join(unknown)}: no such part "
+                             f"(parts: {', '.join(PARTS)})")
+        for key in wanted:
+            part(PARTS[key][0], PARTS[key][1](args, binary, out))
+        print(f"wrote the files of {', '.join(wanted)} to {out} (not latest.md, the charts "
+              "or the README: they show every part of one run)", file=sys.stderr)
+        return
 
     if not args.charts_only:
         started = time.time()
-        part("memory:// by algorithm", [sys.executable, f"{HERE}/memory_matrix.py", "--floodgate",
-                                        binary, "--out", out])
-        part("memory:// against a baseline; memory per key",
-             [f"{args.build}/bench/memory_bench", "--rounds", "5", "--seconds", "0.5",
-              "--markdown", f"{out}/memory.md", "--csv", f"{out}/memory.csv"])
-        part("redis://", [sys.executable, f"{HERE}/redis_bench.py", "--floodgate", binary, "--lua",
-                          os.path.join(HERE, "..", "lua"), "--out", out])
-        part("redis-cluster://", [sys.executable, f"{HERE}/cluster_bench.py", "--floodgate", binary,
-                                  "--out", out])
-        part("HTTP", [sys.executable, f"{HERE}/http_bench.py", "--floodgate", binary, "--out", out])
-        redis = Redis()
-        try:
-            part("accuracy", [f"{args.build}/bench/accuracy_bench", "--redis-port", str(redis.port),
-                              "--csv", f"{out}/accuracy.csv", "--markdown", f"{out}/accuracy.md"])
-        finally:
-            redis.stop()
-        json_out = subprocess.run([f"{args.build}/bench/json_bench", "--benchmark_repetitions=5",
-                                   "--benchmark_report_aggregates_only=true"],
-                                  capture_output=True, text=True, check=True).stdout
-        with open(f"{out}/json.txt", "w") as f:
-            f.write(json_out)
+        for key, (name, run) in PARTS.items():
+            if key in ("http-multi", "soak"):  # http runs the first; the soak goes last
+                continue
+            part(name, run(args, binary, out))
         comparisons = time.time() - started
         if not args.no_soak:
-            part("soak", [f"{args.build}/bench/soak_bench", "--csv", f"{out}/soak.csv",
-                          "--markdown", f"{out}/soak.md"])
+            part(PARTS["soak"][0], PARTS["soak"][1](args, binary, out))
         with open(f"{out}/run.txt", "w") as f:
             f.write(f"date: {time.strftime('%Y-%m-%d %H:%M %Z')}\n")
-            f.write(f"parts 1-5: {comparisons:.0f} s\n")
+            f.write(f"parts 1-6: {comparisons:.0f} s\n")
             for name, seconds in took.items():
                 f.write(f"{name}: {seconds:.0f} s\n")
 
@@ -222,7 +288,7 @@ def main():
         versions[package] = found.group(1) if found else "?"
     run_info = open(f"{out}/run.txt").read()
     sections = ["memory_matrix.md", "memory.md", "redis.md", "cluster.md", "http.md",
-                "accuracy.md", "soak.md"]
+                "multi_memory.md", "multi_redis.md", "http_multi.md", "accuracy.md", "soak.md"]
     md = ["# floodgate benchmark report\n",
           f"Machine: {machine()}. The client and the servers share these cores.\n",
           "Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()) + ".\n",

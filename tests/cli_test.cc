@@ -228,6 +228,38 @@ TEST_F(CliTest, BenchJsonReportsExactCountsOnOneKey) {
   EXPECT_LE(j["p50_us"].get<double>(), j["p99_us"].get<double>());
 }
 
+TEST_F(CliTest, BenchDecidesSeveralPoliciesAllOrNothing) {
+  // Two limits on one key, the second the tighter: each request is one multi-decision,
+  // so the looser limit consumes only what the tighter admits.
+  ProcessResult r = Floodgate(
+      "bench --policy fixed_window:100/1h --policy fixed_window:30/1h --same-slot --keys 1 "
+      "--threads 2 --duration 300ms --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["policy"], "fixed_window:100/1h + fixed_window:30/1h");
+  EXPECT_EQ(j["multi"], true);
+  EXPECT_EQ(j["errors"], 0);
+  // At most one window boundary falls inside the run.
+  EXPECT_GE(j["allowed"].get<int>(), 30);
+  EXPECT_LE(j["allowed"].get<int>(), 60);
+  EXPECT_EQ(j["allowed"].get<std::int64_t>() + j["denied"].get<std::int64_t>(),
+            j["decisions"].get<std::int64_t>());
+
+  // --multi: one policy, through the multi-decision API; the same answers.
+  r = Floodgate(
+      "bench --policy fixed_window:100/1h --multi --keys 1 --threads 2 --duration 300ms --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["multi"], true);
+  EXPECT_EQ(j["errors"], 0);
+  EXPECT_GE(j["allowed"].get<int>(), 100);
+  EXPECT_LE(j["allowed"].get<int>(), 200);
+
+  r = Floodgate("bench --policy fixed_window:100/1h --keys 1 --duration 100ms --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["multi"], false);
+}
+
 TEST_F(CliTest, BenchRejectsBadFlags) {
   ProcessResult r = Floodgate("bench --threads 0");
   EXPECT_EQ(r.exit_code, 2);
