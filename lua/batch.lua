@@ -94,42 +94,54 @@ do
   if #batch > 0 then read() end
 end
 
--- Decides item i with `cost` (dry: nothing written) into the reply's slot i.
-local function decide(i, cost, dry)
+-- Decides item i with `cost` into the reply's slot i (its writes held back while
+-- `deferring`).
+local function decide(i, cost)
   local at = first + 3 * (i - 1)
   local policy = policy_of[ARGV[at]]
   local o = 4 * (i - 1)
   out[o + 1], out[o + 2], out[o + 3], out[o + 4] =
-      policy.decide(KEYS[i], FG.set_clock(ARGV[at + 1], clock), policy, cost, dry)
+      policy.decide(KEYS[i], FG.set_clock(ARGV[at + 1], clock), policy, cost)
 end
 
--- docs/multi.md, "Decision": every item looked at first; consumed only if every enforced
--- item with cost > 0 allows, else each allowing item reports its peek.
+-- docs/multi.md, "Decision": every item decided once, its writes held back; made only if
+-- every enforced item with cost > 0 allows, else dropped, and each item that allowed
+-- reports its peek instead. A 'dry' group is never admitted; a 'release' group gives its
+-- items back, then reports their peeks.
 local function decide_group(from, group)
   local last = from + group.count - 1
+  local function cost_of_item(i) return cost_of[ARGV[first + 3 * (i - 1) + 2]] end
+  deferring = true  -- from here on, peeks and refused items write nothing
   if group.mode == 'release' then
+    deferring = false
     for i = from, last do
       local at = first + 3 * (i - 1)
       local policy = policy_of[ARGV[at]]
-      RELEASE[policy.kind](KEYS[i], FG.set_clock(ARGV[at + 1], clock), policy,
-                           cost_of[ARGV[at + 2]], group.at)
-      decide(i, 0, true)
+      RELEASE[policy.kind](KEYS[i], FG.set_clock(ARGV[at + 1], clock), policy, cost_of_item(i),
+                           group.at)
     end
-    return
-  end
-  local allowed = group.mode == 'all'
-  for i = from, last do
-    local cost = cost_of[ARGV[first + 3 * (i - 1) + 2]]
-    decide(i, cost, true)
-    local shadow = floor(group.mask / 2 ^ (i - from)) % 2 == 1
-    if out[4 * i - 3] == 0 and cost > 0 and not shadow then allowed = false end
-  end
-  for i = from, last do
-    local cost = cost_of[ARGV[first + 3 * (i - 1) + 2]]
-    if out[4 * i - 3] == 1 and cost > 0 then
-      if allowed then decide(i, cost, false) else decide(i, 0, true) end
+    deferring = true
+    for i = from, last do decide(i, 0) end
+  else
+    local allowed = group.mode == 'all'
+    for i = from, last do
+      local cost = cost_of_item(i)
+      decide(i, cost)
+      local shadow = floor(group.mask / 2 ^ (i - from)) % 2 == 1
+      if out[4 * i - 3] == 0 and cost > 0 and not shadow then allowed = false end
+    end
+    deferring = false
+    if allowed then
+      flush_deferred()
+      return
+    end
+    deferred_n = 0
+    deferring = true
+    for i = from, last do
+      if out[4 * i - 3] == 1 and cost_of_item(i) > 0 then decide(i, 0) end
     end
   end
+  deferring, deferred_n = false, 0
 end
 
 local i, n = 1, #KEYS

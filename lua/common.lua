@@ -25,12 +25,13 @@ local format, find, floor, ceil, min, max, tonumber =
 
 -- Each algorithm file registers its decision function here, keyed by the state-kind code
 -- (also the key tag, src/core/state_kind.h):
---   DECIDERS[kind] = function(key, now, p, cost, dry)
+--   DECIDERS[kind] = function(key, now, p, cost)
 --     p: the policy, prepared by FG.policy (p.limit, p.period, p.burst and whatever
 --        PREPARE[kind] derived from them); returns allowed (1|0), remaining,
---        retry_after_us, reset_after_us (via result). With `dry` it decides and writes
---        nothing (a multi-decision's first look, docs/multi.md); a write no decision can
---        see (a sliding log's trim) may still happen.
+--        retry_after_us, reset_after_us (via result). Its writes go through save() (or
+--        defer_call() while `deferring`), so that a multi-decision can hold them back
+--        (see below); a write no decision can see (a sliding log's trim) may happen at
+--        once.
 --   RELEASE[kind] = function(key, now, p, cost, at)
 --     gives back `cost` units admitted at `at` (a multi-decision's reservation on one
 --     Redis Cluster slot that a later slot denied): the key as if they had never been.
@@ -158,16 +159,54 @@ local function get(key)
   return value
 end
 
+-- A multi-decision's group (lua/batch.lua) decides each of its items once, before
+-- knowing whether the group is admitted: while `deferring`, the deciders' writes are
+-- held here as (key, value, PX milliseconds or false to delete) triples, or (false,
+-- function) for a write of another shape, then flushed when the group is admitted or
+-- dropped when it is not. The items of a group have distinct keys, so holding a write
+-- back changes no other item's decision.
+local deferring = false
+local deferred, deferred_n = {}, 0
+
+local function defer(key, value, px)
+  deferred[deferred_n + 1], deferred[deferred_n + 2], deferred[deferred_n + 3] = key, value, px
+  deferred_n = deferred_n + 3
+end
+
+-- A write that is not a string state (a sliding log's new run), made at the flush.
+local function defer_call(write)
+  defer(false, write, false)
+end
+
 -- Saves a string state with a TTL of ttl_us (algorithms.md, "Store keys": every key has
 -- a TTL). ttl_us <= 0 means the saved state would be the fresh one, so the key goes.
 local function save(key, value, ttl_us)
-  if ttl_us <= 0 then
+  if deferring then
+    defer(key, value, ttl_us > 0 and ttl_ms(ttl_us))
+  elseif ttl_us <= 0 then
     redis.call('DEL', key)
     known[key] = false
   else
     redis.call('SET', key, value, 'PX', ttl_ms(ttl_us))
     known[key] = value
   end
+end
+
+-- Makes the held writes, in the order they were made.
+local function flush_deferred()
+  for k = 1, deferred_n, 3 do
+    local key, value, px = deferred[k], deferred[k + 1], deferred[k + 2]
+    if not key then
+      value()
+    elseif px then
+      redis.call('SET', key, value, 'PX', px)
+      known[key] = value
+    else
+      redis.call('DEL', key)
+      known[key] = false
+    end
+  end
+  deferred_n = 0
 end
 
 -- Sets the TTL of a key written in place (the sliding log's sorted set); same rule.

@@ -1,7 +1,7 @@
 -- fixed_window: algorithms.md, "fixed_window"; the same steps as DecideFixedWindow in
 -- src/core/windows.h.
 -- State: struct '<dI4' (w, count), 12 bytes; count <= L <= 10^9 fits 32 bits.
-DECIDERS['fw'] = function(key, now, p, cost, dry)
+DECIDERS['fw'] = function(key, now, p, cost)
   local limit, period = p.limit, p.period
   local raw = get(key)
   local stored_w, stored_count
@@ -19,7 +19,7 @@ DECIDERS['fw'] = function(key, now, p, cost, dry)
   local reset = 0
   if count > 0 then reset = to_end end
   -- A denial or a peek writes nothing.
-  if allowed and cost > 0 and not dry then save(key, struct.pack('<dI4', w, count), reset) end
+  if allowed and cost > 0 then save(key, struct.pack('<dI4', w, count), reset) end
   return result(allowed, limit - count, retry, reset)
 end
 

@@ -15,7 +15,7 @@ PREPARE['gcra'] = function(p)
   p.tau = p.burst * p.emission
 end
 
-DECIDERS['gcra'] = function(key, now, p, cost, dry)
+DECIDERS['gcra'] = function(key, now, p, cost)
   local emission, tau = p.emission, p.tau
   local tat = now
   local raw = get(key)
@@ -39,8 +39,10 @@ DECIDERS['gcra'] = function(key, now, p, cost, dry)
   if diff >= 0 then
     -- TTL new - now >= E >= 1 here (cost > 0), so this is always a SET (save, written out:
     -- most decisions come this way).
-    if not dry then
-      local value = format('%d', new)
+    local value = format('%d', new)
+    if deferring then
+      defer(key, value, ttl_ms(new - now))
+    else
       redis.call('SET', key, value, 'PX', ttl_ms(new - now))
       known[key] = value
     end

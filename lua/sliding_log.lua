@@ -61,7 +61,19 @@ local function sl_renumber(key, before)
   end
 end
 
-DECIDERS['sl'] = function(key, now, p, cost, dry)
+-- Admits a run of `cost` units at `now` after the newest run (total `newest_total`;
+-- `before` units were admitted before the oldest counted run).
+local function sl_append(key, now, before, newest_total, cost, period)
+  if newest_total + cost > SL_MAX_TOTAL then
+    sl_renumber(key, before)
+    newest_total = newest_total - before
+  end
+  redis.call('ZADD', key, int_string(now), sl_member(newest_total + cost, cost))
+  -- The newest counted run is now: reset = TTL = P (algorithms.md: keys expire after P).
+  expire(key, period)
+end
+
+DECIDERS['sl'] = function(key, now, p, cost)
   local limit, period = p.limit, p.period
   -- Time going backwards is clamped to the newest run (counted or not), so runs stay in
   -- time order and waits are never negative.
@@ -87,20 +99,13 @@ DECIDERS['sl'] = function(key, now, p, cost, dry)
   end
 
   local allowed = cost == 0 or count + cost <= limit
-  if allowed and cost > 0 and dry then
-    -- Decided, left out: the run would be the newest, P long.
-    return result(true, limit - count - cost, 0, period)
-  end
   if allowed and cost > 0 then
-    if newest_total + cost > SL_MAX_TOTAL then
-      sl_renumber(key, before)
-      newest_total = newest_total - before
+    if deferring then
+      defer_call(function() sl_append(key, now, before, newest_total, cost, period) end)
+    else
+      sl_append(key, now, before, newest_total, cost, period)
     end
-    redis.call('ZADD', key, int_string(now), sl_member(newest_total + cost, cost))
-    count = count + cost
-    -- The newest counted run is now: reset = TTL = P (algorithms.md: keys expire after P).
-    expire(key, period)
-    return result(true, limit - count, 0, period)
+    return result(true, limit - count - cost, 0, period)
   end
 
   local retry = 0

@@ -1,7 +1,7 @@
 -- sliding_window: algorithms.md, "sliding_window (two-counter approximation, O(1)
 -- memory)"; the same steps as DecideSlidingWindow in src/core/windows.h.
 -- State: struct '<dI4I4' (w, cur, prev), 16 bytes; both counts <= L <= 10^9.
-DECIDERS['sw'] = function(key, now, p, cost, dry)
+DECIDERS['sw'] = function(key, now, p, cost)
   local limit, period = p.limit, p.period
   local raw = get(key)
   local stored_w, stored_cur, stored_prev
@@ -48,7 +48,7 @@ DECIDERS['sw'] = function(key, now, p, cost, dry)
     reset = (w + 1) * period - at
   end
   -- A denial or a peek writes nothing.
-  if allowed and cost > 0 and not dry then
+  if allowed and cost > 0 then
     save(key, struct.pack('<dI4I4', w, cur, prev), reset)
   end
   return result(allowed, floor(limit - estimate), retry, reset)

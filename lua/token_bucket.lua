@@ -30,7 +30,7 @@ local function tb_load(key, cap, now)
   return level, last, now, raw ~= false
 end
 
-DECIDERS['tb'] = function(key, now, p, cost, dry)
+DECIDERS['tb'] = function(key, now, p, cost)
   local limit, period, burst = p.limit, p.period, p.burst
   local cap = burst
   local t0, last
@@ -43,7 +43,7 @@ DECIDERS['tb'] = function(key, now, p, cost, dry)
     -- reset_after_us = wait(C) on the state after this decision; also the TTL (>= 1
     -- when cost > 0, since the level is then below C).
     local reset = tb_wait(cap, limit, period, t0, last, now, cap)
-    if cost > 0 and not dry then save(key, struct.pack('<dd', t0, last), reset) end
+    if cost > 0 then save(key, struct.pack('<dd', t0, last), reset) end
     return result(true, floor(tokens - cost), 0, reset)
   end
   -- Denied: no write (the smooth level needs no write-back). c > C never fits.
@@ -59,7 +59,7 @@ local function tbi_wait(limit, period, tokens, last, now, x)
   return last + ceil((x - tokens) / limit) * period - now
 end
 
-DECIDERS['tbi'] = function(key, now, p, cost, dry)
+DECIDERS['tbi'] = function(key, now, p, cost)
   local limit, period, burst = p.limit, p.period, p.burst
   local cap = burst
   local tokens, last, found
@@ -86,7 +86,7 @@ DECIDERS['tbi'] = function(key, now, p, cost, dry)
   -- writing back a refill already due changes no later decision. Like
   -- DecideIntervalBucket, a peek or denial on a missing key skips it (nothing to save);
   -- with a reset of 0 the state is fresh and save deletes the key.
-  if (cost > 0 or found) and not dry then save(key, struct.pack('<dd', tokens, last), reset) end
+  if (cost > 0 or found) then save(key, struct.pack('<dd', tokens, last), reset) end
   return result(allowed, floor(tokens), retry, reset)
 end
 
