@@ -94,6 +94,57 @@ async function logRows(page) {
     .map((tr) => ({ result: tr.dataset.result, cells: Array.from(tr.cells).map((td) => td.textContent.trim()) })));
 }
 
+// Every POST /v1/check the page makes, as the server answered it: { sent, status, headers, answer }.
+const checkCalls = [];
+const callWaiters = [];
+
+function recordCheckCalls(page) {
+  page.on('response', async (res) => {
+    const req = res.request();
+    if (req.method() !== 'POST' || new URL(res.url()).pathname !== '/v1/check') return;
+    let sent = null, answer = null;
+    try { sent = JSON.parse(req.postData() || 'null'); } catch {}
+    try { answer = JSON.parse(await res.text()); } catch {}
+    checkCalls.push({ sent, status: res.status(), headers: res.headers(), answer });
+    for (const w of callWaiters.splice(0)) w();
+  });
+}
+
+// Resolves (bounded) once `n` answers to requests matching `pred` have been seen on the wire.
+async function waitForCalls(pred, n) {
+  const deadline = Date.now() + BURST_WAIT_MS;
+  for (;;) {
+    const got = checkCalls.filter(pred);
+    if (got.length >= n) return got;
+    if (Date.now() > deadline) throw new Failure(`only ${got.length} of ${n} answers seen on the network`);
+    await new Promise((resolve) => {
+      callWaiters.push(resolve);
+      setTimeout(resolve, Math.max(0, deadline - Date.now()) + 1);
+    });
+  }
+}
+
+// The log as the page renders it with two stacked limits: per row the result, the names of
+// the limits shown as having denied, and each limit's remaining (by the name shown next to
+// it; "not asked" for a limit the server did not consult), newest first.
+async function stackedRows(page) {
+  return page.evaluate(() => Array.from(document.querySelectorAll('[data-testid="log"] tbody tr[data-result]'))
+    .map((tr) => ({
+      result: tr.dataset.result,
+      resultText: tr.cells[2].textContent.trim(),
+      deniedBy: Array.from(tr.querySelectorAll('[data-testid="denied-by"] .chip')).map((c) => c.textContent.trim()),
+      remaining: Object.fromEntries(Array.from(tr.querySelectorAll('[data-testid="item-remaining"]'))
+        .map((iv) => [iv.querySelector('.chip').textContent.trim(), iv.querySelector('.v').textContent.trim()])),
+    })));
+}
+
+// The limit names the RateLimit-Policy header of an answer lists. A multi-decision denied by
+// the Redis store's denial cache lists only the cached limits: the others were not asked
+// (docs/multi.md, Failures), and their JSON items carry no value to show.
+function headerNames(headers) {
+  return [...(headers['ratelimit-policy'] || '').matchAll(/(?:^|,)\s*"((?:[^"\\]|\\.)*)"/g)].map((m) => m[1]);
+}
+
 async function main() {
   try {
     browser = await chromium.launch({
@@ -116,6 +167,7 @@ async function main() {
     // Chromium logs every non-2xx fetch ("Failed to load resource"); the 400 check below causes one on purpose.
     if (m.type() === 'error' && !/Failed to load resource/.test(m.text())) pageErrors.push(`console: ${m.text()}`);
   });
+  recordCheckCalls(page);
   page.on('request', (req) => {
     const u = new URL(req.url());
     if (u.protocol === 'data:') return;
@@ -220,7 +272,125 @@ async function main() {
   check(/400/.test(errText) && /invalid_argument/.test(errText), 'a 400 answer shows its code and message', errText);
   console.log(`#   server said: ${errText}`);
 
-  // 5. A narrow screen: no horizontal scrolling of the page.
+  // 5. Two stacked limits, one all-or-nothing decision: a longer sliding_log:12/1h and a tight
+  //    gcra:4/1h (neither refills during the test). A burst of 10 on a new key: 4 allowed, the
+  //    6 denials name the tight limit, and the longer limit keeps what the denials did not take.
+  //    Everything is read from the rendered page and held against the answers on the wire.
+  await setPolicy(page, { algorithm: 'sliding_log', limit: 12, period: 1, unit: 'h' });
+  check(await testid(page, 'stack-fields').isHidden(), 'the second limit is off by default');
+  await testid(page, 'stack').check();
+  check(await testid(page, 'stack-fields').isVisible(), 'checking "Stack a second limit" shows its fields');
+  await testid(page, 'algorithm2').selectOption('gcra');
+  await testid(page, 'limit2').fill('4');
+  await testid(page, 'period2').fill('1');
+  await testid(page, 'period-unit2').selectOption('h');
+  await testid(page, 'burst2').fill('');
+  check(await text(page, 'policy2') === 'gcra:4/1h' && await text(page, 'policy') === 'sliding_log:12/1h',
+    'both policy strings update live', `${await text(page, 'policy')} / ${await text(page, 'policy2')}`);
+  await testid(page, 'new-key').click();
+  const key3 = await text(page, 'key');
+  check(key3 !== key2 && /^demo:\S+$/.test(key3), 'New key with stacked limits', key3);
+  await testid(page, 'burst-size').fill('10');
+  await testid(page, 'send-burst').click();
+  c = await waitForAnswers(page, 10);
+  const calls = await waitForCalls((k) => k.sent && Array.isArray(k.sent.items) && k.sent.items[0].key === key3, 10);
+  check(calls.length === 10 && calls.every((k) => k.status === 200 && k.sent.items.length === 2 &&
+    k.answer && Array.isArray(k.answer.items) && k.answer.items.length === 2),
+  'every request of the burst was one decision over both limits, answered 200 with both items',
+  JSON.stringify(calls.map((k) => [k.status, k.sent && k.sent.items && k.sent.items.length])));
+  const sentItems = calls[0].sent.items;
+  const tight = sentItems.find((it) => it.policy === 'gcra:4/1h');
+  const loose = sentItems.find((it) => it.policy === 'sliding_log:12/1h');
+  check(tight && loose && tight.name && loose.name && tight.name !== loose.name && tight.key !== loose.key,
+    'the two limits go out with their own names and keys', JSON.stringify(sentItems));
+  console.log(`#   tight limit "${tight.name}" on ${tight.key}, longer limit "${loose.name}" on ${loose.key}`);
+
+  const answers = calls.map((k) => k.answer);
+  const wireAllowed = answers.filter((a) => a.allowed === true).length;
+  check(wireAllowed === 4 && c.allowed === 4 && c.denied === 6,
+    'stacked gcra:4/1h on sliding_log:12/1h, burst of 10: 4 allowed, 6 denied (page and server agree)',
+    `page allowed ${c.allowed}, denied ${c.denied}; server allowed ${wireAllowed}`);
+  const wireDenied = answers.filter((a) => a.allowed === false);
+  check(wireDenied.length === 6 && wireDenied.every((a) => JSON.stringify(a.denied_by) === JSON.stringify([tight.name])),
+    `the server's denied_by names the tight limit "${tight.name}" on every denial`,
+    JSON.stringify(wireDenied.map((a) => a.denied_by)));
+
+  rows = await stackedRows(page);
+  const shownDenied = rows.filter((r) => r.result === 'denied');
+  check(rows.length === 10 && shownDenied.length === 6 &&
+    shownDenied.every((r) => r.deniedBy.length === 1 && r.deniedBy[0] === tight.name &&
+      r.resultText.includes(tight.name) && !r.resultText.includes(loose.name)),
+  `every denied row in the log says it was denied by "${tight.name}"`, JSON.stringify(shownDenied));
+  check(rows.filter((r) => r.result === 'allowed').every((r) => r.deniedBy.length === 0),
+    'allowed rows name no denying limit', JSON.stringify(rows));
+  // The page shows, for each request, what the server said of each limit (as multisets:
+  // with 4 requests in flight the log's order need not be the server's).
+  const tuple = (result, deniedBy, rem) => [result, deniedBy.join('+'), rem[tight.name], rem[loose.name]].join('|');
+  const shownTuples = rows.map((r) => tuple(r.result, r.deniedBy, r.remaining)).sort();
+  const wireTuples = calls.map((k) => tuple(k.answer.allowed ? 'allowed' : 'denied', k.answer.denied_by || [],
+    Object.fromEntries(k.answer.items.map((it) => [it.name,
+      headerNames(k.headers).includes(it.name) ? String(it.remaining) : 'not asked'])))).sort();
+  check(JSON.stringify(shownTuples) === JSON.stringify(wireTuples),
+    "the log shows both limits' remaining and denied_by exactly as the server answered",
+    `page ${JSON.stringify(shownTuples)} server ${JSON.stringify(wireTuples)}`);
+
+  // All or nothing: the longer limit lost exactly one per allowed request, none for a denial.
+  const looseLimit = answers[0].items.find((it) => it.name === loose.name).limit;
+  const looseShown = (r) => r.remaining[loose.name];
+  const allowedLoose = rows.filter((r) => r.result === 'allowed').map((r) => Number(looseShown(r))).sort((a, b) => b - a);
+  const deniedLoose = shownDenied.map(looseShown);
+  const deniedAsked = deniedLoose.filter((v) => v !== 'not asked');
+  check(looseLimit === 12 && JSON.stringify(allowedLoose) === JSON.stringify([1, 2, 3, 4].map((i) => looseLimit - i)),
+    `"${loose.name}" went down by one for each of the 4 admitted requests`,
+    `limit ${looseLimit}; allowed rows ${JSON.stringify(allowedLoose)}`);
+  // Every denial the store decided reports the longer limit as it stands (the first denial
+  // always reaches the store; later ones may come from a denial cache, which asks nothing).
+  check(deniedAsked.length >= 1 && deniedAsked.every((v) => v === String(looseLimit - 4)),
+    `"${loose.name}" shows ${looseLimit - 4} left on every denial that asked it: the denials did not drop it`,
+    `denied rows ${JSON.stringify(deniedLoose)}`);
+  console.log(`#   ${deniedAsked.length} of 6 denials asked "${loose.name}", ` +
+    `${6 - deniedAsked.length} were answered by the denial cache`);
+  const byCounts = await page.evaluate(() => Object.fromEntries(Array.from(
+    document.querySelectorAll('[data-testid="denied-by-count"]')).map((b) => [b.dataset.limit, Number(b.textContent)])));
+  check(byCounts[tight.name] === 6 && byCounts[loose.name] === 0, 'the denials are counted per limit',
+    JSON.stringify(byCounts));
+
+  // A peek (cost 0) after the burst: the longer limit still has exactly what the 4
+  // admissions left, so none of the 6 denials (cached or not) took anything from it.
+  await testid(page, 'cost').fill('0');
+  await testid(page, 'send-one').click();
+  c = await waitForAnswers(page, 11);
+  const [peekCall] = await waitForCalls((k) => k.sent && Array.isArray(k.sent.items) && k.sent.items[0].key === key3 &&
+    k.sent.items.every((it) => it.cost === 0), 1);
+  const peekRow = (await stackedRows(page))[0];
+  const peekWire = Object.fromEntries(peekCall.answer.items.map((it) => [it.name, String(it.remaining)]));
+  check(peekRow.result === 'allowed' && peekRow.remaining[loose.name] === String(looseLimit - 4) &&
+    peekRow.remaining[tight.name] === '0' && peekWire[loose.name] === peekRow.remaining[loose.name] &&
+    peekWire[tight.name] === peekRow.remaining[tight.name],
+  `a peek (cost 0) after the burst shows "${loose.name}" still at ${looseLimit - 4}: the denials took nothing`,
+  `page ${JSON.stringify(peekRow)}, server ${JSON.stringify(peekWire)}`);
+
+  // The raw panels show the real multi-decision request (the peek) and the server's headers for both limits.
+  const lastReq = await text(page, 'last-request');
+  const lastSent = JSON.parse(lastReq.slice(lastReq.indexOf('{')));
+  check(/^POST v1\/check/.test(lastReq) && JSON.stringify(lastSent.items.map((it) => it.name)) ===
+    JSON.stringify(sentItems.map((it) => it.name)), 'the last request shows the items payload', lastReq);
+  const shownHeaders = await text(page, 'last-headers');
+  const policyHeader = peekCall.headers['ratelimit-policy'] || '';
+  check(policyHeader.includes(`"${tight.name}"`) && policyHeader.includes(`"${loose.name}"`) &&
+    shownHeaders.includes(`RateLimit-Policy: ${policyHeader}`),
+  'the headers panel shows RateLimit-Policy listing both limits', `${policyHeader} / ${shownHeaders}`);
+  const lastBody = JSON.parse(await text(page, 'last-body'));
+  const bodyItem = (name) => lastBody.items.find((it) => it.name === name);
+  check((await text(page, 'remaining-text')).startsWith(`${bodyItem(loose.name).remaining} of `) &&
+    (await text(page, 'remaining2-text')).startsWith(`${bodyItem(tight.name).remaining} of `),
+  'each limit has its remaining meter, matching the last answer',
+  `${await text(page, 'remaining-text')} / ${await text(page, 'remaining2-text')}`);
+  const stackedShot = SCREENSHOT.replace(/(\.png)?$/, '-stacked.png');
+  await page.screenshot({ path: stackedShot, fullPage: true });
+  console.log(`#   stacked screenshot ${stackedShot}`);
+
+  // 6. A narrow screen: no horizontal scrolling of the page.
   await page.setViewportSize({ width: 390, height: 844 });
   await page.waitForFunction(() => document.documentElement.scrollWidth <= window.innerWidth + 1, null,
     { timeout: 3000, polling: 50 }).catch(async () => {
