@@ -32,11 +32,11 @@ TEST(MultiRequests, AreRefusedWithTheReason) {
   EXPECT_THAT(refused({}), HasSubstr("a multi-decision takes 1 to 16 items, got 0"));
   EXPECT_THAT(refused(std::vector<CheckItem>(17, CheckItem{"k", gcra})),
               HasSubstr("got 17"));
-  EXPECT_THAT(refused({{"a", gcra}, {"", gcra}}), HasSubstr("item 2: key must not be empty"));
-  EXPECT_THAT(refused({{"a", gcra}, {"b", gcra, -1}}), HasSubstr("item 2: cost must be"));
+  EXPECT_THAT(refused({{"a", gcra}, {"", gcra}}), HasSubstr("items[1]: key must not be empty"));
+  EXPECT_THAT(refused({{"a", gcra}, {"b", gcra, -1}}), HasSubstr("items[1]: cost must be"));
   // Two items on one key under one algorithm would share state.
   EXPECT_THAT(refused({{"a", gcra}, {"b", window}, {"a", *Policy::Parse("gcra:5/1s")}}),
-              HasSubstr("items 1 and 3 share key \"a\" under gcra"));
+              HasSubstr("items[0] and items[2] share key \"a\" under gcra"));
   // The same key under two algorithms is two states: fine.
   EXPECT_TRUE(store.DecideAll(MultiRequest{std::vector<CheckItem>{{"a", gcra}, {"a", window}},
                                            std::nullopt})

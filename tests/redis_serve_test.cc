@@ -261,5 +261,39 @@ TEST(ServeWithoutRedis, TheSameWithAClusterWhoseSeedsAreAllDown) {
   EXPECT_EQ(Http(http_port, beast::http::verb::get, "/readyz").status, 200);
 }
 
+// A denial the store cached for one item answers the request without a round trip; the
+// other item was not asked, so /v1/check says so rather than showing a decision for it.
+TEST(ServeOnRedis, ACachedDenialReportsTheOtherItemsAsNotConsulted) {
+  auto redis = RedisServer::Start({});
+  ASSERT_NE(redis, nullptr);
+  const int http_port = FreeLoopbackPort();
+  ServeProcess serve({"--listen", fmt::format("127.0.0.1:{}", http_port), "--store",
+                      fmt::format("redis://127.0.0.1:{}?denial_cache=1ms", redis->port())});
+  ASSERT_TRUE(serve.WaitListening(http_port, milliseconds(5000))) << serve.Log();
+  const std::string body =
+      R"({"items":[{"key":"tight","policy":"fixed_window:1/1h"},)"
+      R"({"key":"loose","policy":"fixed_window:100/1h"}]})";
+  const auto items = [&] {
+    const Answer a = Http(http_port, beast::http::verb::post, "/v1/check", body);
+    EXPECT_EQ(a.status, 200) << a.body;
+    return nlohmann::json::parse(a.body);
+  };
+  nlohmann::json first = items();
+  ASSERT_TRUE(first["allowed"].get<bool>()) << first.dump();
+  EXPECT_EQ(first["items"][1]["consulted"], true);
+  EXPECT_EQ(first["items"][1]["remaining"], 99);
+  nlohmann::json second = items();  // the store denies "tight" and caches that for 1 h
+  ASSERT_FALSE(second["allowed"].get<bool>()) << second.dump();
+  EXPECT_EQ(second["items"][1]["consulted"], true);
+  nlohmann::json third = items();
+  ASSERT_FALSE(third["allowed"].get<bool>()) << third.dump();
+  EXPECT_EQ(third["denied_by"], nlohmann::json::array({"items[0]"})) << third.dump();
+  EXPECT_EQ(third["items"][0]["consulted"], true) << third.dump();
+  EXPECT_EQ(third["items"][1], (nlohmann::json{{"name", "items[1]"}, {"consulted", false}}))
+      << third.dump();
+  // Only the first, allowed request spent "loose": this one leaves 98 of 100.
+  EXPECT_EQ(Check(http_port, "loose", "fixed_window:100/1h")["remaining"], 98);
+}
+
 }  // namespace
 }  // namespace floodgate::testing

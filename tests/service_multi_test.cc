@@ -265,7 +265,7 @@ INSTANTIATE_TEST_SUITE_P(
                  "items[0]: \"cost\""},
         // Two items on one key under one algorithm would share their state.
         BadItems{R"({"items":[{"key":"k","policy":"gcra:1/1s"},{"key":"k","policy":"gcra:5/1m"}]})",
-                 400, "items 1 and 2 share key \"k\" under gcra"}));
+                 400, "items[0] and items[1] share key \"k\" under gcra"}));
 
 }  // namespace
 }  // namespace floodgate::server

@@ -38,15 +38,15 @@ absl::Status ValidateMultiRequest(const MultiRequest& request) {
     const absl::Status status =
         ValidateRequest(DecideRequest{item.key, item.policy, item.cost, request.now});
     if (!status.ok()) {
-      return absl::InvalidArgumentError(fmt::format("item {}: {}", i + 1, MessageOf(status)));
+      return absl::InvalidArgumentError(fmt::format("items[{}]: {}", i, MessageOf(status)));
     }
     for (std::size_t j = 0; j < i; ++j) {
       const CheckItem& other = request.items[j];
       if (other.key == item.key && core::KindOf(other.policy) == core::KindOf(item.policy)) {
         return absl::InvalidArgumentError(fmt::format(
-            "items {} and {} share key \"{}\" under {}: they would share state; give each "
+            "items[{}] and items[{}] share key \"{}\" under {}: they would share state; give each "
             "limit its own key",
-            j + 1, i + 1, ToStd(absl::CEscape(ToAbsl(item.key))),
+            j, i, ToStd(absl::CEscape(ToAbsl(item.key))),
             AlgorithmName(item.policy.algorithm)));
       }
     }

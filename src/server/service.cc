@@ -448,9 +448,17 @@ std::string MultiJson(const RequestLimits& limits, const MultiDecision& decision
   }
   json += R"(,"items":[)";
   for (std::size_t i = 0; i < decision.items.size(); ++i) {
+    json += i == 0 ? "" : ",";
+    // An item the store was not asked about (a cached denial of another item) has no
+    // decision of its own: say so instead of showing zeros a client could act on.
+    if (std::find(decision.unknown.begin(), decision.unknown.end(), i) !=
+        decision.unknown.end()) {
+      json += fmt::format(R"({{"name":{},"consulted":false}})", Dump(limits.names[i]));
+      continue;
+    }
     std::string item = ToJson(decision.items[i]);
-    item.insert(1, fmt::format(R"("name":{},)", Dump(limits.names[i])));
-    json += (i == 0 ? "" : ",") + item;
+    item.insert(1, fmt::format(R"("name":{},"consulted":true,)", Dump(limits.names[i])));
+    json += item;
   }
   return json + "]}";
 }
