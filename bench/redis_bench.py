@@ -207,12 +207,12 @@ def single_command(sha, tag, kind, limit, period, burst, keys):
 
 
 def batch_command(sha, tag, kind, limit, period, burst, keys):
-    """A call of BATCH decisions in lua/batch.lua's layout (one policy, then policy
-    number, now = '' (the server clock), cost = 1 per decision), each key drawn on its
+    """A call of BATCH decisions in lua/batch.lua's layout (one policy, no group, then
+    policy number, now = '' (the server clock), cost = 1 per decision), each key drawn on its
     own from the keyspace (redis-benchmark replaces every __rand_int__ separately)."""
     key = f"{tag}:{kind}:__rand_int__" if keys > 1 else f"{tag}:{kind}:one"
     return (["EVALSHA", sha, str(BATCH)] + [key] * BATCH +
-            ["1", kind, str(limit), str(period), str(burst)] + ["1", "", "1"] * BATCH)
+            ["1", kind, str(limit), str(period), str(burst), "0"] + ["1", "", "1"] * BATCH)
 
 
 def redis_benchmark(redis, command, clients, pipeline, requests, keys, per_call, seconds):
