@@ -4,7 +4,9 @@
 --
 -- Same calling convention as lua/batch.lua, so Redis parses exactly the arguments
 -- floodgate sends: KEYS[i] = the key of decision i;
---   ARGV = {p, p x (kind, limit, period_us, burst), n x (policy number, now, cost)}
+--   ARGV = {p, p x (kind, limit, period_us, burst), g, g x (group: 5 values),
+--           n x (policy number, now, cost)}
+-- (g is 0 here: one limit per decision, no multi-decision group).
 -- and the same reply: 4 integers per decision (allowed, remaining, retry_after_us,
 -- reset_after_us). Same gcra as lua/gcra.lua in whole µs (algorithms.md, revision 2):
 -- E = ceil(P / L), tau = B * E, tat = max(stored or now, now); a cost above B is denied;
@@ -25,7 +27,7 @@ for j = 1, p do
   emissions[j], taus[j], bursts[j] = emission, burst * emission, burst
 end
 local out = {}
-local at = 2 + 4 * p
+local at = 3 + 4 * p + 5 * tonumber(ARGV[2 + 4 * p])
 for i = 1, #KEYS do
   local j = tonumber(ARGV[at])
   local cost = tonumber(ARGV[at + 2])
