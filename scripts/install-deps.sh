@@ -9,6 +9,10 @@ packages=(
   # libraries (every dependency is a Debian package)
   libabsl-dev libfmt-dev libspdlog-dev libcli11-dev nlohmann-json3-dev libsimdjson-dev
   libboost-dev libhiredis-dev libyaml-cpp-dev libssl-dev
+  # Envoy's rate limit service (gRPC): the C++ library, protoc and its gRPC plugins, and
+  # the Python client the tests speak the wire format with (run by /usr/bin/python3)
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  python3-grpcio python3-protobuf
   # tests and benchmarks (clang + its runtime: the libFuzzer harnesses; gnuplot: charts)
   libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-dev gnuplot-nox
   # real servers the tests and benchmarks start themselves, and the bench driver

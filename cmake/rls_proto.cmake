@@ -1,0 +1,37 @@
+# Envoy's rate limit service messages (proto/, floodgate's own .proto files with Envoy's
+# packages, names and field numbers), compiled by protoc and grpc_cpp_plugin from Debian's
+# protobuf-compiler / protobuf-compiler-grpc into the static library floodgate_rls_proto.
+find_package(Protobuf REQUIRED)  # CMake's FindProtobuf: libprotobuf and protoc
+pkg_check_modules(GRPCPP REQUIRED IMPORTED_TARGET grpc++)
+find_program(FLOODGATE_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
+
+set(FLOODGATE_PROTO_DIR ${CMAKE_CURRENT_SOURCE_DIR}/proto)
+set(FLOODGATE_PROTO_FILES
+  envoy/type/v3/ratelimit_unit.proto
+  envoy/config/core/v3/base.proto
+  envoy/extensions/common/ratelimit/v3/ratelimit.proto
+  envoy/service/ratelimit/v3/rls.proto)
+set(proto_out ${CMAKE_CURRENT_BINARY_DIR}/generated/proto)
+file(MAKE_DIRECTORY ${proto_out})
+set(proto_sources)
+set(proto_inputs)
+foreach(file IN LISTS FLOODGATE_PROTO_FILES)
+  string(REGEX REPLACE "\\.proto$" "" stem ${file})
+  list(APPEND proto_sources ${proto_out}/${stem}.pb.cc ${proto_out}/${stem}.pb.h)
+  list(APPEND proto_inputs ${FLOODGATE_PROTO_DIR}/${file})
+endforeach()
+# Only the service file declares an RPC service: one gRPC stub pair.
+list(APPEND proto_sources ${proto_out}/envoy/service/ratelimit/v3/rls.grpc.pb.cc
+                          ${proto_out}/envoy/service/ratelimit/v3/rls.grpc.pb.h)
+add_custom_command(
+  OUTPUT ${proto_sources}
+  COMMAND protobuf::protoc --proto_path=${FLOODGATE_PROTO_DIR} --cpp_out=${proto_out}
+          --grpc_out=${proto_out} --plugin=protoc-gen-grpc=${FLOODGATE_GRPC_CPP_PLUGIN}
+          ${FLOODGATE_PROTO_FILES}
+  DEPENDS ${proto_inputs}
+  COMMENT "protoc: Envoy's rate limit service (proto/)" VERBATIM)
+add_library(floodgate_rls_proto STATIC ${proto_sources})
+# Generated code: built without our -Werror.
+target_include_directories(floodgate_rls_proto SYSTEM PUBLIC ${proto_out})
+target_link_libraries(floodgate_rls_proto PUBLIC protobuf::libprotobuf PkgConfig::GRPCPP)
+set_target_properties(floodgate_rls_proto PROPERTIES POSITION_INDEPENDENT_CODE ON)

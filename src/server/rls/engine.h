@@ -1,0 +1,56 @@
+#pragma once
+
+// Envoy's rate limit service (RLS v3) on floodgate's stores: envoyproxy/ratelimit's
+// configuration and answers, decided by floodgate's algorithms (docs/envoy.md is the
+// contract). Independent of the transport: the gRPC server and the HTTP `POST /json`
+// endpoint both hand requests to an Engine.
+
+#include <absl/functional/any_invocable.h>
+#include <absl/status/status.h>
+#include <floodgate/store.h>
+
+#include <memory>
+#include <string>
+
+#include "envoy/service/ratelimit/v3/rls.pb.h"
+
+namespace floodgate::server::rls {
+
+namespace pb = ::envoy::service::ratelimit::v3;
+
+// Calls the transport back exactly once: OK with the response filled in, or an error the
+// transport maps to its own status (gRPC: the code as is; INVALID_ARGUMENT for a bad
+// request, UNAVAILABLE when the store failed under on_error=error).
+using RlsDone = absl::AnyInvocable<void(absl::Status)>;
+
+// How `floodgate serve` runs the rate limit service: envoyproxy/ratelimit's settings
+// (the environment variables it reads, or the `rls:` section of floodgate's config).
+struct RlsSettings {
+  // Config files: every file of <runtime_root>/<runtime_subdirectory>/config/ (as upstream
+  // lays them out; RUNTIME_ROOT, RUNTIME_SUBDIRECTORY, RUNTIME_IGNOREDOTFILES), reloaded
+  // when they change.
+  std::string runtime_root;
+  std::string runtime_subdirectory;
+  bool ignore_dotfiles = false;
+  // SHADOW_MODE: every OVER_LIMIT is answered OK (and counted).
+  bool global_shadow = false;
+  // LIMIT_RESPONSE_HEADERS_ENABLED and upstream's header names.
+  bool response_headers = false;
+  std::string limit_header = "RateLimit-Limit";
+  std::string remaining_header = "RateLimit-Remaining";
+  std::string reset_header = "RateLimit-Reset";
+  // on_error: error — a store failure is answered UNAVAILABLE at once (Envoy's own
+  // failure_mode_deny decides) instead of the store's on_error answer.
+  bool unavailable_on_store_error = false;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  // Thread-safe. Fills `response` (owned by the caller, alive until `done`) and calls
+  // `done`, inline or later on the store's I/O thread.
+  virtual void ShouldRateLimit(const pb::RateLimitRequest& request,
+                               pb::RateLimitResponse* response, RlsDone done) = 0;
+};
+
+}  // namespace floodgate::server::rls
