@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace floodgate::server {
 
 std::int64_t CeilSeconds(std::chrono::microseconds us) {
@@ -11,42 +13,70 @@ std::int64_t CeilSeconds(std::chrono::microseconds us) {
 namespace {
 
 // The IETF fields quote the policy name as a structured-field string: escape '\' and '"'.
-std::string Quoted(std::string_view name) {
-  std::string quoted;
-  for (char c : name) {
-    if (c == '\\' || c == '"') quoted += '\\';
-    quoted += c;
+void AppendQuoted(std::string& out, std::string_view name) {
+  out += '"';
+  const bool plain = std::none_of(name.begin(), name.end(),
+                                  [](char c) { return c == '\\' || c == '"'; });
+  if (plain) {
+    out += name;
+  } else {
+    for (char c : name) {
+      if (c == '\\' || c == '"') out += '\\';
+      out += c;
+    }
   }
-  return quoted;
+  out += '"';
 }
+
+void AppendInt(std::string& out, std::int64_t value) {
+  const fmt::format_int digits(value);
+  out.append(digits.data(), digits.size());
+}
+
+std::string IntString(std::int64_t value) { return fmt::format_int(value).str(); }
 
 }  // namespace
 
+// Every answer carries these headers, so they are appended straight into their strings:
+// with fmt::format and a quoted copy of the name per field they measured ~4,000
+// instructions per limit, more than deciding it.
 void AppendRateLimitFields(std::string& policy_field, std::string& limit_field,
                            std::string_view name, const Policy& policy, const Decision& decision) {
-  const std::string quoted = Quoted(name);
   if (!policy_field.empty()) policy_field += ", ";
   if (!limit_field.empty()) limit_field += ", ";
-  policy_field += fmt::format("\"{}\";q={};w={}", quoted, decision.limit,
-                              std::max<std::int64_t>(1, CeilSeconds(policy.period)));
-  limit_field += fmt::format("\"{}\";r={};t={}", quoted, decision.remaining,
-                             CeilSeconds(decision.reset_after));
+  AppendQuoted(policy_field, name);
+  policy_field += ";q=";
+  AppendInt(policy_field, decision.limit);
+  policy_field += ";w=";
+  AppendInt(policy_field, std::max<std::int64_t>(1, CeilSeconds(policy.period)));
+  AppendQuoted(limit_field, name);
+  limit_field += ";r=";
+  AppendInt(limit_field, decision.remaining);
+  limit_field += ";t=";
+  AppendInt(limit_field, CeilSeconds(decision.reset_after));
 }
 
 HeaderList RateLimitHeaders(std::string_view policy_name, const Policy& policy,
                             const Decision& decision) {
   std::string policy_field, limit_field;
   AppendRateLimitFields(policy_field, limit_field, policy_name, policy, decision);
-  HeaderList headers = {
-      {"X-RateLimit-Limit", std::to_string(decision.limit)},
-      {"X-RateLimit-Remaining", std::to_string(decision.remaining)},
-      {"X-RateLimit-Reset", std::to_string(CeilSeconds(decision.reset_after))},
-      {"RateLimit-Policy", std::move(policy_field)},
-      {"RateLimit", std::move(limit_field)},
-  };
+  return RateLimitHeaders(decision, std::move(policy_field), std::move(limit_field));
+}
+
+HeaderList RateLimitHeaders(const Decision& binding, std::string policy_field,
+                            std::string limit_field) {
+  HeaderList headers;
+  headers.reserve(6);
+  headers.emplace_back("X-RateLimit-Limit", IntString(binding.limit));
+  headers.emplace_back("X-RateLimit-Remaining", IntString(binding.remaining));
+  headers.emplace_back("X-RateLimit-Reset",
+                       IntString(CeilSeconds(binding.reset_after)));
+  headers.emplace_back("RateLimit-Policy", std::move(policy_field));
+  headers.emplace_back("RateLimit", std::move(limit_field));
   // A cost that can never fit has no retry time worth sending (retry_after = -1).
-  if (!decision.allowed && decision.retry_after.count() >= 0) {
-    headers.emplace_back("Retry-After", std::to_string(CeilSeconds(decision.retry_after)));
+  if (!binding.allowed && binding.retry_after.count() >= 0) {
+    headers.emplace_back("Retry-After",
+                         IntString(CeilSeconds(binding.retry_after)));
   }
   return headers;
 }

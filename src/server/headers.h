@@ -22,6 +22,12 @@ std::int64_t CeilSeconds(std::chrono::microseconds us);
 HeaderList RateLimitHeaders(std::string_view policy_name, const Policy& policy,
                             const Decision& decision);
 
+// The same headers for a decision over several limits: X-RateLimit-* and Retry-After from
+// `binding` (the binding limit's decision with the combined wait), RateLimit-Policy and
+// RateLimit as built by AppendRateLimitFields.
+HeaderList RateLimitHeaders(const Decision& binding, std::string policy_field,
+                            std::string limit_field);
+
 // Appends one limit to the values of RateLimit-Policy and RateLimit, which list several
 // limits comma-separated (the IETF draft allows it).
 void AppendRateLimitFields(std::string& policy_field, std::string& limit_field,

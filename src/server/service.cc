@@ -393,6 +393,14 @@ void RequestLimits::Add(std::string key, std::string name, std::size_t rule_leng
   items.push_back(CheckItem{{}, policy, cost, {}, shadow});
 }
 
+void RequestLimits::Reserve(std::size_t limits, std::size_t rule_count) {
+  keys.reserve(limits);
+  names.reserve(limits);
+  items.reserve(limits);
+  rule_lengths.reserve(limits);
+  rules.reserve(rule_count);
+}
+
 void RequestLimits::Seal() {
   for (std::size_t i = 0; i < items.size(); ++i) {
     items[i].key = keys[i];
@@ -408,8 +416,6 @@ namespace {
 // (docs/multi.md).
 HeaderList MultiRateLimitHeaders(const RequestLimits& limits, const MultiDecision& decision) {
   if (limits.items[decision.binding].shadow) return {};
-  HeaderList headers = RateLimitHeaders(limits.names[decision.binding],
-                                        limits.items[decision.binding].policy, decision.Summary());
   std::string policy_field, limit_field;
   for (std::size_t i = 0; i < limits.items.size(); ++i) {
     if (limits.items[i].shadow ||
@@ -419,11 +425,7 @@ HeaderList MultiRateLimitHeaders(const RequestLimits& limits, const MultiDecisio
     AppendRateLimitFields(policy_field, limit_field, limits.names[i], limits.items[i].policy,
                           decision.items[i]);
   }
-  for (auto& [name, value] : headers) {
-    if (name == "RateLimit-Policy") value = policy_field;
-    if (name == "RateLimit") value = limit_field;
-  }
-  return headers;
+  return RateLimitHeaders(decision.Summary(), std::move(policy_field), std::move(limit_field));
 }
 
 std::string Dump(const nlohmann::json& json) {
@@ -651,7 +653,10 @@ void Service::AddRuleLimits(const Rule& rule, std::string_view identity, char se
   for (const Limit& limit : rule.limits) {
     const std::string_view plan =
         limit.plan_header.empty() ? std::string_view() : HeaderValue(request, limit.plan_header);
-    limits.Add(fmt::format("{}{}{{{}}}", limit.qualified, sep, identity), limit.qualified,
+    std::string key;  // <rule>.<limit><sep>{<identity>}, without a format string to parse
+    key.reserve(limit.qualified.size() + identity.size() + 3);
+    key.append(limit.qualified).append(1, sep).append(1, '{').append(identity).append(1, '}');
+    limits.Add(std::move(key), limit.qualified,
                rule.name.size(), limit.For(chosen_by, plan), cost, limit.shadow || config.shadow);
   }
 }
@@ -659,10 +664,8 @@ void Service::AddRuleLimits(const Rule& rule, std::string_view identity, char se
 void Service::CheckAll(const Request& request, std::shared_ptr<RequestLimits> limits,
                        Respond respond) {
   limits->Seal();
-  if (absl::Status status = ValidateMultiRequest({limits->items, std::nullopt}); !status.ok()) {
-    return respond(
-        Error(request, http::status::bad_request, "invalid_argument", MessageOf(status)));
-  }
+  // The store validates the items (ValidateMultiRequest) and answers a bad request as an
+  // error, which the callback turns into the 400.
   DecideAll(*limits, [this, version = request.version(), keep_alive = request.keep_alive(),
                       limits, respond = std::move(respond)](absl::StatusOr<MultiDecision> decision) {
     if (!decision.ok()) {
@@ -751,6 +754,9 @@ void Service::Authz(const Request& request, const ip::address& peer, const Serve
   }
   const ip::address client = ClientAddress(request, peer, config);
   auto limits = std::make_shared<RequestLimits>();
+  std::size_t count = 0;
+  for (const Rule* rule : rules) count += rule->limits.size();
+  limits->Reserve(count, rules.size());
   for (const Rule* rule : rules) {
     auto [key, value] = Identify(*rule, request, client, limits->issued_cookie);
     AddRuleLimits(*rule, key, '|', value, rule->cost, request, config, *limits);
@@ -791,10 +797,8 @@ void Service::Authz(const Request& request, const ip::address& peer, const Serve
                   });
   }
   limits->Seal();
-  if (absl::Status status = ValidateMultiRequest({limits->items, std::nullopt}); !status.ok()) {
-    return respond(Error(request, http::status::internal_server_error, "internal",
-                         MessageOf(status)));
-  }
+  // The store validates the items and answers a bad set (two limits of the config on one
+  // key and algorithm) as an error: the callback's 500.
   DecideAll(*limits, [this, version = request.version(), keep_alive = request.keep_alive(), limits,
                       answer, respond = std::move(respond)](absl::StatusOr<MultiDecision> decision) {
     if (!decision.ok()) {

@@ -79,6 +79,8 @@ struct RequestLimits {
   static constexpr std::size_t kNoRule = std::string::npos;
   void Add(std::string key, std::string name, std::size_t rule_length, const Policy& policy,
            std::int64_t cost, bool shadow);
+  // Room for `limits` limits from `rule_count` rules: one allocation per list.
+  void Reserve(std::size_t limits, std::size_t rule_count);
   // Points every item at its key and name: once all are added.
   void Seal();
   // One enforced limit: the single decision serves it.
