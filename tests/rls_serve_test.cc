@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -129,10 +130,47 @@ class RlsClient {
   std::unique_ptr<Health::Stub> health_;
 };
 
-// A `serve` with gRPC on: its ports, its process, a client.
+// Upstream's runtime layout: <root>/<subdirectory>/config/*.yaml.
+class RuntimeDir {
+ public:
+  RuntimeDir() {
+    std::string dir = (fs::temp_directory_path() / "floodgate-rls-XXXXXX").string();
+    if (mkdtemp(dir.data()) != nullptr) root_ = dir;
+    fs::create_directories(config_dir());
+  }
+  ~RuntimeDir() {
+    std::error_code ec;
+    fs::remove_all(root_, ec);
+  }
+  fs::path config_dir() const { return root_ / "ratelimit" / "config"; }
+  void Write(const std::string& name, const std::string& yaml) const {
+    // Written aside and renamed in: the server never reads half a file.
+    const fs::path tmp = root_ / (name + ".tmp");
+    std::ofstream(tmp) << yaml;
+    fs::rename(tmp, config_dir() / name);
+  }
+  std::vector<std::string> Env() const {
+    return {"RUNTIME_ROOT=" + root_.string(), "RUNTIME_SUBDIRECTORY=ratelimit",
+            "RUNTIME_IGNOREDOTFILES=true"};
+  }
+  const fs::path& root() const { return root_; }
+
+ private:
+  fs::path root_;
+};
+
+// A `serve` with gRPC on: its ports, its process, a client. Without RUNTIME_ROOT in `env`
+// it reads an empty config directory of its own (serve refuses to start without one).
 struct RlsServe {
   RlsServe(std::vector<std::string> args, std::vector<std::string> env)
       : http_port(FreeLoopbackPort()), grpc_port(FreeLoopbackPort()) {
+    const bool has_root = std::any_of(env.begin(), env.end(), [](const std::string& e) {
+      return e.starts_with("RUNTIME_ROOT=");
+    });
+    if (!has_root) {
+      const auto own = empty_runtime.Env();
+      env.insert(env.end(), own.begin(), own.end());
+    }
     args.insert(args.end(), {"--listen", fmt::format("127.0.0.1:{}", http_port), "--grpc-listen",
                              fmt::format("127.0.0.1:{}", grpc_port)});
     process.emplace(std::move(args), std::move(env));
@@ -148,6 +186,7 @@ struct RlsServe {
     return process->Log().find("stand-in engine") != std::string::npos;
   }
 
+  RuntimeDir empty_runtime;
   int http_port;
   int grpc_port;
   std::optional<ServeProcess> process;
@@ -196,8 +235,10 @@ TEST(RlsServe, AnswersHealthHealthcheckGrpcAndJson) {
 TEST(RlsServe, TakesTheGrpcAddressFromUpstreamsEnvironment) {
   const int grpc_port = FreeLoopbackPort();
   const int http_port = FreeLoopbackPort();
-  ServeProcess serve({"--listen", fmt::format("127.0.0.1:{}", http_port)},
-                     {"GRPC_HOST=127.0.0.1", fmt::format("GRPC_PORT={}", grpc_port)});
+  RuntimeDir runtime;
+  std::vector<std::string> env = runtime.Env();
+  env.insert(env.end(), {"GRPC_HOST=127.0.0.1", fmt::format("GRPC_PORT={}", grpc_port)});
+  ServeProcess serve({"--listen", fmt::format("127.0.0.1:{}", http_port)}, env);
   ASSERT_TRUE(serve.WaitListening(grpc_port, kStartLimit)) << serve.Log();
   RlsClient client(grpc_port);
   EXPECT_EQ(client.Health("ratelimit"), HealthCheckResponse::SERVING);
@@ -240,35 +281,6 @@ TEST(RlsServe, HealthFollowsRedis) {
 
 // ---------------------------------------------------------------------------------------
 // Semantics: envoyproxy/ratelimit's configuration, unchanged (needs the real engine)
-
-// Upstream's runtime layout: <root>/<subdirectory>/config/*.yaml.
-class RuntimeDir {
- public:
-  RuntimeDir() {
-    std::string dir = (fs::temp_directory_path() / "floodgate-rls-XXXXXX").string();
-    if (mkdtemp(dir.data()) != nullptr) root_ = dir;
-    fs::create_directories(config_dir());
-  }
-  ~RuntimeDir() {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
-  }
-  fs::path config_dir() const { return root_ / "ratelimit" / "config"; }
-  void Write(const std::string& name, const std::string& yaml) const {
-    // Written aside and renamed in: the server never reads half a file.
-    const fs::path tmp = root_ / (name + ".tmp");
-    std::ofstream(tmp) << yaml;
-    fs::rename(tmp, config_dir() / name);
-  }
-  std::vector<std::string> Env() const {
-    return {"RUNTIME_ROOT=" + root_.string(), "RUNTIME_SUBDIRECTORY=ratelimit",
-            "RUNTIME_IGNOREDOTFILES=true"};
-  }
-  const fs::path& root() const { return root_; }
-
- private:
-  fs::path root_;
-};
 
 // Every feature the tests below touch, in upstream's syntax.
 constexpr const char* kConfig = R"(domain: e2e
