@@ -21,16 +21,7 @@ using floodgate::testing::RedisServer;
 
 // YEAR windows: the server's clock decides, and a window boundary during a test run is
 // once a year.
-constexpr const char* kConfig = R"(domain: d
-descriptors:
-  - key: big
-    rate_limit: {unit: year, requests_per_unit: 10}
-  - key: small
-    rate_limit: {unit: year, requests_per_unit: 1}
-)";
-constexpr const char* kAllOrNothing = R"(domain: a
-all_or_nothing: true
-descriptors:
+constexpr const char* kDescriptors = R"(descriptors:
   - key: big
     rate_limit: {unit: year, requests_per_unit: 10}
   - key: small
@@ -66,7 +57,8 @@ pb::RateLimitRequest Peek(const std::string& domain, const std::string& user) {
 class Asker {
  public:
   Asker(Store& store, RlsSettings settings = {}) {
-    auto config = ParseRlsConfig({{"d.yaml", kConfig}, {"a.yaml", kAllOrNothing}});
+    auto config = ParseRlsConfig({{"d.yaml", std::string("domain: d\n") + kDescriptors},
+                                  {"a.yaml", std::string("domain: a\nall_or_nothing: true\n") + kDescriptors}});
     EXPECT_TRUE(config.ok()) << config.status();
     engine_ = std::make_unique<RlsEngine>(store, std::move(settings),
                                           config.ok() ? *config : nullptr, metrics_);

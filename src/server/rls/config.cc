@@ -9,6 +9,7 @@
 #include <cctype>
 #include <limits>
 
+#include "common/status_macros.h"
 #include "common/strings.h"
 
 namespace floodgate::server::rls {
@@ -102,17 +103,6 @@ class FileReader {
   const std::string& file_;
 };
 
-#define FG_ASSIGN(lhs, expr)                      \
-  do {                                            \
-    auto fg_value = (expr);                       \
-    if (!fg_value.ok()) return fg_value.status(); \
-    lhs = *std::move(fg_value);                   \
-  } while (false)
-
-#define FG_RETURN_IF_ERROR(expr)      \
-  do {                                \
-    if (auto fg_status = (expr); !fg_status.ok()) return fg_status; \
-  } while (false)
 
 absl::StatusOr<Unit> ParseUnit(const std::string& text) {
   std::string upper = text;
