@@ -26,7 +26,8 @@ std::string ErrorOf(const std::string& yaml) {
   return config.ok() ? "" : std::string(config.status().message());
 }
 
-ext::RateLimitDescriptor Descriptor(std::initializer_list<std::pair<std::string, std::string>> entries) {
+ext::RateLimitDescriptor Descriptor(
+    std::initializer_list<std::pair<std::string, std::string>> entries) {
   ext::RateLimitDescriptor descriptor;
   for (const auto& [key, value] : entries) {
     auto* entry = descriptor.add_entries();
@@ -52,8 +53,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         ErrorCase{"descriptors: []\n", "a.yaml:1: config file cannot have empty domain"},
         ErrorCase{"domain: \"\"\n", "a.yaml:1: config file cannot have empty domain"},
-        ErrorCase{"domain: d\ndescriptors:\n  - value: x\n",
-                  "a.yaml:3: descriptor has empty key"},
+        ErrorCase{"domain: d\ndescriptors:\n  - value: x\n", "a.yaml:3: descriptor has empty key"},
         ErrorCase{"domain: d\ndescriptors:\n  - key: k\n    value: v\n  - key: k\n    value: v\n",
                   "a.yaml:5: duplicate descriptor composite key 'd.k_v'"},
         ErrorCase{"domain: d\ndescriptors:\n  - key: a\n    descriptors:\n      - key: b\n"
@@ -70,9 +70,10 @@ INSTANTIATE_TEST_SUITE_P(
                   "a.yaml:6: should not specify rate limit unit when unlimited"},
         ErrorCase{"domain: d\ndescriptors:\n  - key: k\n    ratelimit:\n      unit: second\n",
                   "a.yaml:4: config error, unknown key 'ratelimit'"},
-        ErrorCase{"domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n"
-                  "      requests_per_unit: 1\n      name: n\n      replaces:\n        - name: \"\"\n",
-                  "a.yaml:9: should not have an empty replaces entry"},
+        ErrorCase{
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n"
+            "      requests_per_unit: 1\n      name: n\n      replaces:\n        - name: \"\"\n",
+            "a.yaml:9: should not have an empty replaces entry"},
         ErrorCase{"domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n"
                   "      requests_per_unit: 1\n      name: n\n      replaces:\n        - name: n\n",
                   "a.yaml:9: replaces should not contain name of same descriptor"},
@@ -82,7 +83,8 @@ INSTANTIATE_TEST_SUITE_P(
                   "      requests_per_unit: many\n",
                   "a.yaml:6: error loading config file: requests_per_unit must be a whole "
                   "number from 0 to 4294967295"},
-        ErrorCase{"domain: [d\n", "a.yaml:2: error loading config file: end of sequence flow not found"},
+        ErrorCase{"domain: [d\n",
+                  "a.yaml:2: error loading config file: end of sequence flow not found"},
         // floodgate's extensions get floodgate's own messages, with the line.
         ErrorCase{"domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n"
                   "      requests_per_unit: 5\n      algorithm: leaky\n",
@@ -95,9 +97,10 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n"
                   "      period: 30s\n      requests_per_unit: 5\n",
                   "a.yaml:5: rate_limit gives both unit and period"},
-        ErrorCase{"domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      period: 30 parsecs\n"
-                  "      requests_per_unit: 5\n",
-                  "a.yaml:5: period: \"30 parsecs\" needs a unit: us, ms, s, m, h or d (e.g. 10s)"}));
+        ErrorCase{
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      period: 30 parsecs\n"
+            "      requests_per_unit: 5\n",
+            "a.yaml:5: period: \"30 parsecs\" needs a unit: us, ms, s, m, h or d (e.g. 10s)"}));
 
 TEST(RlsConfigTest, DuplicateDomainAcrossFilesNamesTheSecondFile) {
   auto config = ParseRlsConfig({{"one.yaml", "domain: d\n"}, {"two.yaml", "\n\ndomain: d\n"}});
@@ -214,24 +217,23 @@ TEST_P(MatchingTest, AsUpstreamGetLimit) {
 
 INSTANTIATE_TEST_SUITE_P(
     Table, MatchingTest,
-    ::testing::Values(
-        MatchCase{"exact", {{"k", "exact"}}, 1},
-        // Wildcards in file order: "pre*" comes before "p*".
-        MatchCase{"first_wildcard", {{"k", "prefix"}}, 2},
-        MatchCase{"second_wildcard", {{"k", "pa"}}, 3},
-        MatchCase{"default", {{"k", "other"}}, 4},
-        MatchCase{"default_empty_value", {{"k", ""}}, 4},
-        MatchCase{"nested_exact", {{"parent", "x"}, {"child", "c"}}, 6},
-        MatchCase{"nested_default", {{"parent", "x"}, {"child", "z"}}, 7},
-        // The limit comes from the node the last entry reaches: "parent"'s own limit
-        // does not apply to a longer descriptor...
-        MatchCase{"intermediate_not_applied", {{"parent", "x"}, {"unknown", "z"}}, 0},
-        // ...and a deeper node's limit not to a shorter one.
-        MatchCase{"parent_alone", {{"parent", "x"}}, 5},
-        MatchCase{"no_limit_on_node", {{"nolimit", "x"}}, 0},
-        MatchCase{"leaf_under_no_limit", {{"nolimit", "x"}, {"leaf", "y"}}, 8},
-        MatchCase{"deeper_than_config", {{"k", "exact"}, {"more", "x"}}, 0},
-        MatchCase{"no_match", {{"nothing", "x"}}, 0}),
+    ::testing::Values(MatchCase{"exact", {{"k", "exact"}}, 1},
+                      // Wildcards in file order: "pre*" comes before "p*".
+                      MatchCase{"first_wildcard", {{"k", "prefix"}}, 2},
+                      MatchCase{"second_wildcard", {{"k", "pa"}}, 3},
+                      MatchCase{"default", {{"k", "other"}}, 4},
+                      MatchCase{"default_empty_value", {{"k", ""}}, 4},
+                      MatchCase{"nested_exact", {{"parent", "x"}, {"child", "c"}}, 6},
+                      MatchCase{"nested_default", {{"parent", "x"}, {"child", "z"}}, 7},
+                      // The limit comes from the node the last entry reaches: "parent"'s own limit
+                      // does not apply to a longer descriptor...
+                      MatchCase{"intermediate_not_applied", {{"parent", "x"}, {"unknown", "z"}}, 0},
+                      // ...and a deeper node's limit not to a shorter one.
+                      MatchCase{"parent_alone", {{"parent", "x"}}, 5},
+                      MatchCase{"no_limit_on_node", {{"nolimit", "x"}}, 0},
+                      MatchCase{"leaf_under_no_limit", {{"nolimit", "x"}, {"leaf", "y"}}, 8},
+                      MatchCase{"deeper_than_config", {{"k", "exact"}, {"more", "x"}}, 0},
+                      MatchCase{"no_match", {{"nothing", "x"}}, 0}),
     [](const auto& info) { return info.param.name; });
 
 TEST(RlsConfigTest, UnknownDomainHasNoLimit) {

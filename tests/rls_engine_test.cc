@@ -2,6 +2,8 @@
 // (statuses, counts per unit, hits_addend, overrides, shadow, replaces, unlimited,
 // headers), floodgate's extensions and failure behaviour. Time is fixed per test.
 
+#include "server/rls/rls_engine.h"
+
 #include <floodgate/memory_store.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,7 +13,6 @@
 #include <string>
 
 #include "server/rls/config.h"
-#include "server/rls/rls_engine.h"
 
 namespace floodgate::server::rls {
 namespace {
@@ -31,7 +32,7 @@ std::shared_ptr<const RlsConfig> Config(const std::string& yaml) {
 
 struct Descriptor {
   Entries entries;
-  std::optional<std::uint64_t> hits;                       // the descriptor's hits_addend
+  std::optional<std::uint64_t> hits;                            // the descriptor's hits_addend
   std::optional<std::pair<std::uint32_t, int>> override_limit;  // requests_per_unit, unit
 };
 
@@ -103,8 +104,7 @@ descriptors:
 TEST_F(RlsEngineTest, RequestChecksUseUpstreamTexts) {
   Start(kBasic);
   auto no_domain = Ask(Request("", {{{{"per_second", "a"}}}}));
-  EXPECT_EQ(no_domain.status(),
-            absl::InvalidArgumentError("rate limit domain must not be empty"));
+  EXPECT_EQ(no_domain.status(), absl::InvalidArgumentError("rate limit domain must not be empty"));
   auto no_descriptors = Ask(Request("d", {}));
   EXPECT_EQ(no_descriptors.status(),
             absl::InvalidArgumentError("rate limit descriptor list must not be empty"));
@@ -351,8 +351,7 @@ TEST_F(RlsEngineTest, AllOrNothingSpendsNothingOnADeniedRequest) {
 TEST_F(RlsEngineTest, AllOrNothingMergesOneCounterAndBoundsItems) {
   Start(Pollution("d", "all_or_nothing: true"));
   // The same descriptor twice is one counter with the hits added: 2 + 9 > 10.
-  const Response merged =
-      AskOk(Request("d", {{{{"big", "m"}}, 2}, {{{"big", "m"}}, 9}}));
+  const Response merged = AskOk(Request("d", {{{{"big", "m"}}, 2}, {{{"big", "m"}}, 9}}));
   EXPECT_EQ(merged.overall_code(), Response::OVER_LIMIT);
   EXPECT_EQ(AskOk(Request("d", {{{{"big", "m"}}, 2}, {{{"big", "m"}}, 8}})).overall_code(),
             Response::OK);
@@ -361,6 +360,22 @@ TEST_F(RlsEngineTest, AllOrNothingMergesOneCounterAndBoundsItems) {
   auto refused = Ask(Request("d", many));
   EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
   EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("at most 16"));
+}
+
+TEST_F(RlsEngineTest, AllOrNothingZeroLimitSpendsNothingElse) {
+  Start(R"(domain: d
+all_or_nothing: true
+descriptors:
+  - key: big
+    rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: closed
+    rate_limit: {unit: minute, requests_per_unit: 0}
+)");
+  const Response denied = AskOk(Request("d", {{{{"big", "z"}}}, {{{"closed", "z"}}}}));
+  EXPECT_EQ(denied.overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(denied.statuses(0).code(), Response::OK);
+  EXPECT_EQ(denied.statuses(1).code(), Response::OVER_LIMIT);
+  EXPECT_EQ(AskOk(Request("d", {{{{"big", "z"}}, 0}})).statuses(0).limit_remaining(), 10u);
 }
 
 TEST_F(RlsEngineTest, ExtensionsPeriodAndAlgorithm) {

@@ -47,8 +47,10 @@ void Write(const fs::path& path, const std::string& text) {
 }
 
 std::string Domain(const std::string& name, int limit) {
-  return "domain: " + name + "\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, "
-         "requests_per_unit: " + std::to_string(limit) + "}\n";
+  return "domain: " + name +
+         "\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, "
+         "requests_per_unit: " +
+         std::to_string(limit) + "}\n";
 }
 
 std::uint32_t LimitOf(const RlsConfig& config, const std::string& domain) {
@@ -199,9 +201,12 @@ TEST(RlsLoaderTest, EnvironmentAsUpstreamReadsIt) {
   EXPECT_EQ(defaults->reset_header, "RateLimit-Reset");
   EXPECT_EQ(ConfigDirectory(*defaults), fs::path("/srv/runtime_data/current/config"));
 
-  env = {{"RUNTIME_ROOT", "/data"},          {"RUNTIME_SUBDIRECTORY", "ratelimit"},
-         {"RUNTIME_IGNOREDOTFILES", "true"}, {"SHADOW_MODE", "1"},
-         {"LIMIT_RESPONSE_HEADERS_ENABLED", "T"}, {"LIMIT_RESET_HEADER", "X-Reset"},
+  env = {{"RUNTIME_ROOT", "/data"},
+         {"RUNTIME_SUBDIRECTORY", "ratelimit"},
+         {"RUNTIME_IGNOREDOTFILES", "true"},
+         {"SHADOW_MODE", "1"},
+         {"LIMIT_RESPONSE_HEADERS_ENABLED", "T"},
+         {"LIMIT_RESET_HEADER", "X-Reset"},
          {"RUNTIME_WATCH_ROOT", "false"}};
   auto set = FromEnvironment(getenv);
   ASSERT_TRUE(set.ok()) << set.status();

@@ -57,8 +57,9 @@ pb::RateLimitRequest Peek(const std::string& domain, const std::string& user) {
 class Asker {
  public:
   Asker(Store& store, RlsSettings settings = {}) {
-    auto config = ParseRlsConfig({{"d.yaml", std::string("domain: d\n") + kDescriptors},
-                                  {"a.yaml", std::string("domain: a\nall_or_nothing: true\n") + kDescriptors}});
+    auto config = ParseRlsConfig(
+        {{"d.yaml", std::string("domain: d\n") + kDescriptors},
+         {"a.yaml", std::string("domain: a\nall_or_nothing: true\n") + kDescriptors}});
     EXPECT_TRUE(config.ok()) << config.status();
     engine_ = std::make_unique<RlsEngine>(store, std::move(settings),
                                           config.ok() ? *config : nullptr, metrics_);

@@ -23,9 +23,8 @@ using RateLimit = ::envoy::service::ratelimit::v3::RateLimitResponse::RateLimit;
 // the wrong place is ignored there, as upstream's YAML decoding ignores it), plus
 // floodgate's extensions.
 constexpr std::array<std::string_view, 17> kKnownKeys = {
-    "domain",    "key",          "value",     "descriptors",     "rate_limit",
-    "unit",      "requests_per_unit", "unlimited", "shadow_mode", "name",
-    "replaces",  "detailed_metric",
+    "domain", "key", "value", "descriptors", "rate_limit", "unit", "requests_per_unit", "unlimited",
+    "shadow_mode", "name", "replaces", "detailed_metric",
     // floodgate's extensions (docs/envoy.md)
     "algorithm", "burst", "refill", "period", "all_or_nothing"};
 
@@ -102,7 +101,6 @@ class FileReader {
  private:
   const std::string& file_;
 };
-
 
 absl::StatusOr<Unit> ParseUnit(const std::string& text) {
   std::string upper = text;
@@ -190,7 +188,8 @@ absl::StatusOr<RlsLimit> ParseRateLimit(const FileReader& r, const YAML::Node& n
     limit.upstream_window = false;
   } else {
     limit.period = *UnitLength(limit.unit);
-    period = fmt::format("{}s", std::chrono::duration_cast<std::chrono::seconds>(limit.period).count());
+    period =
+        fmt::format("{}s", std::chrono::duration_cast<std::chrono::seconds>(limit.period).count());
   }
   if (node["algorithm"]) limit.upstream_window = false;
   if (limit.requests_per_unit == 0) {
@@ -211,14 +210,22 @@ absl::StatusOr<RlsLimit> ParseRateLimit(const FileReader& r, const YAML::Node& n
 std::optional<std::chrono::seconds> UnitLength(Unit unit) {
   using std::chrono::seconds;
   switch (unit) {
-    case RateLimit::SECOND: return seconds(1);
-    case RateLimit::MINUTE: return seconds(60);
-    case RateLimit::HOUR: return seconds(3600);
-    case RateLimit::DAY: return seconds(86400);
-    case RateLimit::WEEK: return seconds(7 * 86400);
-    case RateLimit::MONTH: return seconds(30 * 86400);
-    case RateLimit::YEAR: return seconds(365 * 86400);
-    default: return std::nullopt;
+    case RateLimit::SECOND:
+      return seconds(1);
+    case RateLimit::MINUTE:
+      return seconds(60);
+    case RateLimit::HOUR:
+      return seconds(3600);
+    case RateLimit::DAY:
+      return seconds(86400);
+    case RateLimit::WEEK:
+      return seconds(7 * 86400);
+    case RateLimit::MONTH:
+      return seconds(30 * 86400);
+    case RateLimit::YEAR:
+      return seconds(365 * 86400);
+    default:
+      return std::nullopt;
   }
 }
 
@@ -231,8 +238,8 @@ class ConfigBuilder {
     try {
       root = YAML::Load(file.text);
     } catch (const YAML::Exception& e) {
-      return absl::InvalidArgumentError(fmt::format(
-          "{}:{}: error loading config file: {}", file.name, e.mark.line + 1, e.msg));
+      return absl::InvalidArgumentError(
+          fmt::format("{}:{}: error loading config file: {}", file.name, e.mark.line + 1, e.msg));
     }
     if (root.IsDefined() && !root.IsNull() && !root.IsMap()) {
       return r.DecodeError(root, "the file must be a mapping of keys");
@@ -249,8 +256,7 @@ class ConfigBuilder {
     }
     auto loaded = std::make_unique<RlsDomain>();
     FG_ASSIGN(loaded->all_or_nothing, r.Bool(root["all_or_nothing"], "all_or_nothing"));
-    FG_RETURN_IF_ERROR(
-        LoadDescriptors(r, root["descriptors"], domain + ".", loaded->root));
+    FG_RETURN_IF_ERROR(LoadDescriptors(r, root["descriptors"], domain + ".", loaded->root));
     config_->domains_.emplace(domain, std::move(loaded));
     return absl::OkStatus();
   }
@@ -281,7 +287,8 @@ class ConfigBuilder {
       bool detailed = false;
       FG_ASSIGN(shadow, r.Bool(descriptor["shadow_mode"], "shadow_mode"));
       FG_ASSIGN(detailed, r.Bool(descriptor["detailed_metric"], "detailed_metric"));
-      if (const YAML::Node rate_limit = descriptor["rate_limit"]; rate_limit && !rate_limit.IsNull()) {
+      if (const YAML::Node rate_limit = descriptor["rate_limit"];
+          rate_limit && !rate_limit.IsNull()) {
         FG_ASSIGN(node->limit, ParseRateLimit(r, rate_limit, stats_key, shadow, detailed));
       }
       FG_RETURN_IF_ERROR(LoadDescriptors(r, descriptor["descriptors"], stats_key + ".", *node));

@@ -69,9 +69,9 @@ class RlsConfig {
   // The limit upstream's GetLimit finds for a descriptor, without the request's `limit`
   // override: nullptr for an unknown domain or no match. The limit comes from the node
   // the descriptor's last entry reaches.
-  const RlsLimit* Find(std::string_view domain,
-                       const ::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor&
-                           descriptor) const;
+  const RlsLimit* Find(
+      std::string_view domain,
+      const ::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor& descriptor) const;
   const RlsDomain* Domain(std::string_view domain) const;
 
   std::size_t domain_count() const { return domains_.size(); }

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "common/strings.h"
 #include "server/headers.h"
 #include "server/rls/rls_engine.h"
-#include "common/strings.h"
 
 namespace floodgate::server::rls {
 
@@ -94,10 +94,10 @@ void SetDuration(google::protobuf::Duration* out, std::chrono::microseconds d) {
 // to arrive answers.
 struct RlsEngine::Pending {
   enum class Kind {
-    kNoLimit,     // unknown domain, no match, or replaced: OK without a limit
-    kUnlimited,   // OK, limit_remaining UINT32_MAX, not sent to the store
-    kZeroLimit,   // requests_per_unit 0: every counted hit is over, without the store
-    kDecide,      // sent to the store
+    kNoLimit,    // unknown domain, no match, or replaced: OK without a limit
+    kUnlimited,  // OK, limit_remaining UINT32_MAX, not sent to the store
+    kZeroLimit,  // requests_per_unit 0: every counted hit is over, without the store
+    kDecide,     // sent to the store
   };
   struct Slot {
     Kind kind = Kind::kNoLimit;
@@ -119,6 +119,7 @@ struct RlsEngine::Pending {
   std::optional<TimePoint> now;
   std::vector<Slot> slots;
   std::vector<std::size_t> to_decide;  // slots of kind kDecide
+  bool peek_only = false;              // all_or_nothing, already denied: the store spends nothing
   std::atomic<std::size_t> outstanding{0};
 };
 
@@ -242,6 +243,14 @@ void RlsEngine::ShouldRateLimit(const pb::RateLimitRequest& request, Response* r
   }
 
   const RlsDomain* domain = config.Domain(request.domain());
+  if (domain != nullptr && domain->all_or_nothing) {
+    // A limit of 0 denies without the store; all or nothing, the others then only peek.
+    for (const Pending::Slot& slot : pending->slots) {
+      if (slot.kind == Pending::Kind::kZeroLimit && slot.hits > 0 && !slot.limit().shadow) {
+        pending->peek_only = true;
+      }
+    }
+  }
   if (pending->to_decide.empty()) {
     Finish(*pending);
   } else if (domain != nullptr && domain->all_or_nothing) {
@@ -257,10 +266,8 @@ void RlsEngine::DecideEach(std::shared_ptr<Pending> pending) {
   pending->outstanding.store(pending->to_decide.size(), std::memory_order_relaxed);
   for (const std::size_t i : pending->to_decide) {
     Pending::Slot& slot = pending->slots[i];
-    DecideRequest request{.key = slot.key,
-                          .policy = *slot.limit().policy,
-                          .cost = slot.hits,
-                          .now = pending->now};
+    DecideRequest request{
+        .key = slot.key, .policy = *slot.limit().policy, .cost = slot.hits, .now = pending->now};
     store_.DecideAsync(request, [this, pending, i](absl::StatusOr<Decision> decision) {
       pending->slots[i].decision = std::move(decision);
       if (pending->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) Finish(*pending);
@@ -278,14 +285,16 @@ void RlsEngine::DecideAll(std::shared_ptr<Pending> pending) {
       return item.key == slot.key;  // the key names the algorithm
     });
     if (same != items.end()) {
-      same->cost = std::min<std::int64_t>(same->cost + slot.hits, kMaxCost);
+      if (!pending->peek_only) {
+        same->cost = std::min<std::int64_t>(same->cost + slot.hits, kMaxCost);
+      }
       slot.item = static_cast<std::size_t>(same - items.begin());
       continue;
     }
     slot.item = items.size();
     items.push_back(CheckItem{.key = slot.key,
                               .policy = policy,
-                              .cost = slot.hits,
+                              .cost = pending->peek_only ? 0 : slot.hits,
                               .name = slot.limit().name,
                               .shadow = slot.limit().shadow});
   }
@@ -317,10 +326,10 @@ void RlsEngine::Finish(Pending& pending) {
     const auto& decision = pending.slots[i].decision;
     if (!decision.ok()) {
       const absl::Status& status = decision.status();
-      pending.done(absl::IsInvalidArgument(status)
-                       ? status
-                       : absl::UnavailableError(fmt::format("rate limit store: {}",
-                                                            MessageOf(status))));
+      pending.done(
+          absl::IsInvalidArgument(status)
+              ? status
+              : absl::UnavailableError(fmt::format("rate limit store: {}", MessageOf(status))));
       return;
     }
     degraded = degraded || decision->degraded;
@@ -398,8 +407,8 @@ void RlsEngine::Finish(Pending& pending) {
 
   if (degraded && settings_.unavailable_on_store_error) {
     response.Clear();
-    pending.done(absl::UnavailableError(
-        "rate limit store unavailable: Envoy's failure_mode_deny decides"));
+    pending.done(
+        absl::UnavailableError("rate limit store unavailable: Envoy's failure_mode_deny decides"));
     return;
   }
   if (settings_.response_headers && binding != nullptr) {

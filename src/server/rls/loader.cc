@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <system_error>
+
 #include "common/strings.h"
 
 namespace floodgate::server::rls {
@@ -52,15 +53,17 @@ absl::StatusOr<RlsSettings> FromEnvironment(absl::FunctionRef<const char*(const 
   };
   text("RUNTIME_ROOT", settings.runtime_root);
   text("RUNTIME_SUBDIRECTORY", settings.runtime_subdirectory);
-  if (const char* app = getenv("RUNTIME_APPDIRECTORY"); app != nullptr && std::string_view(app) != "config") {
+  if (const char* app = getenv("RUNTIME_APPDIRECTORY");
+      app != nullptr && std::string_view(app) != "config") {
     return absl::InvalidArgumentError(fmt::format(
         "RUNTIME_APPDIRECTORY=\"{}\": floodgate reads the config files from \"config\" only", app));
   }
   bool watch_root = true;  // accepted: the poll watches the whole path either way
-  for (auto [name, into] : {std::pair{"RUNTIME_IGNOREDOTFILES", &settings.ignore_dotfiles},
-                            std::pair{"RUNTIME_WATCH_ROOT", &watch_root},
-                            std::pair{"SHADOW_MODE", &settings.global_shadow},
-                            std::pair{"LIMIT_RESPONSE_HEADERS_ENABLED", &settings.response_headers}}) {
+  for (auto [name, into] :
+       {std::pair{"RUNTIME_IGNOREDOTFILES", &settings.ignore_dotfiles},
+        std::pair{"RUNTIME_WATCH_ROOT", &watch_root},
+        std::pair{"SHADOW_MODE", &settings.global_shadow},
+        std::pair{"LIMIT_RESPONSE_HEADERS_ENABLED", &settings.response_headers}}) {
     if (auto s = flag(name, *into); !s.ok()) return s;
   }
   text("LIMIT_LIMIT_HEADER", settings.limit_header);
@@ -152,10 +155,10 @@ std::vector<ConfigWatcher::FileStamp> ConfigWatcher::Stamps() const {
     struct stat st {};
     // stat, not lstat: a swapped symlink shows as another inode behind the same path.
     if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    stamps.push_back({path.string(), static_cast<std::uint64_t>(st.st_dev),
-                      static_cast<std::uint64_t>(st.st_ino), static_cast<std::uint64_t>(st.st_size),
-                      static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 +
-                          st.st_mtim.tv_nsec});
+    stamps.push_back(
+        {path.string(), static_cast<std::uint64_t>(st.st_dev),
+         static_cast<std::uint64_t>(st.st_ino), static_cast<std::uint64_t>(st.st_size),
+         static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec});
   }
   std::sort(stamps.begin(), stamps.end(),
             [](const FileStamp& a, const FileStamp& b) { return a.path < b.path; });

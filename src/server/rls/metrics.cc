@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <mutex>
 #include <vector>
+
 #include "common/strings.h"
 
 namespace floodgate::server::rls {

@@ -6,6 +6,8 @@
 // bounded by the config: a request's values join the name only for `detailed_metric`
 // rules, as upstream. The transport renders them on /metrics.
 
+#include <absl/container/flat_hash_map.h>
+
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -13,8 +15,6 @@
 #include <shared_mutex>
 #include <string>
 #include <string_view>
-
-#include <absl/container/flat_hash_map.h>
 
 namespace floodgate::server::rls {
 
