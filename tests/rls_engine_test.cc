@@ -8,9 +8,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <future>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "server/rls/config.h"
 
@@ -408,6 +410,40 @@ TEST_F(RlsEngineTest, ConfigSwapAppliesToLaterRequests) {
   EXPECT_TRUE(AskOk(Request("d", {{{{"per_day", "x"}}}})).statuses(0).has_current_limit());
   engine_->SetConfig(Config("domain: other\n"));
   EXPECT_FALSE(AskOk(Request("d", {{{{"per_day", "x"}}}})).statuses(0).has_current_limit());
+}
+
+// Requests from several threads while the config is swapped under them: every request
+// is answered, by one config or the other, and the counter stays exact (both configs give
+// the same limit, so exactly that many are admitted).
+TEST_F(RlsEngineTest, ConcurrentRequestsDuringConfigSwaps) {
+  const std::string yaml = R"(domain: d
+descriptors:
+  - key: shared
+    rate_limit: {unit: hour, requests_per_unit: 300}
+)";
+  Start(yaml);
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 200;  // 800 requests for 300 admissions
+  std::atomic<int> allowed{0};
+  std::atomic<int> answered{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      const auto request = Request("d", {{{{"shared", "x"}}}});
+      for (int i = 0; i < kPerThread; ++i) {
+        Response response;
+        engine_->ShouldRateLimit(request, &response, [&](absl::Status s) {
+          if (!s.ok()) return;
+          answered.fetch_add(1);
+          if (response.overall_code() == Response::OK) allowed.fetch_add(1);
+        });
+      }
+    });
+  }
+  for (int swap = 0; swap < 50; ++swap) engine_->SetConfig(Config(yaml));
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(answered.load(), kThreads * kPerThread);
+  EXPECT_EQ(allowed.load(), 300);
 }
 
 TEST_F(RlsEngineTest, BadOverrideIsInvalidArgument) {
