@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/status_macros.h"
 #include "common/strings.h"
 
 namespace floodgate::server {
@@ -67,13 +68,6 @@ class Reader {
  private:
   const std::string& source_;
 };
-
-#define FG_ASSIGN(lhs, expr)                      \
-  do {                                            \
-    auto fg_value = (expr);                       \
-    if (!fg_value.ok()) return fg_value.status(); \
-    lhs = *std::move(fg_value);                   \
-  } while (false)
 
 absl::StatusOr<Network> ParseNetwork(std::string_view text) {
   const std::string s(text);
