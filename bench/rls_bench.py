@@ -85,11 +85,16 @@ def wrk(args, http_port, script, seconds, key=None):
     env = dict(os.environ)
     if key:
         env["RLS_BENCH_KEY"] = key
-    out = subprocess.run(["wrk", "-t", str(args.wrk_threads), "-c", str(args.connections),
-                          "-d", f"{seconds}s", "--latency", "-s", script,
+    # wrk takes whole seconds.
+    run = subprocess.run(["wrk", "-t", str(args.wrk_threads), "-c", str(args.connections),
+                          "-d", f"{max(1, round(seconds))}s", "--latency", "-s", script,
                           f"http://127.0.0.1:{http_port}"], capture_output=True, text=True,
-                         env=env, timeout=seconds + 60).stdout
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+                         env=env, timeout=seconds + 60)
+    out = run.stdout
+    found = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    if not found:
+        raise SystemExit(f"rls_bench: wrk failed: {out}{run.stderr}")
+    rps = float(found.group(1))
     p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", out)
     scale = {"us": 1, "ms": 1000, "s": 1_000_000}[p99.group(2)]
     verdicts = re.search(r"verdicts allowed=(\d+) denied=(\d+)", out)
