@@ -136,6 +136,11 @@ TEST_F(RlsEngineTest, OverLimitWhenTheCountPassesTheLimitPerSecond) {
   EXPECT_EQ(metrics_.Get("d.per_second", RlsMetrics::kTotalHits), 4u);
   EXPECT_EQ(metrics_.Get("d.per_second", RlsMetrics::kOverLimit), 1u);
   EXPECT_EQ(metrics_.Get("d.per_second", RlsMetrics::kWithinLimit), 3u);
+  const std::string rendered = metrics_.Render();
+  EXPECT_THAT(rendered,
+              ::testing::HasSubstr("floodgate_rls_total_hits_total{key=\"d.per_second\"} 4\n"));
+  EXPECT_THAT(rendered,
+              ::testing::HasSubstr("floodgate_rls_over_limit_total{key=\"d.per_second\"} 1\n"));
   // The next epoch-aligned second is a new window.
   now_ += std::chrono::milliseconds(750);
   EXPECT_EQ(AskOk(request).statuses(0).limit_remaining(), 2u);

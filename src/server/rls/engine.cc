@@ -419,7 +419,9 @@ void RlsEngine::Finish(Pending& pending) {
     };
     add(settings_.limit_header, std::to_string(binding->current_limit().requests_per_unit()));
     add(settings_.remaining_header, std::to_string(binding->limit_remaining()));
-    add(settings_.reset_header, std::to_string(binding->duration_until_reset().seconds()));
+    // Whole seconds, rounded up (a client that waits that long is never early).
+    const auto& reset = binding->duration_until_reset();
+    add(settings_.reset_header, std::to_string(reset.seconds() + (reset.nanos() > 0 ? 1 : 0)));
   }
   if (overall == Response::OVER_LIMIT && settings_.global_shadow) {
     overall = Response::OK;
