@@ -6,9 +6,7 @@
 //  - Transport (RlsServe*): health, /healthcheck, /json, the gRPC address from upstream's
 //    environment, graceful stop, health following Redis. They hold with any engine.
 //  - Semantics (RlsEngine*, RlsRedisDown*): upstream's configuration and answers, on
-//    memory, Redis and Cluster, and with Redis killed. They NEED THE REAL ENGINE (branch
-//    rls-engine): while `serve` runs the stand-in engine (its log says "stand-in
-//    engine"), they are skipped, saying so.
+//    memory, Redis and Cluster, and with Redis killed.
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <grpcpp/create_channel.h>
@@ -180,11 +178,6 @@ struct RlsServe {
     return process->WaitListening(grpc_port, kStartLimit) &&
            process->WaitListening(http_port, kStartLimit);
   }
-  // Whether serve runs the stand-in engine: its start line (waited for, bounded) says so.
-  bool StandIn() const {
-    process->WaitLogLines("Envoy rate limit service", 1, milliseconds(5000));
-    return process->Log().find("stand-in engine") != std::string::npos;
-  }
 
   RuntimeDir empty_runtime;
   int http_port;
@@ -193,13 +186,6 @@ struct RlsServe {
   std::optional<RlsClient> client;
 };
 
-#define SKIP_WITHOUT_REAL_ENGINE(serve)                                                \
-  do {                                                                                 \
-    if ((serve).StandIn()) {                                                           \
-      GTEST_SKIP() << "needs the real RLS engine (branch rls-engine); serve runs the " \
-                      "stand-in";                                                      \
-    }                                                                                  \
-  } while (false)
 
 // ---------------------------------------------------------------------------------------
 // Transport
@@ -386,7 +372,6 @@ std::vector<pb::RateLimitResponse::Code> Allowed(int ok, int over) {
 }
 
 TEST_P(RlsEngine, CountsPerUnitAndAnswersUpstreamsFields) {
-  SKIP_WITHOUT_REAL_ENGINE(*serve_);
   const D d{{{"remote_address", "10.0.0.1"}}};
   for (std::uint32_t i = 1; i <= 3; ++i) {
     const auto r = client().Ask("e2e", {d});
@@ -408,7 +393,6 @@ TEST_P(RlsEngine, CountsPerUnitAndAnswersUpstreamsFields) {
 }
 
 TEST_P(RlsEngine, MatchesExactThenWildcardThenDefaultByTheLastEntry) {
-  SKIP_WITHOUT_REAL_ENGINE(*serve_);
   const auto limit_of = [&](const D& d) -> std::uint32_t {
     const auto r = client().Ask("e2e", {d});
     return r.statuses(0).has_current_limit() ? r.statuses(0).current_limit().requests_per_unit()
@@ -433,7 +417,6 @@ TEST_P(RlsEngine, MatchesExactThenWildcardThenDefaultByTheLastEntry) {
 }
 
 TEST_P(RlsEngine, HitsAddendPerRequestAndPerDescriptor) {
-  SKIP_WITHOUT_REAL_ENGINE(*serve_);
   const D d{{{"source_cluster", "proxy"}, {"destination_cluster", "hits"}}};  // 5 a day
   auto r = client().Ask("e2e", {d}, 2);
   EXPECT_EQ(r.statuses(0).limit_remaining(), 3u);
@@ -449,7 +432,6 @@ TEST_P(RlsEngine, HitsAddendPerRequestAndPerDescriptor) {
 }
 
 TEST_P(RlsEngine, LimitOverrideFromTheRequest) {
-  SKIP_WITHOUT_REAL_ENGINE(*serve_);
   D d{{{"remote_address", "override"}}};  // 2 a day in the config
   d.override_per_day = 1;
   const auto r = client().Ask("e2e", {d});
@@ -458,7 +440,6 @@ TEST_P(RlsEngine, LimitOverrideFromTheRequest) {
 }
 
 TEST_P(RlsEngine, ShadowUnlimitedReplacesAndUnknownDomain) {
-  SKIP_WITHOUT_REAL_ENGINE(*serve_);
   // A shadow rule is counted, never denies.
   EXPECT_EQ(Codes(client(), D{{{"shadow", "s"}}}, 3), Allowed(3, 0));
   // Unlimited: OK, the most remaining there is, no limit.
@@ -478,7 +459,6 @@ TEST_P(RlsEngine, ShadowUnlimitedReplacesAndUnknownDomain) {
 }
 
 TEST_P(RlsEngine, JsonAnswers429OverTheLimit) {
-  SKIP_WITHOUT_REAL_ENGINE(*serve_);
   const std::string body =
       R"({"domain":"e2e","descriptors":[{"entries":[{"key":"remote_address","value":"json"}]}]})";
   std::vector<int> statuses;
@@ -489,7 +469,6 @@ TEST_P(RlsEngine, JsonAnswers429OverTheLimit) {
 }
 
 TEST_P(RlsEngine, ReloadsTheDirectoryAndKeepsTheOldConfigWhenTheNewOneIsBad) {
-  SKIP_WITHOUT_REAL_ENGINE(*serve_);
   const D d{{{"k", "v"}}};
   EXPECT_FALSE(client().Ask("second", {d}).statuses(0).has_current_limit());
   runtime_.Write("second.yaml", R"(domain: second
@@ -521,7 +500,6 @@ descriptors:
 // Kubernetes mounts a ConfigMap as symlinks into a `..data` link that it swaps to a new
 // timestamped directory.
 TEST_P(RlsEngine, ReloadsOnAConfigMapSymlinkSwap) {
-  SKIP_WITHOUT_REAL_ENGINE(*serve_);
   const fs::path dir = runtime_.config_dir();
   fs::remove(dir / "config.yaml");
   const auto version = [&](const std::string& name, int per_hour) {
@@ -559,7 +537,6 @@ TEST(RlsEngineEnvironment, GlobalShadowModeAndResponseHeaders) {
   env.insert(env.end(), {"SHADOW_MODE=true", "LIMIT_RESPONSE_HEADERS_ENABLED=true"});
   RlsServe serve({}, env);
   ASSERT_TRUE(serve.Start()) << serve.process->Log();
-  SKIP_WITHOUT_REAL_ENGINE(serve);
   const D d{{{"remote_address", "shadowed"}}};  // 2 a day
   pb::RateLimitResponse r;
   for (int i = 0; i < 3; ++i) r = serve.client->Ask("e2e", {d});
@@ -598,7 +575,6 @@ TEST_P(RlsRedisDown, AnswersWithinTheTimeoutByOnError) {
       error ? "fail_open" : GetParam().on_error, error ? "rls:\n  on_error: error\n" : "");
   RlsServe serve({"--config", config_file.string()}, runtime.Env());
   ASSERT_TRUE(serve.Start()) << serve.process->Log();
-  SKIP_WITHOUT_REAL_ENGINE(serve);
   ASSERT_EQ(serve.client->Ask("e2e", {D{{{"remote_address", "warm"}}}}).overall_code(), Code::OK);
   redis->Kill();
   int slow_in_a_row = 0;
@@ -683,7 +659,6 @@ TEST(EnvoyExample, FloodgateLoadsTheExampleRatelimitConfig) {
   RlsServe serve({}, {"RUNTIME_ROOT=" + dir.string(), "RUNTIME_SUBDIRECTORY=ratelimit",
                       "RUNTIME_IGNOREDOTFILES=true"});
   ASSERT_TRUE(serve.Start()) << serve.process->Log();
-  SKIP_WITHOUT_REAL_ENGINE(serve);
   const YAML::Node ratelimit =
       YAML::LoadFile((dir / "ratelimit" / "config" / "config.yaml").string());
   // The example's first rule, as Envoy's actions produce it: a limit comes back.

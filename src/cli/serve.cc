@@ -204,9 +204,8 @@ Command AddServe(CLI::App& app) {
                 http.Shutdown(std::chrono::milliseconds(0));
                 return kExitError;
               }
-              spdlog::info("floodgate: Envoy rate limit service (RLS v3) on grpc://{}{}",
-                           HostPort(grpc_host, grpc->port()),
-                           server::rls::ServeEngineIsReal() ? "" : " (stand-in engine: no limits)");
+              spdlog::info("floodgate: Envoy rate limit service (RLS v3) on grpc://{}",
+                           HostPort(grpc_host, grpc->port()));
             }
             spdlog::info("floodgate {} listening on http://{} (store {}, {} rules, config {})",
                          kVersion, HostPort(host, http.port()), store->Describe(),

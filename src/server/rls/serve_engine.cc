@@ -53,6 +53,4 @@ absl::StatusOr<std::unique_ptr<Engine>> MakeServeEngine(const server::RlsSection
   return std::make_unique<ServeEngine>(std::move(store), *std::move(settings), *std::move(config));
 }
 
-bool ServeEngineIsReal() { return true; }
-
 }  // namespace floodgate::server::rls

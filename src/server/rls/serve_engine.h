@@ -1,9 +1,7 @@
 #pragma once
 
 // The seam between `floodgate serve` and the RLS engine: the one place that builds the
-// Engine serve runs. serve_engine.cc here is a stand-in until the engine (rls-engine
-// branch: config loading, matching, decisions, FromEnvironment) is merged; the merge
-// replaces serve_engine.cc only.
+// Engine serve runs.
 
 #include <absl/status/statusor.h>
 #include <floodgate/store.h>
@@ -20,9 +18,5 @@ namespace floodgate::server::rls {
 // deciding on `store`. Errors are bad settings or a bad initial config directory.
 absl::StatusOr<std::unique_ptr<Engine>> MakeServeEngine(const server::RlsSection& section,
                                                         std::shared_ptr<Store> store);
-
-// Whether MakeServeEngine builds the real engine (false: the stand-in, which answers
-// every request as upstream answers an unknown domain: OK, no limit).
-bool ServeEngineIsReal();
 
 }  // namespace floodgate::server::rls
