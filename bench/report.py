@@ -210,6 +210,10 @@ PARTS = {
     "http-multi": ("several limits in one decision: HTTP", lambda args, binary, out: [
         sys.executable, f"{HERE}/http_bench.py", "--floodgate", binary, "--out", out,
         "--only-multi"]),
+    # Envoy's rate limit service (gRPC) against /v1/check, memory://: rls.md.
+    "rls": ("Envoy RLS v3 against HTTP", lambda args, binary, out: [
+        sys.executable, f"{HERE}/rls_bench.py", "--floodgate", binary, "--rls-load",
+        f"{args.build}/bench/rls_load", "--out", out]),
     "accuracy": ("accuracy", lambda args, binary, out: accuracy_part(args, out)),
     "json": ("JSON parsing", lambda args, binary, out: json_part(args, out)),
     "soak": ("soak", lambda args, binary, out: [
@@ -288,7 +292,8 @@ def main():
         versions[package] = found.group(1) if found else "?"
     run_info = open(f"{out}/run.txt").read()
     sections = ["memory_matrix.md", "memory.md", "redis.md", "cluster.md", "http.md",
-                "multi_memory.md", "multi_redis.md", "http_multi.md", "accuracy.md", "soak.md"]
+                "multi_memory.md", "multi_redis.md", "http_multi.md", "rls.md", "accuracy.md",
+                "soak.md"]
     md = ["# floodgate benchmark report\n",
           f"Machine: {machine()}. The client and the servers share these cores.\n",
           "Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()) + ".\n",

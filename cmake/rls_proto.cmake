@@ -14,11 +14,11 @@ set(FLOODGATE_PROTO_FILES
 set(proto_out ${CMAKE_CURRENT_BINARY_DIR}/generated/proto)
 file(MAKE_DIRECTORY ${proto_out})
 set(proto_sources)
-set(proto_inputs)
+set(FLOODGATE_PROTO_FILES_ABSOLUTE)
 foreach(file IN LISTS FLOODGATE_PROTO_FILES)
   string(REGEX REPLACE "\\.proto$" "" stem ${file})
   list(APPEND proto_sources ${proto_out}/${stem}.pb.cc ${proto_out}/${stem}.pb.h)
-  list(APPEND proto_inputs ${FLOODGATE_PROTO_DIR}/${file})
+  list(APPEND FLOODGATE_PROTO_FILES_ABSOLUTE ${FLOODGATE_PROTO_DIR}/${file})
 endforeach()
 # Only the service file declares an RPC service: one gRPC stub pair.
 list(APPEND proto_sources ${proto_out}/envoy/service/ratelimit/v3/rls.grpc.pb.cc
@@ -28,7 +28,7 @@ add_custom_command(
   COMMAND protobuf::protoc --proto_path=${FLOODGATE_PROTO_DIR} --cpp_out=${proto_out}
           --grpc_out=${proto_out} --plugin=protoc-gen-grpc=${FLOODGATE_GRPC_CPP_PLUGIN}
           ${FLOODGATE_PROTO_FILES}
-  DEPENDS ${proto_inputs}
+  DEPENDS ${FLOODGATE_PROTO_FILES_ABSOLUTE}
   COMMENT "protoc: Envoy's rate limit service (proto/)" VERBATIM)
 add_library(floodgate_rls_proto STATIC ${proto_sources})
 # Generated code: built without our -Werror.

@@ -20,8 +20,7 @@
 #include <thread>
 
 #include "redis_server.h"
-
-extern char** environ;
+#include "serve_process.h"
 
 namespace floodgate::testing {
 namespace {
@@ -31,116 +30,6 @@ namespace beast = boost::beast;
 namespace asio = boost::asio;
 using std::chrono::milliseconds;
 using Steady = std::chrono::steady_clock;
-
-// `floodgate serve ARGS`, its stdout and stderr in a log file; SIGTERM at the end.
-class ServeProcess {
- public:
-  explicit ServeProcess(std::vector<std::string> args) {
-    std::string dir = (fs::temp_directory_path() / "floodgate-serve-XXXXXX").string();
-    if (mkdtemp(dir.data()) != nullptr) dir_ = dir;
-    log_ = dir_ / "serve.log";
-    args.insert(args.begin(), {FLOODGATE_BINARY, "serve"});
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t files;
-    posix_spawn_file_actions_init(&files);
-    posix_spawn_file_actions_addopen(&files, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&files, 1, 2);
-    if (posix_spawn(&pid_, FLOODGATE_BINARY, &files, nullptr, argv.data(), environ) != 0) {
-      pid_ = -1;
-    }
-    posix_spawn_file_actions_destroy(&files);
-    started_ = Steady::now();
-  }
-  ~ServeProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      int status = 0;
-      waitpid(pid_, &status, 0);
-    }
-    if (!dir_.empty()) fs::remove_all(dir_);
-  }
-
-  // Polls (bounded) until `port` accepts connections; false if the process exited first.
-  bool WaitListening(int port, milliseconds limit) {
-    const auto deadline = Steady::now() + limit;
-    while (Steady::now() < deadline && pid_ > 0) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return false;
-      }
-      asio::io_context io;
-      asio::ip::tcp::socket socket(io);
-      boost::system::error_code ec;
-      socket.connect({asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)}, ec);
-      if (!ec) return true;
-      std::this_thread::sleep_for(milliseconds(10));
-    }
-    return false;
-  }
-
-  std::string Log() const {
-    std::ifstream in(log_);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
-  int CountLogLines(const std::string& containing) const {
-    std::istringstream lines(Log());
-    int n = 0;
-    for (std::string line; std::getline(lines, line);)
-      n += line.find(containing) != std::string::npos;
-    return n;
-  }
-  // Polls the log (bounded) until `count` lines contain `text`.
-  bool WaitLogLines(const std::string& text, int count, milliseconds limit) const {
-    const auto deadline = Steady::now() + limit;
-    while (CountLogLines(text) < count) {
-      if (Steady::now() >= deadline) return false;
-      std::this_thread::sleep_for(milliseconds(20));
-    }
-    return true;
-  }
-  Steady::time_point started() const { return started_; }
-
- private:
-  fs::path dir_;
-  fs::path log_;
-  pid_t pid_ = -1;
-  Steady::time_point started_;
-};
-
-struct Answer {
-  int status = 0;
-  std::string body;
-  Steady::duration took{};
-};
-
-Answer Http(int port, beast::http::verb verb, const std::string& target,
-            const std::string& body = "") {
-  const auto begin = Steady::now();
-  asio::io_context io;
-  beast::tcp_stream stream(io);
-  boost::system::error_code ec;
-  stream.connect({asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)}, ec);
-  if (ec) return {};
-  stream.expires_after(std::chrono::seconds(5));
-  beast::http::request<beast::http::string_body> request(verb, target, 11);
-  request.set(beast::http::field::host, "127.0.0.1");
-  if (!body.empty()) {
-    request.set(beast::http::field::content_type, "application/json");
-    request.body() = body;
-    request.prepare_payload();
-  }
-  beast::http::write(stream, request, ec);
-  beast::flat_buffer buffer;
-  beast::http::response<beast::http::string_body> response;
-  if (!ec) beast::http::read(stream, buffer, response, ec);
-  if (ec) return {};
-  return {static_cast<int>(response.result_int()), response.body(), Steady::now() - begin};
-}
 
 // POST /v1/check for `key` under `policy`: the Decision JSON, or null on any failure.
 nlohmann::json Check(int port, const std::string& key, const std::string& policy) {

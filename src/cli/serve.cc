@@ -1,5 +1,6 @@
-// floodgate serve [--config FILE] [--listen HOST:PORT] [--store URL] [--threads N]
-// (service.md, "Command line"; config keys in "Config file").
+// floodgate serve [--config FILE] [--listen HOST:PORT] [--grpc-listen HOST:PORT]
+// [--store URL] [--threads N] (service.md, "Command line"; config keys in "Config file";
+// Envoy's rate limit service over gRPC: docs/envoy.md).
 #include <floodgate/redis_store.h>
 #include <floodgate/store.h>
 #include <floodgate/version.h>
@@ -13,11 +14,14 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "cli/commands.h"
 #include "common/strings.h"
 #include "server/config.h"
 #include "server/http_server.h"
+#include "server/rls/grpc_server.h"
+#include "server/rls/serve_engine.h"
 #include "server/service.h"
 
 namespace floodgate::cli {
@@ -27,6 +31,7 @@ namespace {
 struct ServeFlags {
   std::string config;
   std::string listen;
+  std::string grpc_listen;
   std::string store;
   int threads = 0;
 };
@@ -51,16 +56,41 @@ absl::StatusOr<server::ServerConfig> Effective(const ServeFlags& flags) {
   } else if (!config.listen_given && !env("FLOODGATE_LISTEN").empty()) {
     config.listen = env("FLOODGATE_LISTEN");
   }
+  if (!flags.grpc_listen.empty()) {
+    config.grpc_listen = flags.grpc_listen;
+  } else if (!config.grpc_listen_given && !env("FLOODGATE_GRPC_LISTEN").empty()) {
+    config.grpc_listen = env("FLOODGATE_GRPC_LISTEN");
+  } else if (!config.grpc_listen_given &&
+             (!env("GRPC_HOST").empty() || !env("GRPC_PORT").empty())) {
+    // envoyproxy/ratelimit's own variables, with its defaults for the one not given.
+    const std::string host = env("GRPC_HOST").empty() ? "0.0.0.0" : env("GRPC_HOST");
+    std::uint16_t port = 8081;
+    if (!env("GRPC_PORT").empty() && !ParseDecimal(std::string_view(env("GRPC_PORT")), port)) {
+      return absl::InvalidArgumentError(
+          fmt::format("GRPC_PORT must be a port number, got \"{}\"", env("GRPC_PORT")));
+    }
+    config.grpc_listen = HostPort(host, port);
+  }
   if (!flags.store.empty()) {
     config.store.url = flags.store;
   } else if (!config.store_url_given) {
     if (!env("FLOODGATE_STORE").empty()) {
       config.store.url = env("FLOODGATE_STORE");
-    } else if (!env("REDIS_URL").empty()) {
-      config.store.url = env("REDIS_URL");
+    } else {
+      // REDIS_URL as floodgate's URL, or upstream's REDIS_* settings mapped onto one.
+      auto upstream = server::StoreUrlFromUpstreamRedisEnv(
+          [](const char* name) -> const char* { return std::getenv(name); });
+      if (!upstream.ok()) return upstream.status();
+      if (upstream->has_value()) config.store.url = **upstream;
     }
   }
   if (auto listen = server::ParseListen(config.listen); !listen.ok()) return listen.status();
+  if (!config.grpc_listen.empty()) {
+    if (auto listen = server::ParseListen(config.grpc_listen); !listen.ok()) {
+      return absl::InvalidArgumentError(
+          fmt::format("grpc_listen: {}", MessageOf(listen.status())));
+    }
+  }
   return config;
 }
 
@@ -81,7 +111,9 @@ std::string_view OnErrorName(OnError on_error) {
 // once when Redis answers again.
 class StoreWatch {
  public:
-  StoreWatch(boost::asio::io_context& io, RedisStore& store) : timer_(io), store_(store) {}
+  // `on_change(healthy)` hears every change of the store's health (gRPC health follows it).
+  StoreWatch(boost::asio::io_context& io, RedisStore& store, std::function<void(bool)> on_change)
+      : timer_(io), store_(store), on_change_(std::move(on_change)) {}
 
   void Start() { Check(); }
   void Stop() { timer_.cancel(); }
@@ -95,6 +127,7 @@ class StoreWatch {
     } else if (!healthy_) {
       spdlog::info("floodgate: {} answers: decisions go to it again", store_.Describe());
     }
+    if (health.ok() != healthy_ && on_change_) on_change_(health.ok());
     healthy_ = health.ok();
     timer_.expires_after(std::chrono::seconds(1));
     timer_.async_wait([this](const boost::system::error_code& ec) {
@@ -104,6 +137,7 @@ class StoreWatch {
 
   boost::asio::steady_timer timer_;
   RedisStore& store_;
+  std::function<void(bool)> on_change_;
   bool healthy_ = true;
 };
 
@@ -115,6 +149,8 @@ Command AddServe(CLI::App& app) {
       "serve", "Run the HTTP service: decision API, reverse-proxy endpoint, metrics, demo page");
   cmd->add_option("--config", flags->config, "YAML config file (SIGHUP reloads it)");
   cmd->add_option("--listen", flags->listen, "HOST:PORT (default 127.0.0.1:8080)");
+  cmd->add_option("--grpc-listen", flags->grpc_listen,
+                  "HOST:PORT of Envoy's rate limit service, gRPC (RLS v3; default: off)");
   cmd->add_option("--store", flags->store, "store URL (default memory://)");
   cmd->add_option("--threads", flags->threads, "I/O threads (default: one per core)")
       ->check(CLI::Range(0, 1024));
@@ -135,8 +171,20 @@ Command AddServe(CLI::App& app) {
               return kExitError;
             }
             std::shared_ptr<Store> store = *std::move(opened);
+            // Envoy's rate limit service, when a gRPC address is given: the engine
+            // outlives the gRPC server and the HTTP service that call it.
+            std::unique_ptr<server::rls::Engine> rls_engine;
+            if (!config->grpc_listen.empty()) {
+              auto made = server::rls::MakeServeEngine(config->rls, store);
+              if (!made.ok()) {
+                fmt::print(stderr, "floodgate serve: {}\n", MessageOf(made.status()));
+                return kExitError;
+              }
+              rls_engine = *std::move(made);
+            }
             auto shared = std::make_shared<const server::ServerConfig>(*config);
             server::Service service(store, shared);
+            if (rls_engine) service.AttachRls(rls_engine.get());
             const auto [host, port] = *server::ParseListen(config->listen);
             server::HttpOptions options;
             options.host = host;
@@ -147,6 +195,18 @@ Command AddServe(CLI::App& app) {
               fmt::print(stderr, "floodgate serve: {}\n", MessageOf(status));
               return kExitError;
             }
+            std::optional<server::rls::GrpcServer> grpc;
+            if (rls_engine) {
+              const auto [grpc_host, grpc_port] = *server::ParseListen(config->grpc_listen);
+              grpc.emplace(*rls_engine, server::rls::GrpcOptions{grpc_host, grpc_port});
+              if (absl::Status status = grpc->Start(); !status.ok()) {
+                fmt::print(stderr, "floodgate serve: {}\n", MessageOf(status));
+                http.Shutdown(std::chrono::milliseconds(0));
+                return kExitError;
+              }
+              spdlog::info("floodgate: Envoy rate limit service (RLS v3) on grpc://{}",
+                           HostPort(grpc_host, grpc->port()));
+            }
             spdlog::info("floodgate {} listening on http://{} (store {}, {} rules, config {})",
                          kVersion, HostPort(host, http.port()), store->Describe(),
                          config->rules.size(), config->source);
@@ -154,9 +214,14 @@ Command AddServe(CLI::App& app) {
             boost::asio::io_context signals_io;
             std::optional<StoreWatch> watch;
             if (auto* redis = dynamic_cast<RedisStore*>(store.get())) {
-              watch.emplace(signals_io, *redis);
+              watch.emplace(signals_io, *redis, [&grpc](bool healthy) {
+                if (grpc) grpc->SetServing(healthy);
+              });
               watch->Start();
             }
+            // gRPC's shutdown blocks until calls in flight finish; they may wait on the
+            // store, which store->Close() below answers: so it runs beside, joined last.
+            std::jthread grpc_stopping;
             boost::asio::signal_set signals(signals_io, SIGINT, SIGTERM, SIGHUP);
             std::function<void(const boost::system::error_code&, int)> on_signal =
                 [&](const boost::system::error_code& ec, int signal) {
@@ -164,6 +229,7 @@ Command AddServe(CLI::App& app) {
                   if (signal != SIGHUP) {
                     spdlog::info("floodgate: {} received, finishing requests in flight",
                                  signal == SIGINT ? "SIGINT" : "SIGTERM");
+                    if (grpc) grpc_stopping = std::jthread([&grpc] { grpc->Shutdown(); });
                     http.Shutdown();
                     if (watch) watch->Stop();
                     return;
@@ -187,6 +253,7 @@ Command AddServe(CLI::App& app) {
             // Requests still waiting on the store past the grace get their answers now,
             // while the server and the service they call back into still exist.
             store->Close();
+            if (grpc_stopping.joinable()) grpc_stopping.join();
             spdlog::info("floodgate: stopped");
             return kExitAllowed;
           }};

@@ -25,6 +25,25 @@ inline std::string HostPort(std::string_view host, std::uint16_t port) {
   return out;
 }
 
+// %XX escapes for everything but unreserved characters (RFC 3986), e.g. a password in a
+// URL's userinfo.
+inline std::string PercentEncode(std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') || c == '-' ||
+        c == '.' || c == '_' || c == '~') {
+      out += c;
+    } else {
+      out += '%';
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    }
+  }
+  return out;
+}
+
 // The status message as a std::string_view (valid while the status lives).
 inline std::string_view MessageOf(const absl::Status& status) { return ToStd(status.message()); }
 

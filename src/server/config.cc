@@ -5,11 +5,14 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <absl/strings/ascii.h>
+
 #include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
 
+#include "common/status_macros.h"
 #include "common/strings.h"
 
 namespace floodgate::server {
@@ -65,13 +68,6 @@ class Reader {
  private:
   const std::string& source_;
 };
-
-#define FG_ASSIGN(lhs, expr)                      \
-  do {                                            \
-    auto fg_value = (expr);                       \
-    if (!fg_value.ok()) return fg_value.status(); \
-    lhs = *std::move(fg_value);                   \
-  } while (false)
 
 absl::StatusOr<Network> ParseNetwork(std::string_view text) {
   const std::string s(text);
@@ -415,8 +411,8 @@ absl::StatusOr<ServerConfig> ParseConfig(std::string_view yaml, const std::strin
   if (!root || root.IsNull()) return config;  // an empty file: every default
   if (!root.IsMap()) return r.Error(root, "the config must be a mapping of keys");
   if (auto s = r.KnownKeys(root, "",
-                           {"listen", "store", "trusted_proxies", "authz_deny_status", "demo",
-                            "shadow", "rules"});
+                           {"listen", "grpc_listen", "rls", "store", "trusted_proxies",
+                            "authz_deny_status", "demo", "shadow", "rules"});
       !s.ok()) {
     return s;
   }
@@ -425,6 +421,43 @@ absl::StatusOr<ServerConfig> ParseConfig(std::string_view yaml, const std::strin
     config.listen_given = true;
     if (auto l = ParseListen(config.listen); !l.ok()) {
       return r.Error(root["listen"], MessageOf(l.status()));
+    }
+  }
+  if (root["grpc_listen"]) {
+    FG_ASSIGN(config.grpc_listen, r.String(root["grpc_listen"], "grpc_listen"));
+    config.grpc_listen_given = true;
+    if (auto l = ParseListen(config.grpc_listen); !l.ok()) {
+      return r.Error(root["grpc_listen"], fmt::format("grpc_listen: {}", MessageOf(l.status())));
+    }
+  }
+  if (const YAML::Node rls = root["rls"]) {
+    if (!rls.IsMap()) return r.Error(rls, "rls must be a mapping");
+    if (auto s = r.KnownKeys(rls, "rls",
+                             {"runtime_root", "runtime_subdirectory", "ignore_dotfiles", "on_error"});
+        !s.ok()) {
+      return s;
+    }
+    if (rls["runtime_root"]) {
+      FG_ASSIGN(config.rls.runtime_root, r.String(rls["runtime_root"], "rls.runtime_root"));
+    }
+    if (rls["runtime_subdirectory"]) {
+      FG_ASSIGN(config.rls.runtime_subdirectory,
+                r.String(rls["runtime_subdirectory"], "rls.runtime_subdirectory"));
+    }
+    if (rls["ignore_dotfiles"]) {
+      FG_ASSIGN(config.rls.ignore_dotfiles, r.Bool(rls["ignore_dotfiles"], "rls.ignore_dotfiles"));
+    }
+    if (rls["on_error"]) {
+      std::string mode;
+      FG_ASSIGN(mode, r.String(rls["on_error"], "rls.on_error"));
+      // Only `error` here: the other answers are the store's (store.on_error).
+      if (mode != "error" && mode != "store") {
+        return r.Error(rls["on_error"],
+                       fmt::format("rls.on_error must be error (gRPC UNAVAILABLE) or store (the "
+                                   "store's on_error answer), got \"{}\"",
+                                   mode));
+      }
+      config.rls.unavailable_on_store_error = mode == "error";
     }
   }
   if (const YAML::Node store = root["store"]) {
@@ -505,6 +538,89 @@ absl::StatusOr<ServerConfig> ParseConfig(std::string_view yaml, const std::strin
     if (auto s = CheckLimitsPerRequest(r, rules, config.rules); !s.ok()) return s;
   }
   return config;
+}
+
+absl::StatusOr<std::optional<std::string>> StoreUrlFromUpstreamRedisEnv(
+    const std::function<const char*(const char*)>& env) {
+  const auto get = [&](const char* name) -> std::string {
+    const char* value = env(name);
+    return value == nullptr ? "" : value;
+  };
+  const auto truthy = [](std::string value) {
+    absl::AsciiStrToLower(&value);
+    return value == "true" || value == "1" || value == "t" || value == "yes";
+  };
+  const std::string url = get("REDIS_URL");
+  if (url.empty()) return std::nullopt;
+  if (url.find("://") != std::string::npos) return url;  // floodgate's own store URL
+  const auto refuse = [](std::string_view why) {
+    return absl::InvalidArgumentError(fmt::format("upstream Redis settings: {}", why));
+  };
+  // Upstream's default socket type is unix; an explicit tcp, or a host:port URL, is ours.
+  std::string socket_type = get("REDIS_SOCKET_TYPE");
+  absl::AsciiStrToLower(&socket_type);
+  if (socket_type == "unix" || (socket_type.empty() && url.starts_with('/'))) {
+    return refuse(fmt::format("REDIS_URL \"{}\" is a unix socket; floodgate speaks TCP only (set "
+                              "REDIS_SOCKET_TYPE=tcp and REDIS_URL=host:port)",
+                              url));
+  }
+  if (!socket_type.empty() && socket_type != "tcp") {
+    return refuse(fmt::format("REDIS_SOCKET_TYPE must be tcp, got \"{}\"", socket_type));
+  }
+  std::string type = get("REDIS_TYPE");
+  absl::AsciiStrToLower(&type);
+  if (type.empty()) type = "single";
+  if (type != "single" && type != "cluster") {
+    return refuse(
+        fmt::format("REDIS_TYPE must be SINGLE or CLUSTER, got \"{}\"", get("REDIS_TYPE")));
+  }
+  if (type == "single" && url.find(',') != std::string::npos) {
+    return refuse(
+        fmt::format("REDIS_URL \"{}\" lists several hosts: set REDIS_TYPE=cluster", url));
+  }
+  const bool tls = truthy(get("REDIS_TLS"));
+  // REDIS_AUTH is a password, or user:password; escaped for the URL's userinfo.
+  std::string auth;
+  if (const std::string secret = get("REDIS_AUTH"); !secret.empty()) {
+    const std::size_t colon = secret.find(':');
+    auth = colon == std::string::npos ? PercentEncode(secret)
+                                      : PercentEncode(secret.substr(0, colon)) + ":" +
+                                            PercentEncode(secret.substr(colon + 1));
+    auth += "@";
+  }
+  std::string out = type == "cluster" ? "redis-cluster://" : (tls ? "rediss://" : "redis://");
+  out += auth + url;
+  std::vector<std::string> options;
+  if (type == "cluster" && tls) options.emplace_back("tls=1");
+  if (const std::string pool = get("REDIS_POOL_SIZE"); !pool.empty()) {
+    int size = 0;
+    if (!ParseDecimal(std::string_view(pool), size) || size < 1) {
+      return refuse(fmt::format("REDIS_POOL_SIZE must be a whole number >= 1, got \"{}\"", pool));
+    }
+    // Our connections pipeline (upstream's pool does not): 64 of them is our ceiling and
+    // more than any pool of upstream's needs.
+    options.push_back(fmt::format("connections={}", std::min(size, 64)));
+  }
+  const std::pair<const char*, const char*> files[] = {{"REDIS_TLS_CACERT", "ca"},
+                                                       {"REDIS_TLS_CLIENT_CERT", "cert"},
+                                                       {"REDIS_TLS_CLIENT_KEY", "key"}};
+  for (const auto& [name, option] : files) {
+    const std::string path = get(name);
+    if (path.empty()) continue;
+    if (!tls) return refuse(fmt::format("{} needs REDIS_TLS=true", name));
+    // Query values are taken as they are (no %-escapes): a path holding '&' cannot pass.
+    if (path.find('&') != std::string::npos) {
+      return refuse(fmt::format("{} must not hold '&'", name));
+    }
+    options.push_back(fmt::format("{}={}", option, path));
+  }
+  if (truthy(get("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"))) {
+    return refuse(
+        "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION is not supported: give the server's CA "
+        "(REDIS_TLS_CACERT) instead");
+  }
+  for (std::size_t i = 0; i < options.size(); ++i) out += (i == 0 ? "?" : "&") + options[i];
+  return out;
 }
 
 absl::StatusOr<ServerConfig> LoadConfig(const std::string& path) {

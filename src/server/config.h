@@ -13,6 +13,7 @@
 #include <boost/asio/ip/network_v6.hpp>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <variant>
@@ -74,9 +75,25 @@ struct StoreConfig {
   friend bool operator==(const StoreConfig&, const StoreConfig&) = default;
 };
 
+// Envoy's rate limit service (RLS v3, docs/envoy.md): envoyproxy/ratelimit's settings
+// that floodgate's config file may give (its environment variables fill the rest).
+struct RlsSection {
+  // Upstream's RUNTIME_ROOT / RUNTIME_SUBDIRECTORY / RUNTIME_IGNOREDOTFILES.
+  std::string runtime_root;
+  std::string runtime_subdirectory;
+  bool ignore_dotfiles = false;
+  // `on_error: error`: a store failure is answered gRPC UNAVAILABLE at once, so that
+  // Envoy's own failure_mode_deny decides (instead of the store's on_error answer).
+  bool unavailable_on_store_error = false;
+  friend bool operator==(const RlsSection&, const RlsSection&) = default;
+};
+
 struct ServerConfig {
   std::string source;  // the file it came from, or "defaults"
   std::string listen = "127.0.0.1:8080";
+  // HOST:PORT of the gRPC rate limit service (RLS v3); empty: no gRPC server.
+  std::string grpc_listen;
+  RlsSection rls;
   StoreConfig store;
   std::vector<Network> trusted_proxies;
   int authz_deny_status = 429;
@@ -87,6 +104,7 @@ struct ServerConfig {
   // fills in only what it left out.
   bool listen_given = false;
   bool store_url_given = false;
+  bool grpc_listen_given = false;
 
   // Every rule that matches, in config order (none: the request is allowed untouched).
   // At most kMaxItems limits in all (ParseConfig refuses configs that could exceed it).
@@ -99,6 +117,14 @@ struct ServerConfig {
 // "floodgate.yaml:12: rules[1].policy: invalid policy ...: burst must be >= 1, got 0".
 absl::StatusOr<ServerConfig> LoadConfig(const std::string& path);
 absl::StatusOr<ServerConfig> ParseConfig(std::string_view yaml, const std::string& source);
+
+// The store URL envoyproxy/ratelimit's Redis environment variables describe (REDIS_URL
+// as host:port, REDIS_TYPE single|cluster, REDIS_AUTH, REDIS_TLS, REDIS_TLS_CACERT,
+// REDIS_TLS_CLIENT_CERT/KEY, REDIS_POOL_SIZE, REDIS_SOCKET_TYPE tcp), read through `env`
+// (nullptr: unset); nullopt when REDIS_URL is unset; an error for what floodgate cannot
+// map (a unix socket, sentinel). A REDIS_URL with a scheme is floodgate's own URL, as is.
+absl::StatusOr<std::optional<std::string>> StoreUrlFromUpstreamRedisEnv(
+    const std::function<const char*(const char*)>& env);
 
 // Parses "HOST:PORT" ("[::1]:8080" for IPv6).
 absl::StatusOr<std::pair<std::string, std::uint16_t>> ParseListen(std::string_view listen);

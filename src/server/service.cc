@@ -4,6 +4,7 @@
 #include <floodgate/redis_store.h>
 #include <floodgate/version.h>
 #include <fmt/format.h>
+#include <google/protobuf/util/json_util.h>
 #include <simdjson.h>
 #include <spdlog/spdlog.h>
 
@@ -14,6 +15,7 @@
 
 #include "common/strings.h"
 #include "server/headers.h"
+#include "server/rls/engine.h"
 #include "server/web_sources.h"
 
 namespace floodgate::server {
@@ -271,7 +273,13 @@ void Service::Handle(const Request& request, const ip::address& peer, Respond re
     return Check(request, config, std::move(respond));
   }
   if (path == "/v1/authz") return Authz(request, peer, config, std::move(respond));
+  // Upstream's /json takes any method (its router does not restrict it).
+  if (path == "/json" && rls_ != nullptr) return RlsJson(request, std::move(respond));
   const bool get = request.method() == http::verb::get || request.method() == http::verb::head;
+  if (get && path == "/healthcheck") {
+    // envoyproxy/ratelimit's liveness endpoint, answered as it does ("OK").
+    return respond(MakeResponse(request, http::status::ok, "OK", "text/plain"));
+  }
   if (get && path == "/healthz") {
     return respond(MakeResponse(request, http::status::ok, "ok\n", "text/plain"));
   }
@@ -294,6 +302,54 @@ void Service::Handle(const Request& request, const ip::address& peer, Respond re
       fmt::format("no endpoint {} {}",
                   std::string_view(request.method_string().data(), request.method_string().size()),
                   path)));
+}
+
+void Service::RlsJson(const Request& request, Respond respond) {
+  // The messages live until the engine answers, maybe on the store's thread.
+  struct Call {
+    rls::pb::RateLimitRequest request;
+    rls::pb::RateLimitResponse response;
+  };
+  auto call = std::make_unique<Call>();
+  const unsigned version = request.version();
+  const bool keep_alive = request.keep_alive();
+  // As upstream: 400 for a body that is not a RateLimitRequest (protojson refuses unknown
+  // fields) and for a bad request; 429 for OVER_LIMIT; 500 for UNKNOWN. A store failure
+  // under on_error=error is a 503 here (upstream has no such answer).
+  const auto parsed = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(request.body().data(), request.body().size()), &call->request);
+  if (!parsed.ok()) {
+    return respond(Error(
+        version, keep_alive, http::status::bad_request, "bad_request",
+        fmt::format("not a RateLimitRequest in protobuf JSON: {}",
+                    std::string_view(parsed.message().data(), parsed.message().size()))));
+  }
+  const rls::pb::RateLimitRequest& rls_request = call->request;
+  rls::pb::RateLimitResponse* rls_response = &call->response;
+  rls_->ShouldRateLimit(
+      rls_request, rls_response,
+      [call = std::move(call), version, keep_alive,
+       respond = std::move(respond)](absl::Status status) mutable {
+        if (!status.ok()) {
+          const bool unavailable = absl::IsUnavailable(status);
+          return respond(Error(
+              version, keep_alive,
+              unavailable ? http::status::service_unavailable : http::status::bad_request,
+              unavailable ? "unavailable" : "bad_request", MessageOf(status)));
+        }
+        std::string body;
+        if (!google::protobuf::util::MessageToJsonString(call->response, &body).ok()) {
+          return respond(Error(version, keep_alive, http::status::internal_server_error,
+                               "internal", "the RateLimitResponse did not serialise"));
+        }
+        http::status code = http::status::ok;
+        if (call->response.overall_code() == rls::pb::RateLimitResponse::OVER_LIMIT) {
+          code = http::status::too_many_requests;
+        } else if (call->response.overall_code() == rls::pb::RateLimitResponse::UNKNOWN) {
+          code = http::status::internal_server_error;
+        }
+        respond(MakeResponse(version, keep_alive, code, std::move(body), "application/json"));
+      });
 }
 
 template <class Done>

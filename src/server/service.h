@@ -24,6 +24,10 @@
 
 namespace floodgate::server {
 
+namespace rls {
+class Engine;
+}
+
 namespace http = boost::beast::http;
 // Request header fields come from a per-connection arena, released between requests:
 // Beast allocates one node per header, and with the default allocator those
@@ -95,6 +99,10 @@ class Service {
   // Thread-safe. Calls `respond` exactly once, inline or later.
   void Handle(const Request& request, const boost::asio::ip::address& peer, Respond respond);
 
+  // Envoy's rate limit service for `POST /json`, as upstream's HTTP port offers it.
+  // Called before serving; `engine` outlives the service.
+  void AttachRls(rls::Engine* engine) { rls_ = engine; }
+
   // Swaps in a new config (SIGHUP); requests in flight keep the one they started with.
   void Reload(std::shared_ptr<const ServerConfig> config);
   std::shared_ptr<const ServerConfig> config() const { return config_.load(); }
@@ -112,6 +120,8 @@ class Service {
   void Check(const Request& request, const ServerConfig& config, Respond respond);
   void Authz(const Request& request, const boost::asio::ip::address& peer,
              const ServerConfig& config, Respond respond);
+  // POST /json: a RateLimitRequest as protobuf JSON in, the RateLimitResponse out.
+  void RlsJson(const Request& request, Respond respond);
   // The current config, through a per-thread cache: loading the shared pointer itself on
   // every request costs a lock and two reference-count updates.
   const ServerConfig& CurrentConfig();
@@ -136,6 +146,7 @@ class Service {
   void LogDegraded(std::chrono::steady_clock::time_point now);
 
   std::shared_ptr<Store> store_;
+  rls::Engine* rls_ = nullptr;
   const bool store_answers_inline_;  // memory://: no asynchronous hand-off needed
   std::atomic<std::shared_ptr<const ServerConfig>> config_;
   std::atomic<std::uint64_t> config_generation_{0};

@@ -1,0 +1,355 @@
+#include "server/rls/config.h"
+
+#include <absl/status/status.h>
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <limits>
+
+#include "common/status_macros.h"
+#include "common/strings.h"
+
+namespace floodgate::server::rls {
+
+namespace {
+
+namespace ext = ::envoy::extensions::common::ratelimit::v3;
+using RateLimit = ::envoy::service::ratelimit::v3::RateLimitResponse::RateLimit;
+
+// upstream's validKeys: one flat set, checked at every level of the file (a known key in
+// the wrong place is ignored there, as upstream's YAML decoding ignores it), plus
+// floodgate's extensions.
+constexpr std::array<std::string_view, 17> kKnownKeys = {
+    "domain", "key", "value", "descriptors", "rate_limit", "unit", "requests_per_unit", "unlimited",
+    "shadow_mode", "name", "replaces", "detailed_metric",
+    // floodgate's extensions (docs/envoy.md)
+    "algorithm", "burst", "refill", "period", "all_or_nothing"};
+
+// Errors point at the node they are about, with upstream's text: "file:line: text".
+class FileReader {
+ public:
+  explicit FileReader(const std::string& file) : file_(file) {}
+
+  absl::Status Error(const YAML::Node& node, std::string_view what) const {
+    const int line = node.IsDefined() && node.Mark().line >= 0 ? node.Mark().line + 1 : 0;
+    return absl::InvalidArgumentError(fmt::format("{}:{}: {}", file_, line, what));
+  }
+  // Upstream's decoding errors (a string where a number belongs...) all start so.
+  absl::Status DecodeError(const YAML::Node& node, std::string_view what) const {
+    return Error(node, fmt::format("error loading config file: {}", what));
+  }
+
+  absl::Status CheckKeys(const YAML::Node& node) const {
+    if (node.IsMap()) {
+      for (const auto& entry : node) {
+        if (!entry.first.IsScalar()) {
+          return Error(entry.first, "config error, key is not of type string");
+        }
+        const std::string& key = entry.first.Scalar();
+        if (std::find(kKnownKeys.begin(), kKnownKeys.end(), key) == kKnownKeys.end()) {
+          return Error(entry.first, fmt::format("config error, unknown key '{}'", key));
+        }
+        if (auto s = CheckKeys(entry.second); !s.ok()) return s;
+      }
+    } else if (node.IsSequence()) {
+      for (const auto& element : node) {
+        if (!element.IsMap()) {
+          return Error(element,
+                       fmt::format("config error, yaml file contains list of type other than "
+                                   "map: {}",
+                                   YAML::Dump(element)));
+        }
+        if (auto s = CheckKeys(element); !s.ok()) return s;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::string> String(const YAML::Node& node, std::string_view key) const {
+    if (!node) return std::string();
+    if (node.IsNull()) return std::string();
+    if (!node.IsScalar()) return DecodeError(node, fmt::format("{} must be a string", key));
+    return node.Scalar();
+  }
+  absl::StatusOr<bool> Bool(const YAML::Node& node, std::string_view key) const {
+    bool value = false;
+    if (!node || node.IsNull()) return false;
+    if (!node.IsScalar() || !YAML::convert<bool>::decode(node, value)) {
+      return DecodeError(node, fmt::format("{} must be true or false", key));
+    }
+    return value;
+  }
+  absl::StatusOr<std::uint32_t> Uint32(const YAML::Node& node, std::string_view key) const {
+    std::uint32_t value = 0;
+    if (!node || node.IsNull()) return 0u;
+    if (!node.IsScalar() || !ParseDecimal(std::string_view(node.Scalar()), value)) {
+      return DecodeError(node, fmt::format("{} must be a whole number from 0 to {}", key,
+                                           std::numeric_limits<std::uint32_t>::max()));
+    }
+    return value;
+  }
+  absl::Status Sequence(const YAML::Node& node, std::string_view key) const {
+    if (node && !node.IsNull() && !node.IsSequence()) {
+      return DecodeError(node, fmt::format("{} must be a list", key));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const std::string& file_;
+};
+
+absl::StatusOr<Unit> ParseUnit(const std::string& text) {
+  std::string upper = text;
+  std::transform(upper.begin(), upper.end(), upper.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  Unit unit = RateLimit::UNKNOWN;
+  if (!RateLimit::Unit_Parse(upper, &unit) || unit == RateLimit::UNKNOWN) {
+    return absl::InvalidArgumentError(fmt::format("invalid rate limit unit '{}'", text));
+  }
+  return unit;
+}
+
+// The floodgate policy of a rate_limit: the rule's algorithm (fixed_window unless given)
+// over its period (the unit unless `period:` is given), checked by Policy::Parse so a bad
+// combination gets floodgate's own message.
+absl::StatusOr<Policy> BuildPolicy(const FileReader& r, const YAML::Node& node,
+                                   std::uint32_t requests_per_unit, std::string_view period) {
+  std::string algorithm = "fixed_window";
+  FG_ASSIGN(algorithm, r.String(node["algorithm"], "algorithm"));
+  if (algorithm.empty()) algorithm = "fixed_window";
+  std::string text = fmt::format("{}:{}/{}", algorithm, requests_per_unit, period);
+  if (node["burst"]) {
+    std::string burst;
+    FG_ASSIGN(burst, r.String(node["burst"], "burst"));
+    text += ",burst=" + burst;
+  }
+  if (node["refill"]) {
+    std::string refill;
+    FG_ASSIGN(refill, r.String(node["refill"], "refill"));
+    text += ",refill=" + refill;
+  }
+  auto policy = Policy::Parse(text);
+  if (!policy.ok()) return r.Error(node, fmt::format("rate_limit: {}", MessageOf(policy.status())));
+  return *policy;
+}
+
+absl::StatusOr<RlsLimit> ParseRateLimit(const FileReader& r, const YAML::Node& node,
+                                        const std::string& stats_key, bool shadow,
+                                        bool detailed_metric) {
+  if (!node.IsMap()) return r.DecodeError(node, "rate_limit must be a mapping");
+  RlsLimit limit;
+  limit.stats_key = stats_key;
+  limit.shadow = shadow;
+  limit.detailed_metric = detailed_metric;
+  FG_ASSIGN(limit.requests_per_unit, r.Uint32(node["requests_per_unit"], "requests_per_unit"));
+  FG_ASSIGN(limit.unlimited, r.Bool(node["unlimited"], "unlimited"));
+  FG_ASSIGN(limit.name, r.String(node["name"], "name"));
+  std::string unit_text;
+  FG_ASSIGN(unit_text, r.String(node["unit"], "unit"));
+  const auto unit = ParseUnit(unit_text);
+  const YAML::Node period_node = node["period"];
+  if (limit.unlimited) {
+    if (unit.ok()) {
+      return r.Error(node["unit"], "should not specify rate limit unit when unlimited");
+    }
+    if (period_node) return r.Error(period_node, "should not specify a period when unlimited");
+  } else if (period_node) {
+    // floodgate's extension (upstream's #190): any window length instead of a unit.
+    if (node["unit"]) return r.Error(node["unit"], "rate_limit gives both unit and period");
+  } else if (!unit.ok()) {
+    return r.Error(node["unit"] ? node["unit"] : node, MessageOf(unit.status()));
+  }
+  if (unit.ok()) limit.unit = *unit;
+
+  FG_RETURN_IF_ERROR(r.Sequence(node["replaces"], "replaces"));
+  for (const auto& entry : node["replaces"]) {
+    std::string name;
+    FG_ASSIGN(name, r.String(entry["name"], "name"));
+    if (name.empty()) return r.Error(entry, "should not have an empty replaces entry");
+    if (name == limit.name) {
+      return r.Error(entry, "replaces should not contain name of same descriptor");
+    }
+    limit.replaces.push_back(std::move(name));
+  }
+
+  if (limit.unlimited) return limit;
+  std::string period;
+  if (period_node) {
+    FG_ASSIGN(period, r.String(period_node, "period"));
+    auto parsed = ParseDuration(period);
+    if (!parsed.ok()) {
+      return r.Error(period_node, fmt::format("period: {}", MessageOf(parsed.status())));
+    }
+    limit.period = *parsed;
+    limit.upstream_window = false;
+  } else {
+    limit.period = *UnitLength(limit.unit);
+    period =
+        fmt::format("{}s", std::chrono::duration_cast<std::chrono::seconds>(limit.period).count());
+  }
+  if (node["algorithm"]) limit.upstream_window = false;
+  if (limit.requests_per_unit == 0) {
+    // Upstream denies every counted hit of a limit 0; floodgate's policies start at 1, so
+    // the engine answers these itself. The extensions still get checked.
+    if (node["algorithm"] || node["burst"] || node["refill"]) {
+      FG_RETURN_IF_ERROR(BuildPolicy(r, node, 1, period).status());
+    }
+    return limit;
+  }
+  FG_ASSIGN(limit.policy, BuildPolicy(r, node, limit.requests_per_unit, period));
+  if (limit.policy->algorithm != Algorithm::kFixedWindow) limit.upstream_window = false;
+  return limit;
+}
+
+}  // namespace
+
+std::optional<std::chrono::seconds> UnitLength(Unit unit) {
+  using std::chrono::seconds;
+  switch (unit) {
+    case RateLimit::SECOND:
+      return seconds(1);
+    case RateLimit::MINUTE:
+      return seconds(60);
+    case RateLimit::HOUR:
+      return seconds(3600);
+    case RateLimit::DAY:
+      return seconds(86400);
+    case RateLimit::WEEK:
+      return seconds(7 * 86400);
+    case RateLimit::MONTH:
+      return seconds(30 * 86400);
+    case RateLimit::YEAR:
+      return seconds(365 * 86400);
+    default:
+      return std::nullopt;
+  }
+}
+
+// Builds an RlsConfig file by file; RlsConfig's only writer.
+class ConfigBuilder {
+ public:
+  absl::Status AddFile(const ConfigFile& file) {
+    FileReader r(file.name);
+    YAML::Node root;
+    try {
+      root = YAML::Load(file.text);
+    } catch (const YAML::Exception& e) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}:{}: error loading config file: {}", file.name, e.mark.line + 1, e.msg));
+    }
+    if (root.IsDefined() && !root.IsNull() && !root.IsMap()) {
+      return r.DecodeError(root, "the file must be a mapping of keys");
+    }
+    FG_RETURN_IF_ERROR(r.CheckKeys(root));
+    std::string domain;
+    if (root.IsMap()) FG_ASSIGN(domain, r.String(root["domain"], "domain"));
+    if (domain.empty()) {
+      return r.Error(root.IsMap() && root["domain"] ? root["domain"] : root,
+                     "config file cannot have empty domain");
+    }
+    if (config_->domains_.contains(ToAbsl(domain))) {
+      return r.Error(root["domain"], fmt::format("duplicate domain '{}' in config file", domain));
+    }
+    auto loaded = std::make_unique<RlsDomain>();
+    FG_ASSIGN(loaded->all_or_nothing, r.Bool(root["all_or_nothing"], "all_or_nothing"));
+    FG_RETURN_IF_ERROR(LoadDescriptors(r, root["descriptors"], domain + ".", loaded->root));
+    config_->domains_.emplace(domain, std::move(loaded));
+    return absl::OkStatus();
+  }
+
+  std::shared_ptr<const RlsConfig> Finish() { return std::move(config_); }
+
+ private:
+  absl::Status LoadDescriptors(const FileReader& r, const YAML::Node& list,
+                               const std::string& parent_key, DescriptorNode& into) {
+    FG_RETURN_IF_ERROR(r.Sequence(list, "descriptors"));
+    if (!list) return absl::OkStatus();
+    for (const auto& descriptor : list) {
+      std::string key;
+      std::string value;
+      FG_ASSIGN(key, r.String(descriptor["key"], "key"));
+      FG_ASSIGN(value, r.String(descriptor["value"], "value"));
+      if (key.empty()) return r.Error(descriptor, "descriptor has empty key");
+      // Upstream's composite key: "key" or "key_value" (so key "a_b" with no value and key
+      // "a" with value "b" collide, as they do upstream).
+      std::string composite = value.empty() ? key : key + "_" + value;
+      const std::string stats_key = parent_key + composite;
+      if (into.children.contains(composite)) {
+        return r.Error(descriptor["key"],
+                       fmt::format("duplicate descriptor composite key '{}'", stats_key));
+      }
+      auto node = std::make_unique<DescriptorNode>();
+      bool shadow = false;
+      bool detailed = false;
+      FG_ASSIGN(shadow, r.Bool(descriptor["shadow_mode"], "shadow_mode"));
+      FG_ASSIGN(detailed, r.Bool(descriptor["detailed_metric"], "detailed_metric"));
+      if (const YAML::Node rate_limit = descriptor["rate_limit"];
+          rate_limit && !rate_limit.IsNull()) {
+        FG_ASSIGN(node->limit, ParseRateLimit(r, rate_limit, stats_key, shadow, detailed));
+      }
+      FG_RETURN_IF_ERROR(LoadDescriptors(r, descriptor["descriptors"], stats_key + ".", *node));
+      if (composite.back() == '*') into.wildcard_keys.push_back(composite);
+      into.children.emplace(std::move(composite), std::move(node));
+    }
+    return absl::OkStatus();
+  }
+
+  std::shared_ptr<RlsConfig> config_ = std::make_shared<RlsConfig>();
+};
+
+absl::StatusOr<std::shared_ptr<const RlsConfig>> ParseRlsConfig(
+    const std::vector<ConfigFile>& files) {
+  ConfigBuilder builder;
+  for (const ConfigFile& file : files) FG_RETURN_IF_ERROR(builder.AddFile(file));
+  return builder.Finish();
+}
+
+const RlsDomain* RlsConfig::Domain(std::string_view domain) const {
+  const auto it = domains_.find(ToAbsl(domain));
+  return it == domains_.end() ? nullptr : it->second.get();
+}
+
+const RlsLimit* RlsConfig::Find(std::string_view domain,
+                                const ext::RateLimitDescriptor& descriptor) const {
+  const RlsDomain* found = Domain(domain);
+  if (found == nullptr) return nullptr;
+  const RlsLimit* limit = nullptr;
+  const DescriptorNode* level = &found->root;
+  const int entries = descriptor.entries_size();
+  std::string composite;
+  for (int i = 0; i < entries; ++i) {
+    const auto& entry = descriptor.entries(i);
+    // Per level as upstream's GetLimit: the exact "key_value", else the first wildcard
+    // (in file order) it starts with, else the key-only default.
+    composite.assign(entry.key()).append("_").append(entry.value());
+    const DescriptorNode* next = nullptr;
+    if (auto it = level->children.find(composite); it != level->children.end()) {
+      next = it->second.get();
+    }
+    if (next == nullptr) {
+      for (const std::string& wildcard : level->wildcard_keys) {
+        const std::string_view prefix(wildcard.data(), wildcard.size() - 1);
+        if (std::string_view(composite).starts_with(prefix)) {
+          next = level->children.find(wildcard)->second.get();
+          break;
+        }
+      }
+    }
+    if (next == nullptr) {
+      if (auto it = level->children.find(entry.key()); it != level->children.end()) {
+        next = it->second.get();
+      }
+    }
+    // Only the node the last entry reaches gives the limit.
+    if (next != nullptr && next->limit.has_value() && i == entries - 1) limit = &*next->limit;
+    if (next == nullptr || next->children.empty()) break;
+    level = next;
+  }
+  return limit;
+}
+
+}  // namespace floodgate::server::rls

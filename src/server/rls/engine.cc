@@ -1,0 +1,434 @@
+#include <absl/status/status.h>
+#include <fmt/format.h>
+#include <openssl/sha.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "common/strings.h"
+#include "server/headers.h"
+#include "server/rls/rls_engine.h"
+
+namespace floodgate::server::rls {
+
+namespace {
+
+namespace ext = ::envoy::extensions::common::ratelimit::v3;
+using Response = pb::RateLimitResponse;
+using RateLimit = Response::RateLimit;
+
+constexpr std::uint32_t kMaxRemaining = std::numeric_limits<std::uint32_t>::max();
+
+// Store keys: "rls|<domain>|<key>=<value>|...|@<algorithm>/<period µs>" with '%', '|',
+// '=', '{' and '}' escaped as %XX, so no two descriptors share a key (binary-safe: other
+// bytes pass through) and a value can never make a Redis Cluster {hash tag}. Without a
+// tag every descriptor hashes on its whole key, so one domain's descriptors spread over
+// the cluster's nodes instead of piling onto the slot of one tag; an all_or_nothing
+// request across slots is the store's multi-decision, which spans slots (docs/multi.md).
+// The algorithm and period end the key, as upstream's window start ends its keys: a
+// config reload or a `limit` override that changes them starts a new counter instead of
+// reading another algorithm's state; a changed requests_per_unit keeps the count.
+void AppendEscaped(std::string& out, std::string_view text) {
+  for (char c : text) {
+    if (c == '%' || c == '|' || c == '=' || c == '{' || c == '}') {
+      out += fmt::format("%{:02X}", static_cast<unsigned char>(c));
+    } else {
+      out += c;
+    }
+  }
+}
+
+std::string StoreKey(std::string_view domain, const ext::RateLimitDescriptor& descriptor,
+                     const Policy& policy) {
+  std::string key = "rls|";
+  AppendEscaped(key, domain);
+  for (const auto& entry : descriptor.entries()) {
+    key += '|';
+    AppendEscaped(key, entry.key());
+    key += '=';
+    AppendEscaped(key, entry.value());
+  }
+  key += fmt::format("|@{}/{}", AlgorithmName(policy.algorithm), policy.period.count());
+  if (key.size() <= kMaxKeyBytes) return key;
+  // Past the stores' key bound (long values: paths, tokens): a digest of the whole key,
+  // collision-free in practice and still free of braces.
+  std::array<unsigned char, SHA256_DIGEST_LENGTH> digest{};
+  SHA256(reinterpret_cast<const unsigned char*>(key.data()), key.size(), digest.data());
+  std::string hashed = "rls#";
+  for (unsigned char byte : digest) hashed += fmt::format("{:02x}", byte);
+  return hashed;
+}
+
+// Upstream's stats key of a request's `limit` override is built from the request's
+// values; ours keeps the keys only, so a client cannot grow the metrics without bound.
+std::string OverrideStatsKey(std::string_view domain, const ext::RateLimitDescriptor& descriptor) {
+  std::string key(domain);
+  for (const auto& entry : descriptor.entries()) key += "." + entry.key();
+  return key;
+}
+
+std::uint32_t ClampRemaining(std::int64_t remaining) {
+  return static_cast<std::uint32_t>(
+      std::clamp<std::int64_t>(remaining, 0, static_cast<std::int64_t>(kMaxRemaining)));
+}
+
+// Time to the end of the epoch-aligned window of `period` holding `now`.
+std::chrono::microseconds ToWindowEnd(TimePoint now, std::chrono::microseconds period) {
+  const std::int64_t p = period.count();
+  const std::int64_t t = now.time_since_epoch().count();
+  return std::chrono::microseconds(p - ((t % p) + p) % p);
+}
+
+void SetDuration(google::protobuf::Duration* out, std::chrono::microseconds d) {
+  out->set_seconds(d.count() / 1'000'000);
+  out->set_nanos(static_cast<std::int32_t>(d.count() % 1'000'000) * 1000);
+}
+
+}  // namespace
+
+// One request from its start to its answer. Shared by the store callbacks; the last one
+// to arrive answers.
+struct RlsEngine::Pending {
+  enum class Kind {
+    kNoLimit,    // unknown domain, no match, or replaced: OK without a limit
+    kUnlimited,  // OK, limit_remaining UINT32_MAX, not sent to the store
+    kZeroLimit,  // requests_per_unit 0: every counted hit is over, without the store
+    kDecide,     // sent to the store
+  };
+  struct Slot {
+    Kind kind = Kind::kNoLimit;
+    const RlsLimit* configured = nullptr;
+    std::optional<RlsLimit> override_limit;  // a request's `limit`, built per request
+    std::string key;
+    std::string stats_key;
+    std::int64_t hits = 1;
+    std::size_t item = 0;  // all_or_nothing: the store item deciding it
+    absl::StatusOr<Decision> decision = Decision{};
+
+    const RlsLimit& limit() const { return override_limit ? *override_limit : *configured; }
+  };
+
+  std::shared_ptr<const RlsConfig> config;  // keeps `configured` limits alive
+  Response* response = nullptr;
+  RlsDone done;
+  std::string domain;
+  std::optional<TimePoint> now;
+  std::vector<Slot> slots;
+  std::vector<std::size_t> to_decide;  // slots of kind kDecide
+  bool peek_only = false;              // all_or_nothing, already denied: the store spends nothing
+  std::atomic<std::size_t> outstanding{0};
+};
+
+RlsEngine::RlsEngine(Store& store, RlsSettings settings, std::shared_ptr<const RlsConfig> config,
+                     RlsMetrics& metrics, DecisionClock clock)
+    : store_(store),
+      settings_(std::move(settings)),
+      metrics_(metrics),
+      clock_(std::move(clock)),
+      config_(std::move(config)) {}
+
+void RlsEngine::SetConfig(std::shared_ptr<const RlsConfig> config) {
+  std::lock_guard lock(config_mu_);
+  config_.swap(config);
+  // The old config is released outside the lock (by `config` going out of scope here is
+  // fine: requests in flight hold their own reference).
+}
+
+std::shared_ptr<const RlsConfig> RlsEngine::config() const {
+  std::lock_guard lock(config_mu_);
+  return config_;
+}
+
+void RlsEngine::ShouldRateLimit(const pb::RateLimitRequest& request, Response* response,
+                                RlsDone done) {
+  // Upstream's request checks, with its texts.
+  if (request.domain().empty()) {
+    done(absl::InvalidArgumentError("rate limit domain must not be empty"));
+    return;
+  }
+  if (request.descriptors().empty()) {
+    done(absl::InvalidArgumentError("rate limit descriptor list must not be empty"));
+    return;
+  }
+  auto pending = std::make_shared<Pending>();
+  pending->config = config();
+  if (pending->config == nullptr) {
+    done(absl::UnavailableError("no rate limit configuration loaded"));
+    return;
+  }
+  pending->response = response;
+  pending->done = std::move(done);
+  pending->domain = request.domain();
+  if (clock_) pending->now = clock_();
+
+  const RlsConfig& config = *pending->config;
+  const bool known_domain = config.Domain(request.domain()) != nullptr;
+  const int count = request.descriptors_size();
+  pending->slots.resize(static_cast<std::size_t>(count));
+  // Names other matched limits replace (upstream's `replaces`).
+  std::vector<std::string_view> replaced;
+  for (int i = 0; i < count; ++i) {
+    const ext::RateLimitDescriptor& descriptor = request.descriptors(i);
+    Pending::Slot& slot = pending->slots[static_cast<std::size_t>(i)];
+    // hits: the descriptor's hits_addend when set (0 checks without counting), else the
+    // request's, where 0 means 1.
+    const std::uint64_t hits = descriptor.has_hits_addend()
+                                   ? descriptor.hits_addend().value()
+                                   : std::max<std::uint64_t>(1, request.hits_addend());
+    if (hits > static_cast<std::uint64_t>(kMaxCost)) {
+      pending->done(absl::InvalidArgumentError(
+          fmt::format("descriptor {}: hits_addend {} is above {}", i, hits, kMaxCost)));
+      return;
+    }
+    slot.hits = static_cast<std::int64_t>(hits);
+    if (!known_domain) continue;  // upstream: no limit at all, overrides included
+    if (descriptor.has_limit()) {
+      // The request's own limit replaces the configured one, never in shadow mode.
+      const auto unit = static_cast<Unit>(descriptor.limit().unit());
+      const auto length = UnitLength(unit);
+      if (!length) {
+        pending->done(absl::InvalidArgumentError(
+            fmt::format("descriptor {}: the limit override has no valid unit", i)));
+        return;
+      }
+      RlsLimit limit;
+      limit.stats_key = OverrideStatsKey(request.domain(), descriptor);
+      limit.requests_per_unit = descriptor.limit().requests_per_unit();
+      limit.unit = unit;
+      limit.period = *length;
+      if (limit.requests_per_unit > 0) {
+        Policy policy;
+        policy.algorithm = Algorithm::kFixedWindow;
+        policy.limit = limit.requests_per_unit;
+        policy.period = *length;
+        if (auto s = policy.Validate(); !s.ok()) {
+          pending->done(absl::InvalidArgumentError(
+              fmt::format("descriptor {}: the limit override: {}", i, MessageOf(s))));
+          return;
+        }
+        limit.policy = policy;
+      }
+      slot.override_limit = std::move(limit);
+    } else {
+      slot.configured = config.Find(request.domain(), descriptor);
+      if (slot.configured == nullptr) continue;
+    }
+    const RlsLimit& limit = slot.limit();
+    for (const std::string& name : limit.replaces) replaced.push_back(name);
+    slot.kind = limit.unlimited ? Pending::Kind::kUnlimited
+                : limit.policy  ? Pending::Kind::kDecide
+                                : Pending::Kind::kZeroLimit;
+    slot.stats_key = limit.stats_key;
+    if (limit.detailed_metric && descriptor.entries_size() > 0) {
+      // Upstream's detailed_metric: the last entry's value joins the name.
+      slot.stats_key += "_" + descriptor.entries(descriptor.entries_size() - 1).value();
+    }
+    if (slot.kind == Pending::Kind::kDecide) {
+      slot.key = StoreKey(request.domain(), descriptor, *limit.policy);
+    }
+  }
+  for (std::size_t i = 0; i < pending->slots.size(); ++i) {
+    Pending::Slot& slot = pending->slots[i];
+    if (slot.kind == Pending::Kind::kNoLimit) continue;
+    const std::string& name = slot.limit().name;
+    if (!name.empty() && std::find(replaced.begin(), replaced.end(), name) != replaced.end()) {
+      slot.kind = Pending::Kind::kNoLimit;
+      continue;
+    }
+    if (slot.kind == Pending::Kind::kDecide) pending->to_decide.push_back(i);
+  }
+
+  const RlsDomain* domain = config.Domain(request.domain());
+  if (domain != nullptr && domain->all_or_nothing) {
+    // A limit of 0 denies without the store; all or nothing, the others then only peek.
+    for (const Pending::Slot& slot : pending->slots) {
+      if (slot.kind == Pending::Kind::kZeroLimit && slot.hits > 0 && !slot.limit().shadow) {
+        pending->peek_only = true;
+      }
+    }
+  }
+  if (pending->to_decide.empty()) {
+    Finish(*pending);
+  } else if (domain != nullptr && domain->all_or_nothing) {
+    DecideAll(std::move(pending));
+  } else {
+    DecideEach(std::move(pending));
+  }
+}
+
+void RlsEngine::DecideEach(std::shared_ptr<Pending> pending) {
+  // The last callback may answer while this loop is still on its last step: after the
+  // last call, nothing here touches more than `to_decide`, which Finish only reads.
+  pending->outstanding.store(pending->to_decide.size(), std::memory_order_relaxed);
+  for (const std::size_t i : pending->to_decide) {
+    Pending::Slot& slot = pending->slots[i];
+    DecideRequest request{
+        .key = slot.key, .policy = *slot.limit().policy, .cost = slot.hits, .now = pending->now};
+    store_.DecideAsync(request, [this, pending, i](absl::StatusOr<Decision> decision) {
+      pending->slots[i].decision = std::move(decision);
+      if (pending->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) Finish(*pending);
+    });
+  }
+}
+
+void RlsEngine::DecideAll(std::shared_ptr<Pending> pending) {
+  std::vector<CheckItem> items;
+  for (const std::size_t i : pending->to_decide) {
+    Pending::Slot& slot = pending->slots[i];
+    const Policy& policy = *slot.limit().policy;
+    // Two descriptors on one key and algorithm are one counter: one item, their hits added.
+    auto same = std::find_if(items.begin(), items.end(), [&](const CheckItem& item) {
+      return item.key == slot.key;  // the key names the algorithm
+    });
+    if (same != items.end()) {
+      if (!pending->peek_only) {
+        same->cost = std::min<std::int64_t>(same->cost + slot.hits, kMaxCost);
+      }
+      slot.item = static_cast<std::size_t>(same - items.begin());
+      continue;
+    }
+    slot.item = items.size();
+    items.push_back(CheckItem{.key = slot.key,
+                              .policy = policy,
+                              .cost = pending->peek_only ? 0 : slot.hits,
+                              .name = slot.limit().name,
+                              .shadow = slot.limit().shadow});
+  }
+  if (items.size() > kMaxItems) {
+    pending->done(absl::InvalidArgumentError(fmt::format(
+        "domain '{}' is all_or_nothing: {} limited descriptors in one request, at most {}",
+        pending->domain, items.size(), kMaxItems)));
+    return;
+  }
+  const MultiRequest request{.items = items, .now = pending->now};
+  store_.DecideAllAsync(request, [this, pending](absl::StatusOr<MultiDecision> multi) {
+    for (const std::size_t i : pending->to_decide) {
+      Pending::Slot& slot = pending->slots[i];
+      if (!multi.ok()) {
+        slot.decision = multi.status();
+        continue;
+      }
+      Decision decision = multi->items[slot.item];
+      decision.degraded = decision.degraded || multi->degraded;
+      slot.decision = decision;
+    }
+    Finish(*pending);
+  });
+}
+
+void RlsEngine::Finish(Pending& pending) {
+  bool degraded = false;
+  for (const std::size_t i : pending.to_decide) {
+    const auto& decision = pending.slots[i].decision;
+    if (!decision.ok()) {
+      const absl::Status& status = decision.status();
+      pending.done(
+          absl::IsInvalidArgument(status)
+              ? status
+              : absl::UnavailableError(fmt::format("rate limit store: {}", MessageOf(status))));
+      return;
+    }
+    degraded = degraded || decision->degraded;
+  }
+
+  Response& response = *pending.response;
+  response.Clear();
+  Response::Code overall = Response::OK;
+  const Response::DescriptorStatus* binding = nullptr;  // the headers' descriptor
+  std::uint32_t least_remaining = kMaxRemaining;
+  const TimePoint now = pending.now.value_or(SystemNow());
+
+  for (const Pending::Slot& slot : pending.slots) {
+    Response::DescriptorStatus& status = *response.add_statuses();
+    status.set_code(Response::OK);
+    if (slot.kind == Pending::Kind::kNoLimit) continue;
+    if (slot.kind == Pending::Kind::kUnlimited) {
+      status.set_limit_remaining(kMaxRemaining);
+      continue;
+    }
+    const RlsLimit& limit = slot.limit();
+    RateLimit& current = *status.mutable_current_limit();
+    current.set_requests_per_unit(limit.requests_per_unit);
+    current.set_unit(limit.unit);
+    current.set_name(limit.name);
+
+    bool over = false;
+    bool slot_degraded = false;
+    std::chrono::microseconds reset{0};
+    if (slot.kind == Pending::Kind::kZeroLimit) {
+      over = slot.hits > 0;
+      reset = ToWindowEnd(now, limit.period);
+    } else {
+      const Decision& decision = *slot.decision;
+      over = !decision.allowed;
+      slot_degraded = decision.degraded;
+      status.set_limit_remaining(over ? 0 : ClampRemaining(decision.remaining));
+      if (limit.upstream_window) {
+        // Upstream: whole seconds to the end of the unit's window.
+        const auto to_end = decision.reset_after > std::chrono::microseconds(0)
+                                ? decision.reset_after
+                                : ToWindowEnd(now, limit.period);
+        reset = std::chrono::seconds(CeilSeconds(to_end));
+      } else {
+        reset = decision.reset_after;
+      }
+    }
+    SetDuration(status.mutable_duration_until_reset(), reset);
+
+    const auto hits = static_cast<std::uint64_t>(slot.hits);
+    metrics_.Add(slot.stats_key, RlsMetrics::kTotalHits, hits);
+    if (slot_degraded) metrics_.Add(slot.stats_key, RlsMetrics::kDegraded, hits);
+    if (over) {
+      metrics_.Add(slot.stats_key, RlsMetrics::kOverLimit, hits);
+      if (limit.shadow) {
+        // Upstream's shadow_mode: decided and counted, answered OK.
+        metrics_.Add(slot.stats_key, RlsMetrics::kShadowMode, hits);
+      } else {
+        status.set_code(Response::OVER_LIMIT);
+        overall = Response::OVER_LIMIT;
+      }
+    } else {
+      metrics_.Add(slot.stats_key, RlsMetrics::kWithinLimit, hits);
+    }
+    // Upstream's choice of the headers' descriptor: the least remaining, and a descriptor
+    // over the limit wins over the ones before it.
+    if (status.code() == Response::OVER_LIMIT) {
+      binding = &status;
+      least_remaining = 0;
+    } else if (status.limit_remaining() < least_remaining) {
+      binding = &status;
+      least_remaining = status.limit_remaining();
+    }
+  }
+
+  if (degraded && settings_.unavailable_on_store_error) {
+    response.Clear();
+    pending.done(
+        absl::UnavailableError("rate limit store unavailable: Envoy's failure_mode_deny decides"));
+    return;
+  }
+  if (settings_.response_headers && binding != nullptr) {
+    auto add = [&](const std::string& name, std::string value) {
+      auto& header = *response.add_response_headers_to_add();
+      header.set_key(name);
+      header.set_value(std::move(value));
+    };
+    add(settings_.limit_header, std::to_string(binding->current_limit().requests_per_unit()));
+    add(settings_.remaining_header, std::to_string(binding->limit_remaining()));
+    // Whole seconds, rounded up (a client that waits that long is never early).
+    const auto& reset = binding->duration_until_reset();
+    add(settings_.reset_header, std::to_string(reset.seconds() + (reset.nanos() > 0 ? 1 : 0)));
+  }
+  if (overall == Response::OVER_LIMIT && settings_.global_shadow) {
+    overall = Response::OK;
+    metrics_.CountGlobalShadow();
+  }
+  response.set_overall_code(overall);
+  pending.done(absl::OkStatus());
+}
+
+}  // namespace floodgate::server::rls

@@ -1,0 +1,60 @@
+#pragma once
+
+// Envoy's rate limit service over gRPC (RLS v3, `/envoy.service.ratelimit.v3.
+// RateLimitService/ShouldRateLimit`) and the standard gRPC health service, for
+// `floodgate serve --grpc-listen`. Transport only: every request goes to an Engine.
+
+#include <absl/status/status.h>
+#include <grpcpp/server.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "server/rls/engine.h"
+
+namespace floodgate::server::rls {
+
+struct GrpcOptions {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 8081;  // 0: any free port (see GrpcServer::port())
+};
+
+// The gRPC code Envoy sees for an engine error: the absl code as is (both follow
+// google.rpc.Code).
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+class GrpcServer {
+ public:
+  // `engine` must outlive the server.
+  GrpcServer(Engine& engine, GrpcOptions options);
+  ~GrpcServer();
+  GrpcServer(const GrpcServer&) = delete;
+  GrpcServer& operator=(const GrpcServer&) = delete;
+
+  // Binds and starts serving (the health service answers SERVING for "" and
+  // "ratelimit"); an address in use is an error.
+  absl::Status Start();
+  // Health for "" and "ratelimit": follows the service's readiness (the store reachable),
+  // as /readyz does. Thread-safe.
+  void SetServing(bool serving);
+  // Stops accepting calls, lets calls in flight finish until `grace` has passed, then
+  // cancels the rest. Blocks until the server is down. Thread-safe; idempotent.
+  void Shutdown(std::chrono::milliseconds grace = std::chrono::seconds(10));
+  std::uint16_t port() const { return port_; }
+
+  // The health service names: "" (the whole server) and upstream's "ratelimit".
+  static constexpr const char* kHealthName = "ratelimit";
+
+ private:
+  class Service;
+
+  Engine& engine_;
+  GrpcOptions options_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::uint16_t port_ = 0;
+};
+
+}  // namespace floodgate::server::rls

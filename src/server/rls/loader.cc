@@ -1,0 +1,198 @@
+#include "server/rls/loader.h"
+
+#include <absl/status/status.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include "common/strings.h"
+
+namespace floodgate::server::rls {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Go's strconv.ParseBool, which upstream's settings (envconfig) use.
+absl::StatusOr<bool> ParseGoBool(const char* name, std::string_view text) {
+  for (std::string_view yes : {"1", "t", "T", "TRUE", "true", "True"}) {
+    if (text == yes) return true;
+  }
+  for (std::string_view no : {"0", "f", "F", "FALSE", "false", "False"}) {
+    if (text == no) return false;
+  }
+  return absl::InvalidArgumentError(
+      fmt::format("{}=\"{}\" must be true or false (1, t, TRUE, 0, f, FALSE...)", name, text));
+}
+
+bool IsDotName(const fs::path& path) {
+  const std::string name = path.filename().string();
+  return !name.empty() && name.front() == '.';
+}
+
+}  // namespace
+
+absl::StatusOr<RlsSettings> FromEnvironment(absl::FunctionRef<const char*(const char*)> getenv) {
+  RlsSettings settings;
+  settings.runtime_root = "/srv/runtime_data/current";
+  auto text = [&](const char* name, std::string& into) {
+    if (const char* value = getenv(name)) into = value;
+  };
+  auto flag = [&](const char* name, bool& into) -> absl::Status {
+    const char* value = getenv(name);
+    if (value == nullptr || *value == '\0') return absl::OkStatus();
+    auto parsed = ParseGoBool(name, value);
+    if (!parsed.ok()) return parsed.status();
+    into = *parsed;
+    return absl::OkStatus();
+  };
+  text("RUNTIME_ROOT", settings.runtime_root);
+  text("RUNTIME_SUBDIRECTORY", settings.runtime_subdirectory);
+  if (const char* app = getenv("RUNTIME_APPDIRECTORY");
+      app != nullptr && std::string_view(app) != "config") {
+    return absl::InvalidArgumentError(fmt::format(
+        "RUNTIME_APPDIRECTORY=\"{}\": floodgate reads the config files from \"config\" only", app));
+  }
+  bool watch_root = true;  // accepted: the poll watches the whole path either way
+  for (auto [name, into] :
+       {std::pair{"RUNTIME_IGNOREDOTFILES", &settings.ignore_dotfiles},
+        std::pair{"RUNTIME_WATCH_ROOT", &watch_root},
+        std::pair{"SHADOW_MODE", &settings.global_shadow},
+        std::pair{"LIMIT_RESPONSE_HEADERS_ENABLED", &settings.response_headers}}) {
+    if (auto s = flag(name, *into); !s.ok()) return s;
+  }
+  text("LIMIT_LIMIT_HEADER", settings.limit_header);
+  text("LIMIT_REMAINING_HEADER", settings.remaining_header);
+  text("LIMIT_RESET_HEADER", settings.reset_header);
+  for (const std::string* header :
+       {&settings.limit_header, &settings.remaining_header, &settings.reset_header}) {
+    if (header->empty()) return absl::InvalidArgumentError("LIMIT_*_HEADER must not be empty");
+  }
+  return settings;
+}
+
+fs::path ConfigDirectory(const RlsSettings& settings) {
+  return fs::path(settings.runtime_root) / settings.runtime_subdirectory / "config";
+}
+
+absl::StatusOr<std::vector<ConfigFile>> ReadConfigFiles(const fs::path& directory,
+                                                        bool ignore_dotfiles) {
+  std::error_code ec;
+  std::vector<fs::path> paths;
+  fs::recursive_directory_iterator it(directory, ec);
+  if (ec) {
+    return absl::NotFoundError(
+        fmt::format("config directory {}: {}", directory.string(), ec.message()));
+  }
+  for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    const fs::path& path = it->path();
+    std::error_code entry_ec;  // a dangling symlink is skipped, not an error
+    if (ignore_dotfiles && IsDotName(path)) {
+      if (it->is_directory(entry_ec)) it.disable_recursion_pending();
+      continue;
+    }
+    // is_regular_file follows a symlink (a ConfigMap's files are symlinks); directories
+    // behind symlinks are not descended into (the iterator's default), as upstream.
+    if (it->is_regular_file(entry_ec)) paths.push_back(path);
+  }
+  if (ec) {
+    return absl::UnavailableError(
+        fmt::format("config directory {}: {}", directory.string(), ec.message()));
+  }
+  std::sort(paths.begin(), paths.end());
+  std::vector<ConfigFile> files;
+  files.reserve(paths.size());
+  for (const fs::path& path : paths) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (!in) return absl::UnavailableError(fmt::format("cannot read {}", path.string()));
+    files.push_back({path.string(), std::move(text).str()});
+  }
+  return files;
+}
+
+absl::StatusOr<std::shared_ptr<const RlsConfig>> LoadRlsConfig(const RlsSettings& settings) {
+  auto files = ReadConfigFiles(ConfigDirectory(settings), settings.ignore_dotfiles);
+  if (!files.ok()) return files.status();
+  return ParseRlsConfig(*files);
+}
+
+ConfigWatcher::ConfigWatcher(RlsSettings settings, std::chrono::milliseconds interval,
+                             OnConfig on_config)
+    : settings_(std::move(settings)), interval_(interval), on_config_(std::move(on_config)) {
+  seen_ = Stamps();
+  poller_ = std::thread([this] { Run(); });
+}
+
+ConfigWatcher::~ConfigWatcher() {
+  {
+    std::lock_guard lock(stop_mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  poller_.join();
+}
+
+std::vector<ConfigWatcher::FileStamp> ConfigWatcher::Stamps() const {
+  std::vector<FileStamp> stamps;
+  std::error_code ec;
+  const fs::path directory = ConfigDirectory(settings_);
+  fs::recursive_directory_iterator it(directory, ec);
+  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const fs::path& path = it->path();
+    if (settings_.ignore_dotfiles && IsDotName(path)) {
+      std::error_code entry_ec;
+      if (it->is_directory(entry_ec)) it.disable_recursion_pending();
+      continue;
+    }
+    struct stat st {};
+    // stat, not lstat: a swapped symlink shows as another inode behind the same path.
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    stamps.push_back(
+        {path.string(), static_cast<std::uint64_t>(st.st_dev),
+         static_cast<std::uint64_t>(st.st_ino), static_cast<std::uint64_t>(st.st_size),
+         static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec});
+  }
+  std::sort(stamps.begin(), stamps.end(),
+            [](const FileStamp& a, const FileStamp& b) { return a.path < b.path; });
+  return stamps;
+}
+
+bool ConfigWatcher::CheckNow() {
+  std::lock_guard lock(check_mu_);
+  std::vector<FileStamp> stamps = Stamps();
+  if (stamps == seen_) return false;
+  // Seen either way: a bad config is reported once, not at every poll, until the files
+  // change again.
+  seen_ = std::move(stamps);
+  auto config = LoadRlsConfig(settings_);
+  if (!config.ok()) {
+    counters_.load_error.fetch_add(1, std::memory_order_relaxed);
+    spdlog::error("rls: error loading new configuration, keeping the old one: {}",
+                  MessageOf(config.status()));
+    return false;
+  }
+  counters_.load_success.fetch_add(1, std::memory_order_relaxed);
+  spdlog::info("rls: configuration reloaded from {} ({} domains)",
+               ConfigDirectory(settings_).string(), (*config)->domain_count());
+  on_config_(*std::move(config));
+  return true;
+}
+
+void ConfigWatcher::Run() {
+  std::unique_lock lock(stop_mu_);
+  while (!stop_cv_.wait_for(lock, interval_, [this] { return stopping_; })) {
+    lock.unlock();
+    CheckNow();
+    lock.lock();
+  }
+}
+
+}  // namespace floodgate::server::rls

@@ -1,0 +1,49 @@
+#pragma once
+
+// Counters of the rate limit service, as upstream keeps them (docs/envoy.md, "Metrics"):
+// per limit, named by upstream's stats key ("domain.key_value.key2"), the hits counted,
+// over the limit, within it, over in shadow mode, and answered degraded. The series are
+// bounded by the config: a request's values join the name only for `detailed_metric`
+// rules, as upstream. The transport renders them on /metrics.
+
+#include <absl/container/flat_hash_map.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+
+namespace floodgate::server::rls {
+
+class RlsMetrics {
+ public:
+  enum Counter : std::size_t {
+    kTotalHits,
+    kOverLimit,
+    kWithinLimit,
+    kShadowMode,
+    kDegraded,
+    kCounterCount,
+  };
+
+  // Thread-safe.
+  void Add(std::string_view stats_key, Counter counter, std::uint64_t hits);
+  std::uint64_t Get(std::string_view stats_key, Counter counter) const;
+  // Requests answered OK only because of the global SHADOW_MODE.
+  void CountGlobalShadow() { global_shadow_.fetch_add(1, std::memory_order_relaxed); }
+  std::uint64_t global_shadow() const { return global_shadow_.load(std::memory_order_relaxed); }
+
+  // Prometheus exposition lines, floodgate_rls_<counter>_total{key="..."}.
+  std::string Render() const;
+
+ private:
+  using Counters = std::array<std::atomic<std::uint64_t>, kCounterCount>;
+  mutable std::shared_mutex mu_;  // guards the map, not the counters
+  absl::flat_hash_map<std::string, std::unique_ptr<Counters>> by_key_;
+  std::atomic<std::uint64_t> global_shadow_{0};
+};
+
+}  // namespace floodgate::server::rls

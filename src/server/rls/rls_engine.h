@@ -1,0 +1,54 @@
+#pragma once
+
+// The Engine on a floodgate Store: envoyproxy/ratelimit's answers (docs/envoy.md), decided
+// by floodgate's algorithms.
+
+#include <floodgate/store.h>
+#include <floodgate/time.h>
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "server/rls/config.h"
+#include "server/rls/engine.h"
+#include "server/rls/metrics.h"
+
+namespace floodgate::server::rls {
+
+// The decision time of a request: nullopt lets the store use its own clock (Redis: the
+// server's TIME), which is what `serve` does; tests fix it.
+using DecisionClock = std::function<std::optional<TimePoint>()>;
+
+class RlsEngine final : public Engine {
+ public:
+  // `store` and `metrics` must outlive the engine and every request in flight.
+  RlsEngine(Store& store, RlsSettings settings, std::shared_ptr<const RlsConfig> config,
+            RlsMetrics& metrics, DecisionClock clock = {});
+
+  // Engine. Each descriptor is decided on its own (as upstream) with DecideAsync, the
+  // answer sent when the last decision arrives; an all_or_nothing domain's descriptors
+  // go to the store as one DecideAllAsync. No thread waits for the store.
+  void ShouldRateLimit(const pb::RateLimitRequest& request, pb::RateLimitResponse* response,
+                       RlsDone done) override;
+
+  // Thread-safe: requests that started keep the config they started with.
+  void SetConfig(std::shared_ptr<const RlsConfig> config);
+  std::shared_ptr<const RlsConfig> config() const;
+
+ private:
+  struct Pending;
+  void DecideEach(std::shared_ptr<Pending> pending);
+  void DecideAll(std::shared_ptr<Pending> pending);
+  void Finish(Pending& pending);
+
+  Store& store_;
+  const RlsSettings settings_;
+  RlsMetrics& metrics_;
+  const DecisionClock clock_;
+  mutable std::mutex config_mu_;  // guards the pointer only, held for a copy
+  std::shared_ptr<const RlsConfig> config_;
+};
+
+}  // namespace floodgate::server::rls

@@ -1,0 +1,56 @@
+// The RLS engine `serve` runs (see serve_engine.h): upstream's environment with the
+// `rls:` section on top, the config directory loaded once (a bad one refuses to start)
+// and watched for changes, decisions by RlsEngine on the serve's store.
+#include "server/rls/serve_engine.h"
+
+#include <cstdlib>
+
+#include "server/rls/loader.h"
+#include "server/rls/rls_engine.h"
+
+namespace floodgate::server::rls {
+
+namespace {
+
+// Owns what the engine needs for as long as it answers: the store, the metrics, the
+// watcher that swaps its config. Destroyed after the servers that call it.
+class ServeEngine final : public Engine {
+ public:
+  ServeEngine(std::shared_ptr<Store> store, RlsSettings settings,
+              std::shared_ptr<const RlsConfig> config)
+      : store_(std::move(store)),
+        engine_(*store_, settings, std::move(config), metrics_),
+        watcher_(settings, std::chrono::seconds(1),
+                 [this](std::shared_ptr<const RlsConfig> next) { engine_.SetConfig(next); }) {}
+
+  void ShouldRateLimit(const pb::RateLimitRequest& request, pb::RateLimitResponse* response,
+                       RlsDone done) override {
+    engine_.ShouldRateLimit(request, response, std::move(done));
+  }
+
+ private:
+  std::shared_ptr<Store> store_;
+  RlsMetrics metrics_;
+  RlsEngine engine_;
+  ConfigWatcher watcher_;  // last: stops before the engine it feeds goes
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Engine>> MakeServeEngine(const server::RlsSection& section,
+                                                        std::shared_ptr<Store> store) {
+  auto settings =
+      FromEnvironment([](const char* name) -> const char* { return std::getenv(name); });
+  if (!settings.ok()) return settings.status();
+  if (!section.runtime_root.empty()) settings->runtime_root = section.runtime_root;
+  if (!section.runtime_subdirectory.empty()) {
+    settings->runtime_subdirectory = section.runtime_subdirectory;
+  }
+  if (section.ignore_dotfiles) settings->ignore_dotfiles = true;
+  if (section.unavailable_on_store_error) settings->unavailable_on_store_error = true;
+  auto config = LoadRlsConfig(*settings);
+  if (!config.ok()) return config.status();
+  return std::make_unique<ServeEngine>(std::move(store), *std::move(settings), *std::move(config));
+}
+
+}  // namespace floodgate::server::rls

@@ -1,0 +1,22 @@
+#pragma once
+
+// The seam between `floodgate serve` and the RLS engine: the one place that builds the
+// Engine serve runs.
+
+#include <absl/status/statusor.h>
+#include <floodgate/store.h>
+
+#include <memory>
+
+#include "server/config.h"
+#include "server/rls/engine.h"
+
+namespace floodgate::server::rls {
+
+// The engine for `serve`: upstream's environment (RUNTIME_ROOT, SHADOW_MODE,
+// LIMIT_RESPONSE_HEADERS_ENABLED...) with floodgate's `rls:` config section on top,
+// deciding on `store`. Errors are bad settings or a bad initial config directory.
+absl::StatusOr<std::unique_ptr<Engine>> MakeServeEngine(const server::RlsSection& section,
+                                                        std::shared_ptr<Store> store);
+
+}  // namespace floodgate::server::rls
