@@ -390,6 +390,16 @@ TEST_P(RlsEngine, CountsPerUnitAndAnswersUpstreamsFields) {
   // A per-second window resets within the second.
   const auto second = client().Ask("e2e", {D{{{"per_second", "x"}}}});
   EXPECT_LE(second.statuses(0).duration_until_reset().seconds(), 1);
+  // /metrics counts the hits per limit, named by upstream's stats key (the default node's
+  // key, every value together): 4 hits, 3 within the limit, 1 over.
+  const Answer metrics = Http(serve_->http_port, beast::http::verb::get, "/metrics");
+  ASSERT_EQ(metrics.status, 200);
+  using ::testing::HasSubstr;
+  EXPECT_THAT(metrics.body, HasSubstr("floodgate_rls_total_hits_total{key=\"e2e.remote_address\"} 4\n"));
+  EXPECT_THAT(metrics.body, HasSubstr("floodgate_rls_within_limit_total{key=\"e2e.remote_address\"} 3\n"));
+  EXPECT_THAT(metrics.body, HasSubstr("floodgate_rls_over_limit_total{key=\"e2e.remote_address\"} 1\n"));
+  EXPECT_THAT(metrics.body, HasSubstr("# HELP floodgate_rls_config_load_total"));
+  EXPECT_THAT(metrics.body, HasSubstr("floodgate_rls_config_load_total{result=\"error\"} 0\n"));
 }
 
 TEST_P(RlsEngine, MatchesExactThenWildcardThenDefaultByTheLastEntry) {

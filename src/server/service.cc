@@ -291,7 +291,9 @@ void Service::Handle(const Request& request, const ip::address& peer, Respond re
                                 ready ? "ready\n" : "store unreachable\n", "text/plain"));
   }
   if (get && path == "/metrics") {
-    return respond(MakeResponse(request, http::status::ok, metrics_.Render(*store_),
+    std::string text = metrics_.Render(*store_);
+    if (rls_ != nullptr) rls_->AppendMetrics(text);
+    return respond(MakeResponse(request, http::status::ok, std::move(text),
                                 "text/plain; version=0.0.4"));
   }
   if (get && path == "/" && config.demo) {

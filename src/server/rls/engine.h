@@ -51,6 +51,8 @@ class Engine {
   // `done`, inline or later on the store's I/O thread.
   virtual void ShouldRateLimit(const pb::RateLimitRequest& request,
                                pb::RateLimitResponse* response, RlsDone done) = 0;
+  // Appends the engine's Prometheus families (HELP and TYPE included) for /metrics.
+  virtual void AppendMetrics(std::string& out) const { (void)out; }
 };
 
 }  // namespace floodgate::server::rls

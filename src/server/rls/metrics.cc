@@ -14,6 +14,12 @@ namespace {
 
 constexpr std::array<std::string_view, RlsMetrics::kCounterCount> kNames = {
     "total_hits", "over_limit", "within_limit", "shadow_mode", "degraded"};
+constexpr std::array<std::string_view, RlsMetrics::kCounterCount> kHelp = {
+    "Hits asked of each RLS limit (its stats key).",
+    "Hits of each RLS limit answered OVER_LIMIT.",
+    "Hits of each RLS limit answered OK.",
+    "Hits of each shadow RLS limit that were over the limit (answered OK).",
+    "Hits of each RLS limit answered by the store's on_error."};
 
 // A Prometheus label value: backslash, quote and newline escaped.
 std::string LabelValue(std::string_view text) {
@@ -70,13 +76,17 @@ std::string RlsMetrics::Render() const {
   std::sort(rows.begin(), rows.end());
   std::string out;
   for (std::size_t i = 0; i < kCounterCount; ++i) {
-    out += fmt::format("# TYPE floodgate_rls_{}_total counter\n", kNames[i]);
+    out += fmt::format("# HELP floodgate_rls_{}_total {}\n# TYPE floodgate_rls_{}_total counter\n",
+                       kNames[i], kHelp[i], kNames[i]);
     for (const auto& [key, values] : rows) {
       out += fmt::format("floodgate_rls_{}_total{{key=\"{}\"}} {}\n", kNames[i], LabelValue(key),
                          values[i]);
     }
   }
-  out += "# TYPE floodgate_rls_global_shadow_mode_total counter\n";
+  out +=
+      "# HELP floodgate_rls_global_shadow_mode_total Requests SHADOW_MODE answered OK although "
+      "over a limit.\n"
+      "# TYPE floodgate_rls_global_shadow_mode_total counter\n";
   out += fmt::format("floodgate_rls_global_shadow_mode_total {}\n", global_shadow());
   return out;
 }

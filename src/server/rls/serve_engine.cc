@@ -3,6 +3,8 @@
 // and watched for changes, decisions by RlsEngine on the serve's store.
 #include "server/rls/serve_engine.h"
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 
 #include "server/rls/loader.h"
@@ -26,6 +28,18 @@ class ServeEngine final : public Engine {
   void ShouldRateLimit(const pb::RateLimitRequest& request, pb::RateLimitResponse* response,
                        RlsDone done) override {
     engine_.ShouldRateLimit(request, response, std::move(done));
+  }
+
+  void AppendMetrics(std::string& out) const override {
+    out += metrics_.Render();
+    const LoaderCounters& loads = watcher_.counters();
+    out += fmt::format(
+        "# HELP floodgate_rls_config_load_total Reloads of the RLS config directory, by result.\n"
+        "# TYPE floodgate_rls_config_load_total counter\n"
+        "floodgate_rls_config_load_total{{result=\"success\"}} {}\n"
+        "floodgate_rls_config_load_total{{result=\"error\"}} {}\n",
+        loads.load_success.load(std::memory_order_relaxed),
+        loads.load_error.load(std::memory_order_relaxed));
   }
 
  private:
