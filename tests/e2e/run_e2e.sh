@@ -45,6 +45,15 @@ for _ in $(seq 1 200); do  # bounded wait for the "listening on" line
   sleep 0.05
 done
 [ -n "$port" ] || { echo "floodgate serve did not start"; cat "$log"; exit 1; }
+# serve listens before its store answers (lazy_connect: decisions meanwhile come from
+# on_error, degraded); the page's exact counts need the store itself, so wait (bounded)
+# until /readyz says it is connected.
+ready=""
+for _ in $(seq 1 200); do
+  curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && { ready=1; break; }
+  sleep 0.05
+done
+[ -n "$ready" ] || { echo "floodgate serve never became ready"; cat "$log"; exit 1; }
 
 FLOODGATE_URL="http://127.0.0.1:$port" SCREENSHOT="$work/demo.png" EXPECT_STORE="$expect_store" \
   node "$work/demo.test.mjs"
