@@ -178,6 +178,18 @@ struct RlsServe {
     return process->WaitListening(grpc_port, kStartLimit) &&
            process->WaitListening(http_port, kStartLimit);
   }
+  // Start(), then polls (bounded) until /readyz says the store answers: serve listens
+  // before it has connected to Redis (lazy_connect), and decisions until then come from
+  // on_error, which tests of exact counts must not see.
+  bool StartReady() {
+    if (!Start()) return false;
+    const auto deadline = Steady::now() + kStartLimit;
+    while (Steady::now() < deadline) {
+      if (Http(http_port, beast::http::verb::get, "/readyz").status == 200) return true;
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    return false;
+  }
 
   RuntimeDir empty_runtime;
   int http_port;
@@ -338,7 +350,7 @@ class RlsEngine : public ::testing::TestWithParam<StoreKind> {
     std::vector<std::string> env = runtime_.Env();
     env.insert(env.end(), extra_env.begin(), extra_env.end());
     serve_.emplace(std::vector<std::string>{"--store", store}, env);
-    ASSERT_TRUE(serve_->Start()) << serve_->process->Log();
+    ASSERT_TRUE(serve_->StartReady()) << serve_->process->Log();
   }
   RlsClient& client() { return *serve_->client; }
   // Polls (bounded) until `check` holds for a fresh answer (a reload to take effect).
@@ -584,7 +596,7 @@ TEST_P(RlsRedisDown, AnswersWithinTheTimeoutByOnError) {
       "store:\n  url: {}\n  timeout: 50ms\n  on_error: {}\n{}", redis->url(),
       error ? "fail_open" : GetParam().on_error, error ? "rls:\n  on_error: error\n" : "");
   RlsServe serve({"--config", config_file.string()}, runtime.Env());
-  ASSERT_TRUE(serve.Start()) << serve.process->Log();
+  ASSERT_TRUE(serve.StartReady()) << serve.process->Log();
   ASSERT_EQ(serve.client->Ask("e2e", {D{{{"remote_address", "warm"}}}}).overall_code(), Code::OK);
   redis->Kill();
   int slow_in_a_row = 0;
