@@ -1,6 +1,16 @@
 -- sliding_window: algorithms.md, "sliding_window (two-counter approximation, O(1)
 -- memory)"; the same steps as DecideSlidingWindow in src/core/windows.h.
 -- State: struct '<dI4I4' (w, cur, prev), 16 bytes; both counts <= L <= 10^9.
+
+-- When the state (w, cur, prev) would be the fresh one again, from time t: once window w
+-- has stopped counting (it counts as the previous window through w + 1), or, with only
+-- prev left, once window w - 1 has; 0 when nothing counts.
+local function sw_reset(w, cur, prev, period, t)
+  if cur > 0 then return (w + 2) * period - t end
+  if prev > 0 then return (w + 1) * period - t end
+  return 0
+end
+
 DECIDERS['sw'] = function(key, now, p, cost)
   local limit, period = p.limit, p.period
   local raw = get(key)
@@ -41,12 +51,7 @@ DECIDERS['sw'] = function(key, now, p, cost)
     retry = t - at
   end
 
-  local reset = 0
-  if cur > 0 then
-    reset = (w + 2) * period - at
-  elseif prev > 0 then
-    reset = (w + 1) * period - at
-  end
+  local reset = sw_reset(w, cur, prev, period, at)
   -- A denial or a peek writes nothing.
   if allowed and cost > 0 then
     save(key, struct.pack('<dI4I4', w, cur, prev), reset)
@@ -70,11 +75,5 @@ RELEASE['sw'] = function(key, now, p, cost, at)
   else
     return
   end
-  local reset = 0
-  if cur > 0 then
-    reset = (w + 2) * period - now
-  elseif prev > 0 then
-    reset = (w + 1) * period - now
-  end
-  save(key, struct.pack('<dI4I4', w, cur, prev), reset)
+  save(key, struct.pack('<dI4I4', w, cur, prev), sw_reset(w, cur, prev, period, now))
 end

@@ -15,6 +15,22 @@
 
 namespace floodgate::testing {
 
+namespace {
+
+// A decision as the vector files write it (allowed, limit, remaining, retry_after_us,
+// reset_after_us), for single and multi-decision vectors alike.
+Decision DecisionFromJson(const nlohmann::json& e) {
+  Decision decision;
+  decision.allowed = e.at("allowed");
+  decision.limit = e.at("limit");
+  decision.remaining = e.at("remaining");
+  decision.retry_after = std::chrono::microseconds(e.at("retry_after_us").get<std::int64_t>());
+  decision.reset_after = std::chrono::microseconds(e.at("reset_after_us").get<std::int64_t>());
+  return decision;
+}
+
+}  // namespace
+
 std::vector<VectorCase> LoadAllVectors() {
   std::vector<VectorCase> cases;
   std::vector<std::filesystem::path> files;
@@ -28,14 +44,7 @@ std::vector<VectorCase> LoadAllVectors() {
     for (const auto& c : doc.at("cases")) {
       VectorCase vc{path.filename().string(), c.at("name"), c.value("why", ""), c.at("policy"), {}};
       for (const auto& s : c.at("steps")) {
-        const auto& e = s.at("expect");
-        Decision expect;
-        expect.allowed = e.at("allowed");
-        expect.limit = e.at("limit");
-        expect.remaining = e.at("remaining");
-        expect.retry_after = std::chrono::microseconds(e.at("retry_after_us").get<std::int64_t>());
-        expect.reset_after = std::chrono::microseconds(e.at("reset_after_us").get<std::int64_t>());
-        vc.steps.push_back({s.at("t"), s.at("key"), s.at("cost"), expect});
+        vc.steps.push_back({s.at("t"), s.at("key"), s.at("cost"), DecisionFromJson(s.at("expect"))});
       }
       cases.push_back(std::move(vc));
     }
@@ -62,15 +71,7 @@ std::vector<MultiCase> LoadMultiVectors() {
       step.retry_after_us = e.at("retry_after_us");
       step.denied_by = e.at("denied_by").get<std::vector<std::string>>();
       step.would_deny = e.at("would_deny").get<std::vector<std::string>>();
-      for (const auto& d : e.at("items")) {
-        Decision decision;
-        decision.allowed = d.at("allowed");
-        decision.limit = d.at("limit");
-        decision.remaining = d.at("remaining");
-        decision.retry_after = std::chrono::microseconds(d.at("retry_after_us").get<std::int64_t>());
-        decision.reset_after = std::chrono::microseconds(d.at("reset_after_us").get<std::int64_t>());
-        step.decisions.push_back(decision);
-      }
+      for (const auto& d : e.at("items")) step.decisions.push_back(DecisionFromJson(d));
       mc.steps.push_back(std::move(step));
     }
     cases.push_back(std::move(mc));

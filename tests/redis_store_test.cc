@@ -38,6 +38,18 @@ using std::chrono::milliseconds;
 using ::testing::HasSubstr;
 using Steady = std::chrono::steady_clock;
 
+// lua/batch.lua as the store loads it: the shared helpers, every decider, the driver.
+std::string BatchScript() {
+  namespace l = redis::lua;
+  return std::string(l::k_common)
+      .append(l::k_gcra)
+      .append(l::k_token_bucket)
+      .append(l::k_sliding_log)
+      .append(l::k_sliding_window)
+      .append(l::k_fixed_window)
+      .append(l::k_batch);
+}
+
 class RedisTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { server_ = RedisServer::Start(); }
@@ -236,14 +248,7 @@ TEST_F(RedisTest, MultiDecisionsShareBatchesWithSingleOnes) {
 // What lua/batch.lua's release groups give back: for every algorithm, a reservation made
 // and released leaves the key deciding exactly as a key that never saw it.
 TEST_F(RedisTest, AReleasedReservationLeavesNoTrace) {
-  namespace l = redis::lua;
-  const std::string batch = std::string(l::k_common)
-                                .append(l::k_gcra)
-                                .append(l::k_token_bucket)
-                                .append(l::k_sliding_log)
-                                .append(l::k_sliding_window)
-                                .append(l::k_fixed_window)
-                                .append(l::k_batch);
+  const std::string batch = BatchScript();
   const std::int64_t t = 1'700'000'000'000'000;
   // kind, limit, period, burst
   const std::vector<std::array<std::string, 4>> policies = {
@@ -440,13 +445,7 @@ TEST_F(RedisTest, HostileKeysAreOnlyEverArguments) {
 // must not let a bad one through. Errors name the decision or policy and the reason.
 TEST_F(RedisTest, ScriptsCheckEveryArgumentBeforeDecidingAnything) {
   namespace l = redis::lua;
-  const std::string batch = std::string(l::k_common)
-                                .append(l::k_gcra)
-                                .append(l::k_token_bucket)
-                                .append(l::k_sliding_log)
-                                .append(l::k_sliding_window)
-                                .append(l::k_fixed_window)
-                                .append(l::k_batch);
+  const std::string batch = BatchScript();
   const std::string single = std::string(l::k_common).append(l::k_gcra).append(l::k_single);
   const auto eval = [&](const std::string& script, std::vector<std::string> args) {
     args.insert(args.begin(), {"EVAL", script});
