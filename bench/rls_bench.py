@@ -6,7 +6,7 @@ One `floodgate serve` on memory:// answers both: gRPC ShouldRateLimit for domain
 descriptor remote_address=c<random of 100,000> under upstream's rule `SECOND: 1000`
 (a fixed window of 1000 per second, aligned to the epoch), and /v1/check for key
 c<random of 100,000> under a rule of fixed_window:1000/1s. gRPC load comes from
-bench/rls_load (the callback client API, N calls in flight over a few HTTP/2
+bench/rls_load (gRPC's completion-queue client API, N calls in flight over a few HTTP/2
 connections), HTTP load from wrk (as bench/http_bench.py drives it). Both sides run
 back to back in each round (the order reversed every other round); the ratio of
 requests/s (RLS over HTTP) is taken within a round and the median of the rounds

@@ -1,5 +1,5 @@
 # Envoy's rate limit service messages (proto/, floodgate's own .proto files with Envoy's
-# packages, names and field numbers), compiled by protoc and grpc_cpp_plugin from Debian's
+# packages, names and field numbers) and gRPC's health protocol, compiled by protoc and grpc_cpp_plugin from Debian's
 # protobuf-compiler / protobuf-compiler-grpc into the static library floodgate_rls_proto.
 find_package(Protobuf REQUIRED)  # CMake's FindProtobuf: libprotobuf and protoc
 pkg_check_modules(GRPCPP REQUIRED IMPORTED_TARGET grpc++)
@@ -10,7 +10,8 @@ set(FLOODGATE_PROTO_FILES
   envoy/type/v3/ratelimit_unit.proto
   envoy/config/core/v3/base.proto
   envoy/extensions/common/ratelimit/v3/ratelimit.proto
-  envoy/service/ratelimit/v3/rls.proto)
+  envoy/service/ratelimit/v3/rls.proto
+  grpc/health/v1/health.proto)
 set(proto_out ${CMAKE_CURRENT_BINARY_DIR}/generated/proto)
 file(MAKE_DIRECTORY ${proto_out})
 set(proto_sources)
@@ -20,16 +21,18 @@ foreach(file IN LISTS FLOODGATE_PROTO_FILES)
   list(APPEND proto_sources ${proto_out}/${stem}.pb.cc ${proto_out}/${stem}.pb.h)
   list(APPEND FLOODGATE_PROTO_FILES_ABSOLUTE ${FLOODGATE_PROTO_DIR}/${file})
 endforeach()
-# Only the service file declares an RPC service: one gRPC stub pair.
-list(APPEND proto_sources ${proto_out}/envoy/service/ratelimit/v3/rls.grpc.pb.cc
-                          ${proto_out}/envoy/service/ratelimit/v3/rls.grpc.pb.h)
+# Two files declare an RPC service: the rate limit service and gRPC's health protocol
+# (grpc.health.v1, served by floodgate on its own completion queues: server/rls/grpc_server).
+foreach(stem envoy/service/ratelimit/v3/rls grpc/health/v1/health)
+  list(APPEND proto_sources ${proto_out}/${stem}.grpc.pb.cc ${proto_out}/${stem}.grpc.pb.h)
+endforeach()
 add_custom_command(
   OUTPUT ${proto_sources}
   COMMAND protobuf::protoc --proto_path=${FLOODGATE_PROTO_DIR} --cpp_out=${proto_out}
           --grpc_out=${proto_out} --plugin=protoc-gen-grpc=${FLOODGATE_GRPC_CPP_PLUGIN}
           ${FLOODGATE_PROTO_FILES}
   DEPENDS ${FLOODGATE_PROTO_FILES_ABSOLUTE}
-  COMMENT "protoc: Envoy's rate limit service (proto/)" VERBATIM)
+  COMMENT "protoc: Envoy's rate limit service and gRPC health (proto/)" VERBATIM)
 add_library(floodgate_rls_proto STATIC ${proto_sources})
 # Generated code: built without our -Werror.
 target_include_directories(floodgate_rls_proto SYSTEM PUBLIC ${proto_out})

@@ -66,7 +66,13 @@ class HeldEngine : public Engine {
                        RlsDone done) override {
     std::lock_guard lock(mutex_);
     held_.push_back({response, std::move(done)});
+    max_held_ = std::max(max_held_, held_.size());
     held_changed_.notify_all();
+  }
+  // The most calls held at once so far.
+  std::size_t max_held() {
+    std::lock_guard lock(mutex_);
+    return max_held_;
   }
   // Waits (bounded) until `n` calls are held.
   bool WaitHeld(std::size_t n, std::chrono::milliseconds limit) {
@@ -96,6 +102,7 @@ class HeldEngine : public Engine {
   std::mutex mutex_;
   std::condition_variable held_changed_;
   std::deque<Held> held_;
+  std::size_t max_held_ = 0;
 };
 
 pb::RateLimitRequest MakeRequest(const std::string& domain, int descriptors = 1) {
@@ -111,8 +118,8 @@ pb::RateLimitRequest MakeRequest(const std::string& domain, int descriptors = 1)
 
 class GrpcServerTest : public ::testing::Test {
  protected:
-  void StartOn(Engine& engine) {
-    server_.emplace(engine, GrpcOptions{"127.0.0.1", 0});
+  void StartOn(Engine& engine, int threads = 0) {
+    server_.emplace(engine, GrpcOptions{"127.0.0.1", 0, threads});
     ASSERT_TRUE(server_->Start().ok());
     ASSERT_NE(server_->port(), 0);
     channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
@@ -185,11 +192,11 @@ TEST(GrpcStatus, MapsAbslCodesOneToOne) {
             grpc::StatusCode::UNAUTHENTICATED);
 }
 
-// The callback API holds no thread per call: 64 calls wait on the engine at once (more
-// than gRPC's callback threads), and all finish when the engine answers on its own thread.
+// A call waiting on the engine holds no thread: 64 calls wait on the engine at once on
+// one serving thread, and all finish when the engine answers on its own thread.
 TEST_F(GrpcServerTest, CallsWaitingOnTheEngineHoldNoThread) {
   HeldEngine engine;
-  StartOn(engine);
+  StartOn(engine, 1);
   constexpr int kCalls = 64;
   std::vector<std::thread> clients;
   std::atomic<int> ok{0};
@@ -207,6 +214,56 @@ TEST_F(GrpcServerTest, CallsWaitingOnTheEngineHoldNoThread) {
   engine.Release();
   for (auto& client : clients) client.join();
   EXPECT_EQ(ok.load(), kCalls);
+}
+
+// Each serving thread decides at most kCallsPerThread calls at once: the calls beyond wait
+// in gRPC, and are decided, in full, once slots free.
+TEST_F(GrpcServerTest, CallsBeyondTheSlotsWaitForOne) {
+  HeldEngine engine;
+  StartOn(engine, 1);
+  constexpr int kSlots = GrpcServer::kCallsPerThread;
+  constexpr int kCalls = kSlots + 20;
+  std::mutex mutex;
+  std::condition_variable answered;
+  int ok = 0, failed = 0;
+  struct Pending {
+    grpc::ClientContext context;
+    pb::RateLimitRequest request = MakeRequest("held");
+    pb::RateLimitResponse response;
+  };
+  std::vector<std::unique_ptr<Pending>> pending;
+  for (int i = 0; i < kCalls; ++i) {
+    auto& call = *pending.emplace_back(std::make_unique<Pending>());
+    call.context.set_deadline(std::chrono::system_clock::now() + 20s);
+    rls_->async()->ShouldRateLimit(&call.context, &call.request, &call.response,
+                                   [&](grpc::Status status) {
+                                     std::lock_guard lock(mutex);
+                                     ++(status.ok() ? ok : failed);
+                                     answered.notify_all();
+                                   });
+  }
+  ASSERT_TRUE(engine.WaitHeld(kSlots, 10s));
+  engine.Release();  // the first kSlots answered; their slots take the rest
+  ASSERT_TRUE(engine.WaitHeld(kCalls - kSlots, 10s));
+  engine.Release();
+  std::unique_lock lock(mutex);
+  ASSERT_TRUE(answered.wait_for(lock, 10s, [&] { return ok + failed == kCalls; }));
+  EXPECT_EQ(ok, kCalls);
+  EXPECT_EQ(engine.max_held(), static_cast<std::size_t>(kSlots));
+}
+
+TEST_F(GrpcServerTest, HealthWatchIsUnimplementedAndSaysSo) {
+  ScriptedEngine engine;
+  StartOn(engine);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + 5s);
+  HealthCheckRequest request;
+  auto stream = health_->Watch(&context, request);
+  HealthCheckResponse response;
+  EXPECT_FALSE(stream->Read(&response));
+  const grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_THAT(status.error_message(), ::testing::HasSubstr("Check"));
 }
 
 TEST_F(GrpcServerTest, HealthServesBothNamesAndFollowsReadiness) {

@@ -5,12 +5,16 @@
 // `floodgate serve --grpc-listen`. Transport only: every request goes to an Engine.
 
 #include <absl/status/status.h>
+#include <grpcpp/completion_queue.h>
 #include <grpcpp/server.h>
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "server/rls/engine.h"
 
@@ -19,6 +23,7 @@ namespace floodgate::server::rls {
 struct GrpcOptions {
   std::string host = "127.0.0.1";
   std::uint16_t port = 8081;  // 0: any free port (see GrpcServer::port())
+  int threads = 0;  // threads serving calls, each with a completion queue; 0: one per core
 };
 
 // The gRPC code Envoy sees for an engine error: the absl code as is (both follow
@@ -40,12 +45,16 @@ class GrpcServer {
   // as /readyz does. Thread-safe.
   void SetServing(bool serving);
   // Stops accepting calls, lets calls in flight finish until `grace` has passed, then
-  // cancels the rest. Blocks until the server is down. Thread-safe; idempotent.
+  // cancels the rest. Blocks until the server is down and the engine has answered every
+  // call it was given (it must answer, in time: serve closes the store beside this).
+  // Thread-safe; idempotent.
   void Shutdown(std::chrono::milliseconds grace = std::chrono::seconds(10));
   std::uint16_t port() const { return port_; }
 
   // The health service names: "" (the whole server) and upstream's "ratelimit".
   static constexpr const char* kHealthName = "ratelimit";
+  // Calls each serving thread decides at once; more wait in gRPC until a slot frees.
+  static constexpr int kCallsPerThread = 256;
 
  private:
   class Service;
@@ -54,7 +63,11 @@ class GrpcServer {
   GrpcOptions options_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues_;
+  std::vector<std::thread> threads_;
   std::uint16_t port_ = 0;
+  std::mutex shutdown_mutex_;
+  bool stopped_ = false;
 };
 
 }  // namespace floodgate::server::rls
