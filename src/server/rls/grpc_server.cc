@@ -106,9 +106,11 @@ class Slot final : public Tag {
   std::atomic<bool> owed_{false};  // handed to Answer, and Finish has not returned yet
 };
 
-// A unary method's writer.
-template <class Response>
+// A unary method's types and writer.
+template <class RequestType, class ResponseType>
 struct Unary {
+  using Request = RequestType;
+  using Response = ResponseType;
   using Writer = grpc::ServerAsyncResponseWriter<Response>;
   static void Finish(Writer& writer, const Response& response, const grpc::Status& status,
                      void* tag) {
@@ -176,9 +178,7 @@ class GrpcServer::Service final {
   static constexpr int kHealthChecks = 2;  // per queue: probes are rare and answered inline
 
   // envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit, answered by the engine.
-  struct RateLimit : Unary<pb::RateLimitResponse> {
-    using Request = pb::RateLimitRequest;
-    using Response = pb::RateLimitResponse;
+  struct RateLimit : Unary<pb::RateLimitRequest, pb::RateLimitResponse> {
     Service* service;
     void Ask(grpc::ServerContext* context, Request* request, Writer* writer,
              grpc::ServerCompletionQueue* queue, void* tag) {
@@ -195,9 +195,7 @@ class GrpcServer::Service final {
 
   // grpc.health.v1.Health/Check: "" (the whole server) and "ratelimit" follow readiness
   // (SetServing); any other name is NOT_FOUND, as gRPC's own health service answers.
-  struct Check : Unary<health::HealthCheckResponse> {
-    using Request = health::HealthCheckRequest;
-    using Response = health::HealthCheckResponse;
+  struct Check : Unary<health::HealthCheckRequest, health::HealthCheckResponse> {
     Service* service;
     void Ask(grpc::ServerContext* context, Request* request, Writer* writer,
              grpc::ServerCompletionQueue* queue, void* tag) {
