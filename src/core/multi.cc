@@ -22,40 +22,47 @@ bool MultiAllows(std::span<const CheckItem> items, std::span<const Decision> own
 }
 
 void Summarize(std::span<const CheckItem> items, MultiDecision& decision) {
-  decision.denied_by.clear();
-  decision.would_deny.clear();
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    if (decision.items[i].allowed) continue;
-    (items[i].shadow ? decision.would_deny : decision.denied_by).push_back(i);
-  }
-  if (decision.allowed) {
-    decision.retry_after = std::chrono::microseconds(0);
-    // The enforced item with the least remaining (the first on ties); every item when all
-    // are shadows.
-    const bool any_enforced =
-        std::any_of(items.begin(), items.end(), [](const CheckItem& item) { return !item.shadow; });
-    bool found = false;
-    for (std::size_t i = 0; i < items.size(); ++i) {
-      if (any_enforced && items[i].shadow) continue;
-      if (!found || decision.items[i].remaining < decision.items[decision.binding].remaining) {
-        decision.binding = i;
-        found = true;
-      }
-    }
-    return;
-  }
+  // One pass (a multi-decision's bookkeeping is a visible share of its cost in memory):
+  // the lists, and the candidates for either answer's binding item.
+  constexpr std::size_t kNone = static_cast<std::size_t>(-1);
   // The denying item with the longest wait (the first on ties); -1 (never) is the longest.
   const auto longer = [](std::chrono::microseconds a, std::chrono::microseconds b) {
     if (b == Decision::kNever) return false;
     return a == Decision::kNever || a > b;
   };
-  decision.binding = decision.denied_by.front();
-  for (std::size_t i : decision.denied_by) {
-    if (longer(decision.items[i].retry_after, decision.items[decision.binding].retry_after)) {
-      decision.binding = i;
+  decision.denied_by.clear();
+  decision.would_deny.clear();
+  std::size_t least_enforced = kNone;  // the enforced item with the least remaining
+  std::size_t least = 0;               // any item with the least remaining
+  std::size_t longest = kNone;         // the denying enforced item with the longest wait
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const Decision& own = decision.items[i];
+    const bool shadow = items[i].shadow;
+    if (!own.allowed) {
+      if (shadow) {
+        decision.would_deny.push_back(i);
+      } else {
+        decision.denied_by.push_back(i);
+        if (longest == kNone || longer(own.retry_after, decision.items[longest].retry_after)) {
+          longest = i;
+        }
+      }
     }
+    if (!shadow && (least_enforced == kNone ||
+                    own.remaining < decision.items[least_enforced].remaining)) {
+      least_enforced = i;
+    }
+    if (own.remaining < decision.items[least].remaining) least = i;
   }
-  decision.retry_after = decision.items[decision.binding].retry_after;
+  if (decision.allowed) {
+    // The enforced item with the least remaining (the first on ties); of every item when
+    // all are shadows.
+    decision.retry_after = std::chrono::microseconds(0);
+    decision.binding = least_enforced != kNone ? least_enforced : least;
+    return;
+  }
+  decision.binding = longest;
+  decision.retry_after = decision.items[longest].retry_after;
 }
 
 }  // namespace core
