@@ -64,7 +64,8 @@ class Load {
       stubs_.push_back(pb::RateLimitService::NewStub(
           grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(), args)));
     }
-    for (int t = 0; t < options.threads; ++t) queues_.push_back(std::make_unique<grpc::CompletionQueue>());
+    for (int t = 0; t < options.threads; ++t)
+      queues_.push_back(std::make_unique<grpc::CompletionQueue>());
   }
 
   Totals Run() {
@@ -112,7 +113,9 @@ class Load {
   class Slot {
    public:
     Slot(Load& load, pb::RateLimitService::Stub& stub, grpc::CompletionQueue& queue, int seed)
-        : load_(load), stub_(stub), queue_(queue),
+        : load_(load),
+          stub_(stub),
+          queue_(queue),
           random_(static_cast<unsigned>(seed) * 7919u + 1) {}
 
     // Starts the next call; false when the run is over for this slot.

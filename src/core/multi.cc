@@ -48,8 +48,8 @@ void Summarize(std::span<const CheckItem> items, MultiDecision& decision) {
         }
       }
     }
-    if (!shadow && (least_enforced == kNone ||
-                    own.remaining < decision.items[least_enforced].remaining)) {
+    if (!shadow &&
+        (least_enforced == kNone || own.remaining < decision.items[least_enforced].remaining)) {
       least_enforced = i;
     }
     if (own.remaining < decision.items[least].remaining) least = i;

@@ -102,7 +102,8 @@ class Slot final : public Tag {
   grpc::ServerCompletionQueue& queue_;
   const std::atomic<bool>& stopping_;
   std::optional<Call> call_;
-  bool answering_ = false;  // the call was handed over: the next step is its answer written
+  // The call was handed over: the next step is its answer written.
+  bool answering_ = false;
   std::atomic<bool> owed_{false};  // handed to Answer, and Finish has not returned yet
 };
 
@@ -186,10 +187,9 @@ class GrpcServer::Service final {
     }
     void Answer(Slot<RateLimit>& slot) {
       // The engine keeps to `request` and `response` until it calls `done`.
-      service->engine_.ShouldRateLimit(slot.request(), slot.response(),
-                                       [&slot](absl::Status status) {
-                                         slot.Finish(ToGrpcStatus(status));
-                                       });
+      service->engine_.ShouldRateLimit(
+          slot.request(), slot.response(),
+          [&slot](absl::Status status) { slot.Finish(ToGrpcStatus(status)); });
     }
   };
 

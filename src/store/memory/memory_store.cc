@@ -116,7 +116,8 @@ class MemoryStore::Impl {
     // Shards live in one vector, so their addresses order them as their indexes do. An
     // insertion sort: a few items at most, where std::sort's setup costs more than it.
     for (std::size_t i = 1; i < n; ++i) {
-      for (std::size_t j = i; j > 0 && order[j] < order[j - 1]; --j) std::swap(order[j], order[j - 1]);
+      for (std::size_t j = i; j > 0 && order[j] < order[j - 1]; --j)
+        std::swap(order[j], order[j - 1]);
     }
     const auto locked = std::span(order.begin(), std::unique(order.begin(), order.end()));
     for (memory::Shard* shard : locked) shard->mutex().lock();
@@ -135,8 +136,8 @@ class MemoryStore::Impl {
       if (out.allowed) {
         // An earlier item's commit in the same shard may have inserted, moved or evicted
         // entries: then this one's lookup is stale.
-        const bool moved =
-            std::any_of(work.begin(), work.begin() + i, [&](const Work& e) { return e.shard == w.shard; });
+        const bool moved = std::any_of(work.begin(), work.begin() + i,
+                                       [&](const Work& e) { return e.shard == w.shard; });
         w.shard->Commit(w.probe, w.plan, now, moved);
       } else {
         // Nothing is consumed: the item reports where it stands, as a peek.
