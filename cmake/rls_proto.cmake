@@ -1,6 +1,7 @@
 # Envoy's rate limit service messages (proto/, floodgate's own .proto files with Envoy's
-# packages, names and field numbers) and gRPC's health protocol, compiled by protoc and grpc_cpp_plugin from Debian's
-# protobuf-compiler / protobuf-compiler-grpc into the static library floodgate_rls_proto.
+# packages, names and field numbers) and gRPC's health protocol, compiled by protoc and
+# grpc_cpp_plugin from Debian's protobuf-compiler / protobuf-compiler-grpc into the static
+# library floodgate_rls_proto.
 find_package(Protobuf REQUIRED)  # CMake's FindProtobuf: libprotobuf and protoc
 pkg_check_modules(GRPCPP REQUIRED IMPORTED_TARGET grpc++)
 find_program(FLOODGATE_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
