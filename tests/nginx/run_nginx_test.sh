@@ -13,7 +13,12 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; echo "--- floodgate log"; cat "$work/floodgate.log" || true;
          echo "--- nginx log"; cat "$work/error.log" || true; exit 1; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# Two distinct free ports, both bound at once while the kernel picks them (picked one at a
+# time, the same port can come back twice: nginx then serves both blocks on one port).
+free_ports() { python3 -c 'import socket
+s = [socket.socket() for _ in range(2)]
+for x in s: x.bind(("127.0.0.1", 0))
+print(*(x.getsockname()[1] for x in s))'; }
 
 sed 's/^listen: .*/listen: 127.0.0.1:0/' "$root/examples/nginx/floodgate.yaml" > "$work/floodgate.yaml"
 "$binary" serve --config "$work/floodgate.yaml" --threads 2 > "$work/floodgate.log" 2>&1 &
@@ -26,8 +31,7 @@ for _ in $(seq 1 200); do  # bounded wait for the "listening on" line
 done
 [ -n "$fg_port" ] || fail "floodgate serve did not start"
 
-port=$(free_port)
-upstream=$(free_port)
+read -r port upstream < <(free_ports)
 sed -e "s|@PREFIX@|$work|g" -e "s|@FLOODGATE@|127.0.0.1:$fg_port|g" -e "s|@PORT@|$port|g" \
     -e "s|@UPSTREAM_PORT@|$upstream|g" "$root/examples/nginx/nginx.conf" > "$work/nginx.conf"
 nginx -p "$work" -c "$work/nginx.conf" -e "$work/error.log" &
