@@ -63,10 +63,21 @@ MULTI_LIMITS = [("burst", POLICY), ("long", f"sliding_window:{LONG}/1m")]
 PROOF_PACE = 1000
 
 
+def free_ports(n):
+    """n distinct free loopback ports: held all at once while the kernel picks them (one at
+    a time, the same port can come back twice)."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
 
 
 def wait_port(port, proc, what):
@@ -466,7 +477,7 @@ def main():
                         rounds=[dict(base=x, contender=y, ratio=rr, p99_ratio=pr)
                                 for x, y, rr, pr in zip(b, c, rps_ratio, p99_ratio)])
 
-        nginx_port, nginx_multi_port = free_port(), free_port()
+        nginx_port, nginx_multi_port = free_ports(2)
         conf = os.path.join(work, "nginx.conf")
         with open(conf, "w") as f:
             f.write(nginx_config(work, args, nginx_port, nginx_multi_port))

@@ -28,7 +28,7 @@ import tempfile
 import time
 
 import part_output  # bench/part_output.py: the markdown and CSV files of a part
-from http_bench import free_port, wait_port
+from http_bench import free_ports, wait_port
 
 VALUES = 100_000
 LIMIT = 1000  # per second, on both paths
@@ -139,7 +139,7 @@ def main():
         script = os.path.join(work, "check.lua")
         with open(script, "w") as f:
             f.write(CHECK_LUA)
-        http_port, grpc_port = free_port(), free_port()
+        http_port, grpc_port = free_ports(2)
         env = dict(os.environ, RUNTIME_ROOT=work, RUNTIME_SUBDIRECTORY="ratelimit")
         log = open(os.path.join(work, "serve.log"), "w")
         serve = subprocess.Popen(

@@ -32,10 +32,17 @@ descriptors:
 """
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(n):
+    """n distinct free loopback ports: held all at once while the kernel picks them (one at
+    a time, the same port can come back twice)."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def wait_listening(port, process, limit_s):
@@ -68,7 +75,7 @@ class RlsServeTest(unittest.TestCase):
         os.makedirs(config_dir)
         with open(os.path.join(config_dir, "config.yaml"), "w") as f:
             f.write(CONFIG)
-        cls.http_port, cls.grpc_port = free_port(), free_port()
+        cls.http_port, cls.grpc_port = free_ports(2)
         cls.log = open(os.path.join(cls.runtime.name, "serve.log"), "w+")
         env = dict(os.environ, RUNTIME_ROOT=cls.runtime.name, RUNTIME_SUBDIRECTORY="ratelimit",
                    RUNTIME_IGNOREDOTFILES="true")
