@@ -6,7 +6,7 @@ answers (upstream's semantics); the others the transport."""
 
 import json
 import os
-import socket
+import re
 import subprocess
 import tempfile
 import time
@@ -32,30 +32,21 @@ descriptors:
 """
 
 
-def free_ports(n):
-    """n distinct free loopback ports: held all at once while the kernel picks them (one at
-    a time, the same port can come back twice)."""
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
-def wait_listening(port, process, limit_s):
+def listening_ports(log_path, process, limit_s):
+    """The HTTP and gRPC ports serve reports once it listens (it was given port 0 for both,
+    so no two processes can pick the same), or None if it stopped or took too long."""
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
+        with open(log_path) as f:
+            log = f.read()
+        http = re.search(r"listening on http://127\.0\.0\.1:(\d+)", log)
+        grpc_port = re.search(r"on grpc://127\.0\.0\.1:(\d+)", log)
+        if http and grpc_port:
+            return int(http.group(1)), int(grpc_port.group(1))
         if process.poll() is not None:
-            return False
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return True
-        except OSError:
-            time.sleep(0.01)
-    return False
+            return None
+        time.sleep(0.01)
+    return None
 
 
 def request(domain, *descriptors, hits_addend=0):
@@ -75,27 +66,23 @@ class RlsServeTest(unittest.TestCase):
         os.makedirs(config_dir)
         with open(os.path.join(config_dir, "config.yaml"), "w") as f:
             f.write(CONFIG)
-        cls.http_port, cls.grpc_port = free_ports(2)
         cls.log = open(os.path.join(cls.runtime.name, "serve.log"), "w+")
         env = dict(os.environ, RUNTIME_ROOT=cls.runtime.name, RUNTIME_SUBDIRECTORY="ratelimit",
                    RUNTIME_IGNOREDOTFILES="true")
         cls.process = subprocess.Popen(
-            [BINARY, "serve", "--listen", f"127.0.0.1:{cls.http_port}",
-             "--grpc-listen", f"127.0.0.1:{cls.grpc_port}"],
+            [BINARY, "serve", "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"],
             stdout=cls.log, stderr=subprocess.STDOUT, env=env)
-        if not (wait_listening(cls.grpc_port, cls.process, START_LIMIT_S)
-                and wait_listening(cls.http_port, cls.process, START_LIMIT_S)):
+        ports = listening_ports(cls.log.name, cls.process, START_LIMIT_S)
+        if ports is None:
             cls.tearDownClass()
             raise RuntimeError("floodgate serve did not start: " + cls.read_log())
+        cls.http_port, cls.grpc_port = ports
         cls.channel = grpc.insecure_channel(f"127.0.0.1:{cls.grpc_port}")
         cls.stub = rls_pb2_grpc.RateLimitServiceStub(cls.channel)
         cls.health = cls.channel.unary_unary(
             "/grpc.health.v1.Health/Check",
             request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
             response_deserializer=health_pb2.HealthCheckResponse.FromString)
-        deadline = time.monotonic() + 5
-        while "Envoy rate limit service" not in cls.read_log() and time.monotonic() < deadline:
-            time.sleep(0.02)
 
     @classmethod
     def read_log(cls):
