@@ -14,14 +14,13 @@
 #include <string>
 #include <thread>
 
+#include "rls_request.h"
 #include "server/rls/config.h"
 
 namespace floodgate::server::rls {
 namespace {
 
 using Response = pb::RateLimitResponse;
-using Entries = std::vector<std::pair<std::string, std::string>>;
-namespace ext = ::envoy::extensions::common::ratelimit::v3;
 
 // 2026-01-01T00:00:00.250Z: a quarter second into a second, minute, hour and day.
 constexpr TimePoint kStart{std::chrono::microseconds(1'767'225'600'250'000)};
@@ -32,33 +31,8 @@ std::shared_ptr<const RlsConfig> Config(const std::string& yaml) {
   return config.ok() ? *config : nullptr;
 }
 
-struct Descriptor {
-  Entries entries;
-  std::optional<std::uint64_t> hits;                            // the descriptor's hits_addend
-  std::optional<std::pair<std::uint32_t, int>> override_limit;  // requests_per_unit, unit
-};
-
-pb::RateLimitRequest Request(const std::string& domain, const std::vector<Descriptor>& descriptors,
-                             std::uint32_t hits_addend = 0) {
-  pb::RateLimitRequest request;
-  request.set_domain(domain);
-  request.set_hits_addend(hits_addend);
-  for (const Descriptor& d : descriptors) {
-    ext::RateLimitDescriptor& descriptor = *request.add_descriptors();
-    for (const auto& [key, value] : d.entries) {
-      auto* entry = descriptor.add_entries();
-      entry->set_key(key);
-      entry->set_value(value);
-    }
-    if (d.hits) descriptor.mutable_hits_addend()->set_value(*d.hits);
-    if (d.override_limit) {
-      descriptor.mutable_limit()->set_requests_per_unit(d.override_limit->first);
-      descriptor.mutable_limit()->set_unit(
-          static_cast<::envoy::type::v3::RateLimitUnit>(d.override_limit->second));
-    }
-  }
-  return request;
-}
+using Descriptor = ::floodgate::testing::RlsDescriptor;
+using ::floodgate::testing::RlsRequest;
 
 class RlsEngineTest : public ::testing::Test {
  protected:
@@ -105,16 +79,16 @@ descriptors:
 
 TEST_F(RlsEngineTest, RequestChecksUseUpstreamTexts) {
   Start(kBasic);
-  auto no_domain = Ask(Request("", {{{{"per_second", "a"}}}}));
+  auto no_domain = Ask(RlsRequest("", {{{{"per_second", "a"}}}}));
   EXPECT_EQ(no_domain.status(), absl::InvalidArgumentError("rate limit domain must not be empty"));
-  auto no_descriptors = Ask(Request("d", {}));
+  auto no_descriptors = Ask(RlsRequest("d", {}));
   EXPECT_EQ(no_descriptors.status(),
             absl::InvalidArgumentError("rate limit descriptor list must not be empty"));
 }
 
 TEST_F(RlsEngineTest, OverLimitWhenTheCountPassesTheLimitPerSecond) {
   Start(kBasic);
-  const auto request = Request("d", {{{{"per_second", "a"}}}});
+  const auto request = RlsRequest("d", {{{{"per_second", "a"}}}});
   for (std::uint32_t remaining : {2u, 1u, 0u}) {
     const Response response = AskOk(request);
     ASSERT_EQ(response.statuses_size(), 1);
@@ -149,25 +123,25 @@ TEST_F(RlsEngineTest, OverLimitWhenTheCountPassesTheLimitPerSecond) {
 TEST_F(RlsEngineTest, WindowsAreAlignedToTheEpochPerUnit) {
   Start(kBasic);
   now_ = kStart + std::chrono::seconds(20);  // 00:00:20.25
-  const Response minute = AskOk(Request("d", {{{{"per_minute", "x"}}}}));
+  const Response minute = AskOk(RlsRequest("d", {{{{"per_minute", "x"}}}}));
   EXPECT_EQ(minute.statuses(0).duration_until_reset().seconds(), 40);
-  EXPECT_EQ(AskOk(Request("d", {{{{"per_minute", "x"}}}})).overall_code(), Response::OK);
-  EXPECT_EQ(AskOk(Request("d", {{{{"per_minute", "x"}}}})).overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"per_minute", "x"}}}})).overall_code(), Response::OK);
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"per_minute", "x"}}}})).overall_code(), Response::OVER_LIMIT);
   now_ = kStart + std::chrono::seconds(59);  // 00:00:59.25: the same window
-  EXPECT_EQ(AskOk(Request("d", {{{{"per_minute", "x"}}}})).overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"per_minute", "x"}}}})).overall_code(), Response::OVER_LIMIT);
   now_ = kStart + std::chrono::seconds(60);  // 00:01:00.25: the next one
-  EXPECT_EQ(AskOk(Request("d", {{{{"per_minute", "x"}}}})).overall_code(), Response::OK);
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"per_minute", "x"}}}})).overall_code(), Response::OK);
 
-  const Response day = AskOk(Request("d", {{{{"per_day", "x"}}}}));
+  const Response day = AskOk(RlsRequest("d", {{{{"per_day", "x"}}}}));
   EXPECT_EQ(day.statuses(0).duration_until_reset().seconds(), 86400 - 60);
 }
 
 TEST_F(RlsEngineTest, DefaultAndWildcardNodesCountPerRequestValue) {
   Start(kBasic);
-  for (int i = 0; i < 3; ++i) AskOk(Request("d", {{{{"per_second", "alice"}}}}));
-  EXPECT_EQ(AskOk(Request("d", {{{{"per_second", "alice"}}}})).overall_code(),
+  for (int i = 0; i < 3; ++i) AskOk(RlsRequest("d", {{{{"per_second", "alice"}}}}));
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"per_second", "alice"}}}})).overall_code(),
             Response::OVER_LIMIT);
-  EXPECT_EQ(AskOk(Request("d", {{{{"per_second", "bob"}}}})).statuses(0).limit_remaining(), 2u);
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"per_second", "bob"}}}})).statuses(0).limit_remaining(), 2u);
 }
 
 TEST_F(RlsEngineTest, KeysAreUnambiguous) {
@@ -178,24 +152,26 @@ descriptors:
   - key: a=b
     rate_limit: {unit: minute, requests_per_unit: 1}
 )");
-  EXPECT_EQ(AskOk(Request("d", {{{{"a", "b=c"}}}})).overall_code(), Response::OK);
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"a", "b=c"}}}})).overall_code(), Response::OK);
   // Same bytes joined differently: another counter.
-  EXPECT_EQ(AskOk(Request("d", {{{{"a=b", "c"}}}})).overall_code(), Response::OK);
-  EXPECT_EQ(AskOk(Request("d", {{{{"a", "b=c"}}}})).overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"a=b", "c"}}}})).overall_code(), Response::OK);
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"a", "b=c"}}}})).overall_code(), Response::OVER_LIMIT);
 }
 
 TEST_F(RlsEngineTest, HitsAddendOfRequestAndDescriptor) {
   Start(kBasic);
   // The request's hits_addend: 2 of 3.
-  EXPECT_EQ(AskOk(Request("d", {{{{"per_second", "h"}}}}, 2)).statuses(0).limit_remaining(), 1u);
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"per_second", "h"}}}}, 2)).statuses(0).limit_remaining(), 1u);
   // A descriptor's hits_addend 0 checks without counting.
-  const Response peek = AskOk(Request("d", {{{{"per_second", "h"}}, 0}}, 5));
+  const Response peek = AskOk(RlsRequest("d", {{{{"per_second", "h"}}, 0}}, 5));
   EXPECT_EQ(peek.overall_code(), Response::OK);
   EXPECT_EQ(peek.statuses(0).limit_remaining(), 1u);
   // A descriptor's hits_addend beats the request's: 1, not 5.
-  EXPECT_EQ(AskOk(Request("d", {{{{"per_second", "h"}}, 1}}, 5)).statuses(0).limit_remaining(), 0u);
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"per_second", "h"}}, 1}}, 5)).statuses(0).limit_remaining(),
+            0u);
   // The request's 0 means 1.
-  EXPECT_EQ(AskOk(Request("d", {{{{"per_second", "h"}}}}, 0)).overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"per_second", "h"}}}}, 0)).overall_code(),
+            Response::OVER_LIMIT);
   EXPECT_EQ(metrics_.Get("d.per_second", RlsMetrics::kTotalHits), 4u);
 }
 
@@ -206,18 +182,20 @@ descriptors:
     shadow_mode: true
     rate_limit: {unit: second, requests_per_unit: 100}
 )");
-  const Descriptor overridden{{{"k", "v"}}, std::nullopt, std::pair{1u, 2 /* MINUTE */}};
-  const Response first = AskOk(Request("d", {overridden}));
+  const Descriptor overridden{
+      {{"k", "v"}}, std::nullopt, std::pair{1u, ::envoy::type::v3::RateLimitUnit::MINUTE}};
+  const Response first = AskOk(RlsRequest("d", {overridden}));
   EXPECT_EQ(first.statuses(0).current_limit().requests_per_unit(), 1u);
   EXPECT_EQ(first.statuses(0).current_limit().unit(), Response::RateLimit::MINUTE);
   EXPECT_EQ(first.statuses(0).duration_until_reset().seconds(), 60);
   // Not shadow, although the configured rule is.
-  EXPECT_EQ(AskOk(Request("d", {overridden})).overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(AskOk(RlsRequest("d", {overridden})).overall_code(), Response::OVER_LIMIT);
   // Without the override the configured (shadow) 100/s applies.
-  EXPECT_EQ(AskOk(Request("d", {{{{"k", "v2"}}}})).statuses(0).current_limit().requests_per_unit(),
-            100u);
+  EXPECT_EQ(
+      AskOk(RlsRequest("d", {{{{"k", "v2"}}}})).statuses(0).current_limit().requests_per_unit(),
+      100u);
   // An unknown domain ignores overrides, as upstream.
-  EXPECT_FALSE(AskOk(Request("other", {overridden})).statuses(0).has_current_limit());
+  EXPECT_FALSE(AskOk(RlsRequest("other", {overridden})).statuses(0).has_current_limit());
 }
 
 TEST_F(RlsEngineTest, ShadowRuleAnswersOkAndCounts) {
@@ -227,8 +205,8 @@ descriptors:
     shadow_mode: true
     rate_limit: {unit: minute, requests_per_unit: 1}
 )");
-  AskOk(Request("d", {{{{"shadowed", "x"}}}}));
-  const Response second = AskOk(Request("d", {{{{"shadowed", "x"}}}}));
+  AskOk(RlsRequest("d", {{{{"shadowed", "x"}}}}));
+  const Response second = AskOk(RlsRequest("d", {{{{"shadowed", "x"}}}}));
   EXPECT_EQ(second.overall_code(), Response::OK);
   EXPECT_EQ(second.statuses(0).code(), Response::OK);
   EXPECT_EQ(second.statuses(0).limit_remaining(), 0u);
@@ -240,8 +218,8 @@ TEST_F(RlsEngineTest, GlobalShadowModeAnswersOkOverall) {
   RlsSettings settings;
   settings.global_shadow = true;
   Start(kBasic, settings);
-  AskOk(Request("d", {{{{"per_day", "x"}}}}));
-  const Response second = AskOk(Request("d", {{{{"per_day", "x"}}}}));
+  AskOk(RlsRequest("d", {{{{"per_day", "x"}}}}));
+  const Response second = AskOk(RlsRequest("d", {{{{"per_day", "x"}}}}));
   EXPECT_EQ(second.overall_code(), Response::OK);
   // The descriptor still says it is over (upstream only changes the overall code).
   EXPECT_EQ(second.statuses(0).code(), Response::OVER_LIMIT);
@@ -256,7 +234,7 @@ descriptors:
   - key: vip
     rate_limit: {unit: minute, requests_per_unit: 5, name: vip, replaces: [{name: general}]}
 )");
-  const auto both = Request("d", {{{{"user", "u"}}}, {{{"vip", "u"}}}});
+  const auto both = RlsRequest("d", {{{{"user", "u"}}}, {{{"vip", "u"}}}});
   for (int i = 0; i < 5; ++i) {
     const Response response = AskOk(both);
     EXPECT_EQ(response.overall_code(), Response::OK) << i;
@@ -265,12 +243,12 @@ descriptors:
   }
   EXPECT_EQ(AskOk(both).overall_code(), Response::OVER_LIMIT);
   // Alone, the general limit applies and was never counted above.
-  EXPECT_EQ(AskOk(Request("d", {{{{"user", "u"}}}})).statuses(0).limit_remaining(), 0u);
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"user", "u"}}}})).statuses(0).limit_remaining(), 0u);
 }
 
 TEST_F(RlsEngineTest, UnlimitedIsOkWithMaxRemainingAndNotStored) {
   Start(kBasic);
-  const Response response = AskOk(Request("d", {{{{"unl", "x"}}}}));
+  const Response response = AskOk(RlsRequest("d", {{{{"unl", "x"}}}}));
   EXPECT_EQ(response.overall_code(), Response::OK);
   EXPECT_EQ(response.statuses(0).code(), Response::OK);
   EXPECT_EQ(response.statuses(0).limit_remaining(), 4294967295u);
@@ -280,18 +258,18 @@ TEST_F(RlsEngineTest, UnlimitedIsOkWithMaxRemainingAndNotStored) {
 
 TEST_F(RlsEngineTest, ZeroLimitDeniesCountedHitsOnly) {
   Start(kBasic);
-  EXPECT_EQ(AskOk(Request("d", {{{{"zero", "x"}}}})).overall_code(), Response::OVER_LIMIT);
-  EXPECT_EQ(AskOk(Request("d", {{{{"zero", "x"}}, 0}})).overall_code(), Response::OK);
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"zero", "x"}}}})).overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"zero", "x"}}, 0}})).overall_code(), Response::OK);
 }
 
 TEST_F(RlsEngineTest, UnknownDomainAndNoMatchAreOkWithoutLimit) {
   Start(kBasic);
-  const Response unknown = AskOk(Request("nope", {{{{"per_second", "a"}}}}));
+  const Response unknown = AskOk(RlsRequest("nope", {{{{"per_second", "a"}}}}));
   EXPECT_EQ(unknown.overall_code(), Response::OK);
   ASSERT_EQ(unknown.statuses_size(), 1);
   EXPECT_EQ(unknown.statuses(0).code(), Response::OK);
   EXPECT_FALSE(unknown.statuses(0).has_current_limit());
-  const Response no_match = AskOk(Request("d", {{{{"nothing", "a"}}}, {{{"per_day", "z"}}}}));
+  const Response no_match = AskOk(RlsRequest("d", {{{{"nothing", "a"}}}, {{{"per_day", "z"}}}}));
   ASSERT_EQ(no_match.statuses_size(), 2);
   EXPECT_FALSE(no_match.statuses(0).has_current_limit());
   EXPECT_TRUE(no_match.statuses(1).has_current_limit());
@@ -304,7 +282,7 @@ TEST_F(RlsEngineTest, HeadersFromTheDescriptorWithTheLeastRemaining) {
   settings.remaining_header = "X-Left";
   Start(kBasic, settings);
   const Response response =
-      AskOk(Request("d", {{{{"per_second", "a"}}}, {{{"per_minute", "a"}}}, {{{"unl", "a"}}}}));
+      AskOk(RlsRequest("d", {{{{"per_second", "a"}}}, {{{"per_minute", "a"}}}, {{{"unl", "a"}}}}));
   ASSERT_EQ(response.response_headers_to_add_size(), 3);
   EXPECT_EQ(response.response_headers_to_add(0).key(), "RateLimit-Limit");
   EXPECT_EQ(response.response_headers_to_add(0).value(), "2");  // per_minute: 1 left of 2
@@ -314,7 +292,7 @@ TEST_F(RlsEngineTest, HeadersFromTheDescriptorWithTheLeastRemaining) {
   EXPECT_EQ(response.response_headers_to_add(2).value(), "60");
   // Off by default.
   Start(kBasic);
-  EXPECT_EQ(AskOk(Request("d", {{{{"per_second", "b"}}}})).response_headers_to_add_size(), 0);
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"per_second", "b"}}}})).response_headers_to_add_size(), 0);
 }
 
 // Upstream's #1060: a denied request still counts against the request's other limits.
@@ -335,36 +313,36 @@ std::string Pollution(const char* domain, const char* extra) {
 
 TEST_F(RlsEngineTest, DefaultModeSpendsOtherLimitsOfADeniedRequest) {
   Start(Pollution("d", ""));
-  const auto both = Request("d", {{{{"big", "u"}}}, {{{"small", "u"}}}});
+  const auto both = RlsRequest("d", {{{{"big", "u"}}}, {{{"small", "u"}}}});
   AskOk(both);
   const Response denied = AskOk(both);
   EXPECT_EQ(denied.overall_code(), Response::OVER_LIMIT);
   EXPECT_EQ(denied.statuses(0).code(), Response::OK);
   // Two requests, one denied: the big limit counted both (as upstream does).
-  EXPECT_EQ(AskOk(Request("d", {{{{"big", "u"}}, 0}})).statuses(0).limit_remaining(), 8u);
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"big", "u"}}, 0}})).statuses(0).limit_remaining(), 8u);
 }
 
 TEST_F(RlsEngineTest, AllOrNothingSpendsNothingOnADeniedRequest) {
   Start(Pollution("d", "all_or_nothing: true"));
-  const auto both = Request("d", {{{{"big", "u"}}}, {{{"small", "u"}}}});
+  const auto both = RlsRequest("d", {{{{"big", "u"}}}, {{{"small", "u"}}}});
   AskOk(both);
   const Response denied = AskOk(both);
   EXPECT_EQ(denied.overall_code(), Response::OVER_LIMIT);
   EXPECT_EQ(denied.statuses(1).code(), Response::OVER_LIMIT);
   EXPECT_EQ(denied.statuses(0).code(), Response::OK);
-  EXPECT_EQ(AskOk(Request("d", {{{{"big", "u"}}, 0}})).statuses(0).limit_remaining(), 9u);
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"big", "u"}}, 0}})).statuses(0).limit_remaining(), 9u);
 }
 
 TEST_F(RlsEngineTest, AllOrNothingMergesOneCounterAndBoundsItems) {
   Start(Pollution("d", "all_or_nothing: true"));
   // The same descriptor twice is one counter with the hits added: 2 + 9 > 10.
-  const Response merged = AskOk(Request("d", {{{{"big", "m"}}, 2}, {{{"big", "m"}}, 9}}));
+  const Response merged = AskOk(RlsRequest("d", {{{{"big", "m"}}, 2}, {{{"big", "m"}}, 9}}));
   EXPECT_EQ(merged.overall_code(), Response::OVER_LIMIT);
-  EXPECT_EQ(AskOk(Request("d", {{{{"big", "m"}}, 2}, {{{"big", "m"}}, 8}})).overall_code(),
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"big", "m"}}, 2}, {{{"big", "m"}}, 8}})).overall_code(),
             Response::OK);
   std::vector<Descriptor> many;
   for (int i = 0; i < 17; ++i) many.push_back({{{"big", std::to_string(i)}}});
-  auto refused = Ask(Request("d", many));
+  auto refused = Ask(RlsRequest("d", many));
   EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
   EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("at most 16"));
 }
@@ -378,11 +356,11 @@ descriptors:
   - key: closed
     rate_limit: {unit: minute, requests_per_unit: 0}
 )");
-  const Response denied = AskOk(Request("d", {{{{"big", "z"}}}, {{{"closed", "z"}}}}));
+  const Response denied = AskOk(RlsRequest("d", {{{{"big", "z"}}}, {{{"closed", "z"}}}}));
   EXPECT_EQ(denied.overall_code(), Response::OVER_LIMIT);
   EXPECT_EQ(denied.statuses(0).code(), Response::OK);
   EXPECT_EQ(denied.statuses(1).code(), Response::OVER_LIMIT);
-  EXPECT_EQ(AskOk(Request("d", {{{{"big", "z"}}, 0}})).statuses(0).limit_remaining(), 10u);
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"big", "z"}}, 0}})).statuses(0).limit_remaining(), 10u);
 }
 
 TEST_F(RlsEngineTest, ExtensionsPeriodAndAlgorithm) {
@@ -394,27 +372,27 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 60, algorithm: token_bucket, burst: 2}
 )");
   now_ = kStart + std::chrono::seconds(10);  // 10.25 s into a 30 s window
-  const Response first = AskOk(Request("d", {{{{"thirty", "x"}}}}));
+  const Response first = AskOk(RlsRequest("d", {{{{"thirty", "x"}}}}));
   EXPECT_EQ(first.statuses(0).current_limit().unit(), Response::RateLimit::UNKNOWN);
   EXPECT_EQ(first.statuses(0).duration_until_reset().seconds(), 19);
   EXPECT_EQ(first.statuses(0).duration_until_reset().nanos(), 750'000'000);
-  EXPECT_EQ(AskOk(Request("d", {{{{"thirty", "x"}}}})).overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"thirty", "x"}}}})).overall_code(), Response::OVER_LIMIT);
   now_ = kStart + std::chrono::seconds(30);  // 00:00:30.25: the next 30 s window
-  EXPECT_EQ(AskOk(Request("d", {{{{"thirty", "x"}}}})).overall_code(), Response::OK);
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"thirty", "x"}}}})).overall_code(), Response::OK);
 
   // A burst of 2, then one per second.
-  EXPECT_EQ(AskOk(Request("d", {{{{"bucket", "x"}}}})).overall_code(), Response::OK);
-  EXPECT_EQ(AskOk(Request("d", {{{{"bucket", "x"}}}})).overall_code(), Response::OK);
-  EXPECT_EQ(AskOk(Request("d", {{{{"bucket", "x"}}}})).overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"bucket", "x"}}}})).overall_code(), Response::OK);
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"bucket", "x"}}}})).overall_code(), Response::OK);
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"bucket", "x"}}}})).overall_code(), Response::OVER_LIMIT);
   now_ += std::chrono::seconds(1);
-  EXPECT_EQ(AskOk(Request("d", {{{{"bucket", "x"}}}})).overall_code(), Response::OK);
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"bucket", "x"}}}})).overall_code(), Response::OK);
 }
 
 TEST_F(RlsEngineTest, ConfigSwapAppliesToLaterRequests) {
   Start(kBasic);
-  EXPECT_TRUE(AskOk(Request("d", {{{{"per_day", "x"}}}})).statuses(0).has_current_limit());
+  EXPECT_TRUE(AskOk(RlsRequest("d", {{{{"per_day", "x"}}}})).statuses(0).has_current_limit());
   engine_->SetConfig(Config("domain: other\n"));
-  EXPECT_FALSE(AskOk(Request("d", {{{{"per_day", "x"}}}})).statuses(0).has_current_limit());
+  EXPECT_FALSE(AskOk(RlsRequest("d", {{{{"per_day", "x"}}}})).statuses(0).has_current_limit());
 }
 
 // Requests from several threads while the config is swapped under them: every request
@@ -434,7 +412,7 @@ descriptors:
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&] {
-      const auto request = Request("d", {{{{"shared", "x"}}}});
+      const auto request = RlsRequest("d", {{{{"shared", "x"}}}});
       for (int i = 0; i < kPerThread; ++i) {
         Response response;
         engine_->ShouldRateLimit(request, &response, [&](absl::Status s) {
@@ -453,7 +431,10 @@ descriptors:
 
 TEST_F(RlsEngineTest, BadOverrideIsInvalidArgument) {
   Start(kBasic);
-  auto response = Ask(Request("d", {{{{"per_day", "x"}}, std::nullopt, std::pair{5u, 0}}}));
+  auto response =
+      Ask(RlsRequest("d", {{{{"per_day", "x"}},
+                            std::nullopt,
+                            std::pair{5u, ::envoy::type::v3::RateLimitUnit::UNKNOWN}}}));
   EXPECT_TRUE(absl::IsInvalidArgument(response.status())) << response.status();
 }
 
@@ -470,7 +451,7 @@ absl::StatusOr<Response> AskDead(const std::string& on_error, bool unavailable,
   RlsEngine engine(**store, settings, Config(kBasic), metrics);
   Response response;
   std::promise<absl::Status> answered;
-  engine.ShouldRateLimit(Request("d", {{{{"per_day", "x"}}}}), &response,
+  engine.ShouldRateLimit(RlsRequest("d", {{{{"per_day", "x"}}}}), &response,
                          [&](absl::Status s) { answered.set_value(s); });
   auto future = answered.get_future();
   // Answered by on_error well within a bounded wait (the store timeout is 50 ms).

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "redis_server.h"
+#include "rls_request.h"
 #include "server/rls/config.h"
 #include "server/rls/rls_engine.h"
 
@@ -28,30 +29,15 @@ constexpr const char* kDescriptors = R"(descriptors:
     rate_limit: {unit: year, requests_per_unit: 1}
 )";
 
+// Two descriptors of `user`: "big" with its own hits_addend, and "small".
 pb::RateLimitRequest Request(const std::string& domain, const std::string& user,
                              std::uint64_t big_hits = 1) {
-  pb::RateLimitRequest request;
-  request.set_domain(domain);
-  auto* big = request.add_descriptors();
-  auto* entry = big->add_entries();
-  entry->set_key("big");
-  entry->set_value(user);
-  big->mutable_hits_addend()->set_value(big_hits);
-  entry = request.add_descriptors()->add_entries();
-  entry->set_key("small");
-  entry->set_value(user);
-  return request;
+  return floodgate::testing::RlsRequest(domain, {{{{"big", user}}, big_hits}, {{{"small", user}}}});
 }
 
+// "big" of `user` with hits_addend 0: where it stands, nothing counted.
 pb::RateLimitRequest Peek(const std::string& domain, const std::string& user) {
-  pb::RateLimitRequest request;
-  request.set_domain(domain);
-  auto* descriptor = request.add_descriptors();
-  auto* entry = descriptor->add_entries();
-  entry->set_key("big");
-  entry->set_value(user);
-  descriptor->mutable_hits_addend()->set_value(0);
-  return request;
+  return floodgate::testing::RlsRequest(domain, {{{{"big", user}}, 0}});
 }
 
 class Asker {

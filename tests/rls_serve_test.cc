@@ -26,6 +26,7 @@
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "redis_server.h"
+#include "rls_request.h"
 #include "serve_process.h"
 
 namespace floodgate::testing {
@@ -44,33 +45,7 @@ using Code = pb::RateLimitResponse;  // Code::OK, Code::OVER_LIMIT
 
 constexpr auto kStartLimit = milliseconds(10'000);
 
-// A descriptor: its entries, and optionally its own hits_addend and limit override.
-struct D {
-  std::vector<std::pair<std::string, std::string>> entries;
-  std::optional<std::uint64_t> hits_addend;
-  std::optional<std::uint32_t> override_per_day;
-};
-
-pb::RateLimitRequest MakeRequest(const std::string& domain, const std::vector<D>& descriptors,
-                                 std::uint32_t hits_addend = 0) {
-  pb::RateLimitRequest request;
-  request.set_domain(domain);
-  request.set_hits_addend(hits_addend);
-  for (const D& d : descriptors) {
-    Descriptor* descriptor = request.add_descriptors();
-    for (const auto& [key, value] : d.entries) {
-      auto* entry = descriptor->add_entries();
-      entry->set_key(key);
-      entry->set_value(value);
-    }
-    if (d.hits_addend) descriptor->mutable_hits_addend()->set_value(*d.hits_addend);
-    if (d.override_per_day) {
-      descriptor->mutable_limit()->set_requests_per_unit(*d.override_per_day);
-      descriptor->mutable_limit()->set_unit(::envoy::type::v3::RateLimitUnit::DAY);
-    }
-  }
-  return request;
-}
+using D = RlsDescriptor;
 
 // A gRPC client of one `serve`: RLS and health.
 class RlsClient {
@@ -98,7 +73,7 @@ class RlsClient {
   // The response, failing the test when the call fails.
   pb::RateLimitResponse Ask(const std::string& domain, const std::vector<D>& descriptors,
                             std::uint32_t hits_addend = 0) {
-    Result r = Call(MakeRequest(domain, descriptors, hits_addend));
+    Result r = Call(RlsRequest(domain, descriptors, hits_addend));
     EXPECT_TRUE(r.status.ok()) << r.status.error_code() << " " << r.status.error_message();
     return r.response;
   }
@@ -358,7 +333,7 @@ class RlsEngine : public ::testing::TestWithParam<StoreKind> {
   bool WaitFor(const std::string& domain, const std::vector<D>& descriptors, Check check) {
     const auto deadline = Steady::now() + milliseconds(10'000);
     while (Steady::now() < deadline) {
-      const auto r = client().Call(MakeRequest(domain, descriptors, 0));
+      const auto r = client().Call(RlsRequest(domain, descriptors, 0));
       if (r.status.ok() && check(r.response)) return true;
       std::this_thread::sleep_for(milliseconds(50));
     }
@@ -455,7 +430,7 @@ TEST_P(RlsEngine, HitsAddendPerRequestAndPerDescriptor) {
 
 TEST_P(RlsEngine, LimitOverrideFromTheRequest) {
   D d{{{"remote_address", "override"}}};  // 2 a day in the config
-  d.override_per_day = 1;
+  d.limit = std::pair{1u, ::envoy::type::v3::RateLimitUnit::DAY};
   const auto r = client().Ask("e2e", {d});
   EXPECT_EQ(r.statuses(0).current_limit().requests_per_unit(), 1u);
   EXPECT_EQ(client().Ask("e2e", {d}).overall_code(), Code::OVER_LIMIT);
@@ -602,7 +577,7 @@ TEST_P(RlsRedisDown, AnswersWithinTheTimeoutByOnError) {
   int slow_in_a_row = 0;
   int most_slow_in_a_row = 0;
   for (std::size_t i = 0; i < std::max<std::size_t>(GetParam().codes.size(), 10); ++i) {
-    const auto r = serve.client->Call(MakeRequest("e2e", {D{{{"remote_address", "down"}}}}));
+    const auto r = serve.client->Call(RlsRequest("e2e", {D{{{"remote_address", "down"}}}}));
     EXPECT_LE(r.took, kTimeoutAndMargin) << i;
     slow_in_a_row = r.took >= milliseconds(50) ? slow_in_a_row + 1 : 0;
     most_slow_in_a_row = std::max(most_slow_in_a_row, slow_in_a_row);
