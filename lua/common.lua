@@ -39,6 +39,14 @@ local format, find, floor, ceil, min, max, tonumber =
 local DECIDERS = {}
 local RELEASE = {}
 local PREPARE = {}
+-- Reservations (docs/reservations.md; lua/reservation.lua), the same steps as
+-- src/core/settle.h:
+--   MARK[kind] = function(key, now, p) -> at, mark, deficit: what a reservation just
+--     admitted on `key` remembers of it (core::ReservationMark).
+--   SETTLE[kind] = function(key, now, p, r, actual) -> the key's peek after charging
+--     `actual` instead of r.estimate (r: at, estimate, mark, deficit).
+local MARK = {}
+local SETTLE = {}
 
 local FG = {}
 
@@ -49,6 +57,8 @@ FG.MAX_COST = 1000000000
 FG.MIN_PERIOD = 1000                      -- 1 ms
 FG.MAX_PERIOD = 366 * 86400 * 1000000     -- 366 d
 FG.MAX_SLIDING_LOG_LIMIT = 100000
+-- How far below empty an overcharge may take a key (core::kMaxSettleWaitUs): 10 years.
+FG.MAX_SETTLE_WAIT = 10 * 366 * 86400 * 1000000
 -- Every time must be an integer a double holds exactly, or the µs arithmetic (sums and
 -- differences of times, which algorithms.md requires exact) would round.
 FG.MAX_TIME = 9007199254740991            -- 2^53 - 1
@@ -252,3 +262,18 @@ local function window_of(now, period, stored_window)
   end
   return now, w
 end
+
+-- A settled value state (false: unchanged): the key's peek is decided on it, and it is
+-- saved with the TTL that peek gives (core::Settle's ttl_us = the peek's reset).
+local function settle_value(key, now, p, value)
+  if value then known[key] = value end
+  local allowed, remaining, retry, reset = p.decide(key, now, p, 0)
+  if value then save(key, value, reset) end
+  return allowed, remaining, retry, reset
+end
+
+-- A window count after a settle: within 0 .. L + MAX_COST (core::SettledCount).
+local function settled_count(p, count, delta)
+  return min(max(count + delta, 0), p.limit + FG.MAX_COST)
+end
+

@@ -37,3 +37,27 @@ RELEASE['fw'] = function(key, now, p, cost, at)
   if count > 0 then reset = (w + 1) * period - now end
   save(key, struct.pack('<dI4', w, count), reset)
 end
+
+-- Reservations (docs/reservations.md): the mark is the window the reservation was
+-- counted in. A refund only while it is still the window counted; an overcharge goes to
+-- the window counted now.
+MARK['fw'] = function(key, now, p)
+  return now, (unpack_state('<dI4', get(key), 12)), 0
+end
+
+SETTLE['fw'] = function(key, now, p, r, actual)
+  local raw = get(key)
+  local stored_w, stored_count
+  if raw then stored_w, stored_count = unpack_state('<dI4', raw, 12) end
+  local at, w = window_of(now, p.period, stored_w)
+  local count = 0
+  if stored_w == w then count = stored_count end
+  local delta = actual - r.estimate
+  if delta < 0 and r.mark ~= w then delta = 0 end
+  local value
+  if delta ~= 0 and (count > 0 or delta > 0) then
+    value = struct.pack('<dI4', w, settled_count(p, count, delta))
+  end
+  return settle_value(key, at, p, value)
+end
+

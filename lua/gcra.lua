@@ -60,3 +60,33 @@ RELEASE['gcra'] = function(key, now, p, cost, at)
   if tat == nil then corrupt() end
   save(key, int_string(tat - cost * p.emission), tat - cost * p.emission - now)
 end
+
+-- Reservations (docs/reservations.md): the mark is the tat the reservation left.
+MARK['gcra'] = function(key, now, p)
+  return now, tonumber(get(key)), 0
+end
+
+SETTLE['gcra'] = function(key, now, p, r, actual)
+  local emission = p.emission
+  local raw = get(key)
+  local stored = raw and tonumber(raw)
+  if raw and stored == nil then corrupt() end
+  local value
+  if actual < r.estimate and stored and stored > now then
+    -- The unused tail of the reservation's span, as far as it is still ahead of now.
+    local refund = min((r.estimate - actual) * emission, max(0, r.mark - now))
+    if refund > 0 then value = stored - refund end
+  elseif actual > r.estimate then
+    local tat = now
+    if stored and stored > now then tat = stored end
+    local ceiling = now + p.tau + FG.MAX_SETTLE_WAIT
+    local extra = actual - r.estimate
+    if extra <= floor((ceiling - tat) / emission) then
+      value = tat + extra * emission
+    else
+      value = ceiling
+    end
+  end
+  return settle_value(key, now, p, value and int_string(value))
+end
+

@@ -157,3 +157,59 @@ RELEASE['sl'] = function(key, now, p, cost, at)
     redis.call('ZADD', key, later[i + 1], sl_member(total - cost, units))
   end
 end
+
+-- Reservations (docs/reservations.md): the mark is the time of the reservation's run.
+MARK['sl'] = function(key, now, p)
+  local t = tonumber(redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2])
+  return t, t, 0
+end
+
+-- Replaces the run `member` (rank `rank`) with one of units + delta, or removes it when
+-- that is 0, and moves the totals of the runs after it by the difference.
+local function sl_resize(key, member, rank, delta)
+  local total, units = sl_parse(member)
+  local score = redis.call('ZSCORE', key, member)
+  local later = redis.call('ZRANGE', key, int_string(rank + 1), '-1', 'WITHSCORES')
+  redis.call('ZREM', key, member)
+  if units + delta > 0 then redis.call('ZADD', key, score, sl_member(total + delta, units + delta)) end
+  for i = 1, #later, 2 do
+    local t, u = sl_parse(later[i])
+    redis.call('ZREM', key, later[i])
+    redis.call('ZADD', key, later[i + 1], sl_member(t + delta, u))
+  end
+end
+
+SETTLE['sl'] = function(key, now, p, r, actual)
+  local period = p.period
+  local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+  if newest[2] and tonumber(newest[2]) > now then now = tonumber(newest[2]) end
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', int_string(now - period))
+  local delta = actual - r.estimate
+  if delta ~= 0 then
+    -- The reservation's run: one at its time with its estimate (runs of one size at one
+    -- µs are interchangeable, as for RELEASE).
+    local at_score = int_string(r.mark)
+    local same = redis.call('ZRANGEBYSCORE', key, at_score, at_score)
+    local run
+    for i = #same, 1, -1 do
+      if select(2, sl_parse(same[i])) == r.estimate then
+        run = same[i]
+        break
+      end
+    end
+    if run then
+      sl_resize(key, run, redis.call('ZRANK', key, run), max(delta, -r.estimate))
+    elseif delta > 0 then
+      -- The run has left the window: the newest run takes the overcharge, or a new run
+      -- at now when none counts.
+      local last = redis.call('ZRANGE', key, '-1', '-1')
+      if last[1] then
+        sl_resize(key, last[1], redis.call('ZCARD', key) - 1, delta)
+      else
+        sl_append(key, now, 0, 0, delta, period)
+      end
+    end
+  end
+  return DECIDERS['sl'](key, now, p, 0)
+end
+

@@ -77,3 +77,34 @@ RELEASE['sw'] = function(key, now, p, cost, at)
   end
   save(key, struct.pack('<dI4I4', w, cur, prev), sw_reset(w, cur, prev, period, now))
 end
+
+-- Reservations (docs/reservations.md): the mark is the window the reservation was
+-- counted in, which takes the difference while it still counts (as cur or as prev); an
+-- overcharge for a window no longer counted goes to the current one.
+MARK['sw'] = function(key, now, p)
+  return now, (unpack_state('<dI4I4', get(key), 16)), 0
+end
+
+SETTLE['sw'] = function(key, now, p, r, actual)
+  local raw = get(key)
+  local stored_w, stored_cur, stored_prev
+  if raw then stored_w, stored_cur, stored_prev = unpack_state('<dI4I4', raw, 16) end
+  local at, w = window_of(now, p.period, stored_w)
+  local cur0, prev0 = 0, 0
+  if stored_w == w then
+    cur0, prev0 = stored_cur, stored_prev
+  elseif stored_w == w - 1 then
+    prev0 = stored_cur
+  end
+  local cur, prev = cur0, prev0
+  local delta = actual - r.estimate
+  if r.mark == w - 1 then
+    prev = settled_count(p, prev, delta)
+  elseif r.mark == w or delta > 0 then
+    cur = settled_count(p, cur, delta)
+  end
+  local value
+  if cur ~= cur0 or prev ~= prev0 then value = struct.pack('<dI4I4', w, cur, prev) end
+  return settle_value(key, at, p, value)
+end
+

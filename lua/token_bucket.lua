@@ -37,7 +37,7 @@ DECIDERS['tb'] = function(key, now, p, cost)
   t0, last, now = tb_load(key, cap, now)
   local tokens = tb_level(cap, limit, period, t0, last, now, 0)
 
-  if tokens >= cost then
+  if cost == 0 or tokens >= cost then  -- a peek allows even a bucket an overcharge emptied
     -- A peek (cost 0) keeps the state as it is and writes nothing.
     if cost > 0 then t0, last = tokens - cost, now end
     -- reset_after_us = wait(C) on the state after this decision; also the TTL (>= 1
@@ -73,7 +73,7 @@ DECIDERS['tbi'] = function(key, now, p, cost)
   -- A full bucket has no refill phase, so an expired key loses nothing.
   if tokens >= cap then last = now end
 
-  local allowed = tokens >= cost
+  local allowed = cost == 0 or tokens >= cost
   if allowed then tokens = tokens - cost end
   local retry = 0
   if not allowed then
@@ -115,3 +115,66 @@ RELEASE['tbi'] = function(key, now, p, cost, at)
   if tokens < cap then reset = tbi_wait(limit, period, tokens, last, now, cap) end
   save(key, struct.pack('<dd', tokens, last), reset)
 end
+
+-- Reservations (docs/reservations.md). The mark is the deficit (C - level) the
+-- reservation left, with its time (smooth) or the refill phase (interval).
+MARK['tb'] = function(key, now, p)
+  local t0, last = unpack_state('<dd', get(key), 16)
+  return last, 0, p.burst - t0
+end
+
+MARK['tbi'] = function(key, now, p)
+  local tokens, last = unpack_state('<dd', get(key), 16)
+  return now, last, p.burst - tokens
+end
+
+-- The tokens a bucket gets back (core::BucketRefund), and the lowest level an overcharge
+-- may leave (core::BucketFloor).
+local function tb_refund(r, actual, refilled)
+  return min(r.estimate - actual, max(0, r.deficit - refilled))
+end
+local function tb_floor(p)
+  return -(p.limit * FG.MAX_SETTLE_WAIT / p.period)
+end
+
+SETTLE['tb'] = function(key, now, p, r, actual)
+  local cap, limit, period = p.burst, p.limit, p.period
+  local refund = actual < r.estimate
+  local value
+  if actual ~= r.estimate and (get(key) or not refund) then
+    local t0, last
+    t0, last, now = tb_load(key, cap, now)
+    local tokens = tb_level(cap, limit, period, t0, last, now, 0)
+    if refund then
+      tokens = min(cap, tokens + tb_refund(r, actual, (now - r.at) * limit / period))
+    else
+      tokens = max(tb_floor(p), tokens - (actual - r.estimate))
+    end
+    value = struct.pack('<dd', tokens, now)
+  end
+  return settle_value(key, now, p, value)
+end
+
+SETTLE['tbi'] = function(key, now, p, r, actual)
+  local cap, limit, period = p.burst, p.limit, p.period
+  local refund = actual < r.estimate
+  local value
+  if actual ~= r.estimate and (get(key) or not refund) then
+    local tokens, last
+    tokens, last, now = tb_load(key, cap, now)
+    local refills = floor((now - last) / period)
+    if refills > 0 then
+      tokens = min(cap, tokens + refills * limit)
+      last = last + refills * period
+    end
+    if tokens >= cap then last = now end
+    if refund then
+      tokens = min(cap, tokens + tb_refund(r, actual, floor((now - r.mark) / period) * limit))
+    else
+      tokens = max(floor(tb_floor(p)), tokens - (actual - r.estimate))
+    end
+    value = struct.pack('<dd', tokens, last)
+  end
+  return settle_value(key, now, p, value)
+end
+

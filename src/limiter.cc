@@ -37,4 +37,25 @@ void Limiter::CheckAllAsync(std::span<const CheckItem> items, MultiCallback done
   store_->DecideAllAsync(MultiRequest{items, std::nullopt}, std::move(done));
 }
 
+absl::StatusOr<Reservation> Limiter::Reserve(std::string_view key, const Policy& policy,
+                                             std::int64_t estimate,
+                                             std::chrono::microseconds hold) {
+  return store_->Reserve(ReserveRequest{key, policy, estimate, hold, std::nullopt});
+}
+
+absl::StatusOr<Reservation> Limiter::ReserveAt(TimePoint now, std::string_view key,
+                                               const Policy& policy, std::int64_t estimate,
+                                               std::chrono::microseconds hold) {
+  return store_->Reserve(ReserveRequest{key, policy, estimate, hold, now});
+}
+
+absl::StatusOr<Decision> Limiter::Settle(std::string_view id, std::int64_t actual) {
+  return store_->Settle(SettleRequest{id, actual, std::nullopt});
+}
+
+absl::StatusOr<Decision> Limiter::SettleAt(TimePoint now, std::string_view id,
+                                           std::int64_t actual) {
+  return store_->Settle(SettleRequest{id, actual, now});
+}
+
 }  // namespace floodgate

@@ -7,6 +7,7 @@
 #include <barrier>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -77,6 +78,76 @@ std::vector<MultiCase> LoadMultiVectors() {
     cases.push_back(std::move(mc));
   }
   return cases;
+}
+
+std::vector<ReserveCase> LoadReserveVectors() {
+  std::ifstream in(std::filesystem::path(FLOODGATE_VECTORS_DIR) / "reserve" / "reserve.json");
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  std::vector<ReserveCase> cases;
+  for (const auto& c : doc.at("cases")) {
+    ReserveCase rc{c.at("name"), c.value("why", ""), c.at("policy"), {}};
+    for (const auto& s : c.at("steps")) {
+      ReserveStep step{s.at("t"), s.at("op"), s.value("key", ""), 0, {}, s.value("hold_us", 0), {},
+                       s.value("expect_error", "")};
+      if (step.op == "check") {
+        step.amount = s.at("cost");
+      } else if (step.op == "reserve") {
+        step.amount = s.at("estimate");
+        step.reservation = s.at("as");
+      } else {
+        step.amount = s.at("actual");
+        step.reservation = s.at("reservation");
+      }
+      if (s.contains("expect")) step.expect = DecisionFromJson(s.at("expect"));
+      rc.steps.push_back(std::move(step));
+    }
+    cases.push_back(std::move(rc));
+  }
+  return cases;
+}
+
+void RunReserveCase(Store& store, const ReserveCase& c, const std::string& key_prefix) {
+  auto policy = Policy::Parse(c.policy);
+  ASSERT_TRUE(policy.ok()) << c.policy << ": " << policy.status();
+  std::map<std::string, std::string> ids;  // the case's names for the ids the store made
+  for (std::size_t i = 0; i < c.steps.size(); ++i) {
+    const ReserveStep& step = c.steps[i];
+    const std::string where = fmt::format("reserve.json / \"{}\", step {} ({} at t={})", c.name,
+                                          i + 1, step.op, step.t);
+    const TimePoint now{std::chrono::microseconds(step.t)};
+    const std::string key = key_prefix + step.key;
+    absl::StatusOr<Decision> got;
+    if (step.op == "check") {
+      got = store.Decide(DecideRequest{key, *policy, step.amount, now});
+    } else if (step.op == "reserve") {
+      ReserveRequest request{key, *policy, step.amount, kDefaultHold, now};
+      if (step.hold_us > 0) request.hold = std::chrono::microseconds(step.hold_us);
+      absl::StatusOr<Reservation> reservation = store.Reserve(request);
+      ASSERT_TRUE(reservation.ok()) << where << ": " << reservation.status();
+      // Only an admitted reservation is held, and it expires when its hold ends.
+      EXPECT_EQ(reservation->id.empty(), !reservation->decision.allowed) << where;
+      if (reservation->decision.allowed) {
+        EXPECT_EQ(reservation->expires, now + request.hold) << where;
+        EXPECT_TRUE(ids.emplace(step.reservation, reservation->id).second) << where;
+        for (const auto& [name, id] : ids) {
+          if (name != step.reservation) {
+            EXPECT_NE(id, reservation->id) << where;
+          }
+        }
+      }
+      got = reservation->decision;
+    } else {
+      ASSERT_TRUE(ids.contains(step.reservation)) << where << ": no reservation by that name";
+      got = store.Settle(SettleRequest{ids[step.reservation], step.amount, now});
+    }
+    if (!step.expect) {
+      ASSERT_EQ(step.expect_error, "not_found") << where;
+      EXPECT_EQ(got.status().code(), absl::StatusCode::kNotFound) << where << ": " << got.status();
+      continue;
+    }
+    ASSERT_TRUE(got.ok()) << where << ": " << got.status();
+    EXPECT_EQ(*got, *step.expect) << where;
+  }
 }
 
 void RunMultiCase(Store& store, const MultiCase& c, const std::string& key_prefix,

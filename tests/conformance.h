@@ -5,6 +5,7 @@
 
 #include <floodgate/store.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,28 @@ std::vector<MultiCase> LoadMultiVectors();
 // `in_flight`, every step submitted before any answer is read.
 void RunMultiCase(Store& store, const MultiCase& c, const std::string& key_prefix,
                   bool in_flight = false);
+
+// tests/vectors/reserve: reservations (docs/reservations.md).
+struct ReserveStep {
+  std::int64_t t;
+  std::string op;  // "check", "reserve" or "settle"
+  std::string key;
+  std::int64_t amount;      // check: cost; reserve: estimate; settle: actual
+  std::string reservation;  // reserve: the name it is held as; settle: the one settled
+  std::int64_t hold_us;     // reserve; 0: the default hold
+  std::optional<Decision> expect;  // unset when the step must fail
+  std::string expect_error;        // "not_found"
+};
+struct ReserveCase {
+  std::string name;
+  std::string why;
+  std::string policy;
+  std::vector<ReserveStep> steps;
+};
+std::vector<ReserveCase> LoadReserveVectors();
+
+// Runs one reservation case on `store`, keys prefixed with `key_prefix`.
+void RunReserveCase(Store& store, const ReserveCase& c, const std::string& key_prefix);
 
 // Runs one case on `store`, each key prefixed with `key_prefix` (a store shared by many
 // cases gives each its own prefix, since every case starts from an empty store).

@@ -40,6 +40,27 @@ INSTANTIATE_TEST_SUITE_P(Vectors, MemoryMulti, ::testing::ValuesIn(LoadMultiVect
                            return "multi_" + std::to_string(info.index);
                          });
 
+class MemoryReserve : public ::testing::TestWithParam<ReserveCase> {};
+
+TEST_P(MemoryReserve, Vectors) {
+  MemoryStore store;
+  RunReserveCase(store, GetParam(), "");
+}
+
+TEST(MemoryReserveShared, AllCasesInOneStoreWithPrefixes) {
+  MemoryStore store;
+  const auto cases = LoadReserveVectors();
+  ASSERT_GE(cases.size(), 14u);  // the file loaded
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    RunReserveCase(store, cases[i], fmt::format("c{}:", i));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Vectors, MemoryReserve, ::testing::ValuesIn(LoadReserveVectors()),
+                         [](const ::testing::TestParamInfo<ReserveCase>& info) {
+                           return "reserve_" + std::to_string(info.index);
+                         });
+
 std::string CaseName(const ::testing::TestParamInfo<VectorCase>& info) {
   std::string name =
       info.param.file.substr(0, info.param.file.find('.')) + "_" + std::to_string(info.index);

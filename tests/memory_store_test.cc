@@ -210,7 +210,8 @@ TEST(MemoryStore, UrlOptions) {
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->max_keys, 500u);
   EXPECT_EQ(options->shards, 8u);
-  EXPECT_EQ(MemoryStore(*options).Describe(), "memory://?max_keys=500&shards=8");
+  EXPECT_EQ(MemoryStore(*options).Describe(),
+            "memory://?max_keys=500&max_reservations=1000000&shards=8");
   EXPECT_EQ(
       MemoryStore(*MemoryStoreOptions::FromUrl("memory://?max_keys=3&shards=8")).shard_count(), 2u);
 

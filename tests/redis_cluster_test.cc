@@ -180,6 +180,20 @@ TEST_F(ClusterTest, ConformanceVectorsPassSpreadOverEveryPrimary) {
   std::printf("\n");
 }
 
+// docs/reservations.md on a cluster: each record lives on its limit key's slot, so every
+// vector passes with keys spread over the primaries.
+TEST_F(ClusterTest, ReservationVectorsAcrossPrimaries) {
+  auto store = OpenRedis(cluster_->url("timeout=2s&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const auto cases = LoadReserveVectors();
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    for (int spread = 0; spread < 3; ++spread) {
+      RunReserveCase(*store, cases[c], fmt::format("r{}.{}:", c, spread));
+    }
+  }
+  EXPECT_EQ(store->redis_stats().errors, 0u);
+}
+
 // docs/multi.md on a cluster: every multi vector with all its keys on one slot (a hash
 // tag: one script call), and again with its keys spread over slots (reserved slot by slot,
 // released when a later one denies).

@@ -184,5 +184,47 @@ TEST(ServeOnRedis, ACachedDenialReportsTheOtherItemsAsNotConsulted) {
   EXPECT_EQ(Check(http_port, "loose", "fixed_window:100/1h")["remaining"], 98);
 }
 
+// docs/reservations.md through the service on Redis: reserve and settle answer from
+// Redis, a settle refunds exactly once; with Redis gone, a reserve is answered by on_error
+// (degraded, no id) and a settle is a 503, never an on_error guess.
+TEST(ServeOnRedis, ReserveAndSettleOverHttp) {
+  auto redis = RedisServer::Start({});
+  ASSERT_NE(redis, nullptr);
+  const int http_port = FreeLoopbackPort();
+  ServeProcess serve({"--listen", fmt::format("127.0.0.1:{}", http_port), "--store",
+                      fmt::format("redis://127.0.0.1:{}?timeout=50ms", redis->port())});
+  ASSERT_TRUE(serve.WaitListening(http_port, milliseconds(5000))) << serve.Log();
+  const auto post = [&](const char* path, const std::string& body) {
+    return Http(http_port, beast::http::verb::post, path, body);
+  };
+  Answer a = post("/v1/reserve", R"({"key":"llm","policy":"fixed_window:1000/1h","estimate":600})");
+  ASSERT_EQ(a.status, 200) << a.body << serve.Log();
+  nlohmann::json reserved = nlohmann::json::parse(a.body);
+  ASSERT_TRUE(reserved["allowed"].get<bool>()) << a.body;
+  EXPECT_FALSE(Degraded(reserved));
+  EXPECT_EQ(reserved["remaining"], 400);
+  const std::string settle = fmt::format(R"({{"reservation":"{}","actual":150}})",
+                                         reserved["reservation"].get<std::string>());
+  a = post("/v1/settle", settle);
+  ASSERT_EQ(a.status, 200) << a.body;
+  EXPECT_EQ(nlohmann::json::parse(a.body)["remaining"], 850);
+  EXPECT_EQ(post("/v1/settle", settle).status, 404);
+  EXPECT_EQ(Check(http_port, "llm", "fixed_window:1000/1h")["remaining"], 849);
+
+  a = post("/v1/reserve", R"({"key":"llm","policy":"fixed_window:1000/1h","estimate":10})");
+  const std::string pending = fmt::format(
+      R"({{"reservation":"{}","actual":1}})",
+      nlohmann::json::parse(a.body)["reservation"].get<std::string>());
+  redis.reset();  // stopped, by its PID
+  a = post("/v1/reserve", R"({"key":"llm","policy":"fixed_window:1000/1h","estimate":10})");
+  ASSERT_EQ(a.status, 200) << a.body;
+  const nlohmann::json degraded = nlohmann::json::parse(a.body);
+  EXPECT_TRUE(Degraded(degraded)) << a.body;
+  EXPECT_FALSE(degraded.contains("reservation")) << a.body;
+  a = post("/v1/settle", pending);
+  EXPECT_EQ(a.status, 503) << a.body;
+  EXPECT_THAT(a.body, ::testing::HasSubstr("the settle's outcome is unknown")) << a.body;
+}
+
 }  // namespace
 }  // namespace floodgate::testing

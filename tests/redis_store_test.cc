@@ -187,6 +187,47 @@ TEST_F(RedisTest, SlidingLogRenumbersRunTotalsBeforeTheyLoseExactness) {
   EXPECT_EQ(d->retry_after.count(), 3'600'000'000 - 1000);
 }
 
+// ---- reservations (docs/reservations.md) -------------------------------------------
+
+// The reservation vectors, one call per operation and with many sharing calls (every
+// case's operations from several threads at once, each case on its own keys).
+TEST_F(RedisTest, ReservationVectorsOneByOneAndBatched) {
+  const auto cases = LoadReserveVectors();
+  ASSERT_GE(cases.size(), 14u);
+  auto store = OpenRedis(Url("batch=1&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  for (std::size_t c = 0; c < cases.size(); ++c) RunReserveCase(*store, cases[c], fmt::format("r{}:", c));
+  auto batched = OpenRedis(Url("connections=1&batch=64&denial_cache=0us"));
+  ASSERT_NE(batched, nullptr);
+  std::vector<std::jthread> threads;
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    threads.emplace_back([&, c] { RunReserveCase(*batched, cases[c], fmt::format("b{}:", c)); });
+  }
+  threads.clear();
+  EXPECT_GT(batched->redis_stats().calls, 0u);
+}
+
+TEST_F(RedisTest, ReservationIdsAreOnlyThisStoresAndSettleOnce) {
+  auto store = OpenRedis(Url());
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("gcra:10/1h");
+  auto reservation = store->Reserve({"k", policy, 4});
+  ASSERT_TRUE(reservation.ok()) << reservation.status();
+  ASSERT_EQ(reservation->id.size(), 20u);
+  for (const std::string& id : {std::string("zz"), std::string("ffff0000000000000000"),
+                                reservation->id.substr(0, 19) + "x"}) {
+    EXPECT_EQ(store->Settle({id, 1}).status().code(), absl::StatusCode::kNotFound) << id;
+  }
+  const std::vector<std::string> records = {"--scan", "--pattern", "t:*ReservationIds*res:*"};
+  EXPECT_THAT(server_->Cli(records), ::testing::StartsWith("t:RedisTest."));  // held until settled
+  auto settled = store->Settle({reservation->id, 1});
+  ASSERT_TRUE(settled.ok()) << settled.status();
+  EXPECT_EQ(settled->remaining, 9);
+  EXPECT_EQ(store->Settle({reservation->id, 1}).status().code(), absl::StatusCode::kNotFound);
+  // The record is gone with the settle: only the limit's key is left.
+  EXPECT_EQ(server_->Cli(records), "");
+}
+
 // ---- multi-decisions (docs/multi.md) ------------------------------------------------
 
 TEST_F(RedisTest, MultiVectorsOneByOneAndBatched) {

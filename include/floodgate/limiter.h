@@ -33,6 +33,19 @@ class Limiter {
   absl::StatusOr<MultiDecision> CheckAllAt(TimePoint now, std::span<const CheckItem> items);
   void CheckAllAsync(std::span<const CheckItem> items, MultiCallback done);
 
+  // A cost known only afterwards (docs/reservations.md): Reserve decides at cost =
+  // estimate and, when allowed, holds a reservation for `hold`; Settle charges its actual
+  // cost instead (a refund below the estimate, a further charge above it), once. An
+  // unsettled reservation expires charged at the estimate.
+  absl::StatusOr<Reservation> Reserve(std::string_view key, const Policy& policy,
+                                      std::int64_t estimate,
+                                      std::chrono::microseconds hold = kDefaultHold);
+  absl::StatusOr<Reservation> ReserveAt(TimePoint now, std::string_view key, const Policy& policy,
+                                        std::int64_t estimate,
+                                        std::chrono::microseconds hold = kDefaultHold);
+  absl::StatusOr<Decision> Settle(std::string_view id, std::int64_t actual);
+  absl::StatusOr<Decision> SettleAt(TimePoint now, std::string_view id, std::int64_t actual);
+
   Store& store() { return *store_; }
 
  private:

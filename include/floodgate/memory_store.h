@@ -13,12 +13,16 @@ struct MemoryStoreOptions {
   // evicts the least recently used (approximated by the CLOCK algorithm, per shard), and
   // counts evictions.
   std::size_t max_keys = 1'000'000;
+  // Upper bound on reservations held (Store::Reserve). Past it, expired ones are
+  // reclaimed, and a new reservation is refused (ResourceExhausted) while every one held
+  // is still live: a reservation is never dropped before its hold ends.
+  std::size_t max_reservations = 1'000'000;
   // Power of two; 0 picks one from the core count (several shards per core).
   std::size_t shards = 0;
   // Decision time for requests without an explicit `now`; the system clock when empty.
   std::function<TimePoint()> clock;
 
-  // memory://[?max_keys=N&shards=N]
+  // memory://[?max_keys=N&max_reservations=N&shards=N]
   static absl::StatusOr<MemoryStoreOptions> FromUrl(std::string_view url);
 };
 
@@ -42,6 +46,8 @@ class MemoryStore final : public Store {
  protected:
   absl::StatusOr<Decision> DecideValidated(const DecideRequest& request) override;
   absl::StatusOr<MultiDecision> DecideAllValidated(const MultiRequest& request) override;
+  absl::StatusOr<Reservation> ReserveValidated(const ReserveRequest& request) override;
+  absl::StatusOr<Decision> SettleValidated(const SettleRequest& request) override;
 
  private:
   class Impl;

@@ -136,6 +136,10 @@ class RedisStore final : public Store {
   void DecideAsyncValidated(const DecideRequest& request, DecisionCallback done) override;
   absl::StatusOr<MultiDecision> DecideAllValidated(const MultiRequest& request) override;
   void DecideAllAsyncValidated(const MultiRequest& request, MultiCallback done) override;
+  absl::StatusOr<Reservation> ReserveValidated(const ReserveRequest& request) override;
+  absl::StatusOr<Decision> SettleValidated(const SettleRequest& request) override;
+  void ReserveAsyncValidated(const ReserveRequest& request, ReservationCallback done) override;
+  void SettleAsyncValidated(const SettleRequest& request, DecisionCallback done) override;
 
  private:
   class Impl;

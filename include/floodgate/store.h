@@ -5,6 +5,7 @@
 #include <floodgate/decision.h>
 #include <floodgate/multi.h>
 #include <floodgate/policy.h>
+#include <floodgate/reservation.h>
 #include <floodgate/time.h>
 
 #include <cstdint>
@@ -27,10 +28,12 @@ struct StoreStats {
   std::uint64_t keys = 0;       // keys held, including expired ones not yet reclaimed
   std::uint64_t evictions = 0;  // live keys dropped to stay under max_keys
   std::uint64_t expired = 0;    // expired keys reclaimed
+  std::uint64_t reservations = 0;  // reservations held, including expired ones not yet reclaimed
 };
 
-// Receives the result of an asynchronous decision, exactly once.
+// Receive the result of an asynchronous decision or reservation, exactly once.
 using DecisionCallback = absl::AnyInvocable<void(absl::StatusOr<Decision>)>;
+using ReservationCallback = absl::AnyInvocable<void(absl::StatusOr<Reservation>)>;
 
 // Where limiter state lives. Implementations fetch and save state; the semantics are
 // the pure functions of src/core, identical for every store.
@@ -60,6 +63,21 @@ class Store {
   // keys and names are copied.
   void DecideAllAsync(const MultiRequest& request, MultiCallback done);
 
+  // Thread-safe. A decision at cost = estimate that, when allowed, holds a reservation
+  // until `hold` has passed (docs/reservations.md). ResourceExhausted when the store
+  // holds as many reservations as it may; Unimplemented for a store without them.
+  absl::StatusOr<Reservation> Reserve(const ReserveRequest& request);
+
+  // Thread-safe. Charges a reservation's key `actual` instead of its estimate, at most
+  // once: NotFound for an id that is unknown, settled already or expired (nothing
+  // changes). Answers the key's peek after the settle.
+  absl::StatusOr<Decision> Settle(const SettleRequest& request);
+
+  // Thread-safe. The same, answered through `done` as DecideAsync answers; the key and
+  // id are copied.
+  void ReserveAsync(const ReserveRequest& request, ReservationCallback done);
+  void SettleAsync(const SettleRequest& request, DecisionCallback done);
+
   // Thread-safe.
   virtual StoreStats Stats() const = 0;
 
@@ -85,10 +103,24 @@ class Store {
   virtual void DecideAllAsyncValidated(const MultiRequest& request, MultiCallback done) {
     done(DecideAllValidated(request));
   }
+  // Called by Reserve() / Settle() with a request that passed ValidateReserveRequest() /
+  // ValidateSettleRequest(). A store without reservations answers Unimplemented.
+  virtual absl::StatusOr<Reservation> ReserveValidated(const ReserveRequest& request);
+  virtual absl::StatusOr<Decision> SettleValidated(const SettleRequest& request);
+  virtual void ReserveAsyncValidated(const ReserveRequest& request, ReservationCallback done) {
+    done(ReserveValidated(request));
+  }
+  virtual void SettleAsyncValidated(const SettleRequest& request, DecisionCallback done) {
+    done(SettleValidated(request));
+  }
 };
 
 // The checks Decide() applies; exposed so front ends can reject input early.
 absl::Status ValidateRequest(const DecideRequest& request);
+
+// The checks Reserve() and Settle() apply.
+absl::Status ValidateReserveRequest(const ReserveRequest& request);
+absl::Status ValidateSettleRequest(const SettleRequest& request);
 
 // Opens a store from its URL (service.md, "Store URLs"). Unknown schemes and bad
 // options are errors that name the offending part.

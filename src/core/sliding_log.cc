@@ -5,6 +5,7 @@
 
 #include "core/algorithms.h"
 #include "core/arith.h"
+#include "core/settle.h"
 
 namespace floodgate::core {
 
@@ -37,6 +38,26 @@ void SlidingLog::Append(std::int64_t time, std::int64_t count) {
   if (size_ == capacity_) Resize(capacity_ == 0 ? kMinCapacity : capacity_ * 2);
   buffer_[(head_ + size_) & (capacity_ - 1)] = Run{time, count};
   ++size_;
+}
+
+bool SlidingLog::AddToRun(std::int64_t time, std::int64_t delta) {
+  std::size_t i = size_;
+  while (i > 0 && at(i - 1).time > time) --i;  // settles are of recent runs: search from the newest
+  if (i == 0 || at(i - 1).time != time) return false;
+  Run& run = buffer_[(head_ + i - 1) & (capacity_ - 1)];
+  delta = std::max(delta, -run.count);
+  run.count += delta;
+  units_ += delta;
+  if (run.count > 0) return true;
+  for (std::size_t j = i - 1; j + 1 < size_; ++j) {
+    buffer_[(head_ + j) & (capacity_ - 1)] = at(j + 1);
+  }
+  --size_;
+  if (size_ == 0) {
+    buffer_.reset();
+    capacity_ = head_ = 0;
+  }
+  return true;
 }
 
 std::int64_t SlidingLog::TimeOfUnit(std::int64_t k) const {
@@ -82,6 +103,22 @@ std::int64_t DecideSlidingLog(const Policy& policy, SlidingLog& log, std::int64_
 void CommitSlidingLog(SlidingLog& log, std::int64_t now, std::int64_t cost) {
   if (!log.empty()) now = std::max(now, log.newest().time);  // as DecideSlidingLog clamps
   log.Append(now, cost);
+}
+
+std::int64_t SettleSlidingLog(const Policy& policy, SlidingLog& log, std::int64_t now,
+                              const ReservationMark& mark, std::int64_t actual,
+                              Decision& decision) {
+  if (!log.empty()) now = std::max(now, log.newest().time);
+  log.DropThrough(now - policy.period.count());  // as DecideSlidingLog: a run P old is gone
+  const std::int64_t delta = actual - mark.estimate;
+  if (delta != 0 && !log.AddToRun(mark.mark, delta) && delta > 0) {
+    if (log.empty()) {
+      log.Append(now, delta);
+    } else {
+      log.AddToRun(log.newest().time, delta);
+    }
+  }
+  return DecideSlidingLog(policy, log, now, 0, decision);
 }
 
 }  // namespace floodgate::core

@@ -32,6 +32,9 @@ class SlidingLog {
   void DropThrough(std::int64_t cutoff);
   // Appends `count` units at `time` (>= newest().time).
   void Append(std::int64_t time, std::int64_t count);
+  // Adds `delta` units (negative: removes, at most the run's count) to the run at
+  // `time`, dropping it when it empties. False when there is no run at `time`.
+  bool AddToRun(std::int64_t time, std::int64_t delta);
   // Time of the k-th oldest unit, 1 <= k <= units().
   std::int64_t TimeOfUnit(std::int64_t k) const;
   // Bytes held on the heap.

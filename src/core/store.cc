@@ -8,6 +8,18 @@
 
 namespace floodgate {
 
+namespace {
+
+absl::Status ValidateTime(const std::optional<TimePoint>& now) {
+  if (now && now->time_since_epoch().count() < 0) {
+    return absl::InvalidArgumentError("now must not be before the Unix epoch");
+  }
+  if (now && *now >= kLatestTime) return absl::InvalidArgumentError("now must be before 2200-01-01");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateRequest(const DecideRequest& request) {
   if (request.key.empty()) return absl::InvalidArgumentError("key must not be empty");
   if (request.key.size() > kMaxKeyBytes) {
@@ -18,12 +30,7 @@ absl::Status ValidateRequest(const DecideRequest& request) {
     return absl::InvalidArgumentError(
         fmt::format("cost must be between 0 and 1000000000, got {}", request.cost));
   }
-  if (request.now && request.now->time_since_epoch().count() < 0) {
-    return absl::InvalidArgumentError("now must not be before the Unix epoch");
-  }
-  if (request.now && *request.now >= kLatestTime) {
-    return absl::InvalidArgumentError("now must be before 2200-01-01");
-  }
+  if (absl::Status status = ValidateTime(request.now); !status.ok()) return status;
   return request.policy.Validate();
 }
 
@@ -78,6 +85,66 @@ void Store::DecideAsync(const DecideRequest& request, DecisionCallback done) {
     return;
   }
   DecideAsyncValidated(request, std::move(done));
+}
+
+absl::Status ValidateReserveRequest(const ReserveRequest& request) {
+  if (request.estimate < 1 || request.estimate > kMaxCost) {
+    return absl::InvalidArgumentError(fmt::format(
+        "estimate must be between 1 and {} (a reservation of 0 holds nothing), got {}", kMaxCost,
+        request.estimate));
+  }
+  if (request.hold < kMinHold || request.hold > kMaxHold) {
+    return absl::InvalidArgumentError(
+        fmt::format("hold must be between {} µs and {} µs, got {} µs", kMinHold.count(),
+                    kMaxHold.count(), request.hold.count()));
+  }
+  return ValidateRequest(DecideRequest{request.key, request.policy, request.estimate, request.now});
+}
+
+absl::Status ValidateSettleRequest(const SettleRequest& request) {
+  if (request.id.empty() || request.id.size() > kMaxReservationIdBytes) {
+    return absl::InvalidArgumentError(fmt::format(
+        "reservation id must be 1 to {} bytes, got {}", kMaxReservationIdBytes, request.id.size()));
+  }
+  if (request.actual < 0 || request.actual > kMaxCost) {
+    return absl::InvalidArgumentError(
+        fmt::format("actual must be between 0 and {}, got {}", kMaxCost, request.actual));
+  }
+  return ValidateTime(request.now);
+}
+
+absl::StatusOr<Reservation> Store::Reserve(const ReserveRequest& request) {
+  if (absl::Status status = ValidateReserveRequest(request); !status.ok()) return status;
+  return ReserveValidated(request);
+}
+
+absl::StatusOr<Decision> Store::Settle(const SettleRequest& request) {
+  if (absl::Status status = ValidateSettleRequest(request); !status.ok()) return status;
+  return SettleValidated(request);
+}
+
+void Store::ReserveAsync(const ReserveRequest& request, ReservationCallback done) {
+  if (absl::Status status = ValidateReserveRequest(request); !status.ok()) {
+    return done(std::move(status));
+  }
+  ReserveAsyncValidated(request, std::move(done));
+}
+
+void Store::SettleAsync(const SettleRequest& request, DecisionCallback done) {
+  if (absl::Status status = ValidateSettleRequest(request); !status.ok()) {
+    return done(std::move(status));
+  }
+  SettleAsyncValidated(request, std::move(done));
+}
+
+absl::StatusOr<Reservation> Store::ReserveValidated(const ReserveRequest&) {
+  return absl::UnimplementedError(
+      fmt::format("{} does not hold reservations yet (memory:// does)", Describe()));
+}
+
+absl::StatusOr<Decision> Store::SettleValidated(const SettleRequest&) {
+  return absl::UnimplementedError(
+      fmt::format("{} does not hold reservations yet (memory:// does)", Describe()));
 }
 
 }  // namespace floodgate

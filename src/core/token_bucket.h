@@ -53,7 +53,7 @@ inline Outcome<SmoothBucketState> DecideSmoothBucket(const Policy& policy,
   const double tokens = SmoothLevel(policy, before, now).At(0);
 
   Outcome<SmoothBucketState> out;
-  if (tokens >= D(cost)) {
+  if (cost == 0 || tokens >= D(cost)) {  // a peek allows even a bucket an overcharge emptied
     SmoothBucketState after = before;
     if (cost > 0) {
       after = SmoothBucketState{tokens - D(cost), now};
@@ -70,6 +70,23 @@ inline Outcome<SmoothBucketState> DecideSmoothBucket(const Policy& policy,
   return out;
 }
 
+// The interval bucket as it stands at `now` (clamped to the stored `last`, in place):
+// every refill due added, capped.
+inline IntervalBucketState RefillInterval(const Policy& policy, const IntervalBucketState* stored,
+                                          std::int64_t& now) {
+  const double capacity = D(policy.capacity());
+  IntervalBucketState state = stored != nullptr ? *stored : IntervalBucketState{capacity, now};
+  now = std::max(now, state.last);
+  const double period = D(policy.period.count());
+  const double refills = std::floor(D(now - state.last) / period);
+  if (refills > 0) {
+    state.tokens = std::min(capacity, state.tokens + refills * D(policy.limit));
+    state.last = static_cast<std::int64_t>(D(state.last) + refills * period);
+  }
+  if (state.tokens >= capacity) state.last = now;  // a full bucket has no refill phase
+  return state;
+}
+
 inline Outcome<IntervalBucketState> DecideIntervalBucket(const Policy& policy,
                                                          const IntervalBucketState* stored,
                                                          std::int64_t now, std::int64_t cost,
@@ -77,17 +94,9 @@ inline Outcome<IntervalBucketState> DecideIntervalBucket(const Policy& policy,
   const double capacity = D(policy.capacity());
   const double limit = D(policy.limit);
   const double period = D(policy.period.count());
-  IntervalBucketState state = stored != nullptr ? *stored : IntervalBucketState{capacity, now};
-  now = std::max(now, state.last);
+  IntervalBucketState state = RefillInterval(policy, stored, now);
 
-  const double refills = std::floor(D(now - state.last) / period);
-  if (refills > 0) {
-    state.tokens = std::min(capacity, state.tokens + refills * limit);
-    state.last = static_cast<std::int64_t>(D(state.last) + refills * period);
-  }
-  if (state.tokens >= capacity) state.last = now;  // a full bucket has no refill phase
-
-  const bool allowed = state.tokens >= D(cost);
+  const bool allowed = cost == 0 || state.tokens >= D(cost);
   if (allowed) state.tokens -= D(cost);
   const auto wait_for = [&](double x) {
     return static_cast<std::int64_t>(D(state.last) +

@@ -26,6 +26,17 @@ WindowClock ClampedWindow(std::int64_t now, std::int64_t period, const WindowSta
   return {now, window};
 }
 
+// A sliding window's counts as window w sees them: the stored window rolled forward.
+struct WindowCounts {
+  std::int64_t cur = 0;
+  std::int64_t prev = 0;
+};
+inline WindowCounts CountsAt(const SlidingWindowState* stored, std::int64_t w) {
+  if (stored != nullptr && stored->window == w) return {stored->cur, stored->prev};
+  if (stored != nullptr && stored->window == w - 1) return {0, stored->cur};
+  return {};
+}
+
 inline Outcome<SlidingWindowState> DecideSlidingWindow(const Policy& policy,
                                                        const SlidingWindowState* stored,
                                                        std::int64_t now, std::int64_t cost,
@@ -34,15 +45,9 @@ inline Outcome<SlidingWindowState> DecideSlidingWindow(const Policy& policy,
   const std::int64_t limit = policy.limit;
   const auto [at, w] = ClampedWindow(now, period, stored);
   const std::int64_t x = at - w * period;
-
-  std::int64_t cur = 0;
-  std::int64_t prev = 0;
-  if (stored != nullptr && stored->window == w) {
-    cur = stored->cur;
-    prev = stored->prev;
-  } else if (stored != nullptr && stored->window == w - 1) {
-    prev = stored->cur;
-  }
+  const WindowCounts counts = CountsAt(stored, w);
+  std::int64_t cur = counts.cur;
+  const std::int64_t prev = counts.prev;
 
   double estimate = D(prev) * D(period - x) / D(period) + D(cur);
   const bool allowed = cost == 0 || estimate + D(cost) <= D(limit);

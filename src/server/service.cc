@@ -263,13 +263,15 @@ void Service::Handle(const Request& request, const ip::address& peer, Respond re
   const ServerConfig& config = CurrentConfig();
   const std::string_view target(request.target().data(), request.target().size());
   const std::string_view path = PathOf(target);
-  if (path == "/v1/check") {
+  if (path == "/v1/check" || path == "/v1/reserve" || path == "/v1/settle") {
     if (request.method() != http::verb::post) {
       Response r = Error(request, http::status::method_not_allowed, "method_not_allowed",
-                         "/v1/check takes POST");
+                         fmt::format("{} takes POST", path));
       r.headers.emplace_back("Allow", "POST");
       return respond(std::move(r));
     }
+    if (path == "/v1/reserve") return Reserve(request, config, std::move(respond));
+    if (path == "/v1/settle") return Settle(request, std::move(respond));
     return Check(request, config, std::move(respond));
   }
   if (path == "/v1/authz") return Authz(request, peer, config, std::move(respond));
@@ -641,6 +643,168 @@ void Service::Check(const Request& request, const ServerConfig& config, Respond 
            AddHeaders(response, RateLimitHeaders(kInlinePolicy, policy, *decision));
            respond(std::move(response));
          });
+}
+
+namespace {
+
+// The HTTP answer to a store's refusal of a reservation call.
+Response StoreError(unsigned version, bool keep_alive, const absl::Status& status) {
+  const auto [code, name] = [&]() -> std::pair<http::status, std::string_view> {
+    switch (status.code()) {
+      case absl::StatusCode::kInvalidArgument:
+        return {http::status::bad_request, "invalid_argument"};
+      case absl::StatusCode::kNotFound:
+        return {http::status::not_found, "not_found"};
+      case absl::StatusCode::kResourceExhausted:
+        return {http::status::service_unavailable, "resource_exhausted"};
+      case absl::StatusCode::kUnimplemented:
+        return {http::status::not_implemented, "unimplemented"};
+      case absl::StatusCode::kUnavailable:
+        return {http::status::service_unavailable, "unavailable"};
+      default:
+        return {http::status::internal_server_error, "internal"};
+    }
+  }();
+  return Service::Error(version, keep_alive, code, name, MessageOf(status));
+}
+
+// The body of /v1/reserve and /v1/settle: a JSON object of strings and whole numbers,
+// every field known. Fills `strings` and `numbers` by field name.
+absl::Status ParseFields(const std::string& body,
+                         std::initializer_list<std::pair<std::string_view, std::string_view*>> strings,
+                         std::initializer_list<std::pair<std::string_view, std::optional<std::int64_t>*>>
+                             numbers) {
+  thread_local simdjson::dom::parser parser;
+  simdjson::dom::object object;
+  if (parser.parse(body.data(), body.size()).get_object().get(object) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError("the body must be a JSON object");
+  }
+  for (const auto [key, value] : object) {
+    const std::string_view field = key;  // a structured binding cannot be captured (clang)
+    const auto string = std::find_if(strings.begin(), strings.end(),
+                                     [&](const auto& s) { return s.first == field; });
+    const auto number = std::find_if(numbers.begin(), numbers.end(),
+                                     [&](const auto& n) { return n.first == field; });
+    if (string != strings.end()) {
+      if (value.get_string().get(*string->second) != simdjson::SUCCESS) {
+        return absl::InvalidArgumentError(fmt::format("\"{}\" must be a string", field));
+      }
+    } else if (number != numbers.end()) {
+      std::int64_t n = 0;
+      if (value.get_int64().get(n) != simdjson::SUCCESS) {
+        return absl::InvalidArgumentError(fmt::format("\"{}\" must be a whole number", field));
+      }
+      *number->second = n;
+    } else {
+      std::string known;
+      for (const auto& s : strings) known += fmt::format("{}{}", known.empty() ? "" : ", ", s.first);
+      for (const auto& n : numbers) known += fmt::format(", {}", n.first);
+      return absl::InvalidArgumentError(fmt::format("unknown field \"{}\" ({})", field, known));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void Service::Reserve(const Request& request, const ServerConfig& config, Respond respond) {
+  const auto bad = [&](std::string_view message) {
+    respond(Error(request, http::status::bad_request, "invalid_argument", message));
+  };
+  std::string_view key, rule_name, policy_text;
+  std::optional<std::int64_t> estimate, hold_ms;
+  if (absl::Status status = ParseFields(
+          request.body(), {{"key", &key}, {"rule", &rule_name}, {"policy", &policy_text}},
+          {{"estimate", &estimate}, {"hold_ms", &hold_ms}});
+      !status.ok()) {
+    return bad(MessageOf(status));
+  }
+  if (key.empty()) return bad("missing \"key\"");
+  if (!estimate) return bad("missing \"estimate\" (the cost to reserve)");
+  if (rule_name.empty() == policy_text.empty()) {
+    return bad("give exactly one of \"rule\" and \"policy\"");
+  }
+  if (hold_ms && (*hold_ms < 1 || *hold_ms > 86'400'000)) {
+    return bad("\"hold_ms\" must be from 1 to 86400000 (24 h)");
+  }
+  // Owned by the answer, which may come later on the store's thread.
+  auto owned = std::make_shared<RequestLimits>();
+  RequestLimits& limits = *owned;
+  if (!rule_name.empty()) {
+    const Rule* rule = config.Find(rule_name);
+    if (rule == nullptr) {
+      return respond(Error(request, http::status::not_found, "not_found",
+                           fmt::format("unknown rule \"{}\"", rule_name)));
+    }
+    // Keyed as /v1/check keys the rule's limit, so both spend the same state.
+    AddRuleLimits(*rule, key, ':', "", *estimate, request, config, limits);
+    if (limits.items.size() != 1 || limits.items.front().shadow) {
+      return bad(fmt::format(
+          "rule \"{}\" has {} limit(s){}: a reservation holds one enforced limit", rule_name,
+          limits.items.size(), limits.items.front().shadow ? ", in shadow mode" : ""));
+    }
+    limits.rules.push_back(rule->name);
+  } else {
+    auto policy = Policy::Parse(policy_text);
+    if (!policy.ok()) return bad(MessageOf(policy.status()));
+    limits.Add(std::string(key), std::string(kInlinePolicy), RequestLimits::kNoRule, *policy,
+               *estimate, false);
+    limits.rules.emplace_back(kInlinePolicy);
+  }
+  limits.Seal();
+  const CheckItem& item = limits.items.front();
+  const std::chrono::microseconds hold =
+      hold_ms ? std::chrono::milliseconds(*hold_ms) : kDefaultHold;
+  store_->ReserveAsync(
+      ReserveRequest{item.key, item.policy, item.cost, hold, std::nullopt},
+      [this, version = request.version(), keep_alive = request.keep_alive(), hold,
+       limits = std::move(owned), respond = std::move(respond)](
+          absl::StatusOr<Reservation> reservation) {
+        if (!reservation.ok()) return respond(StoreError(version, keep_alive, reservation.status()));
+        const Decision& decision = reservation->decision;
+        const CheckItem& item = limits->items.front();
+        if (limits->rule_lengths.front() != RequestLimits::kNoRule) {
+          CountSingle(*limits, decision);
+        } else {
+          metrics_.CountDecision(kInlinePolicy, decision.degraded  ? Outcome::kDegraded
+                                                : decision.allowed ? Outcome::kAllowed
+                                                                   : Outcome::kDenied);
+        }
+        std::string body = ToJson(decision);
+        if (!reservation->id.empty()) {
+          body.pop_back();  // the closing brace
+          body += fmt::format(R"(,"reservation":{},"hold_us":{}}})", Dump(reservation->id),
+                              hold.count());
+        }
+        Response response = MakeResponse(version, keep_alive, http::status::ok, std::move(body),
+                                          "application/json");
+        AddHeaders(response, RateLimitHeaders(item.name, item.policy, decision));
+        respond(std::move(response));
+      });
+}
+
+void Service::Settle(const Request& request, Respond respond) {
+  const auto bad = [&](std::string_view message) {
+    respond(Error(request, http::status::bad_request, "invalid_argument", message));
+  };
+  std::string_view id;
+  std::optional<std::int64_t> actual;
+  if (absl::Status status =
+          ParseFields(request.body(), {{"reservation", &id}}, {{"actual", &actual}});
+      !status.ok()) {
+    return bad(MessageOf(status));
+  }
+  if (id.empty()) return bad("missing \"reservation\" (the id /v1/reserve answered)");
+  if (!actual) return bad("missing \"actual\" (the cost the request really had)");
+  store_->SettleAsync(SettleRequest{id, *actual, std::nullopt},
+                      [version = request.version(), keep_alive = request.keep_alive(),
+                       respond = std::move(respond)](absl::StatusOr<Decision> decision) {
+                        if (!decision.ok()) {
+                          return respond(StoreError(version, keep_alive, decision.status()));
+                        }
+                        respond(MakeResponse(version, keep_alive, http::status::ok,
+                                             ToJson(*decision), "application/json"));
+                      });
 }
 
 // One entry of /v1/check's "items": {"key", "rule" | "policy", "cost", "name"}. A rule

@@ -118,6 +118,9 @@ class Service {
 
  private:
   void Check(const Request& request, const ServerConfig& config, Respond respond);
+  // POST /v1/reserve and /v1/settle (docs/reservations.md).
+  void Reserve(const Request& request, const ServerConfig& config, Respond respond);
+  void Settle(const Request& request, Respond respond);
   void Authz(const Request& request, const boost::asio::ip::address& peer,
              const ServerConfig& config, Respond respond);
   // POST /json: a RateLimitRequest as protobuf JSON in, the RateLimitResponse out.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <charconv>
 #include <span>
 #include <thread>
 #include <vector>
@@ -45,9 +46,9 @@ absl::StatusOr<MemoryStoreOptions> MemoryStoreOptions::FromUrl(std::string_view 
   const absl::Status status = ForEachQueryOption(
       rest.substr(1), [&](std::string_view name, std::string_view value) -> absl::Status {
         std::uint64_t n = 0;
-        if (name != "max_keys" && name != "shards") {
-          return absl::InvalidArgumentError(
-              fmt::format("unknown memory:// option \"{}\" (known: max_keys, shards)", name));
+        if (name != "max_keys" && name != "max_reservations" && name != "shards") {
+          return absl::InvalidArgumentError(fmt::format(
+              "unknown memory:// option \"{}\" (known: max_keys, max_reservations, shards)", name));
         }
         if (!ParseDecimal(value, n) || n == 0) {
           return absl::InvalidArgumentError(fmt::format(
@@ -55,6 +56,8 @@ absl::StatusOr<MemoryStoreOptions> MemoryStoreOptions::FromUrl(std::string_view 
         }
         if (name == "max_keys") {
           options.max_keys = n;
+        } else if (name == "max_reservations") {
+          options.max_reservations = n;
         } else if (!std::has_single_bit(n) || n > kMaxShards) {
           return absl::InvalidArgumentError(fmt::format(
               "memory:// option shards must be a power of two up to {}, got {}", kMaxShards, n));
@@ -76,11 +79,50 @@ class MemoryStore::Impl {
     const std::size_t max_keys = std::max<std::size_t>(1, options.max_keys);
     shards = std::min(shards, std::bit_floor(max_keys));
     max_keys_ = max_keys;
+    max_reservations_ = std::max<std::size_t>(shards, options.max_reservations);
     shard_bits_ = static_cast<unsigned>(std::countr_zero(shards));
     shards_.reserve(shards);
+    // A reservation number's top bits are its shard's index, as a key hash's are.
+    const std::uint64_t mask = shard_bits_ == 0 ? 0 : ~std::uint64_t{0} << (64 - shard_bits_);
     for (std::size_t i = 0; i < shards; ++i) {
-      shards_.push_back(std::make_unique<memory::Shard>(max_keys / shards));
+      const std::uint64_t prefix = shard_bits_ == 0 ? 0 : std::uint64_t{i} << (64 - shard_bits_);
+      shards_.push_back(std::make_unique<memory::Shard>(
+          max_keys / shards, max_reservations_ / shards, prefix, mask));
     }
+  }
+
+  absl::StatusOr<Reservation> Reserve(const ReserveRequest& request) {
+    const core::StateKind kind = core::KindOf(request.policy);
+    const std::size_t hash = memory::HashKey(kind, request.key);
+    const TimePoint now = request.now ? *request.now : Now();
+    const TimePoint expires = now + request.hold;
+    Reservation reservation;
+    const absl::StatusOr<std::uint64_t> number = ShardFor(hash).Reserve(
+        memory::Probe{kind, request.key, hash}, request.policy, now.time_since_epoch().count(),
+        request.estimate, expires.time_since_epoch().count(), reservation.decision);
+    if (!number.ok()) return number.status();
+    if (*number != 0) {
+      reservation.id = fmt::format("{:016x}", *number);
+      reservation.expires = expires;
+    }
+    return reservation;
+  }
+
+  absl::StatusOr<Decision> Settle(const SettleRequest& request) {
+    // An id this store did not make is as unknown as one it forgot.
+    std::uint64_t number = 0;
+    const auto [end, error] = std::from_chars(request.id.data(),
+                                              request.id.data() + request.id.size(), number, 16);
+    if (request.id.size() != 16 || error != std::errc() || end != request.id.data() + 16 ||
+        number == 0) {
+      return absl::NotFoundError("unknown reservation: not an id this store made");
+    }
+    const TimePoint now = request.now ? *request.now : Now();
+    absl::StatusOr<Decision> decision(absl::in_place);
+    absl::Status status =
+        ShardFor(number).Settle(number, now.time_since_epoch().count(), request.actual, *decision);
+    if (!status.ok()) return status;
+    return decision;
   }
 
   void Decide(const DecideRequest& request, Decision& decision) {
@@ -155,6 +197,7 @@ class MemoryStore::Impl {
       total.keys += s.keys;
       total.evictions += s.evictions;
       total.expired += s.expired;
+      total.reservations += s.reservations;
     }
     return total;
   }
@@ -167,7 +210,8 @@ class MemoryStore::Impl {
   }
 
   std::string Describe() const {
-    return fmt::format("memory://?max_keys={}&shards={}", max_keys_, shards_.size());
+    return fmt::format("memory://?max_keys={}&max_reservations={}&shards={}", max_keys_,
+                       max_reservations_, shards_.size());
   }
   std::size_t shard_count() const { return shards_.size(); }
 
@@ -180,6 +224,7 @@ class MemoryStore::Impl {
 
   std::function<TimePoint()> clock_;
   std::size_t max_keys_ = 0;
+  std::size_t max_reservations_ = 0;
   unsigned shard_bits_ = 0;
   std::vector<std::unique_ptr<memory::Shard>> shards_;
 };
@@ -198,6 +243,12 @@ absl::StatusOr<MultiDecision> MemoryStore::DecideAllValidated(const MultiRequest
   absl::StatusOr<MultiDecision> result(absl::in_place);
   impl_->DecideAll(request, *result);
   return result;
+}
+absl::StatusOr<Reservation> MemoryStore::ReserveValidated(const ReserveRequest& request) {
+  return impl_->Reserve(request);
+}
+absl::StatusOr<Decision> MemoryStore::SettleValidated(const SettleRequest& request) {
+  return impl_->Settle(request);
 }
 StoreStats MemoryStore::Stats() const { return impl_->Stats(); }
 std::string MemoryStore::Describe() const { return impl_->Describe(); }

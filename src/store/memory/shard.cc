@@ -1,6 +1,7 @@
 #include "store/memory/shard.h"
 
 #include <absl/hash/hash.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <limits>
@@ -46,8 +47,13 @@ std::size_t HashKey(core::StateKind kind, std::string_view key) {
   return absl::HashOf(static_cast<std::uint8_t>(kind), ToAbsl(key));
 }
 
-Shard::Shard(std::size_t max_keys)
-    : index_(0, IndexHash{&entries_}, IndexEq{&entries_}), max_keys_(max_keys) {}
+Shard::Shard(std::size_t max_keys, std::size_t max_reservations, std::uint64_t number_prefix,
+             std::uint64_t number_mask)
+    : index_(0, IndexHash{&entries_}, IndexEq{&entries_}),
+      max_keys_(max_keys),
+      max_reservations_(max_reservations),
+      number_prefix_(number_prefix),
+      number_mask_(number_mask) {}
 
 namespace {
 
@@ -89,7 +95,9 @@ void Shard::Decide(const Probe& probe, const Policy& policy, std::int64_t now_us
   std::lock_guard lock(mu_);
   const Found found = Find(probe, now_us);
   if (probe.kind == core::StateKind::kSlidingLog) {
-    return DecideLog(probe, found, policy, now_us, cost, decision);
+    return UpdateLog(probe, found, now_us, [&](core::SlidingLog& log) {
+      return core::DecideSlidingLog(policy, log, now_us, cost, decision);
+    });
   }
   VisitValueKind(probe.kind, [&]<class S>(std::type_identity<S>, auto decide) {
     DecideValue<S>(probe, found, now_us, [&](const S* stored) {
@@ -167,11 +175,11 @@ void Shard::DecideValue(const Probe& probe, Found found, std::int64_t now_us, De
   }
 }
 
-void Shard::DecideLog(const Probe& probe, Found found, const Policy& policy, std::int64_t now_us,
-                      std::int64_t cost, Decision& decision) {
+template <class UpdateFn>
+void Shard::UpdateLog(const Probe& probe, Found found, std::int64_t now_us, UpdateFn update) {
   core::SlidingLog scratch;
   core::SlidingLog& log = found.live ? *found.entry->state().log : scratch;
-  const std::int64_t ttl_us = core::DecideSlidingLog(policy, log, now_us, cost, decision);
+  const std::int64_t ttl_us = update(log);
   if (ttl_us <= 0 || (!found.live && log.empty())) {
     Drop(found);
   } else if (found.live) {
@@ -182,6 +190,77 @@ void Shard::DecideLog(const Probe& probe, Found found, const Policy& policy, std
     state.log = std::make_unique<core::SlidingLog>(std::move(log)).release();  // owned by Entry
     Save(probe, found, state, now_us, now_us + ttl_us);
   }
+}
+
+absl::StatusOr<std::uint64_t> Shard::Reserve(const Probe& probe, const Policy& policy,
+                                             std::int64_t now_us, std::int64_t estimate,
+                                             std::int64_t expires_us, Decision& decision) {
+  std::lock_guard lock(mu_);
+  if (reservations_.size() >= max_reservations_) {
+    absl::erase_if(reservations_, [&](const auto& held) { return held.second.expires_us <= now_us; });
+    if (reservations_.size() >= max_reservations_) {
+      return absl::ResourceExhaustedError(fmt::format(
+          "too many reservations held: this shard holds its share ({}) of max_reservations; "
+          "settle reservations sooner, shorten their hold, or raise max_reservations",
+          max_reservations_));
+    }
+  }
+  Plan plan = Evaluate(probe, policy, now_us, estimate, decision);
+  if (!decision.allowed) return 0;
+  core::ReservationMark mark;
+  if (probe.kind == core::StateKind::kSlidingLog) {
+    // The run goes where CommitSlidingLog puts it: at now, clamped to the newest run.
+    const core::SlidingLog* log = plan.found.live ? plan.found.entry->state().log : nullptr;
+    const std::int64_t at =
+        log != nullptr && !log->empty() ? std::max(now_us, log->newest().time) : now_us;
+    mark = core::ReservationMark{at, estimate, at, 0};
+  } else {
+    VisitValueKind(probe.kind, [&]<class S>(std::type_identity<S>, auto) {
+      mark = core::MarkAfter(policy, StateAs<S>(*plan.state), now_us, estimate);
+    });
+  }
+  Commit(probe, plan, now_us, /*moved=*/false);
+  const std::uint64_t number = NewNumber();
+  reservations_.emplace(number,
+                        Held{std::string(probe.key), probe.hash, policy, mark, expires_us});
+  return number;
+}
+
+std::uint64_t Shard::NewNumber() {
+  for (;;) {
+    const std::uint64_t number =
+        (absl::Uniform<std::uint64_t>(random_) & ~number_mask_) | number_prefix_;
+    if (number != 0 && !reservations_.contains(number)) return number;
+  }
+}
+
+absl::Status Shard::Settle(std::uint64_t number, std::int64_t now_us, std::int64_t actual,
+                           Decision& decision) {
+  std::lock_guard lock(mu_);
+  const auto it = reservations_.find(number);
+  if (it == reservations_.end() || it->second.expires_us <= now_us) {
+    const bool expired = it != reservations_.end();
+    if (expired) reservations_.erase(it);
+    return absl::NotFoundError(expired ? "reservation expired (it stays charged at its estimate)"
+                                       : "unknown reservation: never made, or settled already, "
+                                         "or expired");
+  }
+  Held held = std::move(it->second);
+  reservations_.erase(it);
+  const Probe probe{core::KindOf(held.policy), held.key, held.hash};
+  const Found found = Find(probe, now_us);
+  if (probe.kind == core::StateKind::kSlidingLog) {
+    UpdateLog(probe, found, now_us, [&](core::SlidingLog& log) {
+      return core::SettleSlidingLog(held.policy, log, now_us, held.mark, actual, decision);
+    });
+    return absl::OkStatus();
+  }
+  VisitValueKind(probe.kind, [&]<class S>(std::type_identity<S>, auto) {
+    DecideValue<S>(probe, found, now_us, [&](const S* stored) {
+      return core::Settle(held.policy, stored, now_us, held.mark, actual, decision);
+    });
+  });
+  return absl::OkStatus();
 }
 
 void Shard::Save(const Probe& probe, Found found, Entry::State state, std::int64_t now_us,
@@ -275,7 +354,7 @@ std::size_t Shard::ReclaimExpired(std::int64_t now_us, std::size_t budget) {
 
 StoreStats Shard::Stats() {
   std::lock_guard lock(mu_);
-  return StoreStats{entries_.size(), evictions_, expired_};
+  return StoreStats{entries_.size(), evictions_, expired_, reservations_.size()};
 }
 
 }  // namespace floodgate::memory

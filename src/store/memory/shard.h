@@ -1,15 +1,20 @@
 #pragma once
 
+#include <absl/container/flat_hash_map.h>
 #include <absl/container/flat_hash_set.h>
+#include <absl/random/random.h>
+#include <absl/status/statusor.h>
 #include <floodgate/decision.h>
 #include <floodgate/policy.h>
 #include <floodgate/store.h>
 
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <string_view>
 
 #include "common/spin_lock.h"
+#include "core/settle.h"
 #include "core/state_kind.h"
 #include "store/memory/entry.h"
 
@@ -31,7 +36,10 @@ std::size_t HashKey(core::StateKind kind, std::string_view key);
 // map's iterators do.
 class alignas(64) Shard {  // own cache lines: no false sharing between locks
  public:
-  explicit Shard(std::size_t max_keys);
+  // Reservation numbers carry `number_prefix` in the bits `number_mask` selects (the
+  // bits that pick this shard from a key's hash), so a number finds its shard.
+  Shard(std::size_t max_keys, std::size_t max_reservations, std::uint64_t number_prefix,
+        std::uint64_t number_mask);
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
 
@@ -69,6 +77,17 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   // the key is looked up again; else the plan's lookup is used, saving a cache miss.
   void Commit(const Probe& probe, const Plan& plan, std::int64_t now_us, bool moved);
 
+  // Thread-safe. Decides cost = estimate and, when allowed, holds a reservation until
+  // `expires_us` (docs/reservations.md). Returns its number, or 0 when denied;
+  // ResourceExhausted, deciding nothing, when the shard holds its share already.
+  absl::StatusOr<std::uint64_t> Reserve(const Probe& probe, const Policy& policy,
+                                        std::int64_t now_us, std::int64_t estimate,
+                                        std::int64_t expires_us, Decision& decision);
+  // Thread-safe. Settles reservation `number` at `actual`; NotFound when it is unknown,
+  // settled already or expired.
+  absl::Status Settle(std::uint64_t number, std::int64_t now_us, std::int64_t actual,
+                      Decision& decision);
+
   // Thread-safe. Looks at up to `budget` entries, reclaiming the expired ones.
   std::size_t ReclaimExpired(std::int64_t now_us, std::size_t budget);
   // Thread-safe.
@@ -101,8 +120,10 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   Found Find(const Probe& probe, std::int64_t now_us);
   template <class S, class DecideFn>
   void DecideValue(const Probe& probe, Found found, std::int64_t now_us, DecideFn decide);
-  void DecideLog(const Probe& probe, Found found, const Policy& policy, std::int64_t now_us,
-                 std::int64_t cost, Decision& decision);
+  // `update(SlidingLog&)` changes the key's log (an empty one when it has none) and
+  // returns its TTL; the log is then saved, or the key dropped.
+  template <class UpdateFn>
+  void UpdateLog(const Probe& probe, Found found, std::int64_t now_us, UpdateFn update);
 
   // Saves state for the probe's key: updates the found entry or inserts a new one.
   void Save(const Probe& probe, Found found, Entry::State state, std::int64_t now_us,
@@ -113,6 +134,16 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   std::size_t Sweep(std::uint32_t now_s, std::size_t budget);
   void CompactKeys();
 
+  // A reservation, held in the shard of its key.
+  struct Held {
+    std::string key;
+    std::size_t hash;
+    Policy policy;
+    core::ReservationMark mark;
+    std::int64_t expires_us;
+  };
+  std::uint64_t NewNumber();
+
   SpinLock mu_;
   EntryArray entries_;
   KeyArena arena_;  // the bytes of long keys
@@ -122,6 +153,12 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   std::uint32_t sweep_cursor_ = 0;  // expiry (Sweep): one past the next entry to look at
   std::uint64_t evictions_ = 0;
   std::uint64_t expired_ = 0;
+
+  absl::flat_hash_map<std::uint64_t, Held> reservations_;
+  const std::size_t max_reservations_;
+  const std::uint64_t number_prefix_;
+  const std::uint64_t number_mask_;
+  absl::BitGen random_;  // unpredictable numbers: one client cannot settle another's
 };
 
 }  // namespace floodgate::memory

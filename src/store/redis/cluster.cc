@@ -4,6 +4,9 @@
 #include <fmt/format.h>
 
 #include <boost/crc.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
 
 #include "common/strings.h"
 #include "store/redis/resp.h"
@@ -21,6 +24,30 @@ int SlotOf(std::string_view key) {
   boost::crc_optimal<16, 0x1021, 0, 0, false, false> crc;
   crc.process_bytes(key.data(), key.size());
   return crc.checksum() & (kClusterSlots - 1);
+}
+
+std::string_view SlotTag(int slot) {
+  // Base-36 strings in order of length: every slot has one of at most 4 characters (the
+  // search covers all 16384 slots after ~160,000 strings, a few milliseconds, once).
+  static const std::vector<std::string> tags = [] {
+    std::vector<std::string> table(kClusterSlots);
+    int missing = kClusterSlots;
+    constexpr std::string_view kDigits = "0123456789abcdefghijklmnopqrstuvwxyz";
+    for (std::uint64_t n = 0; missing > 0; ++n) {
+      std::string tag;
+      for (std::uint64_t m = n;; m = m / kDigits.size() - 1) {
+        tag.insert(tag.begin(), kDigits[m % kDigits.size()]);
+        if (m < kDigits.size()) break;
+      }
+      std::string& entry = table[SlotOf(tag)];
+      if (entry.empty()) {
+        entry = std::move(tag);
+        --missing;
+      }
+    }
+    return table;
+  }();
+  return tags.at(static_cast<std::size_t>(slot));
 }
 
 absl::StatusOr<std::vector<SlotRange>> ParseClusterSlots(const redisReply& reply,

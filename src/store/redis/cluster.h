@@ -19,6 +19,11 @@ inline constexpr int kClusterSlots = 16384;
 // next '}', when not empty), modulo 16384: the rule every Redis Cluster client follows.
 int SlotOf(std::string_view key);
 
+// A short string whose slot is `slot` (0..16383): "{<it>}" in a key puts the key on that
+// slot, next to another key whose slot is known (a reservation's record beside its limit's
+// key). The table is computed once, on first use, and never changes.
+std::string_view SlotTag(int slot);
+
 struct SlotRange {
   int first = 0;
   int last = 0;  // inclusive

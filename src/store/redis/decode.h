@@ -27,4 +27,10 @@ absl::StatusOr<DecodedReply> DecodeDecisions(const redisReply& reply,
                                              std::span<const std::int64_t> limits,
                                              bool with_clock);
 
+// lua/reservation.lua's reply: 6 integers per operation (outcome, allowed, limit,
+// remaining, retry_after µs, reset_after µs), then the clock. Outcome 0 (no such record)
+// and 2 (its hold had ended) are NotFound; values out of range an error for that one.
+absl::StatusOr<std::vector<absl::StatusOr<Decision>>> DecodeReservations(const redisReply& reply,
+                                                                         std::size_t operations);
+
 }  // namespace floodgate::redis

@@ -1,7 +1,8 @@
 #pragma once
 
 // The Lua sources of lua/, embedded at build time (cmake/embed_lua.cmake). Scripts are
-// assembled by concatenation: common + algorithm(s) + a driver (single or batch).
+// assembled by concatenation: common + algorithm(s) + a driver (single, batch or
+// reservation).
 
 #include <string_view>
 
@@ -15,5 +16,6 @@ extern const std::string_view k_sliding_window;
 extern const std::string_view k_fixed_window;
 extern const std::string_view k_single;
 extern const std::string_view k_batch;
+extern const std::string_view k_reservation;
 
 }  // namespace floodgate::redis::lua

@@ -1,5 +1,6 @@
 #include <absl/container/flat_hash_map.h>
 #include <absl/container/inlined_vector.h>
+#include <absl/random/random.h>
 #include <absl/status/status.h>
 #include <floodgate/memory_store.h>
 #include <floodgate/redis_store.h>
@@ -7,6 +8,7 @@
 
 #include <array>
 #include <atomic>
+#include <charconv>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <condition_variable>
@@ -41,6 +43,7 @@ enum ScriptId : int {
   kScriptSlidingWindow,
   kScriptFixedWindow,
   kScriptBatch,
+  kScriptReservation,
   kScriptCount,
 };
 
@@ -77,15 +80,16 @@ std::string AssembleScript(ScriptId id) {
     case kScriptFixedWindow:
       return body.append(l::k_fixed_window).append(l::k_single);
     case kScriptBatch:
+    case kScriptReservation:
     case kScriptCount:
       break;
   }
-  return body.append(l::k_gcra)
+  body.append(l::k_gcra)
       .append(l::k_token_bucket)
       .append(l::k_sliding_log)
       .append(l::k_sliding_window)
-      .append(l::k_fixed_window)
-      .append(l::k_batch);
+      .append(l::k_fixed_window);
+  return body.append(id == kScriptReservation ? l::k_reservation : l::k_batch);
 }
 
 struct Node;
@@ -102,8 +106,10 @@ struct PendingItem {
 
 // What lua/batch.lua does with a group of items (docs/multi.md): a single decision is no
 // group; kAll decides a multi-decision's items all or nothing, kDry decides them and
-// consumes nothing, kRelease gives back what an earlier kAll consumed.
-enum class UnitMode : std::uint8_t { kSingle, kAll, kDry, kRelease };
+// consumes nothing, kRelease gives back what an earlier kAll consumed. kReserve and
+// kSettle are lua/reservation.lua's operations (docs/reservations.md), one item each,
+// answered like a single decision.
+enum class UnitMode : std::uint8_t { kSingle, kAll, kDry, kRelease, kReserve, kSettle };
 
 // A group's answer: its items' decisions, and the server time the script read (0: none).
 struct UnitResult {
@@ -118,6 +124,10 @@ struct PendingDecision {
   absl::InlinedVector<PendingItem, 1> items;  // kSingle: exactly one
   UnitMode mode = UnitMode::kSingle;
   std::int64_t release_at = 0;  // kRelease: when the items were admitted
+  // kReserve: the record's key (the item's is the limit's) and the hold. kSettle: the
+  // item's key is the record's, its cost the actual.
+  std::string record_key;
+  std::int64_t hold_us = 0;
   std::optional<std::int64_t> now_us;
   Steady::time_point deadline;
   DecisionCallback done;   // kSingle
@@ -130,6 +140,7 @@ struct PendingDecision {
   bool alone = false;           // sent in a call of its own (after TRYAGAIN on a batch)
 
   const PendingItem& item() const { return items.front(); }
+  bool reservation() const { return mode == UnitMode::kReserve || mode == UnitMode::kSettle; }
 };
 using PendingPtr = std::shared_ptr<PendingDecision>;
 
@@ -373,6 +384,76 @@ class RedisStore::Impl {
     Dispatch(std::move(pending), now);
   }
 
+  // ---- reservations (docs/reservations.md) ----
+
+  // A reservation id: the limit key's slot (4 hex digits) and 16 random ones. Its record
+  // lives at <prefix>res:{<a tag of that slot>}:<random>, on the limit key's node.
+  std::string RecordKey(int slot, std::uint64_t random) const {
+    return fmt::format("{}res:{{{}}}:{:016x}", options_.prefix, redis::SlotTag(slot), random);
+  }
+
+  void SubmitReservation(UnitMode mode, PendingItem item, std::string record_key,
+                         std::int64_t hold_us, std::optional<TimePoint> now,
+                         DecisionCallback done) {
+    auto pending = std::make_shared<PendingDecision>();
+    pending->mode = mode;
+    pending->items.push_back(std::move(item));
+    pending->record_key = std::move(record_key);
+    pending->hold_us = hold_us;
+    if (now) pending->now_us = now->time_since_epoch().count();
+    const Steady::time_point at = Steady::now();
+    pending->deadline = at + options_.timeout;
+    pending->done = std::move(done);
+    Dispatch(std::move(pending), at);
+  }
+
+  void Reserve(const ReserveRequest& request, ReservationCallback done) {
+    const StateKind kind = core::KindOf(request.policy);
+    std::string redis_key = RedisKey(kind, request.key);
+    const int slot = redis::SlotOf(redis_key);
+    std::uint64_t random = 0;
+    {
+      std::lock_guard lock(random_mu_);
+      random = absl::Uniform<std::uint64_t>(random_);
+    }
+    const std::size_t key_at = redis_key.size() - request.key.size();
+    // As this process's clock sees it (Redis decides on its own).
+    const TimePoint expires = (request.now ? *request.now : SystemNow()) + request.hold;
+    SubmitReservation(
+        UnitMode::kReserve,
+        PendingItem{std::move(redis_key), key_at, request.policy, request.estimate, kind},
+        RecordKey(slot, random), request.hold.count(), request.now,
+        [slot, random, expires, done = std::move(done)](absl::StatusOr<Decision> d) mutable {
+          if (!d.ok()) return done(d.status());
+          Reservation reservation;
+          reservation.decision = *d;
+          // A degraded answer (on_error) holds no record: there is nothing to settle.
+          if (d->allowed && !d->degraded) {
+            reservation.id = fmt::format("{:04x}{:016x}", slot, random);
+            reservation.expires = expires;
+          }
+          done(std::move(reservation));
+        });
+  }
+
+  void Settle(const SettleRequest& request, DecisionCallback done) {
+    unsigned slot = 0;
+    std::uint64_t random = 0;
+    const std::string_view id = request.id;
+    const auto hex = [](std::string_view text, auto& value) {
+      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value, 16);
+      return error == std::errc() && end == text.data() + text.size();
+    };
+    if (id.size() != 20 || !hex(id.substr(0, 4), slot) || !hex(id.substr(4), random) ||
+        slot >= static_cast<unsigned>(redis::kClusterSlots)) {
+      return done(absl::NotFoundError("unknown reservation: not an id this store made"));
+    }
+    SubmitReservation(UnitMode::kSettle,
+                      PendingItem{RecordKey(static_cast<int>(slot), random), 0, Policy{},
+                                  request.actual, StateKind::kGcra},
+                      std::string(), 0, request.now, std::move(done));
+  }
+
   // Any thread. Sends a unit on its way: on a cluster to the I/O thread, which routes it
   // by slot; else through the server's breaker to one of its connections.
   void Dispatch(PendingPtr pending, Steady::time_point now) {
@@ -565,7 +646,9 @@ class RedisStore::Impl {
         return absl::PermissionDeniedError(
             fmt::format("redis at {} refused AUTH: {}", node.describe, text));
       }
-      if (text.starts_with("NOAUTH")) {
+      // An unauthenticated client's script bodies over 16 KiB are refused as a protocol
+      // error before any NOAUTH: that says the same.
+      if (text.starts_with("NOAUTH") || text.find("unauthenticated") != std::string_view::npos) {
         return absl::PermissionDeniedError(fmt::format(
             "redis at {} needs a password: {} (give it in the URL: redis://:PASSWORD@host:port)",
             node.describe, text));
@@ -655,7 +738,10 @@ class RedisStore::Impl {
   // on_error says, at memory speed (a group's multi-decision does so for all its items).
   void AnswerWhileOpen(PendingDecision& pending) {
     pending.answered = true;
-    if (pending.mode != UnitMode::kSingle) {
+    if (pending.mode == UnitMode::kSettle) {
+      return pending.done(SettleFailed(absl::UnavailableError("redis circuit breaker open")));
+    }
+    if (pending.mode != UnitMode::kSingle && !pending.reservation()) {
       return pending.unit_done(absl::UnavailableError("redis circuit breaker open"));
     }
     pending.done(Fallback(pending));
@@ -924,22 +1010,23 @@ class RedisStore::Impl {
       }
     }
     ArmSweep(lane);
-    // A cluster runs a script only on keys of one slot: batch within a slot.
-    if (options_.cluster) {
-      std::stable_sort(live.begin(), live.end(),
-                       [](const PendingPtr& a, const PendingPtr& b) { return a->slot < b->slot; });
-    }
+    // Reservations go by a script of their own; a cluster runs a script only on keys of
+    // one slot: batch within a slot.
+    const bool cluster = options_.cluster;
+    std::stable_sort(live.begin(), live.end(), [cluster](const PendingPtr& a, const PendingPtr& b) {
+      if (a->reservation() != b->reservation()) return b->reservation();
+      return cluster && a->slot < b->slot;
+    });
     const std::size_t batch = static_cast<std::size_t>(options_.max_batch);
     for (std::size_t i = 0; i < live.size();) {
       std::size_t end = std::min(live.size(), i + batch);
-      if (options_.cluster) {
-        std::size_t same = i + 1;
-        while (same < end && !live[i]->alone && !live[same]->alone &&
-               live[same]->slot == live[i]->slot) {
-          ++same;
-        }
-        end = same;
+      std::size_t same = i + 1;
+      while (same < end && live[same]->reservation() == live[i]->reservation() &&
+             (!cluster ||
+              (!live[i]->alone && !live[same]->alone && live[same]->slot == live[i]->slot))) {
+        ++same;
       }
+      end = same;
       std::vector<PendingPtr> chunk(std::make_move_iterator(live.begin() + i),
                                     std::make_move_iterator(live.begin() + end));
       Send(lane, std::move(chunk), /*as_eval=*/false, /*asking=*/false);
@@ -952,17 +1039,20 @@ class RedisStore::Impl {
   // flushed its scripts); EVAL caches it again for the next EVALSHA. `asking` prefixes
   // ASKING (the slot is being imported by this node: an ASK redirect).
   void Send(Lane& lane, std::vector<PendingPtr> chunk, bool as_eval, bool asking) {
+    const bool reservations = chunk[0]->reservation();
     const bool single = chunk.size() == 1 && chunk[0]->mode == UnitMode::kSingle;
-    const ScriptId id = single ? SingleScriptFor(chunk[0]->item().kind) : kScriptBatch;
+    const ScriptId id = reservations ? kScriptReservation
+                        : single     ? SingleScriptFor(chunk[0]->item().kind)
+                                     : kScriptBatch;
     std::size_t keys = 0, groups = 0;
     for (const auto& p : chunk) {
-      keys += p->items.size();
+      keys += p->items.size() + (p->mode == UnitMode::kReserve);
       groups += p->mode != UnitMode::kSingle;
     }
     // Decimal arguments, kept alive until the command is formatted (the vector is sized
     // up front, so the views into it stay valid).
     std::vector<std::string> numbers;
-    numbers.reserve(2 + keys * 7 + groups * 5);
+    numbers.reserve(2 + keys * 7 + groups * 6);
     const auto number = [&numbers](std::string text) -> std::string_view {
       return numbers.emplace_back(std::move(text));
     };
@@ -976,8 +1066,25 @@ class RedisStore::Impl {
     args.push_back(number(std::to_string(keys)));
     for (const auto& p : chunk) {
       for (const PendingItem& item : p->items) args.push_back(item.redis_key);
+      if (p->mode == UnitMode::kReserve) args.push_back(p->record_key);
     }
-    if (single) {  // lua/single.lua: kind, now, limit, period, burst, cost
+    if (reservations) {  // lua/reservation.lua: n, then each operation's arguments
+      args.push_back(number(std::to_string(chunk.size())));
+      for (const auto& p : chunk) {
+        const PendingItem& item = p->item();
+        const bool reserve = p->mode == UnitMode::kReserve;
+        args.push_back(reserve ? "r" : "s");
+        args.push_back(number(now_arg(*p)));
+        if (reserve) {
+          args.push_back(core::KeyTag(item.kind));
+          args.push_back(number(std::to_string(item.policy.limit)));
+          args.push_back(number(std::to_string(item.policy.period.count())));
+          args.push_back(number(std::to_string(item.policy.capacity())));
+        }
+        args.push_back(number(std::to_string(item.cost)));
+        if (reserve) args.push_back(number(std::to_string(p->hold_us)));
+      }
+    } else if (single) {  // lua/single.lua: kind, now, limit, period, burst, cost
       const PendingDecision& p = *chunk[0];
       const PendingItem& item = p.item();
       args.push_back(core::KeyTag(item.kind));
@@ -1107,6 +1214,17 @@ class RedisStore::Impl {
       for (auto& p : chunk) Complete(*p, error);
       return;
     }
+    if (chunk[0]->reservation()) {
+      auto decoded = redis::DecodeReservations(r, chunk.size());
+      if (!decoded.ok()) {
+        const absl::Status error = absl::InternalError(
+            fmt::format("redis at {} {}", lane.node.describe, MessageOf(decoded.status())));
+        for (auto& p : chunk) Complete(*p, error);
+        return;
+      }
+      for (std::size_t i = 0; i < chunk.size(); ++i) Complete(*chunk[i], std::move((*decoded)[i]));
+      return;
+    }
     const bool single = chunk.size() == 1 && chunk[0]->mode == UnitMode::kSingle;
     std::vector<std::int64_t> limits;
     for (const auto& p : chunk) {
@@ -1229,14 +1347,17 @@ class RedisStore::Impl {
 
   // Answers a decision once: Redis's answer, or on_error's.
   void Complete(PendingDecision& p, absl::StatusOr<Decision> result) {
-    if (p.mode != UnitMode::kSingle) return CompleteUnit(p, result.status());  // an error
+    if (p.mode != UnitMode::kSingle && !p.reservation()) {
+      return CompleteUnit(p, result.status());  // an error
+    }
     if (p.answered) return;
     p.answered = true;
     const Steady::time_point now = Steady::now();
-    if (result.ok()) {
+    // NotFound: Redis answered a settle, knowing no such reservation.
+    if (result.ok() || absl::IsNotFound(result.status())) {
       if (p.node != nullptr) p.node->breaker.Success();
-      RememberDenial(p, p.item(), *result, now);
-      p.done(*std::move(result));
+      if (result.ok() && p.mode != UnitMode::kSettle) RememberDenial(p, p.item(), *result, now);
+      p.done(std::move(result));
       return;
     }
     if (absl::IsCancelled(result.status())) {
@@ -1244,7 +1365,17 @@ class RedisStore::Impl {
       return;
     }
     CountFailure(p, result.status(), now);
+    if (p.mode == UnitMode::kSettle) return p.done(SettleFailed(result.status()));
     p.done(Fallback(p));
+  }
+
+  // A settle is not decided by on_error: the key would be charged twice or not at all.
+  static absl::Status SettleFailed(const absl::Status& status) {
+    return absl::UnavailableError(fmt::format(
+        "the settle's outcome is unknown ({}): if it did not run, the reservation stays "
+        "charged at its estimate until its hold ends; settling again is safe (a settled "
+        "reservation is not found)",
+        MessageOf(status)));
   }
 
   // A group's answer, or its failure (answered by on_error for the whole multi-decision,
@@ -1546,6 +1677,8 @@ class RedisStore::Impl {
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   std::array<Script, kScriptCount> scripts_;
+  std::mutex random_mu_;
+  absl::BitGen random_;  // reservation ids: unpredictable, so one client cannot settle another's
   // Standalone: one node, fixed. Cluster: grows on the I/O thread (a new primary); other
   // threads look only under nodes_mu_ (Stats).
   mutable std::mutex nodes_mu_;
@@ -1614,6 +1747,28 @@ absl::StatusOr<Decision> RedisStore::DecideValidated(const DecideRequest& reques
   std::unique_lock lock(waiter->mu);
   waiter->cv.wait(lock, [&] { return waiter->result.has_value(); });
   return *std::move(waiter->result);
+}
+
+void RedisStore::ReserveAsyncValidated(const ReserveRequest& request, ReservationCallback done) {
+  impl_->Reserve(request, std::move(done));
+}
+
+void RedisStore::SettleAsyncValidated(const SettleRequest& request, DecisionCallback done) {
+  impl_->Settle(request, std::move(done));
+}
+
+absl::StatusOr<Reservation> RedisStore::ReserveValidated(const ReserveRequest& request) {
+  std::promise<absl::StatusOr<Reservation>> answer;
+  auto result = answer.get_future();
+  impl_->Reserve(request, [&answer](absl::StatusOr<Reservation> r) { answer.set_value(std::move(r)); });
+  return result.get();
+}
+
+absl::StatusOr<Decision> RedisStore::SettleValidated(const SettleRequest& request) {
+  std::promise<absl::StatusOr<Decision>> answer;
+  auto result = answer.get_future();
+  impl_->Settle(request, [&answer](absl::StatusOr<Decision> d) { answer.set_value(std::move(d)); });
+  return result.get();
 }
 
 StoreStats RedisStore::Stats() const { return impl_->LocalStats(); }

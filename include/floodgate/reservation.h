@@ -1,0 +1,48 @@
+#pragma once
+
+// Reservations: a cost known only afterwards is reserved as an estimate and settled at
+// the actual cost (docs/reservations.md is the contract).
+
+#include <floodgate/decision.h>
+#include <floodgate/policy.h>
+#include <floodgate/time.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace floodgate {
+
+// How long a reservation waits for its settle when the caller does not say, and the
+// range it may be given. Unsettled, it expires charged at the estimate.
+inline constexpr std::chrono::microseconds kDefaultHold = std::chrono::minutes(5);
+inline constexpr std::chrono::microseconds kMinHold = std::chrono::milliseconds(1);
+inline constexpr std::chrono::microseconds kMaxHold = std::chrono::hours(24);
+// Reservation ids are opaque strings of at most this many bytes.
+inline constexpr std::size_t kMaxReservationIdBytes = 64;
+
+struct ReserveRequest {
+  std::string_view key;  // 1..kMaxKeyBytes bytes, binary-safe
+  Policy policy;
+  std::int64_t estimate = 1;  // 1..kMaxCost: decided as the cost of a Check
+  std::chrono::microseconds hold = kDefaultHold;  // kMinHold..kMaxHold
+  // Decision time; the store's own clock when unset.
+  std::optional<TimePoint> now;
+};
+
+struct Reservation {
+  // The decision at cost = estimate. Only an allowed decision holds a reservation.
+  Decision decision;
+  std::string id;  // empty when denied
+  TimePoint expires;  // when an unsettled reservation stops being settleable
+};
+
+struct SettleRequest {
+  std::string_view id;
+  std::int64_t actual = 0;  // 0..kMaxCost: the cost the request really had
+  std::optional<TimePoint> now;
+};
+
+}  // namespace floodgate
