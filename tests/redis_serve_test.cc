@@ -70,7 +70,9 @@ void ExpectServingWithoutRedis(ServeProcess& serve, int http_port, const std::st
     const auto d = nlohmann::json::parse(a.body);
     EXPECT_TRUE(Degraded(d)) << a.body;
     EXPECT_FALSE(d["allowed"].get<bool>()) << a.body;
-    EXPECT_LE(a.took, milliseconds(50 + 150)) << "timeout + scheduling margin";
+    // Timeout + a margin for a loaded CI machine, below the 1 s connect timeout: an
+    // answer that waited for a connection attempt still fails.
+    EXPECT_LE(a.took, milliseconds(50 + 600)) << "timeout + scheduling margin";
   }
   // The reason, logged at most once a second: wait (bounded) for two reports, then the
   // count may not exceed the seconds elapsed plus one.
@@ -159,9 +161,8 @@ TEST(ServeOnRedis, ACachedDenialReportsTheOtherItemsAsNotConsulted) {
   ServeProcess serve({"--listen", fmt::format("127.0.0.1:{}", http_port), "--store",
                       fmt::format("redis://127.0.0.1:{}?denial_cache=1ms", redis->port())});
   ASSERT_TRUE(serve.WaitListening(http_port, milliseconds(5000))) << serve.Log();
-  const std::string body =
-      R"({"items":[{"key":"tight","policy":"fixed_window:1/1h"},)"
-      R"({"key":"loose","policy":"fixed_window:100/1h"}]})";
+  const std::string body = R"({"items":[{"key":"tight","policy":"fixed_window:1/1h"},)"
+                           R"({"key":"loose","policy":"fixed_window:100/1h"}]})";
   const auto items = [&] {
     const Answer a = Http(http_port, beast::http::verb::post, "/v1/check", body);
     EXPECT_EQ(a.status, 200) << a.body;
@@ -212,9 +213,9 @@ TEST(ServeOnRedis, ReserveAndSettleOverHttp) {
   EXPECT_EQ(Check(http_port, "llm", "fixed_window:1000/1h")["remaining"], 849);
 
   a = post("/v1/reserve", R"({"key":"llm","policy":"fixed_window:1000/1h","estimate":10})");
-  const std::string pending = fmt::format(
-      R"({{"reservation":"{}","actual":1}})",
-      nlohmann::json::parse(a.body)["reservation"].get<std::string>());
+  const std::string pending =
+      fmt::format(R"({{"reservation":"{}","actual":1}})",
+                  nlohmann::json::parse(a.body)["reservation"].get<std::string>());
   redis.reset();  // stopped, by its PID
   a = post("/v1/reserve", R"({"key":"llm","policy":"fixed_window:1000/1h","estimate":10})");
   ASSERT_EQ(a.status, 200) << a.body;
