@@ -11,22 +11,27 @@ local function sw_reset(w, cur, prev, period, t)
   return 0
 end
 
-DECIDERS['sw'] = function(key, now, p, cost)
-  local limit, period = p.limit, p.period
+-- The counts at `now` (as core::ClampedWindow and core::CountsAt): returns at (the
+-- clamped time), w (its window), cur (window w) and prev (window w-1). A stored state
+-- one window old shifts down; an older one counts nothing.
+local function sw_load(key, now, period)
   local raw = get(key)
   local stored_w, stored_cur, stored_prev
   if raw then stored_w, stored_cur, stored_prev = unpack_state('<dI4I4', raw, 16) end
   local at, w = window_of(now, period, stored_w)
-  local x = at - w * period
-
-  -- cur counts window w, prev window w-1: a state one window old shifts down, an older
-  -- one counts nothing.
   local cur, prev = 0, 0
   if stored_w == w then
     cur, prev = stored_cur, stored_prev
   elseif stored_w == w - 1 then
     prev = stored_cur
   end
+  return at, w, cur, prev
+end
+
+DECIDERS['sw'] = function(key, now, p, cost)
+  local limit, period = p.limit, p.period
+  local at, w, cur, prev = sw_load(key, now, period)
+  local x = at - w * period
 
   local estimate = prev * (period - x) / period + cur
   local allowed = cost == 0 or estimate + cost <= limit
@@ -86,16 +91,7 @@ MARK['sw'] = function(key, now, p)
 end
 
 SETTLE['sw'] = function(key, now, p, r, actual)
-  local raw = get(key)
-  local stored_w, stored_cur, stored_prev
-  if raw then stored_w, stored_cur, stored_prev = unpack_state('<dI4I4', raw, 16) end
-  local at, w = window_of(now, p.period, stored_w)
-  local cur0, prev0 = 0, 0
-  if stored_w == w then
-    cur0, prev0 = stored_cur, stored_prev
-  elseif stored_w == w - 1 then
-    prev0 = stored_cur
-  end
+  local at, w, cur0, prev0 = sw_load(key, now, p.period)
   local cur, prev = cur0, prev0
   local delta = actual - r.estimate
   if r.mark == w - 1 then

@@ -59,12 +59,12 @@ local function tbi_wait(limit, period, tokens, last, now, x)
   return last + ceil((x - tokens) / limit) * period - now
 end
 
-DECIDERS['tbi'] = function(key, now, p, cost)
-  local limit, period, burst = p.limit, p.period, p.burst
-  local cap = burst
+-- The interval bucket as it stands at `now`, every refill already due applied (as
+-- core::RefillInterval): returns tokens, last, now (clamped), and whether the key held state.
+local function tbi_load(key, p, now)
+  local cap, limit, period = p.burst, p.limit, p.period
   local tokens, last, found
   tokens, last, now, found = tb_load(key, cap, now)
-
   local refills = floor((now - last) / period)
   if refills > 0 then
     tokens = min(cap, tokens + refills * limit)
@@ -72,6 +72,13 @@ DECIDERS['tbi'] = function(key, now, p, cost)
   end
   -- A full bucket has no refill phase, so an expired key loses nothing.
   if tokens >= cap then last = now end
+  return tokens, last, now, found
+end
+
+DECIDERS['tbi'] = function(key, now, p, cost)
+  local limit, period, cap = p.limit, p.period, p.burst
+  local tokens, last, found
+  tokens, last, now, found = tbi_load(key, p, now)
 
   local allowed = cost == 0 or tokens >= cost
   if allowed then tokens = tokens - cost end
@@ -103,12 +110,7 @@ end
 RELEASE['tbi'] = function(key, now, p, cost, at)
   local cap, limit, period = p.burst, p.limit, p.period
   local tokens, last
-  tokens, last, now = tb_load(key, cap, now)
-  local refills = floor((now - last) / period)
-  if refills > 0 then
-    tokens = min(cap, tokens + refills * limit)
-    last = last + refills * period
-  end
+  tokens, last, now = tbi_load(key, p, now)
   tokens = min(cap, tokens + cost)
   if tokens >= cap then last = now end
   local reset = 0
@@ -137,44 +139,40 @@ local function tb_floor(p)
   return -(p.limit * FG.MAX_SETTLE_WAIT / p.period)
 end
 
-SETTLE['tb'] = function(key, now, p, r, actual)
-  local cap, limit, period = p.burst, p.limit, p.period
-  local refund = actual < r.estimate
+-- Both refill modes settle alike (core::BucketSettleWrites, core::SettledLevel): nothing
+-- is written when actual = estimate, nor for a refund to a key already gone; otherwise
+-- the level moves by the refund, capped at C, or by the overcharge, down to `lowest`.
+-- load(now) returns the bucket at the settle time: tokens, last, now (clamped), and the
+-- tokens refilled since the reservation.
+local function tb_settle(key, now, p, r, actual, lowest, load)
   local value
-  if actual ~= r.estimate and (get(key) or not refund) then
-    local t0, last
-    t0, last, now = tb_load(key, cap, now)
-    local tokens = tb_level(cap, limit, period, t0, last, now, 0)
-    if refund then
-      tokens = min(cap, tokens + tb_refund(r, actual, (now - r.at) * limit / period))
+  if actual ~= r.estimate and (get(key) or actual > r.estimate) then
+    local tokens, last, refilled
+    tokens, last, now, refilled = load(now)
+    if actual < r.estimate then
+      tokens = min(p.burst, tokens + tb_refund(r, actual, refilled))
     else
-      tokens = max(tb_floor(p), tokens - (actual - r.estimate))
-    end
-    value = struct.pack('<dd', tokens, now)
-  end
-  return settle_value(key, now, p, value)
-end
-
-SETTLE['tbi'] = function(key, now, p, r, actual)
-  local cap, limit, period = p.burst, p.limit, p.period
-  local refund = actual < r.estimate
-  local value
-  if actual ~= r.estimate and (get(key) or not refund) then
-    local tokens, last
-    tokens, last, now = tb_load(key, cap, now)
-    local refills = floor((now - last) / period)
-    if refills > 0 then
-      tokens = min(cap, tokens + refills * limit)
-      last = last + refills * period
-    end
-    if tokens >= cap then last = now end
-    if refund then
-      tokens = min(cap, tokens + tb_refund(r, actual, floor((now - r.mark) / period) * limit))
-    else
-      tokens = max(floor(tb_floor(p)), tokens - (actual - r.estimate))
+      tokens = max(lowest, tokens - (actual - r.estimate))
     end
     value = struct.pack('<dd', tokens, last)
   end
   return settle_value(key, now, p, value)
+end
+
+SETTLE['tb'] = function(key, now, p, r, actual)
+  local cap, limit, period = p.burst, p.limit, p.period
+  return tb_settle(key, now, p, r, actual, tb_floor(p), function(t)
+    local t0, last
+    t0, last, t = tb_load(key, cap, t)
+    return tb_level(cap, limit, period, t0, last, t, 0), t, t, (t - r.at) * limit / period
+  end)
+end
+
+SETTLE['tbi'] = function(key, now, p, r, actual)
+  return tb_settle(key, now, p, r, actual, floor(tb_floor(p)), function(t)
+    local tokens, last
+    tokens, last, t = tbi_load(key, p, t)
+    return tokens, last, t, floor((t - r.mark) / p.period) * p.limit
+  end)
 end
 

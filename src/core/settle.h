@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include "core/algorithms.h"
 
@@ -44,8 +45,8 @@ inline ReservationMark MarkAfter(const Policy&, const GcraState& after, std::int
                                  std::int64_t estimate) {
   return {now, estimate, after.tat, 0};
 }
-inline ReservationMark MarkAfter(const Policy& policy, const SmoothBucketState& after,
-                                 std::int64_t, std::int64_t estimate) {
+inline ReservationMark MarkAfter(const Policy& policy, const SmoothBucketState& after, std::int64_t,
+                                 std::int64_t estimate) {
   return {after.last, estimate, 0, D(policy.capacity()) - after.tokens};
 }
 inline ReservationMark MarkAfter(const Policy& policy, const IntervalBucketState& after,
@@ -56,8 +57,8 @@ inline ReservationMark MarkAfter(const Policy&, const FixedWindowState& after, s
                                  std::int64_t estimate) {
   return {now, estimate, after.window, 0};
 }
-inline ReservationMark MarkAfter(const Policy&, const SlidingWindowState& after,
-                                 std::int64_t now, std::int64_t estimate) {
+inline ReservationMark MarkAfter(const Policy&, const SlidingWindowState& after, std::int64_t now,
+                                 std::int64_t estimate) {
   return {now, estimate, after.window, 0};
 }
 
@@ -70,6 +71,36 @@ inline double BucketRefund(const ReservationMark& mark, std::int64_t actual, dou
 // The lowest level an overcharge may take a bucket to: kMaxSettleWaitUs of refill.
 inline double BucketFloor(const Policy& policy) {
   return -(D(policy.limit) * D(kMaxSettleWaitUs) / D(policy.period.count()));
+}
+
+// Whether a bucket settle writes: not when actual = estimate, nor for a refund to a key
+// already gone (a full bucket has nothing to take back).
+inline bool BucketSettleWrites(bool stored, const ReservationMark& mark, std::int64_t actual) {
+  return actual != mark.estimate && (stored || actual > mark.estimate);
+}
+
+// A bucket's level after a settle, either refill mode: the refund (`refilled`: tokens
+// refilled since the reservation) capped at the capacity, or the overcharge down to
+// `floor`.
+inline double SettledLevel(const Policy& policy, double tokens, const ReservationMark& mark,
+                           std::int64_t actual, double refilled, double floor) {
+  if (actual < mark.estimate) {
+    return std::min(D(policy.capacity()), tokens + BucketRefund(mark, actual, refilled));
+  }
+  return std::max(floor, tokens - D(actual - mark.estimate));
+}
+
+// A settle answers with the key's peek (cost 0) after it, and a write lives as long as
+// that peek's reset.
+template <typename State>
+Outcome<State> PeekAfterSettle(Outcome<State> out,
+                               Outcome<State> (*decide)(const Policy&, const State*, std::int64_t,
+                                                        std::int64_t, Decision&),
+                               const Policy& policy, const State* stored, std::int64_t now,
+                               Decision& decision) {
+  decide(policy, out.write ? &*out.write : stored, now, 0, decision);
+  out.ttl_us = decision.reset_after.count();
+  return out;
 }
 
 inline Outcome<GcraState> Settle(const Policy& policy, const GcraState* stored, std::int64_t now,
@@ -89,55 +120,38 @@ inline Outcome<GcraState> Settle(const Policy& policy, const GcraState* stored, 
     const std::int64_t extra = actual - mark.estimate;
     out.write = GcraState{extra <= (ceiling - tat) / emission ? tat + extra * emission : ceiling};
   }
-  DecideGcra(policy, out.write ? &*out.write : stored, now, 0, decision);
-  out.ttl_us = decision.reset_after.count();
-  return out;
+  return PeekAfterSettle(std::move(out), &DecideGcra, policy, stored, now, decision);
 }
 
 inline Outcome<SmoothBucketState> Settle(const Policy& policy, const SmoothBucketState* stored,
                                          std::int64_t now, const ReservationMark& mark,
                                          std::int64_t actual, Decision& decision) {
   Outcome<SmoothBucketState> out;
-  const bool refund = actual < mark.estimate;
-  if (actual != mark.estimate && (stored != nullptr || !refund)) {
-    const double capacity = D(policy.capacity());
-    const SmoothBucketState before = stored != nullptr ? *stored : SmoothBucketState{capacity, now};
+  if (BucketSettleWrites(stored != nullptr, mark, actual)) {
+    const SmoothBucketState before =
+        stored != nullptr ? *stored : SmoothBucketState{D(policy.capacity()), now};
     now = std::max(now, before.last);
-    double tokens = SmoothLevel(policy, before, now).At(0);
-    if (refund) {
-      const double refilled = D(now - mark.at) * D(policy.limit) / D(policy.period.count());
-      tokens = std::min(capacity, tokens + BucketRefund(mark, actual, refilled));
-    } else {
-      tokens = std::max(BucketFloor(policy), tokens - D(actual - mark.estimate));
-    }
-    out.write = SmoothBucketState{tokens, now};
+    const double refilled = D(now - mark.at) * D(policy.limit) / D(policy.period.count());
+    out.write = SmoothBucketState{SettledLevel(policy, SmoothLevel(policy, before, now).At(0), mark,
+                                               actual, refilled, BucketFloor(policy)),
+                                  now};
   }
-  DecideSmoothBucket(policy, out.write ? &*out.write : stored, now, 0, decision);
-  out.ttl_us = decision.reset_after.count();
-  return out;
+  return PeekAfterSettle(std::move(out), &DecideSmoothBucket, policy, stored, now, decision);
 }
 
 inline Outcome<IntervalBucketState> Settle(const Policy& policy, const IntervalBucketState* stored,
                                            std::int64_t now, const ReservationMark& mark,
                                            std::int64_t actual, Decision& decision) {
   Outcome<IntervalBucketState> out;
-  const bool refund = actual < mark.estimate;
-  if (actual != mark.estimate && (stored != nullptr || !refund)) {
+  if (BucketSettleWrites(stored != nullptr, mark, actual)) {
     IntervalBucketState state = RefillInterval(policy, stored, now);
-    const double period = D(policy.period.count());
-    if (refund) {
-      const double refilled = std::floor(D(now - mark.mark) / period) * D(policy.limit);
-      state.tokens = std::min(D(policy.capacity()),
-                              state.tokens + BucketRefund(mark, actual, refilled));
-    } else {
-      state.tokens = std::max(std::floor(BucketFloor(policy)),
-                              state.tokens - D(actual - mark.estimate));
-    }
+    const double refilled =
+        std::floor(D(now - mark.mark) / D(policy.period.count())) * D(policy.limit);
+    state.tokens =
+        SettledLevel(policy, state.tokens, mark, actual, refilled, std::floor(BucketFloor(policy)));
     out.write = state;
   }
-  DecideIntervalBucket(policy, out.write ? &*out.write : stored, now, 0, decision);
-  out.ttl_us = decision.reset_after.count();
-  return out;
+  return PeekAfterSettle(std::move(out), &DecideIntervalBucket, policy, stored, now, decision);
 }
 
 // A window count after a settle: within 0..limit + kMaxCost.
@@ -158,9 +172,7 @@ inline Outcome<FixedWindowState> Settle(const Policy& policy, const FixedWindowS
   if (delta != 0 && (count > 0 || delta > 0)) {
     out.write = FixedWindowState{w, SettledCount(policy, count, delta)};
   }
-  DecideFixedWindow(policy, out.write ? &*out.write : stored, at, 0, decision);
-  out.ttl_us = decision.reset_after.count();
-  return out;
+  return PeekAfterSettle(std::move(out), &DecideFixedWindow, policy, stored, at, decision);
 }
 
 inline Outcome<SlidingWindowState> Settle(const Policy& policy, const SlidingWindowState* stored,
@@ -183,9 +195,7 @@ inline Outcome<SlidingWindowState> Settle(const Policy& policy, const SlidingWin
     out.write =
         SlidingWindowState{w, static_cast<std::uint32_t>(cur), static_cast<std::uint32_t>(prev)};
   }
-  DecideSlidingWindow(policy, out.write ? &*out.write : stored, at, 0, decision);
-  out.ttl_us = decision.reset_after.count();
-  return out;
+  return PeekAfterSettle(std::move(out), &DecideSlidingWindow, policy, stored, at, decision);
 }
 
 // The log is updated in place; returns when the key may be dropped (0: the log is empty).
@@ -193,7 +203,6 @@ inline Outcome<SlidingWindowState> Settle(const Policy& policy, const SlidingWin
 // it left goes to the newest run (a new run at `now` when the log is empty), so a log
 // never holds more runs than admissions.
 std::int64_t SettleSlidingLog(const Policy& policy, SlidingLog& log, std::int64_t now,
-                              const ReservationMark& mark, std::int64_t actual,
-                              Decision& decision);
+                              const ReservationMark& mark, std::int64_t actual, Decision& decision);
 
 }  // namespace floodgate::core
