@@ -58,4 +58,21 @@ absl::StatusOr<Decision> Limiter::SettleAt(TimePoint now, std::string_view id,
   return store_->Settle(SettleRequest{id, actual, now});
 }
 
+absl::StatusOr<Lease> Limiter::Acquire(std::string_view key, const Policy& policy) {
+  return store_->Acquire(AcquireRequest{key, policy, std::nullopt});
+}
+
+absl::StatusOr<Lease> Limiter::AcquireAt(TimePoint now, std::string_view key,
+                                         const Policy& policy) {
+  return store_->Acquire(AcquireRequest{key, policy, now});
+}
+
+absl::StatusOr<Decision> Limiter::Release(std::string_view id) {
+  return store_->Release(ReleaseRequest{id, std::nullopt});
+}
+
+absl::StatusOr<Decision> Limiter::ReleaseAt(TimePoint now, std::string_view id) {
+  return store_->Release(ReleaseRequest{id, now});
+}
+
 }  // namespace floodgate

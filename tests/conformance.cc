@@ -7,8 +7,8 @@
 #include <barrier>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <future>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <semaphore>
@@ -45,7 +45,8 @@ std::vector<VectorCase> LoadAllVectors() {
     for (const auto& c : doc.at("cases")) {
       VectorCase vc{path.filename().string(), c.at("name"), c.value("why", ""), c.at("policy"), {}};
       for (const auto& s : c.at("steps")) {
-        vc.steps.push_back({s.at("t"), s.at("key"), s.at("cost"), DecisionFromJson(s.at("expect"))});
+        vc.steps.push_back(
+            {s.at("t"), s.at("key"), s.at("cost"), DecisionFromJson(s.at("expect"))});
       }
       cases.push_back(std::move(vc));
     }
@@ -81,27 +82,40 @@ std::vector<MultiCase> LoadMultiVectors() {
 }
 
 std::vector<ReserveCase> LoadReserveVectors() {
-  std::ifstream in(std::filesystem::path(FLOODGATE_VECTORS_DIR) / "reserve" / "reserve.json");
-  const nlohmann::json doc = nlohmann::json::parse(in);
   std::vector<ReserveCase> cases;
-  for (const auto& c : doc.at("cases")) {
-    ReserveCase rc{c.at("name"), c.value("why", ""), c.at("policy"), {}};
-    for (const auto& s : c.at("steps")) {
-      ReserveStep step{s.at("t"), s.at("op"), s.value("key", ""), 0, {}, s.value("hold_us", 0), {},
-                       s.value("expect_error", "")};
-      if (step.op == "check") {
-        step.amount = s.at("cost");
-      } else if (step.op == "reserve") {
-        step.amount = s.at("estimate");
-        step.reservation = s.at("as");
-      } else {
-        step.amount = s.at("actual");
-        step.reservation = s.at("reservation");
+  for (const std::string file : {"reserve.json", "leases.json"}) {
+    std::ifstream in(std::filesystem::path(FLOODGATE_VECTORS_DIR) / "reserve" / file);
+    const nlohmann::json doc = nlohmann::json::parse(in);
+    for (const auto& c : doc.at("cases")) {
+      ReserveCase rc{file, c.at("name"), c.value("why", ""), c.at("policy"), {}};
+      for (const auto& s : c.at("steps")) {
+        ReserveStep step{s.at("t"),
+                         s.at("op"),
+                         s.value("key", ""),
+                         0,
+                         {},
+                         s.value("hold_us", 0),
+                         {},
+                         s.value("expect_error", "")};
+        if (step.op == "check") {
+          step.amount = s.at("cost");
+        } else if (step.op == "reserve") {
+          step.amount = s.at("estimate");
+          step.reservation = s.at("as");
+        } else if (step.op == "settle") {
+          step.amount = s.at("actual");
+          step.reservation = s.at("reservation");
+        } else if (step.op == "acquire") {
+          step.reservation = s.at("as");
+        } else {
+          EXPECT_EQ(step.op, "release") << file << ": " << rc.name;
+          step.reservation = s.at("lease");
+        }
+        if (s.contains("expect")) step.expect = DecisionFromJson(s.at("expect"));
+        rc.steps.push_back(std::move(step));
       }
-      if (s.contains("expect")) step.expect = DecisionFromJson(s.at("expect"));
-      rc.steps.push_back(std::move(step));
+      cases.push_back(std::move(rc));
     }
-    cases.push_back(std::move(rc));
   }
   return cases;
 }
@@ -112,37 +126,50 @@ void RunReserveCase(Store& store, const ReserveCase& c, const std::string& key_p
   std::map<std::string, std::string> ids;  // the case's names for the ids the store made
   for (std::size_t i = 0; i < c.steps.size(); ++i) {
     const ReserveStep& step = c.steps[i];
-    const std::string where = fmt::format("reserve.json / \"{}\", step {} ({} at t={})", c.name,
-                                          i + 1, step.op, step.t);
+    const std::string where =
+        fmt::format("{} / \"{}\", step {} ({} at t={})", c.file, c.name, i + 1, step.op, step.t);
     const TimePoint now{std::chrono::microseconds(step.t)};
     const std::string key = key_prefix + step.key;
     absl::StatusOr<Decision> got;
     if (step.op == "check") {
       got = store.Decide(DecideRequest{key, *policy, step.amount, now});
-    } else if (step.op == "reserve") {
+    } else if (step.op == "reserve" || step.op == "acquire") {
       ReserveRequest request{key, *policy, step.amount, kDefaultHold, now};
       if (step.hold_us > 0) request.hold = std::chrono::microseconds(step.hold_us);
-      absl::StatusOr<Reservation> reservation = store.Reserve(request);
-      ASSERT_TRUE(reservation.ok()) << where << ": " << reservation.status();
-      // Only an admitted reservation is held, and it expires when its hold ends.
-      EXPECT_EQ(reservation->id.empty(), !reservation->decision.allowed) << where;
-      if (reservation->decision.allowed) {
-        EXPECT_EQ(reservation->expires, now + request.hold) << where;
-        EXPECT_TRUE(ids.emplace(step.reservation, reservation->id).second) << where;
-        for (const auto& [name, id] : ids) {
-          if (name != step.reservation) {
-            EXPECT_NE(id, reservation->id) << where;
+      if (step.op == "acquire") request = LeaseReservation(AcquireRequest{key, *policy, now});
+      absl::StatusOr<Reservation> reservation =
+          step.op == "acquire" ? store.Acquire(AcquireRequest{key, *policy, now})
+                               : store.Reserve(request);
+      if (!reservation.ok()) {
+        got = reservation.status();
+      } else {
+        // Only an admitted reservation is held, and it expires when its hold ends.
+        EXPECT_EQ(reservation->id.empty(), !reservation->decision.allowed) << where;
+        if (reservation->decision.allowed) {
+          EXPECT_EQ(reservation->expires, now + request.hold) << where;
+          EXPECT_TRUE(ids.emplace(step.reservation, reservation->id).second) << where;
+          for (const auto& [name, id] : ids) {
+            if (name != step.reservation) {
+              EXPECT_NE(id, reservation->id) << where;
+            }
           }
         }
+        got = reservation->decision;
       }
-      got = reservation->decision;
     } else {
-      ASSERT_TRUE(ids.contains(step.reservation)) << where << ": no reservation by that name";
-      got = store.Settle(SettleRequest{ids[step.reservation], step.amount, now});
+      // A name no step held stands for an id the store never made.
+      const auto id = ids.find(step.reservation);
+      const std::string held = id != ids.end() ? id->second : "0000000000000000dead";
+      got = step.op == "release" ? store.Release(ReleaseRequest{held, now})
+                                 : store.Settle(SettleRequest{held, step.amount, now});
     }
     if (!step.expect) {
-      ASSERT_EQ(step.expect_error, "not_found") << where;
-      EXPECT_EQ(got.status().code(), absl::StatusCode::kNotFound) << where << ": " << got.status();
+      ASSERT_TRUE(step.expect_error == "not_found" || step.expect_error == "invalid_argument")
+          << where << ": expect_error \"" << step.expect_error << "\"";
+      EXPECT_EQ(got.status().code(), step.expect_error == "not_found"
+                                         ? absl::StatusCode::kNotFound
+                                         : absl::StatusCode::kInvalidArgument)
+          << where << ": " << got.status();
       continue;
     }
     ASSERT_TRUE(got.ok()) << where << ": " << got.status();
@@ -150,8 +177,7 @@ void RunReserveCase(Store& store, const ReserveCase& c, const std::string& key_p
   }
 }
 
-void RunMultiCase(Store& store, const MultiCase& c, const std::string& key_prefix,
-                  bool in_flight) {
+void RunMultiCase(Store& store, const MultiCase& c, const std::string& key_prefix, bool in_flight) {
   struct Built {
     std::vector<std::string> keys;
     std::vector<CheckItem> items;

@@ -62,15 +62,17 @@ void RunMultiCase(Store& store, const MultiCase& c, const std::string& key_prefi
 // tests/vectors/reserve: reservations (docs/reservations.md).
 struct ReserveStep {
   std::int64_t t;
-  std::string op;  // "check", "reserve" or "settle"
+  std::string op;  // "check", "reserve", "settle", "acquire" or "release"
   std::string key;
-  std::int64_t amount;      // check: cost; reserve: estimate; settle: actual
-  std::string reservation;  // reserve: the name it is held as; settle: the one settled
-  std::int64_t hold_us;     // reserve; 0: the default hold
+  std::int64_t amount;  // check: cost; reserve: estimate; settle: actual
+  // reserve, acquire: the name it is held as; settle, release: the one settled / released
+  std::string reservation;
+  std::int64_t hold_us;            // reserve; 0: the default hold
   std::optional<Decision> expect;  // unset when the step must fail
-  std::string expect_error;        // "not_found"
+  std::string expect_error;        // "not_found" or "invalid_argument"
 };
 struct ReserveCase {
+  std::string file;  // reserve.json or leases.json
   std::string name;
   std::string why;
   std::string policy;

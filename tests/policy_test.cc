@@ -64,6 +64,19 @@ TEST(PolicyParse, RoundTripsThroughToString) {
   EXPECT_EQ(Policy::Parse("gcra:1/60m")->ToString(), "gcra:1/1h");
 }
 
+TEST(PolicyParse, Concurrency) {
+  auto p = Policy::Parse("concurrency:10");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->algorithm, Algorithm::kConcurrency);
+  EXPECT_EQ(p->limit, 10);
+  EXPECT_EQ(p->period, kDefaultLease);
+  EXPECT_EQ(p->ToString(), "concurrency:10,lease=30s");
+  p = Policy::Parse("concurrency:3,lease=90s");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->period, std::chrono::seconds(90));
+  EXPECT_EQ(*Policy::Parse(p->ToString()), *p);
+}
+
 struct BadPolicy {
   const char* text;
   const char* message;  // a part of the error that names what is wrong
@@ -108,6 +121,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadPolicy{"gcra:10/1s,burst=", "burst must be a whole number, got \"\""},
         BadPolicy{"gcra:10/1s,burst=2000000000", "burst must be at most 1000000000"},
         BadPolicy{"gcra:1/1d,burst=400", "burst=400 takes longer than 366d to refill"},
+        BadPolicy{"concurrency:5/1s", "concurrency takes a number of leases, not a rate"},
+        BadPolicy{"concurrency:0", "concurrency holds 1 to 100000 leases, got 0"},
+        BadPolicy{"concurrency:100001", "concurrency holds 1 to 100000 leases"},
+        BadPolicy{"concurrency:5,lease=25h", "lease must be between 1ms and 24h"},
+        BadPolicy{"concurrency:5,lease=10", "lease \"10\" needs a unit"},
+        BadPolicy{"concurrency:5,burst=2", "unknown option \"burst=2\" (concurrency takes lease"},
         BadPolicy{"gcra:10/1s,burst=5,burst=6", "burst given twice"},
         BadPolicy{"sliding_log:10/1s,burst=5",
                   "burst is only for gcra and token_bucket, not sliding_log"},

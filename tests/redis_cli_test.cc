@@ -32,8 +32,9 @@ std::string RunCommand(const std::string& command) {
 // Runs `floodgate bench` on one key from 4 processes at once; returns the total admitted.
 // `url` ends in a query, so options can be appended with '&'. `policies` are bench's
 // --policy arguments: several make every request one decision over all of them.
+// `decisions`, when given, receives how many requests the processes made in all.
 std::int64_t AdmittedByFourProcesses(const std::string& url, const std::string& policies,
-                                     const std::string& prefix) {
+                                     const std::string& prefix, std::int64_t* decisions = nullptr) {
   std::vector<std::future<std::string>> runs;
   for (int p = 0; p < 4; ++p) {
     runs.push_back(std::async(std::launch::async, [&] {
@@ -57,6 +58,7 @@ std::int64_t AdmittedByFourProcesses(const std::string& url, const std::string& 
     EXPECT_EQ(json["allowed"].get<std::int64_t>() + json["denied"].get<std::int64_t>(),
               json["decisions"].get<std::int64_t>());
     admitted += json["allowed"].get<std::int64_t>();
+    if (decisions != nullptr) *decisions += json["decisions"].get<std::int64_t>();
   }
   return admitted;
 }
@@ -101,6 +103,117 @@ TEST(RedisAtomicity, FourProcessesAdmitExactlyTheCapacityOnACluster) {
   ExpectEveryAlgorithmAdmitsExactlyItsCapacity(cluster->url("timeout=5s"));
 }
 
+// The key's peek after a run of AdmittedByFourProcesses (bench's one key is "user:0").
+nlohmann::json PeekAfter(const std::string& url, const std::string& prefix,
+                         const std::string& policy) {
+  const std::string out =
+      RunShell(fmt::format("'{}' check --store '{}' --policy '{}' --cost 0 user:0",
+                           FLOODGATE_BINARY, url + "&prefix=" + prefix, policy),
+               nullptr);
+  return nlohmann::json::parse(out, nullptr, false);
+}
+
+// Reservations (docs/reservations.md, "Bounds"), 4 processes x 64 in flight on one key,
+// every admitted reservation settled at once: settled at the estimate, exactly the
+// capacity is admitted; settled at 0, every request is admitted and every unit comes
+// back (a lost update would leave units spent); settled above the estimate, the key has
+// spent exactly the sum of the actuals.
+void ExpectReservationsSettleExactly(const std::string& url) {
+  // sliding_log: the whole run is inside its hour, wherever the clock is.
+  const std::int64_t at_estimate =
+      AdmittedByFourProcesses(url, "'sliding_log:1000/1h' --mode reserve --actual 1", "res1:");
+  EXPECT_EQ(at_estimate, 1000);
+  std::int64_t requests = 0;
+  const std::int64_t refunded = AdmittedByFourProcesses(
+      url, "'sliding_log:1000/1h' --mode reserve --actual 0", "res0:", &requests);
+  EXPECT_EQ(refunded, requests) << "nothing stays held: every request fits";
+  EXPECT_GT(requests, 1000) << "more requests than the limit, or the run proves nothing";
+  EXPECT_EQ(PeekAfter(url, "res0:", "sliding_log:1000/1h")["remaining"], 1000);
+  requests = 0;
+  const std::int64_t overcharged = AdmittedByFourProcesses(
+      url, "'sliding_log:100000/1h' --mode reserve --actual 3", "res3:", &requests);
+  EXPECT_EQ(overcharged, requests) << "3 per request never reaches 100000 in one run";
+  EXPECT_EQ(PeekAfter(url, "res3:", "sliding_log:100000/1h")["remaining"],
+            100000 - 3 * overcharged);
+}
+
+TEST(RedisAtomicity, FourProcessesReservingAndSettlingSpendExactlyTheActuals) {
+  auto server = RedisServer::Start();
+  ASSERT_NE(server, nullptr);
+  ExpectReservationsSettleExactly(server->url("timeout=5s"));
+}
+
+TEST(RedisAtomicity, FourProcessesReservingAndSettlingOnAClusterSpendExactlyTheActuals) {
+  auto cluster = RedisCluster::Start();
+  ASSERT_NE(cluster, nullptr);
+  ExpectReservationsSettleExactly(cluster->url("timeout=5s"));
+}
+
+// Leases (docs/leases.md): 4 processes x 64 in flight acquiring on one key hold exactly N
+// leases (none released, none expiring within the run), and then the key has none left;
+// acquiring and releasing, no request fails and the key ends with all N free.
+void ExpectExactlyNLeases(const std::string& url) {
+  const std::string policy = "concurrency:300,lease=1h";
+  EXPECT_EQ(AdmittedByFourProcesses(url, "'" + policy + "' --mode acquire --hold", "lease1:"), 300);
+  EXPECT_EQ(PeekAfter(url, "lease1:", policy)["remaining"], 0);
+  const std::int64_t cycled =
+      AdmittedByFourProcesses(url, "'concurrency:8,lease=1h' --mode acquire", "lease2:");
+  EXPECT_GE(cycled, 8) << "released leases are acquired again";
+  EXPECT_EQ(PeekAfter(url, "lease2:", "concurrency:8,lease=1h")["remaining"], 8)
+      << "every lease released";
+}
+
+// A holder killed (SIGKILL) while it holds every lease: nothing releases them, and they
+// free themselves once the lease time has passed since they were acquired.
+TEST(RedisLeases, AKilledHoldersLeasesFreeThemselvesAfterTheLeaseTime) {
+  auto server = RedisServer::Start();
+  ASSERT_NE(server, nullptr);
+  const std::string url = server->url("timeout=5s") + "&prefix=killed:";
+  const std::string policy = "concurrency:5,lease=2s";
+  // The holder acquires the 5 leases, then keeps asking (denied) until it is killed.
+  const auto started = std::chrono::steady_clock::now();
+  const std::string pid = RunCommand(
+      fmt::format("'{}' bench --store '{}' --policy '{}' --mode acquire --hold --keys 1 --rate 200 "
+                  "--duration 60s >/dev/null 2>&1 & echo $!",
+                  FLOODGATE_BINARY, url, policy));
+  const auto peek = [&] {
+    const std::string out =
+        RunShell(fmt::format("'{}' check --store '{}' --policy '{}' --cost 0 "
+                             "user:0",
+                             FLOODGATE_BINARY, url, policy));
+    const auto json = nlohmann::json::parse(out, nullptr, false);
+    return json.is_discarded() ? std::int64_t{-1} : json["remaining"].get<std::int64_t>();
+  };
+  std::int64_t remaining = -1;
+  for (int i = 0; i < 200 && remaining != 0; ++i) {
+    remaining = peek();
+    if (remaining != 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling
+  }
+  ASSERT_EQ(remaining, 0) << "the holder took every lease";
+  RunCommand("kill -9 " + pid);
+  EXPECT_EQ(peek(), 0) << "killed, it released nothing";
+  // Bounded wait for the leases to lapse: 2 s after they were taken, plus a margin.
+  while (remaining != 5 && std::chrono::steady_clock::now() - started < std::chrono::seconds(6)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling the peek
+    remaining = peek();
+  }
+  EXPECT_EQ(remaining, 5) << "every lease freed itself";
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::seconds(2))
+      << "not before the lease time";
+}
+
+TEST(RedisAtomicity, FourProcessesHoldExactlyNLeases) {
+  auto server = RedisServer::Start();
+  ASSERT_NE(server, nullptr);
+  ExpectExactlyNLeases(server->url("timeout=5s"));
+}
+
+TEST(RedisAtomicity, FourProcessesHoldExactlyNLeasesOnACluster) {
+  auto cluster = RedisCluster::Start();
+  ASSERT_NE(cluster, nullptr);
+  ExpectExactlyNLeases(cluster->url("timeout=5s"));
+}
+
 // The naive limiter: GET, decide, SET, from 4 clients at once.
 // Two stacked limits (docs/multi.md) decided together from 4 processes x 64 in flight:
 // exactly the tighter one's capacity, whichever of the two it is.
@@ -110,9 +223,9 @@ TEST(RedisAtomicity, FourProcessesAdmitExactlyTheTighterOfTwoStackedLimits) {
   const std::int64_t hour = HourNow();
   const std::int64_t tight_first = AdmittedByFourProcesses(
       server->url("timeout=5s"), "'fixed_window:600/1h' --policy 'sliding_log:1000/1h'", "st1:");
-  const std::int64_t tight_second = AdmittedByFourProcesses(
-      server->url("timeout=5s"), "'gcra:1000/1h,burst=900' --policy 'sliding_window:700/1h'",
-      "st2:");
+  const std::int64_t tight_second =
+      AdmittedByFourProcesses(server->url("timeout=5s"),
+                              "'gcra:1000/1h,burst=900' --policy 'sliding_window:700/1h'", "st2:");
   if (HourNow() == hour) {
     EXPECT_EQ(tight_first, 600);
     EXPECT_EQ(tight_second, 700);

@@ -170,15 +170,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"rules:\n  - {name: a, policy: 'gcra:1/1s', identify: nobody}\n",
                   "unknown identity \"nobody\""},
         // Two rules matching one path with 9 limits each: 18 limits in one request.
-        BadConfig{"rules:\n  - name: all\n    limits: [" + [] {
-                    std::string list;
-                    for (int i = 0; i < 9; ++i) {
-                      list += (i ? ", " : "") + std::string("{name: l") + std::to_string(i) +
-                              ", policy: 'gcra:1/1s'}";
-                    }
-                    return list + "]\n  - name: api\n    match: {path_prefix: /api}\n    limits: [" +
-                           list + "]\n";
-                  }(),
+        BadConfig{"rules:\n  - name: all\n    limits: [" +
+                      [] {
+                        std::string list;
+                        for (int i = 0; i < 9; ++i) {
+                          list += (i ? ", " : "") + std::string("{name: l") + std::to_string(i) +
+                                  ", policy: 'gcra:1/1s'}";
+                        }
+                        return list +
+                               "]\n  - name: api\n    match: {path_prefix: /api}\n    limits: [" +
+                               list + "]\n";
+                      }(),
                   "bad.yaml:4: a request to /api matches rules all, api with 18 limits in all; at "
                   "most 16 apply to one request"}),
     [](const auto& info) { return std::to_string(info.index); });
@@ -288,6 +290,58 @@ TEST_F(ServiceTest, ReserveOnARuleSharesTheRuleLimitWithCheck) {
   EXPECT_EQ(post("/v1/settle", settle)["remaining"], 1);
   EXPECT_EQ(post("/v1/check", R"({"key":"k","rule":"api"})")["allowed"], true);
   EXPECT_EQ(post("/v1/check", R"({"key":"k","rule":"api"})")["allowed"], false);
+}
+
+// docs/leases.md over HTTP: N leases, the next denied until a release; a released or
+// unknown lease is 404; a check may only peek at a concurrency limit; bad input is named.
+TEST_F(ServiceTest, AcquireHoldsALeaseUntilItsRelease) {
+  const auto post = [&](const char* path, const std::string& body) {
+    return Call(http::verb::post, path, body);
+  };
+  const std::string acquire = R"({"key":"export","policy":"concurrency:2,lease=1m"})";
+  std::vector<std::string> leases;
+  for (int i = 0; i < 2; ++i) {
+    const Response r = post("/v1/acquire", acquire);
+    ASSERT_EQ(r.result_int(), 200) << r.body;
+    const nlohmann::json body = Body(r);
+    EXPECT_EQ(body["allowed"], true);
+    EXPECT_EQ(body["remaining"], 1 - i);
+    EXPECT_EQ(body["lease_us"], 60'000'000);
+    leases.push_back(body["lease"]);
+  }
+  EXPECT_NE(leases[0], leases[1]);
+  Response r = post("/v1/acquire", acquire);
+  EXPECT_EQ(Body(r)["allowed"], false);
+  EXPECT_FALSE(Body(r).contains("lease"));
+  EXPECT_FALSE(Header(r, "Retry-After").empty()) << "the earliest lease expiry";
+
+  r = post("/v1/release", fmt::format(R"({{"lease":"{}"}})", leases[0]));
+  ASSERT_EQ(r.result_int(), 200) << r.body;
+  EXPECT_EQ(Body(r)["remaining"], 1);
+  r = post("/v1/release", fmt::format(R"({{"lease":"{}"}})", leases[0]));
+  EXPECT_EQ(r.result_int(), 404) << "released already";
+  EXPECT_EQ(post("/v1/release", R"({"lease":"0123456789abcdef"})").result_int(), 404);
+  EXPECT_EQ(Body(post("/v1/acquire", acquire))["allowed"], true) << "the freed lease";
+
+  const auto refused = [&](const char* path, const char* body, const char* message) {
+    const Response answer = post(path, body);
+    EXPECT_EQ(answer.result_int(), 400) << path << " " << body << ": " << answer.body;
+    EXPECT_THAT(std::string(Body(answer)["message"]), HasSubstr(message)) << body;
+  };
+  refused("/v1/check", R"({"key":"export","policy":"concurrency:2,lease=1m"})",
+          "held with Acquire and freed with Release");
+  EXPECT_EQ(
+      Body(post("/v1/check",
+                R"({"key":"export","policy":"concurrency:2,lease=1m","cost":0})"))["remaining"],
+      0);
+  refused("/v1/acquire", R"({"key":"export","policy":"gcra:1/1s"})",
+          "acquired under a concurrency policy");
+  refused("/v1/acquire", R"({"key":"export","policy":"concurrency:2","estimate":1})",
+          "unknown field \"estimate\"");
+  refused("/v1/reserve", R"({"key":"export","policy":"concurrency:2,lease=1m","estimate":1})",
+          "use Acquire");
+  refused("/v1/release", R"({"reservation":"x"})", "unknown field \"reservation\"");
+  refused("/v1/release", "{}", "missing \"lease\"");
 }
 
 TEST_F(ServiceTest, ReserveAndSettleRefuseBadInputWithTheReason) {

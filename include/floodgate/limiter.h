@@ -46,6 +46,14 @@ class Limiter {
   absl::StatusOr<Decision> Settle(std::string_view id, std::int64_t actual);
   absl::StatusOr<Decision> SettleAt(TimePoint now, std::string_view id, std::int64_t actual);
 
+  // An in-flight limit (docs/leases.md), under `concurrency:N[,lease=T]`: Acquire holds one
+  // of N leases until Release(id) or, at the latest, for T; a denial's retry_after is the
+  // earliest lease expiry.
+  absl::StatusOr<Lease> Acquire(std::string_view key, const Policy& policy);
+  absl::StatusOr<Lease> AcquireAt(TimePoint now, std::string_view key, const Policy& policy);
+  absl::StatusOr<Decision> Release(std::string_view id);
+  absl::StatusOr<Decision> ReleaseAt(TimePoint now, std::string_view id);
+
   Store& store() { return *store_; }
 
  private:

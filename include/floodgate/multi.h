@@ -50,8 +50,8 @@ struct MultiDecision {
   std::size_t binding = 0;
   // 0 when allowed; else the longest of the denying items' waits, or Decision::kNever.
   std::chrono::microseconds retry_after{0};
-  Indexes denied_by;   // enforced items that denied, in request order
-  Indexes would_deny;  // shadow items that denied on their own
+  Indexes denied_by;      // enforced items that denied, in request order
+  Indexes would_deny;     // shadow items that denied on their own
   bool degraded = false;  // some item was answered by on_error
   // Items whose decision is not known (each reads as allowed, with remaining 0): not asked
   // because a denial was answered from the denial cache, or their store call failed.

@@ -15,6 +15,9 @@ enum class Algorithm : std::uint8_t {
   kSlidingLog,
   kSlidingWindow,
   kFixedWindow,
+  // In-flight limits (docs/leases.md): at most `limit` leases held at once, each freed by
+  // its Release or, at the latest, `period` (the lease time) after its Acquire.
+  kConcurrency,
 };
 
 enum class Refill : std::uint8_t { kSmooth, kInterval };
@@ -31,6 +34,11 @@ inline constexpr std::chrono::microseconds kMaxBurstWindow = kMaxPeriod;
 // sliding_log keeps a log of admissions; past this limit sliding_window is the tool.
 inline constexpr std::int64_t kMaxSlidingLogLimit = 100'000;
 inline constexpr std::size_t kMaxKeyBytes = 512;
+// concurrency: the lease time when the policy does not give one, and its range (a lease
+// is a reservation held for the lease time, so the bounds are the reservations' holds).
+inline constexpr std::chrono::microseconds kDefaultLease = std::chrono::seconds(30);
+inline constexpr std::chrono::microseconds kMinLease = std::chrono::milliseconds(1);
+inline constexpr std::chrono::microseconds kMaxLease = std::chrono::hours(24);
 
 // A rate-limit policy: `limit` units per `period`, shaped by `algorithm`.
 // A value type; build one with Parse() or fill the fields and call Validate().
@@ -43,7 +51,8 @@ struct Policy {
   std::int64_t burst = 0;
   Refill refill = Refill::kSmooth;  // token_bucket only
 
-  // Parses `ALGORITHM:LIMIT/PERIOD[,burst=B][,refill=smooth|interval]` (service.md).
+  // Parses `ALGORITHM:LIMIT/PERIOD[,burst=B][,refill=smooth|interval]` (service.md), or
+  // `concurrency:N[,lease=DURATION]` (limit N, period the lease time, 30s by default).
   // Errors name the offending part, e.g. "burst must be >= 1, got 0".
   static absl::StatusOr<Policy> Parse(std::string_view text);
 

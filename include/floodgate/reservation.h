@@ -26,7 +26,7 @@ inline constexpr std::size_t kMaxReservationIdBytes = 64;
 struct ReserveRequest {
   std::string_view key;  // 1..kMaxKeyBytes bytes, binary-safe
   Policy policy;
-  std::int64_t estimate = 1;  // 1..kMaxCost: decided as the cost of a Check
+  std::int64_t estimate = 1;                      // 1..kMaxCost: decided as the cost of a Check
   std::chrono::microseconds hold = kDefaultHold;  // kMinHold..kMaxHold
   // Decision time; the store's own clock when unset.
   std::optional<TimePoint> now;
@@ -35,7 +35,7 @@ struct ReserveRequest {
 struct Reservation {
   // The decision at cost = estimate. Only an allowed decision holds a reservation.
   Decision decision;
-  std::string id;  // empty when denied
+  std::string id;     // empty when denied
   TimePoint expires;  // when an unsettled reservation stops being settleable
 };
 
@@ -44,5 +44,31 @@ struct SettleRequest {
   std::int64_t actual = 0;  // 0..kMaxCost: the cost the request really had
   std::optional<TimePoint> now;
 };
+
+// Leases (docs/leases.md): a concurrency policy (`concurrency:N[,lease=30s]`) admits an
+// Acquire while fewer than N of its leases are held; Release frees one, and a lease not
+// released frees itself after the lease time. A lease is a reservation of 1 held for the
+// lease time, and its release settles it at 0: the ids, bounds and errors are the
+// reservations'.
+struct AcquireRequest {
+  std::string_view key;  // 1..kMaxKeyBytes bytes, binary-safe
+  Policy policy;         // Algorithm::kConcurrency
+  std::optional<TimePoint> now;
+};
+
+// decision: remaining = N - held after it; a denial's retry_after is the earliest lease
+// expiry (a release may come sooner). id: empty when denied. expires: when the lease
+// frees itself.
+using Lease = Reservation;
+
+struct ReleaseRequest {
+  std::string_view id;
+  std::optional<TimePoint> now;
+};
+
+// The reservation an Acquire is.
+inline ReserveRequest LeaseReservation(const AcquireRequest& request) {
+  return ReserveRequest{request.key, request.policy, 1, request.policy.period, request.now};
+}
 
 }  // namespace floodgate

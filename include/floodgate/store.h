@@ -25,9 +25,9 @@ struct DecideRequest {
 };
 
 struct StoreStats {
-  std::uint64_t keys = 0;       // keys held, including expired ones not yet reclaimed
-  std::uint64_t evictions = 0;  // live keys dropped to stay under max_keys
-  std::uint64_t expired = 0;    // expired keys reclaimed
+  std::uint64_t keys = 0;          // keys held, including expired ones not yet reclaimed
+  std::uint64_t evictions = 0;     // live keys dropped to stay under max_keys
+  std::uint64_t expired = 0;       // expired keys reclaimed
   std::uint64_t reservations = 0;  // reservations held, including expired ones not yet reclaimed
 };
 
@@ -78,6 +78,14 @@ class Store {
   void ReserveAsync(const ReserveRequest& request, ReservationCallback done);
   void SettleAsync(const SettleRequest& request, DecisionCallback done);
 
+  // Thread-safe. Leases (docs/leases.md): Acquire is Reserve(key, policy, 1, lease time)
+  // under a concurrency policy, Release is Settle(id, 0); same errors (NotFound for an id
+  // unknown, released already or expired).
+  absl::StatusOr<Lease> Acquire(const AcquireRequest& request);
+  absl::StatusOr<Decision> Release(const ReleaseRequest& request);
+  void AcquireAsync(const AcquireRequest& request, ReservationCallback done);
+  void ReleaseAsync(const ReleaseRequest& request, DecisionCallback done);
+
   // Thread-safe.
   virtual StoreStats Stats() const = 0;
 
@@ -121,6 +129,7 @@ absl::Status ValidateRequest(const DecideRequest& request);
 // The checks Reserve() and Settle() apply.
 absl::Status ValidateReserveRequest(const ReserveRequest& request);
 absl::Status ValidateSettleRequest(const SettleRequest& request);
+absl::Status ValidateAcquireRequest(const AcquireRequest& request);
 
 // Opens a store from its URL (service.md, "Store URLs"). Unknown schemes and bad
 // options are errors that name the offending part.

@@ -47,19 +47,38 @@ struct ThreadResult {
   }
 };
 
+// What a request is: a decision (Check), a reservation of 1 settled at `actual` once
+// admitted (Reserve + Settle), or a lease acquired and, unless the run holds them, released
+// once admitted (Acquire + Release). A request counts once its last call is answered.
+enum class Mode { kCheck, kReserve, kAcquire };
+
+struct ModeOptions {
+  Mode mode = Mode::kCheck;
+  std::int64_t actual = 1;  // kReserve: what each admitted reservation is settled at
+  bool hold = false;        // kAcquire: keep the leases (nothing released)
+};
+
 // What each request asks the store: one policy's decision on its key, or with several
 // policies (or `multi`) a multi-decision over all of them, each on `<key>/<i>`
 // (`{<key>}/<i>` with same_slot: the client in a hash tag, as `floodgate serve` keys a
-// rule's limits).
+// rule's limits); or, by `mode`, a reservation or a lease on its key.
 class Load {
  public:
-  Load(Store& store, std::vector<Policy> policies, bool same_slot, bool multi)
+  Load(Store& store, std::vector<Policy> policies, bool same_slot, bool multi, ModeOptions mode)
       : store_(store),
         policies_(std::move(policies)),
         same_slot_(same_slot),
-        multi_(multi || policies_.size() > 1) {}
+        multi_(multi || policies_.size() > 1),
+        mode_(mode) {}
 
   Answer Decide(std::string_view key) {
+    if (mode_.mode != Mode::kCheck) {
+      const absl::StatusOr<Reservation> held = Hold(key);
+      if (!held.ok() || held->id.empty()) return Of(held);
+      if (mode_.mode == Mode::kAcquire && mode_.hold) return Of(held);
+      const absl::StatusOr<Decision> settled = store_.Settle(Finish(held->id));
+      return settled.ok() ? Of(held) : Answer{};
+    }
     if (!multi_) {
       return Of(store_.Decide(DecideRequest{key, policies_.front(), 1, std::nullopt}));
     }
@@ -68,6 +87,23 @@ class Load {
 
   // `done` may run on the store's I/O thread.
   void DecideAsync(std::string_view key, absl::AnyInvocable<void(Answer)> done) {
+    if (mode_.mode != Mode::kCheck) {
+      auto finish = [this, done = std::move(done)](absl::StatusOr<Reservation> held) mutable {
+        if (!held.ok() || held->id.empty() || (mode_.mode == Mode::kAcquire && mode_.hold)) {
+          return done(Of(held));
+        }
+        const Answer answer = Of(held);
+        store_.SettleAsync(Finish(held->id),
+                           [answer, done = std::move(done)](absl::StatusOr<Decision> d) mutable {
+                             done(d.ok() ? answer : Answer{});
+                           });
+      };
+      if (mode_.mode == Mode::kAcquire) {
+        return store_.AcquireAsync(AcquireRequest{key, policies_.front(), std::nullopt},
+                                   std::move(finish));
+      }
+      return store_.ReserveAsync(ReserveOne(key), std::move(finish));
+    }
     if (!multi_) {
       return store_.DecideAsync(
           DecideRequest{key, policies_.front(), 1, std::nullopt},
@@ -84,6 +120,24 @@ class Load {
   static Answer Of(const absl::StatusOr<T>& d) {
     if (!d.ok()) return {};
     return {true, d->allowed, d->degraded};
+  }
+  static Answer Of(const absl::StatusOr<Reservation>& r) {
+    if (!r.ok()) return {};
+    return {true, r->decision.allowed, r->decision.degraded};
+  }
+
+  ReserveRequest ReserveOne(std::string_view key) const {
+    return ReserveRequest{key, policies_.front(), 1, kDefaultHold, std::nullopt};
+  }
+  absl::StatusOr<Reservation> Hold(std::string_view key) {
+    if (mode_.mode == Mode::kAcquire) {
+      return store_.Acquire(AcquireRequest{key, policies_.front(), std::nullopt});
+    }
+    return store_.Reserve(ReserveOne(key));
+  }
+  // A release is the settle at 0 (Store::Release).
+  SettleRequest Finish(std::string_view id) const {
+    return SettleRequest{id, mode_.mode == Mode::kAcquire ? 0 : mode_.actual, std::nullopt};
   }
 
   // The keys are written into buffers kept from request to request, from suffixes made
@@ -113,6 +167,7 @@ class Load {
   const std::vector<Policy> policies_;
   const bool same_slot_;
   const bool multi_;  // every request through the multi-decision API
+  const ModeOptions mode_;
   // One Load per thread: buffers reused request to request.
   std::vector<std::string> suffixes_;  // "/<i>", or "}/<i>" after "{<key>"
   std::vector<std::string> keys_;
@@ -187,6 +242,9 @@ Command AddBench(CLI::App& app) {
     std::uint64_t max_decisions = 1'000'000'000;
     bool json = false;
     double rate = 0;
+    std::string mode = "check";
+    std::int64_t actual = 1;
+    bool hold = false;
   };
   auto flags = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand(
@@ -226,98 +284,114 @@ Command AddBench(CLI::App& app) {
       ->check(CLI::Range(0.0, 1e9))
       ->capture_default_str();
   cmd->add_flag("--json", flags->json, "one JSON object on one line");
+  cmd->add_option("--mode", flags->mode,
+                  "check: one decision per request; reserve: Reserve 1, then Settle at "
+                  "--actual once admitted; acquire: Acquire a lease (--policy "
+                  "concurrency:N[,lease=T]), then Release it once admitted, unless --hold")
+      ->check(CLI::IsMember({"check", "reserve", "acquire"}))
+      ->capture_default_str();
+  cmd->add_option("--actual", flags->actual, "--mode reserve: the settled cost")
+      ->check(CLI::Range(std::int64_t{0}, kMaxCost))
+      ->capture_default_str();
+  cmd->add_flag("--hold", flags->hold, "--mode acquire: keep every lease (no release)");
 
-  return {cmd, [flags]() -> int {
-            const auto fail = [](std::string_view why) {
-              fmt::print(stderr, "floodgate bench: {}\n", why);
-              return kExitError;
-            };
-            std::vector<Policy> policies;
-            for (const std::string& text : flags->policies) {
-              auto policy = Policy::Parse(text);
-              if (!policy.ok()) return fail(MessageOf(policy.status()));
-              policies.push_back(*policy);
-            }
-            if (policies.size() > kMaxItems) {
-              return fail(fmt::format("at most {} policies (one decision's items)", kMaxItems));
-            }
-            auto duration = ParseDuration(flags->duration);
-            if (!duration.ok())
-              return fail(fmt::format("--duration {}", MessageOf(duration.status())));
-            auto store = OpenStore(flags->store);
-            if (!store.ok()) return fail(MessageOf(store.status()));
+  return {
+      cmd, [flags]() -> int {
+        const auto fail = [](std::string_view why) {
+          fmt::print(stderr, "floodgate bench: {}\n", why);
+          return kExitError;
+        };
+        std::vector<Policy> policies;
+        for (const std::string& text : flags->policies) {
+          auto policy = Policy::Parse(text);
+          if (!policy.ok()) return fail(MessageOf(policy.status()));
+          policies.push_back(*policy);
+        }
+        if (policies.size() > kMaxItems) {
+          return fail(fmt::format("at most {} policies (one decision's items)", kMaxItems));
+        }
+        const ModeOptions mode{flags->mode == "reserve"   ? Mode::kReserve
+                               : flags->mode == "acquire" ? Mode::kAcquire
+                                                          : Mode::kCheck,
+                               flags->actual, flags->hold};
+        if (mode.mode != Mode::kCheck && (policies.size() != 1 || flags->multi)) {
+          return fail("--mode reserve and acquire take one policy, not --multi");
+        }
+        auto duration = ParseDuration(flags->duration);
+        if (!duration.ok()) return fail(fmt::format("--duration {}", MessageOf(duration.status())));
+        auto store = OpenStore(flags->store);
+        if (!store.ok()) return fail(MessageOf(store.status()));
 
-            const std::vector<std::string> keys = MakeKeys(flags->keys);
-            std::vector<ThreadResult> results(flags->threads);
-            const std::uint64_t per_thread_cap =
-                std::max<std::uint64_t>(1, flags->max_decisions / flags->threads);
-            const LoopResult loop =
-                RunTimed(flags->threads, *duration, [&](int t, const std::atomic<bool>& stop) {
-                  const KeySequence sequence(keys.size(), flags->zipf, 1000 + t);
-                  Load load(**store, policies, flags->same_slot, flags->multi);
-                  return flags->concurrency == 1 && flags->rate == 0
-                             ? RunBlocking(load, keys, sequence, per_thread_cap, stop, results[t])
-                             : RunPipelined(load, keys, sequence, per_thread_cap,
-                                            flags->concurrency, flags->rate / flags->threads, stop,
-                                            results[t]);
-                });
+        const std::vector<std::string> keys = MakeKeys(flags->keys);
+        std::vector<ThreadResult> results(flags->threads);
+        const std::uint64_t per_thread_cap =
+            std::max<std::uint64_t>(1, flags->max_decisions / flags->threads);
+        const LoopResult loop =
+            RunTimed(flags->threads, *duration, [&](int t, const std::atomic<bool>& stop) {
+              const KeySequence sequence(keys.size(), flags->zipf, 1000 + t);
+              Load load(**store, policies, flags->same_slot, flags->multi, mode);
+              return flags->concurrency == 1 && flags->rate == 0
+                         ? RunBlocking(load, keys, sequence, per_thread_cap, stop, results[t])
+                         : RunPipelined(load, keys, sequence, per_thread_cap, flags->concurrency,
+                                        flags->rate / flags->threads, stop, results[t]);
+            });
 
-            ThreadResult total;
-            for (const ThreadResult& r : results) {
-              total.allowed += r.allowed;
-              total.denied += r.denied;
-              total.errors += r.errors;
-              total.degraded += r.degraded;
-              total.latency.Merge(r.latency);
-            }
-            // Script calls a Redis store made: decisions per call shows how well they batched.
-            std::uint64_t store_calls = 0;
-            if (const auto* redis = dynamic_cast<const RedisStore*>(store->get())) {
-              store_calls = redis->redis_stats().calls;
-            }
-            const double rate = loop.operations / loop.seconds;
-            const auto us = [&](double q) { return total.latency.Percentile(q) / 1000.0; };
-            if (flags->json) {
-              nlohmann::json j = {
-                  {"store", (*store)->Describe()},
-                  {"policy", Describe(policies)},
-                  {"multi", flags->multi || policies.size() > 1},
-                  {"keys", flags->keys},
-                  {"zipf", flags->zipf},
-                  {"threads", flags->threads},
-                  {"concurrency", flags->concurrency},
-                  {"seconds", loop.seconds},
-                  {"decisions", loop.operations},
-                  {"decisions_per_sec", rate},
-                  {"allowed", total.allowed},
-                  {"denied", total.denied},
-                  {"errors", total.errors},
-                  {"degraded", total.degraded},
-                  {"p50_us", us(0.50)},
-                  {"p90_us", us(0.90)},
-                  {"p99_us", us(0.99)},
-                  {"p999_us", us(0.999)},
-                  {"offered_rate", flags->rate},
-                  {"store_calls", store_calls},
-              };
-              fmt::print("{}\n", j.dump());
-            } else {
-              fmt::print(
-                  "store        {}\npolicy       {}\nkeys         {}{}\nthreads      {} "
-                  "(concurrency {})\nduration     {:.2f} s\n\ndecisions/s  {:.0f}\nallowed      "
-                  "{}\ndenied       {}\nerrors       {}\nlatency µs   p50 {:.2f}  p90 {:.2f}  "
-                  "p99 {:.2f}  p999 {:.2f}  (includes ~0.02 µs of clock reads)\n{}",
-                  (*store)->Describe(), Describe(policies), flags->keys,
-                  flags->zipf > 0 ? fmt::format(" (zipf {})", flags->zipf) : " (uniform)",
-                  flags->threads, flags->concurrency, loop.seconds, rate, total.allowed,
-                  total.denied, total.errors, us(0.50), us(0.90), us(0.99), us(0.999),
-                  store_calls == 0
-                      ? std::string()
-                      : fmt::format("script calls {} ({:.1f} decisions per call)\n", store_calls,
-                                    double(loop.operations) / store_calls));
-            }
-            return total.errors > 0 ? kExitError : kExitAllowed;
-          }};
+        ThreadResult total;
+        for (const ThreadResult& r : results) {
+          total.allowed += r.allowed;
+          total.denied += r.denied;
+          total.errors += r.errors;
+          total.degraded += r.degraded;
+          total.latency.Merge(r.latency);
+        }
+        // Script calls a Redis store made: decisions per call shows how well they batched.
+        std::uint64_t store_calls = 0;
+        if (const auto* redis = dynamic_cast<const RedisStore*>(store->get())) {
+          store_calls = redis->redis_stats().calls;
+        }
+        const double rate = loop.operations / loop.seconds;
+        const auto us = [&](double q) { return total.latency.Percentile(q) / 1000.0; };
+        if (flags->json) {
+          nlohmann::json j = {
+              {"store", (*store)->Describe()},
+              {"policy", Describe(policies)},
+              {"multi", flags->multi || policies.size() > 1},
+              {"mode", flags->mode},
+              {"keys", flags->keys},
+              {"zipf", flags->zipf},
+              {"threads", flags->threads},
+              {"concurrency", flags->concurrency},
+              {"seconds", loop.seconds},
+              {"decisions", loop.operations},
+              {"decisions_per_sec", rate},
+              {"allowed", total.allowed},
+              {"denied", total.denied},
+              {"errors", total.errors},
+              {"degraded", total.degraded},
+              {"p50_us", us(0.50)},
+              {"p90_us", us(0.90)},
+              {"p99_us", us(0.99)},
+              {"p999_us", us(0.999)},
+              {"offered_rate", flags->rate},
+              {"store_calls", store_calls},
+          };
+          fmt::print("{}\n", j.dump());
+        } else {
+          fmt::print(
+              "store        {}\npolicy       {}\nkeys         {}{}\nthreads      {} "
+              "(concurrency {})\nduration     {:.2f} s\n\ndecisions/s  {:.0f}\nallowed      "
+              "{}\ndenied       {}\nerrors       {}\nlatency µs   p50 {:.2f}  p90 {:.2f}  "
+              "p99 {:.2f}  p999 {:.2f}  (includes ~0.02 µs of clock reads)\n{}",
+              (*store)->Describe(), Describe(policies), flags->keys,
+              flags->zipf > 0 ? fmt::format(" (zipf {})", flags->zipf) : " (uniform)",
+              flags->threads, flags->concurrency, loop.seconds, rate, total.allowed, total.denied,
+              total.errors, us(0.50), us(0.90), us(0.99), us(0.999),
+              store_calls == 0 ? std::string()
+                               : fmt::format("script calls {} ({:.1f} decisions per call)\n",
+                                             store_calls, double(loop.operations) / store_calls));
+        }
+        return total.errors > 0 ? kExitError : kExitAllowed;
+      }};
 }
 
 }  // namespace floodgate::cli

@@ -16,12 +16,13 @@ namespace {
 
 using std::chrono::microseconds;
 
-constexpr std::array<std::pair<std::string_view, Algorithm>, 5> kAlgorithms{{
+constexpr std::array<std::pair<std::string_view, Algorithm>, 6> kAlgorithms{{
     {"gcra", Algorithm::kGcra},
     {"token_bucket", Algorithm::kTokenBucket},
     {"sliding_log", Algorithm::kSlidingLog},
     {"sliding_window", Algorithm::kSlidingWindow},
     {"fixed_window", Algorithm::kFixedWindow},
+    {"concurrency", Algorithm::kConcurrency},
 }};
 
 // Largest unit first, so ToString() picks the shortest exact spelling.
@@ -88,6 +89,36 @@ absl::Status ValidateGcraRounding(const Policy& policy) {
   return absl::OkStatus();
 }
 
+// `concurrency:N[,lease=DURATION]`: no rate, a count of leases and how long each lives.
+absl::StatusOr<Policy> ParseConcurrency(std::string_view text, Policy policy) {
+  std::string_view rest = text.substr(text.find(':') + 1);
+  const std::size_t comma = rest.find(',');
+  const std::string_view count = rest.substr(0, comma);
+  if (count.find('/') != std::string_view::npos) {
+    return Invalid(text,
+                   "concurrency takes a number of leases, not a rate: "
+                   "concurrency:N[,lease=DURATION], e.g. concurrency:10,lease=30s");
+  }
+  auto limit = ParseCount(text, "the number of leases", count);
+  if (!limit.ok()) return limit.status();
+  policy.limit = *limit;
+  policy.period = kDefaultLease;
+  if (comma != std::string_view::npos) {
+    const std::string_view option = rest.substr(comma + 1);
+    if (!option.starts_with("lease=") || option.find(',') != std::string_view::npos) {
+      return Invalid(
+          text, fmt::format("unknown option \"{}\" (concurrency takes lease=DURATION)", option));
+    }
+    auto lease = ParseDuration(option.substr(6));
+    if (!lease.ok()) return Invalid(text, fmt::format("lease {}", MessageOf(lease.status())));
+    policy.period = *lease;
+  }
+  if (absl::Status status = policy.Validate(); !status.ok()) {
+    return Invalid(text, MessageOf(status));
+  }
+  return policy;
+}
+
 }  // namespace
 
 absl::StatusOr<microseconds> ParseDuration(std::string_view text) {
@@ -138,9 +169,10 @@ absl::StatusOr<Policy> Policy::Parse(std::string_view text) {
   }
   if (!known) {
     return Invalid(text, fmt::format("unknown algorithm \"{}\" (gcra, token_bucket, "
-                                     "sliding_log, sliding_window, fixed_window)",
+                                     "sliding_log, sliding_window, fixed_window, concurrency)",
                                      algorithm));
   }
+  if (policy.algorithm == Algorithm::kConcurrency) return ParseConcurrency(text, policy);
 
   std::vector<std::string_view> parts;
   for (std::string_view rest = text.substr(colon + 1);;) {
@@ -209,8 +241,22 @@ absl::Status Policy::Validate() const {
   const auto bad = [](std::string message) {
     return absl::InvalidArgumentError(std::move(message));
   };
-  if (static_cast<unsigned>(algorithm) > static_cast<unsigned>(Algorithm::kFixedWindow)) {
+  if (static_cast<unsigned>(algorithm) > static_cast<unsigned>(Algorithm::kConcurrency)) {
     return bad("unknown algorithm");
+  }
+  if (algorithm == Algorithm::kConcurrency) {
+    // Its leases are the admissions of a sliding log over the lease time (docs/leases.md),
+    // so it has that log's bound.
+    if (limit < 1 || limit > kMaxSlidingLogLimit) {
+      return bad(fmt::format("concurrency holds 1 to 100000 leases, got {}", limit));
+    }
+    if (period < kMinLease || period > kMaxLease) {
+      return bad(fmt::format("lease must be between 1ms and 24h, got {}", FormatPeriod(period)));
+    }
+    if (burst != 0 || refill != Refill::kSmooth) {
+      return bad("burst and refill are not for concurrency");
+    }
+    return absl::OkStatus();
   }
   if (limit < 1 || limit > kMaxLimit) {
     return bad(fmt::format("limit must be between 1 and 1000000000, got {}", limit));
@@ -251,6 +297,9 @@ absl::Status Policy::Validate() const {
 }
 
 std::string Policy::ToString() const {
+  if (algorithm == Algorithm::kConcurrency) {
+    return fmt::format("concurrency:{},lease={}", limit, FormatPeriod(period));
+  }
   std::string out = fmt::format("{}:{}/{}", AlgorithmName(algorithm), limit, FormatPeriod(period));
   if (burst != 0) out += fmt::format(",burst={}", burst);
   if (refill == Refill::kInterval) out += ",refill=interval";

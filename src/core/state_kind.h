@@ -27,6 +27,9 @@ constexpr StateKind KindOf(const Policy& policy) {
       return policy.refill == Refill::kInterval ? StateKind::kIntervalBucket
                                                 : StateKind::kSmoothBucket;
     case Algorithm::kSlidingLog:
+    // A lease is an admission of a sliding log over the lease time (docs/leases.md): the
+    // same state, decided, settled (released) and expired by the same steps.
+    case Algorithm::kConcurrency:
       return StateKind::kSlidingLog;
     case Algorithm::kSlidingWindow:
       return StateKind::kSlidingWindow;

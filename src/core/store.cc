@@ -1,6 +1,6 @@
 #include <absl/status/status.h>
-#include <floodgate/store.h>
 #include <absl/strings/escaping.h>
+#include <floodgate/store.h>
 #include <fmt/format.h>
 
 #include "common/strings.h"
@@ -14,13 +14,14 @@ absl::Status ValidateTime(const std::optional<TimePoint>& now) {
   if (now && now->time_since_epoch().count() < 0) {
     return absl::InvalidArgumentError("now must not be before the Unix epoch");
   }
-  if (now && *now >= kLatestTime) return absl::InvalidArgumentError("now must be before 2200-01-01");
+  if (now && *now >= kLatestTime)
+    return absl::InvalidArgumentError("now must be before 2200-01-01");
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::Status ValidateRequest(const DecideRequest& request) {
+// ValidateRequest without the rule that a concurrency limit is only peeked: a reserve
+// (an Acquire) is how it is taken.
+absl::Status ValidateDecision(const DecideRequest& request) {
   if (request.key.empty()) return absl::InvalidArgumentError("key must not be empty");
   if (request.key.size() > kMaxKeyBytes) {
     return absl::InvalidArgumentError(
@@ -32,6 +33,18 @@ absl::Status ValidateRequest(const DecideRequest& request) {
   }
   if (absl::Status status = ValidateTime(request.now); !status.ok()) return status;
   return request.policy.Validate();
+}
+
+}  // namespace
+
+absl::Status ValidateRequest(const DecideRequest& request) {
+  if (request.policy.algorithm == Algorithm::kConcurrency && request.cost > 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{} is held with Acquire and freed with Release (POST /v1/acquire, /v1/release); a "
+        "check may only peek at it (cost 0)",
+        request.policy.ToString()));
+  }
+  return ValidateDecision(request);
 }
 
 absl::Status ValidateMultiRequest(const MultiRequest& request) {
@@ -53,8 +66,7 @@ absl::Status ValidateMultiRequest(const MultiRequest& request) {
         return absl::InvalidArgumentError(fmt::format(
             "items[{}] and items[{}] share key \"{}\" under {}: they would share state; give each "
             "limit its own key",
-            j, i, ToStd(absl::CEscape(ToAbsl(item.key))),
-            AlgorithmName(item.policy.algorithm)));
+            j, i, ToStd(absl::CEscape(ToAbsl(item.key))), AlgorithmName(item.policy.algorithm)));
       }
     }
   }
@@ -89,22 +101,39 @@ void Store::DecideAsync(const DecideRequest& request, DecisionCallback done) {
 
 absl::Status ValidateReserveRequest(const ReserveRequest& request) {
   if (request.estimate < 1 || request.estimate > kMaxCost) {
-    return absl::InvalidArgumentError(fmt::format(
-        "estimate must be between 1 and {} (a reservation of 0 holds nothing), got {}", kMaxCost,
-        request.estimate));
+    return absl::InvalidArgumentError(
+        fmt::format("estimate must be between 1 and {} (a reservation of 0 holds nothing), got {}",
+                    kMaxCost, request.estimate));
   }
   if (request.hold < kMinHold || request.hold > kMaxHold) {
-    return absl::InvalidArgumentError(
-        fmt::format("hold must be between {} µs and {} µs, got {} µs", kMinHold.count(),
-                    kMaxHold.count(), request.hold.count()));
+    return absl::InvalidArgumentError(fmt::format("hold must be between {} µs and {} µs, got {} µs",
+                                                  kMinHold.count(), kMaxHold.count(),
+                                                  request.hold.count()));
   }
-  return ValidateRequest(DecideRequest{request.key, request.policy, request.estimate, request.now});
+  if (request.policy.algorithm == Algorithm::kConcurrency &&
+      (request.estimate != 1 || request.hold != request.policy.period)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{} is held one lease at a time for its lease time: use Acquire (POST /v1/acquire)",
+        request.policy.ToString()));
+  }
+  return ValidateDecision(
+      DecideRequest{request.key, request.policy, request.estimate, request.now});
+}
+
+absl::Status ValidateAcquireRequest(const AcquireRequest& request) {
+  if (request.policy.algorithm != Algorithm::kConcurrency) {
+    return absl::InvalidArgumentError(
+        fmt::format("a lease is acquired under a concurrency policy (concurrency:N[,lease=30s]), "
+                    "not {}",
+                    request.policy.ToString()));
+  }
+  return ValidateReserveRequest(LeaseReservation(request));
 }
 
 absl::Status ValidateSettleRequest(const SettleRequest& request) {
   if (request.id.empty() || request.id.size() > kMaxReservationIdBytes) {
-    return absl::InvalidArgumentError(fmt::format(
-        "reservation id must be 1 to {} bytes, got {}", kMaxReservationIdBytes, request.id.size()));
+    return absl::InvalidArgumentError(fmt::format("reservation id must be 1 to {} bytes, got {}",
+                                                  kMaxReservationIdBytes, request.id.size()));
   }
   if (request.actual < 0 || request.actual > kMaxCost) {
     return absl::InvalidArgumentError(
@@ -135,6 +164,26 @@ void Store::SettleAsync(const SettleRequest& request, DecisionCallback done) {
     return done(std::move(status));
   }
   SettleAsyncValidated(request, std::move(done));
+}
+
+absl::StatusOr<Lease> Store::Acquire(const AcquireRequest& request) {
+  if (absl::Status status = ValidateAcquireRequest(request); !status.ok()) return status;
+  return ReserveValidated(LeaseReservation(request));
+}
+
+absl::StatusOr<Decision> Store::Release(const ReleaseRequest& request) {
+  return Settle(SettleRequest{request.id, 0, request.now});
+}
+
+void Store::AcquireAsync(const AcquireRequest& request, ReservationCallback done) {
+  if (absl::Status status = ValidateAcquireRequest(request); !status.ok()) {
+    return done(std::move(status));
+  }
+  ReserveAsyncValidated(LeaseReservation(request), std::move(done));
+}
+
+void Store::ReleaseAsync(const ReleaseRequest& request, DecisionCallback done) {
+  SettleAsync(SettleRequest{request.id, 0, request.now}, std::move(done));
 }
 
 absl::StatusOr<Reservation> Store::ReserveValidated(const ReserveRequest&) {

@@ -263,15 +263,18 @@ void Service::Handle(const Request& request, const ip::address& peer, Respond re
   const ServerConfig& config = CurrentConfig();
   const std::string_view target(request.target().data(), request.target().size());
   const std::string_view path = PathOf(target);
-  if (path == "/v1/check" || path == "/v1/reserve" || path == "/v1/settle") {
+  if (path == "/v1/check" || path == "/v1/reserve" || path == "/v1/settle" ||
+      path == "/v1/acquire" || path == "/v1/release") {
     if (request.method() != http::verb::post) {
       Response r = Error(request, http::status::method_not_allowed, "method_not_allowed",
                          fmt::format("{} takes POST", path));
       r.headers.emplace_back("Allow", "POST");
       return respond(std::move(r));
     }
-    if (path == "/v1/reserve") return Reserve(request, config, std::move(respond));
-    if (path == "/v1/settle") return Settle(request, std::move(respond));
+    if (path == "/v1/reserve") return Reserve(request, config, false, std::move(respond));
+    if (path == "/v1/settle") return Settle(request, false, std::move(respond));
+    if (path == "/v1/acquire") return Reserve(request, config, true, std::move(respond));
+    if (path == "/v1/release") return Settle(request, true, std::move(respond));
     return Check(request, config, std::move(respond));
   }
   if (path == "/v1/authz") return Authz(request, peer, config, std::move(respond));
@@ -295,8 +298,8 @@ void Service::Handle(const Request& request, const ip::address& peer, Respond re
   if (get && path == "/metrics") {
     std::string text = metrics_.Render(*store_);
     if (rls_ != nullptr) rls_->AppendMetrics(text);
-    return respond(MakeResponse(request, http::status::ok, std::move(text),
-                                "text/plain; version=0.0.4"));
+    return respond(
+        MakeResponse(request, http::status::ok, std::move(text), "text/plain; version=0.0.4"));
   }
   if (get && path == "/" && config.demo) {
     return respond(MakeResponse(request, http::status::ok, demo_page_, "text/html; charset=utf-8"));
@@ -323,10 +326,10 @@ void Service::RlsJson(const Request& request, Respond respond) {
   const auto parsed = google::protobuf::util::JsonStringToMessage(
       google::protobuf::StringPiece(request.body().data(), request.body().size()), &call->request);
   if (!parsed.ok()) {
-    return respond(Error(
-        version, keep_alive, http::status::bad_request, "bad_request",
-        fmt::format("not a RateLimitRequest in protobuf JSON: {}",
-                    std::string_view(parsed.message().data(), parsed.message().size()))));
+    return respond(
+        Error(version, keep_alive, http::status::bad_request, "bad_request",
+              fmt::format("not a RateLimitRequest in protobuf JSON: {}",
+                          std::string_view(parsed.message().data(), parsed.message().size()))));
   }
   const rls::pb::RateLimitRequest& rls_request = call->request;
   rls::pb::RateLimitResponse* rls_response = &call->response;
@@ -336,15 +339,15 @@ void Service::RlsJson(const Request& request, Respond respond) {
        respond = std::move(respond)](absl::Status status) mutable {
         if (!status.ok()) {
           const bool unavailable = absl::IsUnavailable(status);
-          return respond(Error(
-              version, keep_alive,
-              unavailable ? http::status::service_unavailable : http::status::bad_request,
-              unavailable ? "unavailable" : "bad_request", MessageOf(status)));
+          return respond(
+              Error(version, keep_alive,
+                    unavailable ? http::status::service_unavailable : http::status::bad_request,
+                    unavailable ? "unavailable" : "bad_request", MessageOf(status)));
         }
         std::string body;
         if (!google::protobuf::util::MessageToJsonString(call->response, &body).ok()) {
-          return respond(Error(version, keep_alive, http::status::internal_server_error,
-                               "internal", "the RateLimitResponse did not serialise"));
+          return respond(Error(version, keep_alive, http::status::internal_server_error, "internal",
+                               "the RateLimitResponse did not serialise"));
         }
         http::status code = http::status::ok;
         if (call->response.overall_code() == rls::pb::RateLimitResponse::OVER_LIMIT) {
@@ -419,9 +422,10 @@ void Service::CountMulti(const RequestLimits& limits, const MultiDecision& decis
     CountLimit(limits, i, result);
     if (result == LimitResult::kWouldDeny) {
       if (const std::uint64_t count = would_deny_log_.Count(Steady::now())) {
-        spdlog::info("shadow limit {} would have denied this request ({} shadow denial(s) since "
-                     "the last report); nothing was denied",
-                     limits.names[i], count);
+        spdlog::info(
+            "shadow limit {} would have denied this request ({} shadow denial(s) since "
+            "the last report); nothing was denied",
+            limits.names[i], count);
       }
     }
   }
@@ -513,8 +517,7 @@ std::string MultiJson(const RequestLimits& limits, const MultiDecision& decision
     json += i == 0 ? "" : ",";
     // An item the store was not asked about (a cached denial of another item) has no
     // decision of its own: say so instead of showing zeros a client could act on.
-    if (std::find(decision.unknown.begin(), decision.unknown.end(), i) !=
-        decision.unknown.end()) {
+    if (std::find(decision.unknown.begin(), decision.unknown.end(), i) != decision.unknown.end()) {
       json += fmt::format(R"({{"name":{},"consulted":false}})", Dump(limits.names[i]));
       continue;
     }
@@ -553,11 +556,9 @@ void Service::Check(const Request& request, const ServerConfig& config, Respond 
       }
       auto status = AddCheckItem(item, n, request, config, *limits);
       if (!status.ok()) {
-        return respond(Error(request,
-                             absl::IsNotFound(status) ? http::status::not_found
-                                                      : http::status::bad_request,
-                             absl::IsNotFound(status) ? "not_found" : "invalid_argument",
-                             MessageOf(status)));
+        return respond(Error(
+            request, absl::IsNotFound(status) ? http::status::not_found : http::status::bad_request,
+            absl::IsNotFound(status) ? "not_found" : "invalid_argument", MessageOf(status)));
       }
       ++n;
     }
@@ -618,9 +619,8 @@ void Service::Check(const Request& request, const ServerConfig& config, Respond 
                                            "invalid_argument", MessageOf(decision.status())));
                     }
                     CountSingle(*limits, *decision);
-                    Response response =
-                        MakeResponse(request_version, keep_alive, http::status::ok,
-                                     ToJson(*decision), "application/json");
+                    Response response = MakeResponse(request_version, keep_alive, http::status::ok,
+                                                     ToJson(*decision), "application/json");
                     AddHeaders(response, RateLimitHeaders(item.name, item.policy, *decision));
                     respond(std::move(response));
                   });
@@ -670,10 +670,10 @@ Response StoreError(unsigned version, bool keep_alive, const absl::Status& statu
 
 // The body of /v1/reserve and /v1/settle: a JSON object of strings and whole numbers,
 // every field known. Fills `strings` and `numbers` by field name.
-absl::Status ParseFields(const std::string& body,
-                         std::initializer_list<std::pair<std::string_view, std::string_view*>> strings,
-                         std::initializer_list<std::pair<std::string_view, std::optional<std::int64_t>*>>
-                             numbers) {
+absl::Status ParseFields(
+    const std::string& body,
+    std::initializer_list<std::pair<std::string_view, std::string_view*>> strings,
+    std::initializer_list<std::pair<std::string_view, std::optional<std::int64_t>*>> numbers) {
   thread_local simdjson::dom::parser parser;
   simdjson::dom::object object;
   if (parser.parse(body.data(), body.size()).get_object().get(object) != simdjson::SUCCESS) {
@@ -697,7 +697,8 @@ absl::Status ParseFields(const std::string& body,
       *number->second = n;
     } else {
       std::string known;
-      for (const auto& s : strings) known += fmt::format("{}{}", known.empty() ? "" : ", ", s.first);
+      for (const auto& s : strings)
+        known += fmt::format("{}{}", known.empty() ? "" : ", ", s.first);
       for (const auto& n : numbers) known += fmt::format(", {}", n.first);
       return absl::InvalidArgumentError(fmt::format("unknown field \"{}\" ({})", field, known));
     }
@@ -707,18 +708,21 @@ absl::Status ParseFields(const std::string& body,
 
 }  // namespace
 
-void Service::Reserve(const Request& request, const ServerConfig& config, Respond respond) {
+void Service::Reserve(const Request& request, const ServerConfig& config, bool lease,
+                      Respond respond) {
   const auto bad = [&](std::string_view message) {
     respond(Error(request, http::status::bad_request, "invalid_argument", message));
   };
   std::string_view key, rule_name, policy_text;
-  std::optional<std::int64_t> estimate, hold_ms;
-  if (absl::Status status = ParseFields(
-          request.body(), {{"key", &key}, {"rule", &rule_name}, {"policy", &policy_text}},
-          {{"estimate", &estimate}, {"hold_ms", &hold_ms}});
-      !status.ok()) {
-    return bad(MessageOf(status));
-  }
+  std::optional<std::int64_t> estimate = lease ? std::optional<std::int64_t>(1) : std::nullopt;
+  std::optional<std::int64_t> hold_ms;
+  const absl::Status parsed =
+      lease ? ParseFields(request.body(),
+                          {{"key", &key}, {"rule", &rule_name}, {"policy", &policy_text}}, {})
+            : ParseFields(request.body(),
+                          {{"key", &key}, {"rule", &rule_name}, {"policy", &policy_text}},
+                          {{"estimate", &estimate}, {"hold_ms", &hold_ms}});
+  if (!parsed.ok()) return bad(MessageOf(parsed));
   if (key.empty()) return bad("missing \"key\"");
   if (!estimate) return bad("missing \"estimate\" (the cost to reserve)");
   if (rule_name.empty() == policy_text.empty()) {
@@ -739,9 +743,10 @@ void Service::Reserve(const Request& request, const ServerConfig& config, Respon
     // Keyed as /v1/check keys the rule's limit, so both spend the same state.
     AddRuleLimits(*rule, key, ':', "", *estimate, request, config, limits);
     if (limits.items.size() != 1 || limits.items.front().shadow) {
-      return bad(fmt::format(
-          "rule \"{}\" has {} limit(s){}: a reservation holds one enforced limit", rule_name,
-          limits.items.size(), limits.items.front().shadow ? ", in shadow mode" : ""));
+      const bool shadow = limits.items.size() == 1;
+      return bad(fmt::format("rule \"{}\" has {} limit(s){}: a {} holds one enforced limit",
+                             rule_name, limits.items.size(), shadow ? ", in shadow mode" : "",
+                             lease ? "lease" : "reservation"));
     }
     limits.rules.push_back(rule->name);
   } else {
@@ -753,49 +758,57 @@ void Service::Reserve(const Request& request, const ServerConfig& config, Respon
   }
   limits.Seal();
   const CheckItem& item = limits.items.front();
-  const std::chrono::microseconds hold =
-      hold_ms ? std::chrono::milliseconds(*hold_ms) : kDefaultHold;
-  store_->ReserveAsync(
-      ReserveRequest{item.key, item.policy, item.cost, hold, std::nullopt},
-      [this, version = request.version(), keep_alive = request.keep_alive(), hold,
-       limits = std::move(owned), respond = std::move(respond)](
-          absl::StatusOr<Reservation> reservation) {
-        if (!reservation.ok()) return respond(StoreError(version, keep_alive, reservation.status()));
-        const Decision& decision = reservation->decision;
-        const CheckItem& item = limits->items.front();
-        if (limits->rule_lengths.front() != RequestLimits::kNoRule) {
-          CountSingle(*limits, decision);
-        } else {
-          metrics_.CountDecision(kInlinePolicy, decision.degraded  ? Outcome::kDegraded
-                                                : decision.allowed ? Outcome::kAllowed
-                                                                   : Outcome::kDenied);
-        }
-        std::string body = ToJson(decision);
-        if (!reservation->id.empty()) {
-          body.pop_back();  // the closing brace
-          body += fmt::format(R"(,"reservation":{},"hold_us":{}}})", Dump(reservation->id),
-                              hold.count());
-        }
-        Response response = MakeResponse(version, keep_alive, http::status::ok, std::move(body),
-                                          "application/json");
-        AddHeaders(response, RateLimitHeaders(item.name, item.policy, decision));
-        respond(std::move(response));
-      });
+  const std::chrono::microseconds hold = lease     ? item.policy.period
+                                         : hold_ms ? std::chrono::milliseconds(*hold_ms)
+                                                   : kDefaultHold;
+  auto answer = [this, version = request.version(), keep_alive = request.keep_alive(), hold, lease,
+                 limits = std::move(owned),
+                 respond = std::move(respond)](absl::StatusOr<Reservation> reservation) {
+    if (!reservation.ok()) return respond(StoreError(version, keep_alive, reservation.status()));
+    const Decision& decision = reservation->decision;
+    const CheckItem& item = limits->items.front();
+    if (limits->rule_lengths.front() != RequestLimits::kNoRule) {
+      CountSingle(*limits, decision);
+    } else {
+      metrics_.CountDecision(kInlinePolicy, decision.degraded  ? Outcome::kDegraded
+                                            : decision.allowed ? Outcome::kAllowed
+                                                               : Outcome::kDenied);
+    }
+    std::string body = ToJson(decision);
+    if (!reservation->id.empty()) {
+      body.pop_back();  // the closing brace
+      body += fmt::format(R"(,"{}":{},"{}":{}}})", lease ? "lease" : "reservation",
+                          Dump(reservation->id), lease ? "lease_us" : "hold_us", hold.count());
+    }
+    Response response =
+        MakeResponse(version, keep_alive, http::status::ok, std::move(body), "application/json");
+    AddHeaders(response, RateLimitHeaders(item.name, item.policy, decision));
+    respond(std::move(response));
+  };
+  if (lease) {
+    return store_->AcquireAsync(AcquireRequest{item.key, item.policy, std::nullopt},
+                                std::move(answer));
+  }
+  store_->ReserveAsync(ReserveRequest{item.key, item.policy, item.cost, hold, std::nullopt},
+                       std::move(answer));
 }
 
-void Service::Settle(const Request& request, Respond respond) {
+void Service::Settle(const Request& request, bool lease, Respond respond) {
   const auto bad = [&](std::string_view message) {
     respond(Error(request, http::status::bad_request, "invalid_argument", message));
   };
   std::string_view id;
-  std::optional<std::int64_t> actual;
-  if (absl::Status status =
-          ParseFields(request.body(), {{"reservation", &id}}, {{"actual", &actual}});
-      !status.ok()) {
-    return bad(MessageOf(status));
+  std::optional<std::int64_t> actual = lease ? std::optional<std::int64_t>(0) : std::nullopt;
+  const absl::Status parsed =
+      lease ? ParseFields(request.body(), {{"lease", &id}}, {})
+            : ParseFields(request.body(), {{"reservation", &id}}, {{"actual", &actual}});
+  if (!parsed.ok()) return bad(MessageOf(parsed));
+  if (id.empty()) {
+    return bad(lease ? "missing \"lease\" (the id /v1/acquire answered)"
+                     : "missing \"reservation\" (the id /v1/reserve answered)");
   }
-  if (id.empty()) return bad("missing \"reservation\" (the id /v1/reserve answered)");
   if (!actual) return bad("missing \"actual\" (the cost the request really had)");
+  // A release is the settle of the lease's reservation at 0 (Store::Release).
   store_->SettleAsync(SettleRequest{id, *actual, std::nullopt},
                       [version = request.version(), keep_alive = request.keep_alive(),
                        respond = std::move(respond)](absl::StatusOr<Decision> decision) {
@@ -829,7 +842,8 @@ absl::Status Service::AddCheckItem(simdjson::dom::object item, std::size_t index
         return bad("\"policy\" must be a string");
       }
     } else if (field == "name") {
-      if (value.get_string().get(name) != simdjson::SUCCESS) return bad("\"name\" must be a string");
+      if (value.get_string().get(name) != simdjson::SUCCESS)
+        return bad("\"name\" must be a string");
     } else if (field == "cost") {
       if (value.get_int64().get(cost) != simdjson::SUCCESS || cost < 0 || cost > kMaxCost) {
         return bad("\"cost\" must be a whole number from 0 to 1000000000");
@@ -842,7 +856,8 @@ absl::Status Service::AddCheckItem(simdjson::dom::object item, std::size_t index
   if (key.empty() || key.size() > kMaxKeyBytes) {
     return bad(fmt::format("\"key\" must be 1 to {} bytes", kMaxKeyBytes));
   }
-  if (rule_name.empty() == policy_text.empty()) return bad("give exactly one of \"rule\" and \"policy\"");
+  if (rule_name.empty() == policy_text.empty())
+    return bad("give exactly one of \"rule\" and \"policy\"");
   if (!rule_name.empty()) {
     const Rule* rule = config.Find(rule_name);
     if (rule == nullptr) {
@@ -878,8 +893,8 @@ void Service::AddRuleLimits(const Rule& rule, std::string_view identity, char se
     std::string key;  // <rule>.<limit><sep>{<identity>}, without a format string to parse
     key.reserve(limit.qualified.size() + identity.size() + 3);
     key.append(limit.qualified).append(1, sep).append(1, '{').append(identity).append(1, '}');
-    limits.Add(std::move(key), limit.qualified,
-               rule.name.size(), limit.For(chosen_by, plan), cost, limit.shadow || config.shadow);
+    limits.Add(std::move(key), limit.qualified, rule.name.size(), limit.For(chosen_by, plan), cost,
+               limit.shadow || config.shadow);
   }
 }
 
@@ -888,15 +903,15 @@ void Service::CheckAll(const Request& request, std::shared_ptr<RequestLimits> li
   limits->Seal();
   // The store validates the items (ValidateMultiRequest) and answers a bad request as an
   // error, which the callback turns into the 400.
-  DecideAll(*limits, [this, version = request.version(), keep_alive = request.keep_alive(),
-                      limits, respond = std::move(respond)](absl::StatusOr<MultiDecision> decision) {
+  DecideAll(*limits, [this, version = request.version(), keep_alive = request.keep_alive(), limits,
+                      respond = std::move(respond)](absl::StatusOr<MultiDecision> decision) {
     if (!decision.ok()) {
       return respond(Error(version, keep_alive, http::status::bad_request, "invalid_argument",
                            MessageOf(decision.status())));
     }
     CountMulti(*limits, *decision);
     Response response = MakeResponse(version, keep_alive, http::status::ok,
-                                      MultiJson(*limits, *decision), "application/json");
+                                     MultiJson(*limits, *decision), "application/json");
     AddHeaders(response, MultiRateLimitHeaders(*limits, *decision));
     respond(std::move(response));
   });
@@ -986,9 +1001,9 @@ void Service::Authz(const Request& request, const ip::address& peer, const Serve
   }
   const int deny_status =
       QueryParam(target, "deny_status") == "403" ? 403 : config.authz_deny_status;
-  const auto answer = [version = request.version(), keep_alive = request.keep_alive(),
-                       deny_status](const RequestLimits& limits, bool allowed,
-                                    std::span<const std::size_t> denied_by) {
+  const auto answer = [version = request.version(), keep_alive = request.keep_alive(), deny_status](
+                          const RequestLimits& limits, bool allowed,
+                          std::span<const std::size_t> denied_by) {
     return allowed ? MakeResponse(version, keep_alive, http::status::no_content, "", "text/plain")
                    : MakeResponse(version, keep_alive, static_cast<http::status>(deny_status),
                                   fmt::format(R"({{"status": 429, "code": "rate_limit:exceeded", )"
@@ -1004,9 +1019,8 @@ void Service::Authz(const Request& request, const ip::address& peer, const Serve
                    answer, respond = std::move(respond)](absl::StatusOr<Decision> decision) {
                     const CheckItem& item = limits->items.front();
                     if (!decision.ok()) {
-                      return respond(Error(version, keep_alive,
-                                           http::status::internal_server_error, "internal",
-                                           MessageOf(decision.status())));
+                      return respond(Error(version, keep_alive, http::status::internal_server_error,
+                                           "internal", MessageOf(decision.status())));
                     }
                     CountSingle(*limits, *decision);
                     constexpr std::size_t kFirst[] = {0};
@@ -1021,20 +1035,21 @@ void Service::Authz(const Request& request, const ip::address& peer, const Serve
   limits->Seal();
   // The store validates the items and answers a bad set (two limits of the config on one
   // key and algorithm) as an error: the callback's 500.
-  DecideAll(*limits, [this, version = request.version(), keep_alive = request.keep_alive(), limits,
-                      answer, respond = std::move(respond)](absl::StatusOr<MultiDecision> decision) {
-    if (!decision.ok()) {
-      return respond(Error(version, keep_alive, http::status::internal_server_error, "internal",
-                           MessageOf(decision.status())));
-    }
-    CountMulti(*limits, *decision);
-    Response response = answer(*limits, decision->allowed, decision->denied_by);
-    AddHeaders(response, MultiRateLimitHeaders(*limits, *decision));
-    if (!limits->issued_cookie.empty()) {
-      response.headers.emplace_back("Set-Cookie", limits->issued_cookie);
-    }
-    respond(std::move(response));
-  });
+  DecideAll(*limits,
+            [this, version = request.version(), keep_alive = request.keep_alive(), limits, answer,
+             respond = std::move(respond)](absl::StatusOr<MultiDecision> decision) {
+              if (!decision.ok()) {
+                return respond(Error(version, keep_alive, http::status::internal_server_error,
+                                     "internal", MessageOf(decision.status())));
+              }
+              CountMulti(*limits, *decision);
+              Response response = answer(*limits, decision->allowed, decision->denied_by);
+              AddHeaders(response, MultiRateLimitHeaders(*limits, *decision));
+              if (!limits->issued_cookie.empty()) {
+                response.headers.emplace_back("Set-Cookie", limits->issued_cookie);
+              }
+              respond(std::move(response));
+            });
 }
 
 }  // namespace floodgate::server

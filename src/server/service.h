@@ -119,8 +119,10 @@ class Service {
  private:
   void Check(const Request& request, const ServerConfig& config, Respond respond);
   // POST /v1/reserve and /v1/settle (docs/reservations.md).
-  void Reserve(const Request& request, const ServerConfig& config, Respond respond);
-  void Settle(const Request& request, Respond respond);
+  // /v1/reserve and /v1/settle; with `lease`, /v1/acquire and /v1/release (a lease is a
+  // reservation of 1 for the lease time, released by settling it at 0).
+  void Reserve(const Request& request, const ServerConfig& config, bool lease, Respond respond);
+  void Settle(const Request& request, bool lease, Respond respond);
   void Authz(const Request& request, const boost::asio::ip::address& peer,
              const ServerConfig& config, Respond respond);
   // POST /json: a RateLimitRequest as protobuf JSON in, the RateLimitResponse out.

@@ -8,9 +8,9 @@
 
 #include <array>
 #include <atomic>
-#include <charconv>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
+#include <charconv>
 #include <condition_variable>
 #include <deque>
 #include <future>
@@ -1395,11 +1395,14 @@ class RedisStore::Impl {
     p.unit_done(std::move(result));
   }
 
-  // The denial cache learns denials Redis gave at its own clock, long enough to matter.
+  // The denial cache learns denials Redis gave at its own clock, long enough to matter;
+  // never a concurrency limit's, whose retry_after is only an upper bound (a release
+  // frees a lease sooner, and a cached denial would then refuse what is admitted).
   void RememberDenial(const PendingDecision& p, const PendingItem& item, const Decision& d,
                       Steady::time_point now) {
     if (!d.allowed && !p.now_us && options_.denial_cache_min.count() > 0 &&
-        d.retry_after >= options_.denial_cache_min) {
+        d.retry_after >= options_.denial_cache_min &&
+        item.policy.algorithm != Algorithm::kConcurrency) {
       denials_.Insert(item.redis_key, item.policy, item.cost, d, now);
     }
   }
@@ -1545,9 +1548,8 @@ class RedisStore::Impl {
     for (std::size_t i : indexes) {
       const CheckItem& item = m.items[i];
       const std::string& redis_key = m.redis_keys[i];
-      unit->items.push_back(PendingItem{redis_key, redis_key.size() - item.key.size(),
-                                        item.policy, item.cost, core::KindOf(item.policy),
-                                        item.shadow});
+      unit->items.push_back(PendingItem{redis_key, redis_key.size() - item.key.size(), item.policy,
+                                        item.cost, core::KindOf(item.policy), item.shadow});
     }
     unit->mode = mode;
     unit->now_us = m.now_us;
@@ -1617,8 +1619,7 @@ class RedisStore::Impl {
         if (m.decisions[i].allowed && m.items[i].cost > 0) consumed.push_back(i);
       }
       if (consumed.empty()) continue;
-      auto unit =
-          MakeUnit(m, consumed, UnitMode::kRelease, Steady::now() + options_.timeout);
+      auto unit = MakeUnit(m, consumed, UnitMode::kRelease, Steady::now() + options_.timeout);
       unit->release_at = m.reserved_at[s];
       ++stats_.releases;
       units.push_back(std::move(unit));
@@ -1662,7 +1663,8 @@ class RedisStore::Impl {
       if (auto decided = local_.DecideAll(local); decided.ok()) answer = *std::move(decided);
     }
     if (answer.items.empty()) {  // fail_open, fail_closed
-      for (const CheckItem& item : m->items) answer.items.push_back(OnErrorAnswer(item.policy, item.cost));
+      for (const CheckItem& item : m->items)
+        answer.items.push_back(OnErrorAnswer(item.policy, item.cost));
       answer.allowed = core::MultiAllows(m->items, answer.items);
       core::Summarize(m->items, answer);
     }
@@ -1760,7 +1762,8 @@ void RedisStore::SettleAsyncValidated(const SettleRequest& request, DecisionCall
 absl::StatusOr<Reservation> RedisStore::ReserveValidated(const ReserveRequest& request) {
   std::promise<absl::StatusOr<Reservation>> answer;
   auto result = answer.get_future();
-  impl_->Reserve(request, [&answer](absl::StatusOr<Reservation> r) { answer.set_value(std::move(r)); });
+  impl_->Reserve(request,
+                 [&answer](absl::StatusOr<Reservation> r) { answer.set_value(std::move(r)); });
   return result.get();
 }
 
