@@ -14,8 +14,9 @@ absl::Status ValidateTime(const std::optional<TimePoint>& now) {
   if (now && now->time_since_epoch().count() < 0) {
     return absl::InvalidArgumentError("now must not be before the Unix epoch");
   }
-  if (now && *now >= kLatestTime)
+  if (now && *now >= kLatestTime) {
     return absl::InvalidArgumentError("now must be before 2200-01-01");
+  }
   return absl::OkStatus();
 }
 

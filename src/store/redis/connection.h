@@ -43,6 +43,10 @@ class Connection {
  public:
   struct Hooks {
     // Commands sent first on every new connection (AUTH, SELECT, SCRIPT LOAD), in RESP.
+    // The first is sent alone and the rest once it has answered: a server that wants a
+    // password closes the connection on an unauthenticated client's large request (a
+    // script body), and the reset can swallow the error it wrote; the first command's
+    // answer (AUTH's, or a PING's NOAUTH) says what is wrong before anything large goes.
     std::function<std::vector<std::string>()> handshake;
     // Judges the reply to handshake command `index`; an error closes the connection.
     std::function<absl::Status(std::size_t index, const redisReply& reply)> check_handshake;
@@ -111,6 +115,7 @@ class Connection {
   std::deque<ReplyHandler> handlers_;
   std::deque<std::chrono::steady_clock::time_point> sent_at_;  // one per handler
   std::size_t handshake_left_ = 0;
+  void SendHandshake(std::vector<std::string> commands, std::size_t from, std::size_t to);
   ReplyReader reader_;
   std::vector<char> read_buffer_;
 };

@@ -615,17 +615,19 @@ class RedisStore::Impl {
     return node;
   }
 
+  // The first command is AUTH, or a PING without a password: the connection sends it
+  // alone, and its answer tells a server that wants a password before a script goes.
   std::vector<std::string> HandshakeCommands() const {
     std::vector<std::string> commands;
     std::string command;
-    if (!options_.password.empty()) {
-      if (options_.user.empty()) {
-        redis::AppendCommand(command, {"AUTH", options_.password});
-      } else {
-        redis::AppendCommand(command, {"AUTH", options_.user, options_.password});
-      }
-      commands.push_back(std::exchange(command, {}));
+    if (options_.password.empty()) {
+      redis::AppendCommand(command, {"PING"});
+    } else if (options_.user.empty()) {
+      redis::AppendCommand(command, {"AUTH", options_.password});
+    } else {
+      redis::AppendCommand(command, {"AUTH", options_.user, options_.password});
     }
+    commands.push_back(std::exchange(command, {}));
     if (options_.db != 0) {
       redis::AppendCommand(command, {"SELECT", std::to_string(options_.db)});
       commands.push_back(std::exchange(command, {}));
@@ -638,22 +640,22 @@ class RedisStore::Impl {
   }
 
   absl::Status CheckHandshake(const Node& node, std::size_t index, const redisReply& reply) {
-    const std::size_t auth = options_.password.empty() ? 0 : 1;
+    const std::size_t auth = 1;  // AUTH, or PING
     const std::size_t select = options_.db != 0 ? 1 : 0;
     if (reply.type == REDIS_REPLY_ERROR) {
       const std::string_view text = redis::TextOf(reply);
-      if (index < auth) {
+      if (index == 0 && !options_.password.empty()) {
         return absl::PermissionDeniedError(
             fmt::format("redis at {} refused AUTH: {}", node.describe, text));
       }
-      // An unauthenticated client's script bodies over 16 KiB are refused as a protocol
-      // error before any NOAUTH: that says the same.
+      // The PING's NOAUTH; "unauthenticated" is how a server refuses a large request
+      // from an unauthenticated client, should one still get that far.
       if (text.starts_with("NOAUTH") || text.find("unauthenticated") != std::string_view::npos) {
         return absl::PermissionDeniedError(fmt::format(
             "redis at {} needs a password: {} (give it in the URL: redis://:PASSWORD@host:port)",
             node.describe, text));
       }
-      const char* step = index < auth + select ? "SELECT" : "SCRIPT LOAD";
+      const char* step = index == 0 ? "PING" : index < auth + select ? "SELECT" : "SCRIPT LOAD";
       return absl::FailedPreconditionError(
           fmt::format("redis at {} refused {}: {}", node.describe, step, text));
     }
