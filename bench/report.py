@@ -214,6 +214,9 @@ PARTS = {
     "rls": ("Envoy RLS v3 against HTTP", lambda args, binary, out: [
         sys.executable, f"{HERE}/rls_bench.py", "--floodgate", binary, "--rls-load",
         f"{args.build}/bench/rls_load", "--out", out]),
+    # Reserve + settle and acquire + release against one Check: reservations.md.
+    "reservations": ("reservations and leases", lambda args, binary, out: [
+        sys.executable, f"{HERE}/reserve_bench.py", "--floodgate", binary, "--out", out]),
     "accuracy": ("accuracy", lambda args, binary, out: accuracy_part(args, out)),
     "json": ("JSON parsing", lambda args, binary, out: json_part(args, out)),
     "soak": ("soak", lambda args, binary, out: [
@@ -292,7 +295,8 @@ def main():
         versions[package] = found.group(1) if found else "?"
     run_info = open(f"{out}/run.txt").read()
     sections = ["memory_matrix.md", "memory.md", "redis.md", "cluster.md", "http.md",
-                "multi_memory.md", "multi_redis.md", "http_multi.md", "rls.md", "accuracy.md",
+                "multi_memory.md", "multi_redis.md", "http_multi.md", "rls.md", "reservations.md",
+                "accuracy.md",
                 "soak.md"]
     md = ["# floodgate benchmark report\n",
           f"Machine: {machine()}. The client and the servers share these cores.\n",
