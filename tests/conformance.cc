@@ -134,12 +134,12 @@ void RunReserveCase(Store& store, const ReserveCase& c, const std::string& key_p
     if (step.op == "check") {
       got = store.Decide(DecideRequest{key, *policy, step.amount, now});
     } else if (step.op == "reserve" || step.op == "acquire") {
+      const AcquireRequest acquire{key, *policy, now};
       ReserveRequest request{key, *policy, step.amount, kDefaultHold, now};
       if (step.hold_us > 0) request.hold = std::chrono::microseconds(step.hold_us);
-      if (step.op == "acquire") request = LeaseReservation(AcquireRequest{key, *policy, now});
+      if (step.op == "acquire") request = LeaseReservation(acquire);
       absl::StatusOr<Reservation> reservation =
-          step.op == "acquire" ? store.Acquire(AcquireRequest{key, *policy, now})
-                               : store.Reserve(request);
+          step.op == "acquire" ? store.Acquire(acquire) : store.Reserve(request);
       if (!reservation.ok()) {
         got = reservation.status();
       } else {

@@ -170,20 +170,16 @@ void ExpectExactlyNLeases(const std::string& url) {
 TEST(RedisLeases, AKilledHoldersLeasesFreeThemselvesAfterTheLeaseTime) {
   auto server = RedisServer::Start();
   ASSERT_NE(server, nullptr);
-  const std::string url = server->url("timeout=5s") + "&prefix=killed:";
+  const std::string url = server->url("timeout=5s");
   const std::string policy = "concurrency:5,lease=2s";
   // The holder acquires the 5 leases, then keeps asking (denied) until it is killed.
   const auto started = std::chrono::steady_clock::now();
   const std::string pid = RunCommand(
       fmt::format("'{}' bench --store '{}' --policy '{}' --mode acquire --hold --keys 1 --rate 200 "
                   "--duration 60s >/dev/null 2>&1 & echo $!",
-                  FLOODGATE_BINARY, url, policy));
+                  FLOODGATE_BINARY, url + "&prefix=killed:", policy));
   const auto peek = [&] {
-    const std::string out =
-        RunShell(fmt::format("'{}' check --store '{}' --policy '{}' --cost 0 "
-                             "user:0",
-                             FLOODGATE_BINARY, url, policy));
-    const auto json = nlohmann::json::parse(out, nullptr, false);
+    const auto json = PeekAfter(url, "killed:", policy);
     return json.is_discarded() ? std::int64_t{-1} : json["remaining"].get<std::int64_t>();
   };
   std::int64_t remaining = -1;

@@ -74,8 +74,7 @@ class Load {
   Answer Decide(std::string_view key) {
     if (mode_.mode != Mode::kCheck) {
       const absl::StatusOr<Reservation> held = Hold(key);
-      if (!held.ok() || held->id.empty()) return Of(held);
-      if (mode_.mode == Mode::kAcquire && mode_.hold) return Of(held);
+      if (!Settles(held)) return Of(held);
       const absl::StatusOr<Decision> settled = store_.Settle(Finish(held->id));
       return settled.ok() ? Of(held) : Answer{};
     }
@@ -89,9 +88,7 @@ class Load {
   void DecideAsync(std::string_view key, absl::AnyInvocable<void(Answer)> done) {
     if (mode_.mode != Mode::kCheck) {
       auto finish = [this, done = std::move(done)](absl::StatusOr<Reservation> held) mutable {
-        if (!held.ok() || held->id.empty() || (mode_.mode == Mode::kAcquire && mode_.hold)) {
-          return done(Of(held));
-        }
+        if (!Settles(held)) return done(Of(held));
         const Answer answer = Of(held);
         store_.SettleAsync(Finish(held->id),
                            [answer, done = std::move(done)](absl::StatusOr<Decision> d) mutable {
@@ -134,6 +131,11 @@ class Load {
       return store_.Acquire(AcquireRequest{key, policies_.front(), std::nullopt});
     }
     return store_.Reserve(ReserveOne(key));
+  }
+  // Whether the request goes on to a settle (a release): only what was held, and no lease
+  // of a run that keeps them.
+  bool Settles(const absl::StatusOr<Reservation>& held) const {
+    return held.ok() && !held->id.empty() && !(mode_.mode == Mode::kAcquire && mode_.hold);
   }
   // A release is the settle at 0 (Store::Release).
   SettleRequest Finish(std::string_view id) const {
