@@ -380,8 +380,10 @@ TEST(RedisMulti, OnErrorAnswersForTheWholeRequest) {
 TEST_F(RedisTest, AMultiDecisionIsDeniedFromTheDenialCache) {
   auto store = OpenRedis(Url("denial_cache=10ms"));
   ASSERT_NE(store, nullptr);
-  const Policy hour = *Policy::Parse("fixed_window:1/1h");
-  const Policy many = *Policy::Parse("fixed_window:100/1h");
+  // gcra, not a fixed window: an epoch-aligned window's denial could end within the minute
+  // (or the window turn) between two calls, whenever the test happens to run.
+  const Policy hour = *Policy::Parse("gcra:1/1h");
+  const Policy many = *Policy::Parse("gcra:100/1h");
   const std::vector<CheckItem> items = {{"k:many", many, 1, "many"}, {"k:hour", hour, 1, "hour"}};
   ASSERT_TRUE(store->DecideAll({items, std::nullopt})->allowed);
   auto denied = store->DecideAll({items, std::nullopt});
@@ -574,7 +576,7 @@ TEST_F(RedisTest, ScriptFlushLosesNoDecision) {
 TEST_F(RedisTest, DeniedRepeatsComeFromTheDenialCache) {
   auto store = OpenRedis(Url());
   ASSERT_NE(store, nullptr);
-  const Policy policy = *Policy::Parse("fixed_window:1/1h");
+  const Policy policy = *Policy::Parse("gcra:1/1h");  // a denial of ~1 h, whenever it runs
   EXPECT_TRUE(store->Decide({"abuser", policy, 1, std::nullopt})->allowed);
   const Decision first = *store->Decide({"abuser", policy, 1, std::nullopt});
   EXPECT_FALSE(first.allowed);
