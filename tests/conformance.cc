@@ -55,28 +55,43 @@ std::vector<VectorCase> LoadAllVectors() {
 }
 
 std::vector<MultiCase> LoadMultiVectors() {
-  std::ifstream in(std::filesystem::path(FLOODGATE_VECTORS_DIR) / "multi" / "multi.json");
-  const nlohmann::json doc = nlohmann::json::parse(in);
   std::vector<MultiCase> cases;
-  for (const auto& c : doc.at("cases")) {
-    MultiCase mc{c.at("name"), c.value("why", ""), {}};
-    for (const auto& s : c.at("steps")) {
-      MultiStep step;
-      step.t = s.at("t");
-      for (const auto& i : s.at("items")) {
-        step.items.push_back(
-            {i.at("name"), i.at("key"), i.at("policy"), i.at("cost"), i.value("shadow", false)});
+  for (const std::string file : {"multi.json", "leases.json"}) {
+    std::ifstream in(std::filesystem::path(FLOODGATE_VECTORS_DIR) / "multi" / file);
+    const nlohmann::json doc = nlohmann::json::parse(in);
+    for (const auto& c : doc.at("cases")) {
+      MultiCase mc{file, c.at("name"), c.value("why", ""), {}};
+      for (const auto& s : c.at("steps")) {
+        MultiStep step;
+        step.t = s.at("t");
+        if (s.contains("release")) {
+          step.release = s.at("release");
+          step.decisions.push_back(DecisionFromJson(s.at("expect")));
+          mc.leases = true;
+          mc.steps.push_back(std::move(step));
+          continue;
+        }
+        for (const auto& i : s.at("items")) {
+          step.items.push_back(
+              {i.at("name"), i.at("key"), i.at("policy"), i.at("cost"), i.value("shadow", false)});
+        }
+        const auto& e = s.at("expect");
+        step.allowed = e.at("allowed");
+        step.binding = e.at("binding");
+        step.retry_after_us = e.at("retry_after_us");
+        step.denied_by = e.at("denied_by").get<std::vector<std::string>>();
+        step.would_deny = e.at("would_deny").get<std::vector<std::string>>();
+        for (const auto& d : e.at("items")) step.decisions.push_back(DecisionFromJson(d));
+        if (e.contains("leases")) {
+          step.leases = e.at("leases").get<std::map<std::string, std::string>>();
+        }
+        for (const MultiItem& item : step.items) {
+          mc.leases |= item.policy.starts_with("concurrency:") && item.cost > 0;
+        }
+        mc.steps.push_back(std::move(step));
       }
-      const auto& e = s.at("expect");
-      step.allowed = e.at("allowed");
-      step.binding = e.at("binding");
-      step.retry_after_us = e.at("retry_after_us");
-      step.denied_by = e.at("denied_by").get<std::vector<std::string>>();
-      step.would_deny = e.at("would_deny").get<std::vector<std::string>>();
-      for (const auto& d : e.at("items")) step.decisions.push_back(DecisionFromJson(d));
-      mc.steps.push_back(std::move(step));
+      cases.push_back(std::move(mc));
     }
-    cases.push_back(std::move(mc));
   }
   return cases;
 }
@@ -177,6 +192,62 @@ void RunReserveCase(Store& store, const ReserveCase& c, const std::string& key_p
   }
 }
 
+namespace {
+
+void ExpectMultiStep(const MultiStep& step, const MultiDecision& got, const std::string& where) {
+  EXPECT_EQ(got.allowed, step.allowed) << where;
+  EXPECT_EQ(got.binding, step.binding) << where;
+  EXPECT_EQ(got.retry_after.count(), step.retry_after_us) << where;
+  std::vector<std::string> denied_by, would_deny;
+  for (std::size_t i : got.denied_by) denied_by.push_back(step.items[i].name);
+  for (std::size_t i : got.would_deny) would_deny.push_back(step.items[i].name);
+  EXPECT_EQ(denied_by, step.denied_by) << where;
+  EXPECT_EQ(would_deny, step.would_deny) << where;
+  EXPECT_FALSE(got.degraded) << where;
+  EXPECT_TRUE(got.unknown.empty()) << where;
+  ASSERT_EQ(got.items.size(), step.decisions.size()) << where;
+  for (std::size_t i = 0; i < got.items.size(); ++i) {
+    EXPECT_EQ(got.items[i], step.decisions[i]) << where << ", item " << step.items[i].name;
+  }
+}
+
+// Step by step, the leases each step holds named as the vectors name them for the
+// release steps after it.
+template <class RequestFn>
+void RunLeasingMultiCase(Store& store, const MultiCase& c, RequestFn request) {
+  std::map<std::string, std::string> ids;
+  for (std::size_t s = 0; s < c.steps.size(); ++s) {
+    const MultiStep& step = c.steps[s];
+    const std::string where = fmt::format("{} / \"{}\", step {}", c.file, c.name, s + 1);
+    const TimePoint now{std::chrono::microseconds(step.t)};
+    if (!step.release.empty()) {
+      const auto id = ids.find(step.release);
+      ASSERT_NE(id, ids.end()) << where << ": no step held " << step.release;
+      const absl::StatusOr<Decision> got = store.Release(ReleaseRequest{id->second, now});
+      ASSERT_TRUE(got.ok()) << where << ": " << got.status();
+      EXPECT_EQ(*got, step.decisions[0]) << where;
+      continue;
+    }
+    const absl::StatusOr<MultiDecision> got = store.DecideAll(request(s));
+    ASSERT_TRUE(got.ok()) << where << ": " << got.status();
+    ExpectMultiStep(step, *got, where);
+    std::map<std::string, std::string> held;  // item name -> lease name
+    for (const HeldLease& lease : got->leases) {
+      ASSERT_LT(lease.item, step.items.size()) << where;
+      const std::string& item = step.items[lease.item].name;
+      const auto named = step.leases.find(item);
+      ASSERT_NE(named, step.leases.end()) << where << ": a lease held for " << item;
+      EXPECT_EQ(lease.expires, now + Policy::Parse(step.items[lease.item].policy)->period) << where;
+      EXPECT_FALSE(lease.id.empty()) << where;
+      EXPECT_TRUE(ids.emplace(named->second, lease.id).second) << where;
+      held.emplace(item, named->second);
+    }
+    EXPECT_EQ(held, step.leases) << where << ": the leases held";
+  }
+}
+
+}  // namespace
+
 void RunMultiCase(Store& store, const MultiCase& c, const std::string& key_prefix, bool in_flight) {
   struct Built {
     std::vector<std::string> keys;
@@ -196,6 +267,10 @@ void RunMultiCase(Store& store, const MultiCase& c, const std::string& key_prefi
   const auto request = [&](std::size_t s) {
     return MultiRequest{built[s].items, TimePoint(std::chrono::microseconds(c.steps[s].t))};
   };
+  if (c.leases) {
+    ASSERT_FALSE(in_flight) << c.file << " / " << c.name << ": a lease case runs step by step";
+    return RunLeasingMultiCase(store, c, request);
+  }
   std::vector<absl::StatusOr<MultiDecision>> answers;
   if (in_flight) {
     std::vector<std::promise<absl::StatusOr<MultiDecision>>> results(c.steps.size());
@@ -210,24 +285,9 @@ void RunMultiCase(Store& store, const MultiCase& c, const std::string& key_prefi
     for (std::size_t s = 0; s < c.steps.size(); ++s) answers.push_back(store.DecideAll(request(s)));
   }
   for (std::size_t s = 0; s < c.steps.size(); ++s) {
-    const MultiStep& step = c.steps[s];
-    const std::string where = fmt::format("multi.json / \"{}\", step {}", c.name, s + 1);
+    const std::string where = fmt::format("{} / \"{}\", step {}", c.file, c.name, s + 1);
     ASSERT_TRUE(answers[s].ok()) << where << ": " << answers[s].status();
-    const MultiDecision& got = *answers[s];
-    EXPECT_EQ(got.allowed, step.allowed) << where;
-    EXPECT_EQ(got.binding, step.binding) << where;
-    EXPECT_EQ(got.retry_after.count(), step.retry_after_us) << where;
-    std::vector<std::string> denied_by, would_deny;
-    for (std::size_t i : got.denied_by) denied_by.push_back(step.items[i].name);
-    for (std::size_t i : got.would_deny) would_deny.push_back(step.items[i].name);
-    EXPECT_EQ(denied_by, step.denied_by) << where;
-    EXPECT_EQ(would_deny, step.would_deny) << where;
-    EXPECT_FALSE(got.degraded) << where;
-    EXPECT_TRUE(got.unknown.empty()) << where;
-    ASSERT_EQ(got.items.size(), step.decisions.size()) << where;
-    for (std::size_t i = 0; i < got.items.size(); ++i) {
-      EXPECT_EQ(got.items[i], step.decisions[i]) << where << ", item " << step.items[i].name;
-    }
+    ExpectMultiStep(c.steps[s], *answers[s], where);
   }
 }
 
@@ -323,6 +383,58 @@ void ExpectExactCapacityUnderContention(Store& store) {
     } else {
       EXPECT_LE(admitted, 2 * expected) << text << " (the run crossed an hour boundary)";
     }
+  }
+}
+
+void ExpectExactLeasesUnderContention(Store& store, const std::string& key_prefix) {
+  struct Round {
+    const char* rate;
+    const char* leases;
+    std::int64_t admitted;   // the tighter limit
+    std::int64_t rate_left;  // after the round: denied requests spent none of it
+    std::int64_t leases_left;
+  };
+  const Round rounds[] = {
+      {"sliding_log:30/1h", "concurrency:50,lease=1h", 30, 0, 20},      // the rate denies
+      {"sliding_log:1000/1h", "concurrency:20,lease=1h", 20, 980, 0}};  // the leases deny
+  for (const Round& round : rounds) {
+    const std::string rate_key = key_prefix + round.rate;
+    const std::string lease_key = key_prefix + round.leases;
+    const CheckItem items[] = {{rate_key, *Policy::Parse(round.rate), 1, "rate"},
+                               {lease_key, *Policy::Parse(round.leases), 1, "inflight"}};
+    std::atomic<std::int64_t> admitted{0}, leases{0}, failed{0};
+    std::barrier start(4);
+    {
+      std::vector<std::jthread> threads;
+      for (int t = 0; t < 4; ++t) {
+        threads.emplace_back([&] {
+          start.arrive_and_wait();
+          std::counting_semaphore<16> slots(16);
+          for (int i = 0; i < 32; ++i) {
+            slots.acquire();
+            store.DecideAllAsync({items, std::nullopt}, [&](absl::StatusOr<MultiDecision> d) {
+              if (!d.ok() || d->degraded) {
+                ++failed;
+              } else {
+                admitted += d->allowed;
+                leases += static_cast<std::int64_t>(d->leases.size());
+              }
+              slots.release();
+            });
+          }
+          for (int i = 0; i < 16; ++i) slots.acquire();
+        });
+      }
+    }
+    EXPECT_EQ(failed.load(), 0) << round.rate << " + " << round.leases;
+    EXPECT_EQ(admitted.load(), round.admitted) << round.rate << " + " << round.leases;
+    EXPECT_EQ(leases.load(), round.admitted) << round.rate << " + " << round.leases;
+    const CheckItem peeks[] = {{rate_key, items[0].policy, 0, "rate"},
+                               {lease_key, items[1].policy, 0, "inflight"}};
+    const absl::StatusOr<MultiDecision> after = store.DecideAll({peeks, std::nullopt});
+    ASSERT_TRUE(after.ok()) << after.status();
+    EXPECT_EQ(after->items[0].remaining, round.rate_left) << round.rate << " + " << round.leases;
+    EXPECT_EQ(after->items[1].remaining, round.leases_left) << round.rate << " + " << round.leases;
   }
 }
 

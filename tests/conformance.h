@@ -5,6 +5,7 @@
 
 #include <floodgate/store.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,17 +46,26 @@ struct MultiStep {
   std::int64_t retry_after_us;
   std::vector<std::string> denied_by, would_deny;
   std::vector<Decision> decisions;
+  // leases.json: the leases the step holds, item name -> the name it is held as; or,
+  // when `release` is set, the step releases that lease and `decisions` holds its answer.
+  std::map<std::string, std::string> leases;
+  std::string release;
 };
 struct MultiCase {
+  std::string file;  // multi.json or leases.json
   std::string name;
   std::string why;
   std::vector<MultiStep> steps;
+  // Whether a step acquires a lease or releases one. Such a case runs step by step
+  // only: a store that takes leases in steps (docs/leases.md) answers in-flight requests
+  // as some interleaving of those steps, which the vectors do not fix.
+  bool leases = false;
 };
 std::vector<MultiCase> LoadMultiVectors();
 
 // Runs one multi case on `store`, each key written `<key_prefix><key>` (a prefix holding a
 // {hash tag} puts every item of the case on one Redis Cluster slot), step by step or,
-// `in_flight`, every step submitted before any answer is read.
+// `in_flight` (cases without leases only), every step submitted before any answer is read.
 void RunMultiCase(Store& store, const MultiCase& c, const std::string& key_prefix,
                   bool in_flight = false);
 
@@ -95,6 +105,12 @@ void RunCaseInFlight(Store& store, const VectorCase& c, const std::string& key_p
 // 8 threads with 64 decisions each in flight hammer one key per policy (every
 // algorithm): exactly the policy's capacity is admitted, and nothing fails.
 void ExpectExactCapacityUnderContention(Store& store);
+
+// 4 threads with 16 multi-decisions each in flight on a rate limit and a concurrency
+// limit (docs/leases.md, "In a multi-decision"): exactly the tighter one's capacity is
+// admitted, with one lease each, and the denied requests leave nothing behind: neither
+// rate spent nor a lease held.
+void ExpectExactLeasesUnderContention(Store& store, const std::string& key_prefix);
 
 // gcra in whole µs (algorithms.md, revision 2): for a table of policies whose limit does
 // not divide the period (and some that do), B + 1 cost-1 requests at one instant, all in

@@ -28,6 +28,12 @@ TEST(MemoryGcra, SameInstantBurstsAdmitExactlyB) {
   ExpectSameInstantGcraBurstsAdmitExactlyB(store, "");
 }
 
+TEST(MemoryLeases, ExactInAMultiDecisionUnderContention) {
+  MemoryStore store;
+  ExpectExactLeasesUnderContention(store, "");
+  EXPECT_EQ(store.Stats().reservations, 30u + 20u) << "a lease per admitted request, no more";
+}
+
 class MemoryMulti : public ::testing::TestWithParam<MultiCase> {};
 
 TEST_P(MemoryMulti, Vectors) {

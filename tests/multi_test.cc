@@ -15,8 +15,8 @@
 namespace floodgate {
 namespace {
 
-using ::testing::HasSubstr;
 using std::chrono::microseconds;
+using ::testing::HasSubstr;
 
 constexpr std::int64_t T0 = 1'700'000'000'000'000;
 
@@ -30,17 +30,49 @@ TEST(MultiRequests, AreRefusedWithTheReason) {
     return std::string(MessageOf(d.status()));
   };
   EXPECT_THAT(refused({}), HasSubstr("a multi-decision takes 1 to 16 items, got 0"));
-  EXPECT_THAT(refused(std::vector<CheckItem>(17, CheckItem{"k", gcra})),
-              HasSubstr("got 17"));
+  EXPECT_THAT(refused(std::vector<CheckItem>(17, CheckItem{"k", gcra})), HasSubstr("got 17"));
   EXPECT_THAT(refused({{"a", gcra}, {"", gcra}}), HasSubstr("items[1]: key must not be empty"));
   EXPECT_THAT(refused({{"a", gcra}, {"b", gcra, -1}}), HasSubstr("items[1]: cost must be"));
   // Two items on one key under one algorithm would share state.
   EXPECT_THAT(refused({{"a", gcra}, {"b", window}, {"a", *Policy::Parse("gcra:5/1s")}}),
               HasSubstr("items[0] and items[2] share key \"a\" under gcra"));
   // The same key under two algorithms is two states: fine.
-  EXPECT_TRUE(store.DecideAll(MultiRequest{std::vector<CheckItem>{{"a", gcra}, {"a", window}},
-                                           std::nullopt})
-                  .ok());
+  EXPECT_TRUE(
+      store
+          .DecideAll(MultiRequest{std::vector<CheckItem>{{"a", gcra}, {"a", window}}, std::nullopt})
+          .ok());
+  // A concurrency item takes one lease or peeks.
+  const Policy leases = *Policy::Parse("concurrency:5,lease=30s");
+  EXPECT_THAT(refused({{"a", gcra}, {"b", leases, 2}}),
+              HasSubstr("items[1]: concurrency:5,lease=30s takes one lease per item: cost 1 "
+                        "acquires it, 0 peeks; got 2"));
+}
+
+// A multi-decision's leases count against max_reservations like any other: when the
+// store holds its share, the request is refused whole, spending nothing.
+TEST(MultiLeases, AStoreFullOfReservationsRefusesTheRequestAndSpendsNothing) {
+  MemoryStoreOptions options;
+  options.shards = 1;
+  options.max_reservations = 1;
+  MemoryStore store(options);
+  const Policy rate = *Policy::Parse("sliding_log:10/1h");
+  const Policy leases = *Policy::Parse("concurrency:5,lease=30s");
+  const TimePoint now{microseconds(T0)};
+  const std::vector<CheckItem> items = {{"r", rate}, {"c", leases}};
+  const auto first = store.DecideAll(MultiRequest{items, now});
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->leases.size(), 1u);
+  EXPECT_EQ(first->leases[0].item, 1u);
+  const auto full = store.DecideAll(MultiRequest{items, now});
+  EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted) << full.status();
+  const std::vector<CheckItem> peeks = {{"r", rate, 0}, {"c", leases, 0}};
+  const auto after = store.DecideAll(MultiRequest{peeks, now});
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->items[0].remaining, 9);
+  EXPECT_EQ(after->items[1].remaining, 4);
+  // Released, the lease makes room again.
+  ASSERT_TRUE(store.Release(ReleaseRequest{first->leases[0].id, now}).ok());
+  EXPECT_TRUE(store.DecideAll(MultiRequest{items, now}).ok());
 }
 
 // A client hammering past its per-second limit: all or nothing spends none of its daily
@@ -85,8 +117,8 @@ TEST(MultiDecisions, ManyThreadsAdmitExactlyTheTighterLimit) {
     std::vector<std::jthread> threads;
     for (int t = 0; t < 8; ++t) {
       threads.emplace_back([&, t] {
-        std::vector<CheckItem> items = {{"tight", tight}, {"loose", loose},
-                                        {"k2", tight, 0},  {"k3", loose, 0}};
+        std::vector<CheckItem> items = {
+            {"tight", tight}, {"loose", loose}, {"k2", tight, 0}, {"k3", loose, 0}};
         if (t % 2 == 1) std::reverse(items.begin(), items.end());
         start.arrive_and_wait();
         for (int i = 0; i < 500; ++i) admitted += limiter.CheckAllAt(now, items)->allowed;

@@ -225,7 +225,8 @@ TEST_F(ClusterTest, AReservationDeniedOnALaterSlotIsGivenBack) {
   }
   const Policy per_second = *Policy::Parse("gcra:2/1s,burst=2");
   const Policy per_day = *Policy::Parse("fixed_window:5/1d");
-  const std::vector<CheckItem> items = {{daily, per_day, 1, "daily"}, {burst, per_second, 1, "burst"}};
+  const std::vector<CheckItem> items = {{daily, per_day, 1, "daily"},
+                                        {burst, per_second, 1, "burst"}};
   const TimePoint now{std::chrono::microseconds(1'700'000'000'000'000)};
   for (int i = 0; i < 5; ++i) {
     auto d = store->DecideAll({items, now});
@@ -294,6 +295,13 @@ TEST_F(ClusterTest, EveryAlgorithmAdmitsExactlyItsCapacityUnderContention) {
   auto store = OpenRedis(cluster_->url("timeout=2s&denial_cache=0us"));
   ASSERT_NE(store, nullptr);
   ExpectExactCapacityUnderContention(*store);
+}
+
+TEST_F(ClusterTest, LeasesInAMultiDecisionAreExactUnderContention) {
+  auto store = OpenRedis(cluster_->url("timeout=2s&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  ExpectExactLeasesUnderContention(*store, "{one slot}");  // and across slots:
+  ExpectExactLeasesUnderContention(*store, "spread:");
 }
 
 // Every primary loses its scripts (a restart or failover does that): decisions carry on,

@@ -196,7 +196,8 @@ TEST_F(RedisTest, ReservationVectorsOneByOneAndBatched) {
   ASSERT_GE(cases.size(), 14u);
   auto store = OpenRedis(Url("batch=1&denial_cache=0us"));
   ASSERT_NE(store, nullptr);
-  for (std::size_t c = 0; c < cases.size(); ++c) RunReserveCase(*store, cases[c], fmt::format("r{}:", c));
+  for (std::size_t c = 0; c < cases.size(); ++c)
+    RunReserveCase(*store, cases[c], fmt::format("r{}:", c));
   auto batched = OpenRedis(Url("connections=1&batch=64&denial_cache=0us"));
   ASSERT_NE(batched, nullptr);
   std::vector<std::jthread> threads;
@@ -235,22 +236,40 @@ TEST_F(RedisTest, MultiVectorsOneByOneAndBatched) {
   ASSERT_NE(store, nullptr);
   const auto cases = LoadMultiVectors();
   ASSERT_GE(cases.size(), 9u);
-  for (std::size_t c = 0; c < cases.size(); ++c) RunMultiCase(*store, cases[c], fmt::format("m{}:", c));
+  // The lease cases have a test of their own (the steps they take vary with their answers).
+  std::size_t steps = 0;
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    if (cases[c].leases) continue;
+    RunMultiCase(*store, cases[c], fmt::format("m{}:", c));
+    steps += cases[c].steps.size();
+  }
   // Every step of a case in flight at once on one connection: the groups share batch calls
   // with each other, and each still sees the ones before.
   auto batched = OpenRedis(Url("connections=1&batch=64&denial_cache=0us"));
   ASSERT_NE(batched, nullptr);
   for (std::size_t c = 0; c < cases.size(); ++c) {
+    if (cases[c].leases) continue;
     RunMultiCase(*batched, cases[c], fmt::format("b{}:", c), /*in_flight=*/true);
   }
   EXPECT_EQ(store->redis_stats().multi_decisions + batched->redis_stats().multi_decisions,
-            2 * [&] {
-              std::size_t steps = 0;
-              for (const auto& c : cases) steps += c.steps.size();
-              return steps;
-            }());
+            2 * steps);
   // In flight, several multi-decisions went out in one call.
   EXPECT_LT(batched->redis_stats().calls, store->redis_stats().calls);
+}
+
+// Multi-decisions that acquire leases (tests/vectors/multi/leases.json): in steps on Redis
+// (docs/leases.md, "In a multi-decision"), with the answers of one atomic step.
+TEST_F(RedisTest, MultiVectorsAcquiringLeases) {
+  auto store = OpenRedis(Url("denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const auto cases = LoadMultiVectors();
+  std::size_t leasing = 0;
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    if (!cases[c].leases) continue;
+    RunMultiCase(*store, cases[c], fmt::format("l{}:", c));
+    ++leasing;
+  }
+  EXPECT_GE(leasing, 5u);
 }
 
 // A group's items and single decisions in the same batch call: each single decision still
@@ -293,9 +312,9 @@ TEST_F(RedisTest, AReleasedReservationLeavesNoTrace) {
   const std::int64_t t = 1'700'000'000'000'000;
   // kind, limit, period, burst
   const std::vector<std::array<std::string, 4>> policies = {
-      {"gcra", "10", "1000000", "10"},    {"tb", "10", "1000000", "10"},
-      {"tbi", "10", "1000000", "10"},     {"sl", "10", "1000000", "10"},
-      {"sw", "10", "1000000", "10"},      {"fw", "10", "1000000", "10"}};
+      {"gcra", "10", "1000000", "10"}, {"tb", "10", "1000000", "10"},
+      {"tbi", "10", "1000000", "10"},  {"sl", "10", "1000000", "10"},
+      {"sw", "10", "1000000", "10"},   {"fw", "10", "1000000", "10"}};
   for (const auto& policy : policies) {
     SCOPED_TRACE(policy[0]);
     const auto call = [&](const std::string& key, const std::string& mode, std::int64_t at,
@@ -305,7 +324,8 @@ TEST_F(RedisTest, AReleasedReservationLeavesNoTrace) {
       if (mode.empty()) {
         args.push_back("0");
       } else {
-        args.insert(args.end(), {"1", "1", "1", mode, "0", mode == "release" ? std::to_string(at) : ""});
+        args.insert(args.end(),
+                    {"1", "1", "1", mode, "0", mode == "release" ? std::to_string(at) : ""});
       }
       args.insert(args.end(), {"1", std::to_string(now), std::to_string(cost)});
       return server_->Cli(args);
@@ -334,7 +354,8 @@ TEST_F(RedisTest, AReleasedReservationLeavesNoTrace) {
     const std::string released = call(used, "release", t + 1000, t + 2000, 4);
     const std::string untouched = call(fresh, "all", 0, t + 2000, 0);
     EXPECT_TRUE(same(released, untouched)) << "the peek after the release:\n"
-                                           << released << "vs\n" << untouched;
+                                           << released << "vs\n"
+                                           << untouched;
     for (const std::int64_t dt : {3000, 250'000, 999'999, 1'000'001}) {
       for (const std::int64_t cost : {0, 1, 7, 8}) {
         const std::string a = call(used, "dry", 0, t + dt, cost);
@@ -375,6 +396,39 @@ TEST(RedisMulti, OnErrorAnswersForTheWholeRequest) {
   }
 }
 
+// Redis down (docs/leases.md): an acquire, alone or in a multi-decision, is answered by
+// on_error within the timeout and never holds a lease: fail_open admits with nothing to
+// release, fail_closed and local deny.
+TEST(RedisLeases, OnErrorAnswersWithoutALease) {
+  auto server = RedisServer::Start();
+  ASSERT_NE(server, nullptr);
+  const Policy leases = *Policy::Parse("concurrency:3,lease=1m");
+  const Policy rate = *Policy::Parse("sliding_log:10/1h");
+  const std::vector<CheckItem> items = {{"r", rate, 1, "rate"}, {"c", leases, 1, "running"}};
+  std::vector<std::unique_ptr<RedisStore>> stores;
+  for (const char* mode : {"fail_open", "fail_closed", "local"}) {
+    stores.push_back(OpenRedis(server->url(fmt::format("timeout=50ms&on_error={}", mode))));
+    ASSERT_NE(stores.back(), nullptr) << mode;
+  }
+  server->Kill();
+  for (std::size_t s = 0; s < stores.size(); ++s) {
+    const bool open = s == 0;
+    const auto begin = std::chrono::steady_clock::now();
+    const auto lease = stores[s]->Acquire(AcquireRequest{"c", leases, std::nullopt});
+    ASSERT_TRUE(lease.ok()) << s << ": " << lease.status();
+    EXPECT_TRUE(lease->decision.degraded) << s;
+    EXPECT_EQ(lease->decision.allowed, open) << s;
+    EXPECT_TRUE(lease->id.empty()) << s;
+    const auto multi = stores[s]->DecideAll({items, std::nullopt});
+    ASSERT_TRUE(multi.ok()) << s << ": " << multi.status();
+    EXPECT_TRUE(multi->degraded) << s;
+    EXPECT_EQ(multi->allowed, open) << s;
+    EXPECT_TRUE(multi->leases.empty()) << s;
+    EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::milliseconds(4 * 50 + 600))
+        << s << ": at most two store calls' timeouts, plus the margin of the other tests";
+  }
+}
+
 // A denial Redis gave for one item is remembered: the same request is then denied without
 // a round trip, naming that item; the items not asked are reported unknown.
 TEST_F(RedisTest, AMultiDecisionIsDeniedFromTheDenialCache) {
@@ -409,6 +463,14 @@ TEST_F(RedisTest, EveryAlgorithmAdmitsExactlyItsCapacityUnderContention) {
   ASSERT_NE(store, nullptr);
   ExpectExactCapacityUnderContention(*store);
   EXPECT_GT(store->redis_stats().batched_decisions, 0u);
+}
+
+// Leases taken in steps (docs/leases.md, "In a multi-decision"), many in flight: never
+// more than the tighter limit, and the denied requests leave nothing held or spent.
+TEST_F(RedisTest, LeasesInAMultiDecisionAreExactUnderContention) {
+  auto store = OpenRedis(Url("timeout=2s&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  ExpectExactLeasesUnderContention(*store, "");
 }
 
 // ---- TTLs ----------------------------------------------------------------------------

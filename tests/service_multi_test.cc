@@ -48,6 +48,12 @@ rules:
     limits:
       - {name: old, policy: 'sliding_log:5/1h'}
       - {name: new, policy: 'sliding_log:2/1h', shadow: true}
+  - name: exports
+    match: {path_prefix: /exports}
+    identify: header:X-Api-Key
+    limits:
+      - {name: rate, policy: 'sliding_log:100/1h'}
+      - {name: running, policy: 'concurrency:2,lease=1h'}
 )";
 
 class MultiServiceTest : public ::testing::Test {
@@ -95,7 +101,8 @@ TEST_F(MultiServiceTest, StackedLimitsDenyByTheTighterAndSpendNothingOnDenial) {
   for (int i = 0; i < 10; ++i) {
     const Response r = Authz("/api/x", key);
     ASSERT_EQ(r.result_int(), 429);
-    EXPECT_EQ(r.body, R"({"status": 429, "code": "rate_limit:exceeded", "denied_by": ["api.burst"]})");
+    EXPECT_EQ(r.body,
+              R"({"status": 429, "code": "rate_limit:exceeded", "denied_by": ["api.burst"]})");
     EXPECT_EQ(Header(r, "X-RateLimit-Limit"), "3");
     EXPECT_EQ(Header(r, "Retry-After"), "3600");
     // Every limit that applies, with what it has left: the daily limit lost only the 3
@@ -150,7 +157,7 @@ TEST_F(MultiServiceTest, APlanHeaderChoosesThePolicyThroughTheMap) {
   };
   EXPECT_EQ(admitted("c-free", "free"), 1);
   EXPECT_EQ(admitted("c-pro", "pro"), 3);
-  EXPECT_EQ(admitted("c-none", nullptr), 2);     // the default
+  EXPECT_EQ(admitted("c-none", nullptr), 2);    // the default
   EXPECT_EQ(admitted("c-odd", "platinum"), 2);  // not in the map: the default
 }
 
@@ -178,8 +185,7 @@ TEST_F(MultiServiceTest, AShadowLimitNeverDeniesAndCountsEveryWouldDeny) {
 
 class WholeConfigShadowTest : public MultiServiceTest {
  protected:
-  WholeConfigShadowTest()
-      : MultiServiceTest(std::string(kConfig) + "shadow: true\n") {}
+  WholeConfigShadowTest() : MultiServiceTest(std::string(kConfig) + "shadow: true\n") {}
 };
 
 TEST_F(WholeConfigShadowTest, NothingIsDeniedAndNoLimitIsAdvertised) {
@@ -266,6 +272,66 @@ INSTANTIATE_TEST_SUITE_P(
         // Two items on one key under one algorithm would share their state.
         BadItems{R"({"items":[{"key":"k","policy":"gcra:1/1s"},{"key":"k","policy":"gcra:5/1m"}]})",
                  400, "items[0] and items[1] share key \"k\" under gcra"}));
+
+// docs/leases.md, "Behind nginx or Envoy": /v1/authz takes a lease with the rate and
+// hands its id back in X-RateLimit-Lease; the release hook (POST /v1/release with the ids
+// in that header, no body) frees it. A denied request holds no lease and spends no rate.
+TEST_F(MultiServiceTest, AuthzTakesALeaseThatTheReleaseHookFrees) {
+  const Headers key = {{"X-Api-Key", "k1"}};
+  std::vector<std::string> leases;
+  for (int i = 0; i < 2; ++i) {
+    const Response r = Authz("/exports/1", key);
+    ASSERT_EQ(r.result_int(), 204) << r.body;
+    leases.push_back(Header(r, "X-RateLimit-Lease"));
+    EXPECT_EQ(leases.back().size(), 16u) << leases.back();
+  }
+  EXPECT_NE(leases[0], leases[1]);
+  Response r = Authz("/exports/1", key);
+  EXPECT_EQ(r.result_int(), 429);
+  EXPECT_EQ(r.body,
+            R"({"status": 429, "code": "rate_limit:exceeded", "denied_by": ["exports.running"]})");
+  EXPECT_EQ(Header(r, "X-RateLimit-Lease"), "");
+  const auto hook = [&](const std::string& ids) {
+    return Call(http::verb::post, "/v1/release", "", {{"X-RateLimit-Lease", ids}});
+  };
+  r = hook(leases[0]);
+  EXPECT_EQ(r.result_int(), 204) << r.body;
+  r = hook(leases[0]);
+  EXPECT_EQ(r.result_int(), 404) << "released already: " << r.body;
+  r = Authz("/exports/1", key);
+  ASSERT_EQ(r.result_int(), 204) << r.body;
+  leases.push_back(Header(r, "X-RateLimit-Lease"));
+  // Three admitted: the denied request spent none of the rate.
+  EXPECT_THAT(Header(r, "RateLimit"), HasSubstr(R"("exports.rate";r=97;)"));
+  EXPECT_THAT(Header(r, "RateLimit"), HasSubstr(R"("exports.running";r=0;)"));
+  // Several at once, comma-separated, as one proxy variable carries them.
+  r = hook(leases[1] + ", " + leases[2]);
+  EXPECT_EQ(r.result_int(), 204) << r.body;
+  r = Authz("/exports/1", key);
+  EXPECT_EQ(r.result_int(), 204);
+  EXPECT_THAT(Header(r, "RateLimit"), HasSubstr(R"("exports.running";r=1;)"));
+  r = Call(http::verb::post, "/v1/release", "");
+  EXPECT_EQ(r.result_int(), 400);
+  EXPECT_THAT(std::string(Body(r)["message"]), HasSubstr("X-RateLimit-Lease"));
+}
+
+// /v1/check with "items" takes a concurrency limit's lease too, and names it on its item.
+TEST_F(MultiServiceTest, CheckItemsTakeLeasesAndNameThem) {
+  Response r = Check(R"({"items":[{"key":"k2","rule":"exports"}]})");
+  ASSERT_EQ(r.result_int(), 200) << r.body;
+  const nlohmann::json body = Body(r);
+  ASSERT_TRUE(body["items"][1]["lease"].is_string()) << r.body;
+  EXPECT_EQ(body["items"][1]["lease_us"], 3'600'000'000LL);
+  EXPECT_FALSE(body["items"][0].contains("lease"));
+  EXPECT_EQ(Header(r, "X-RateLimit-Lease"), body["items"][1]["lease"]);
+  r = Call(http::verb::post, "/v1/release",
+           nlohmann::json{{"lease", body["items"][1]["lease"]}}.dump());
+  EXPECT_EQ(r.result_int(), 200) << r.body;
+  EXPECT_EQ(Body(r)["remaining"], 2);
+  r = Check(R"({"items":[{"key":"k2","policy":"concurrency:2","cost":2}]})");
+  EXPECT_EQ(r.result_int(), 400);
+  EXPECT_THAT(std::string(Body(r)["message"]), HasSubstr("takes one lease per item"));
+}
 
 }  // namespace
 }  // namespace floodgate::server

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -26,7 +27,9 @@ inline constexpr std::size_t kMaxItems = 16;
 struct CheckItem {
   std::string_view key;  // 1..kMaxKeyBytes bytes, binary-safe
   Policy policy;
-  std::int64_t cost = 1;  // 0..kMaxCost; 0 is a peek
+  // 0..kMaxCost; 0 is a peek. Under a concurrency policy 0 or 1: 1 acquires a lease
+  // (docs/leases.md, "In a multi-decision").
+  std::int64_t cost = 1;
   std::string_view name;  // reported in denied_by / would_deny (may be empty)
   // Decided and counted as usual, but never denies the request (a limit being rolled
   // out): its denials show in would_deny.
@@ -37,6 +40,14 @@ struct MultiRequest {
   std::span<const CheckItem> items;  // 1..kMaxItems; no two share a key and algorithm
   // Decision time for every item; the store's own clock when unset.
   std::optional<TimePoint> now;
+};
+
+// A lease a multi-decision holds for its item `item` (a concurrency limit at cost 1):
+// released with Store::Release(id), or free by itself at `expires`.
+struct HeldLease {
+  std::size_t item = 0;
+  std::string id;
+  TimePoint expires;
 };
 
 // The answer to a multi-decision (docs/multi.md, "The answer"). Its lists hold a few
@@ -57,6 +68,9 @@ struct MultiDecision {
   // because a denial was answered from the denial cache, or their store call failed.
   Indexes unknown;
   bool from_denial_cache = false;  // denied by the denial cache, without a round trip
+  // Allowed only: the leases taken, one per concurrency item at cost 1 that was allowed
+  // (a lease the store could not make, as on_error's answer, has none), in item order.
+  absl::InlinedVector<HeldLease, 1> leases;
 
   // The single-decision view clients see (X-RateLimit-*, the Decision JSON): the binding
   // item's decision with the combined retry_after and the degraded flag.

@@ -55,8 +55,9 @@ class Store {
 
   // Thread-safe. Several limits decided at one time, all or nothing (docs/multi.md):
   // validates the request (ValidateMultiRequest), then decides atomically: no other
-  // decision on the items' keys interleaves (on a Redis Cluster, across slots, see
-  // docs/multi.md for the one bound).
+  // decision on the items' keys interleaves (on a Redis Cluster, across slots, and for
+  // Redis items that acquire leases, see docs/multi.md and docs/leases.md for the one
+  // bound). A concurrency item at cost 1 acquires a lease (MultiDecision::leases).
   absl::StatusOr<MultiDecision> DecideAll(const MultiRequest& request);
 
   // Thread-safe. The same, answered through `done` as DecideAsync answers; the items'
@@ -111,6 +112,11 @@ class Store {
   virtual void DecideAllAsyncValidated(const MultiRequest& request, MultiCallback done) {
     done(DecideAllValidated(request));
   }
+  // Whether DecideAllValidated() takes a multi-decision's leases itself, in the same
+  // atomic step as its other items. When not, such a request is decided in steps
+  // (docs/leases.md, "In a multi-decision"): the leases are acquired, then the other
+  // items decided, and the leases released again if the request is denied.
+  virtual bool LeasesInOneStep() const { return false; }
   // Called by Reserve() / Settle() with a request that passed ValidateReserveRequest() /
   // ValidateSettleRequest(). A store without reservations answers Unimplemented.
   virtual absl::StatusOr<Reservation> ReserveValidated(const ReserveRequest& request);
@@ -121,6 +127,10 @@ class Store {
   virtual void SettleAsyncValidated(const SettleRequest& request, DecisionCallback done) {
     done(SettleValidated(request));
   }
+
+ private:
+  // A valid multi-decision acquiring leases, in steps (see LeasesInOneStep()).
+  void DecideAllLeasingAsync(const MultiRequest& request, MultiCallback done);
 };
 
 // The checks Decide() applies; exposed so front ends can reject input early.

@@ -3,6 +3,9 @@
 #include <floodgate/store.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <future>
+
 #include "common/strings.h"
 #include "core/state_kind.h"
 
@@ -56,8 +59,17 @@ absl::Status ValidateMultiRequest(const MultiRequest& request) {
   }
   for (std::size_t i = 0; i < n; ++i) {
     const CheckItem& item = request.items[i];
-    const absl::Status status =
-        ValidateRequest(DecideRequest{item.key, item.policy, item.cost, request.now});
+    const DecideRequest single{item.key, item.policy, item.cost, request.now};
+    absl::Status status;
+    if (item.policy.algorithm != Algorithm::kConcurrency) {
+      status = ValidateRequest(single);
+    } else if (item.cost > 1) {
+      status = absl::InvalidArgumentError(
+          fmt::format("{} takes one lease per item: cost 1 acquires it, 0 peeks; got {}",
+                      item.policy.ToString(), item.cost));
+    } else {
+      status = ValidateDecision(single);  // cost 1: the item acquires a lease
+    }
     if (!status.ok()) {
       return absl::InvalidArgumentError(fmt::format("items[{}]: {}", i, MessageOf(status)));
     }
@@ -74,8 +86,25 @@ absl::Status ValidateMultiRequest(const MultiRequest& request) {
   return absl::OkStatus();
 }
 
+namespace {
+
+bool AcquiresLeases(const MultiRequest& request) {
+  return std::any_of(request.items.begin(), request.items.end(), [](const CheckItem& item) {
+    return item.policy.algorithm == Algorithm::kConcurrency && item.cost > 0;
+  });
+}
+
+}  // namespace
+
 absl::StatusOr<MultiDecision> Store::DecideAll(const MultiRequest& request) {
   if (absl::Status status = ValidateMultiRequest(request); !status.ok()) return status;
+  if (!LeasesInOneStep() && AcquiresLeases(request)) {
+    std::promise<absl::StatusOr<MultiDecision>> answer;
+    DecideAllLeasingAsync(request, [&answer](absl::StatusOr<MultiDecision> decided) {
+      answer.set_value(std::move(decided));
+    });
+    return answer.get_future().get();
+  }
   return DecideAllValidated(request);
 }
 
@@ -83,6 +112,9 @@ void Store::DecideAllAsync(const MultiRequest& request, MultiCallback done) {
   if (absl::Status status = ValidateMultiRequest(request); !status.ok()) {
     done(std::move(status));
     return;
+  }
+  if (!LeasesInOneStep() && AcquiresLeases(request)) {
+    return DecideAllLeasingAsync(request, std::move(done));
   }
   DecideAllAsyncValidated(request, std::move(done));
 }

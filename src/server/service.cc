@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <boost/beast/version.hpp>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -28,6 +29,10 @@ using Steady = std::chrono::steady_clock;
 // Rate-limited requests name their policy "policy" in the IETF headers when they came
 // with an inline policy string instead of a rule.
 constexpr std::string_view kInlinePolicy = "policy";
+
+// The leases a decision took, as /v1/authz and /v1/check answer them and as the release
+// hook takes them back (docs/leases.md, "Behind nginx or Envoy"): ids, comma-separated.
+constexpr std::string_view kLeaseHeader = "X-RateLimit-Lease";
 
 // Boost 1.74's Beast speaks boost::string_view.
 boost::beast::string_view BeastView(std::string_view s) { return {s.data(), s.size()}; }
@@ -523,9 +528,27 @@ std::string MultiJson(const RequestLimits& limits, const MultiDecision& decision
     }
     std::string item = ToJson(decision.items[i]);
     item.insert(1, fmt::format(R"("name":{},"consulted":true,)", Dump(limits.names[i])));
+    for (const HeldLease& lease : decision.leases) {
+      if (lease.item != i) continue;
+      item.pop_back();
+      item += fmt::format(R"(,"lease":{},"lease_us":{}}})", Dump(lease.id),
+                          limits.items[i].policy.period.count());
+    }
     json += item;
   }
   return json + "]}";
+}
+
+// The leases a multi-decision took, for the proxy to hand back to the release hook
+// (docs/leases.md, "Behind nginx or Envoy").
+void AddLeaseHeader(Response& response, const MultiDecision& decision) {
+  if (decision.leases.empty()) return;
+  std::string ids;
+  for (const HeldLease& lease : decision.leases) {
+    if (!ids.empty()) ids += ", ";
+    ids += lease.id;
+  }
+  response.headers.emplace_back(kLeaseHeader, std::move(ids));
 }
 
 }  // namespace
@@ -797,6 +820,13 @@ void Service::Settle(const Request& request, bool lease, Respond respond) {
   const auto bad = [&](std::string_view message) {
     respond(Error(request, http::status::bad_request, "invalid_argument", message));
   };
+  if (lease && request.body().empty()) {
+    const std::string_view ids = HeaderValue(request, kLeaseHeader);
+    if (ids.empty()) {
+      return bad(fmt::format("give {{\"lease\": id}} as the body, or the ids as {}", kLeaseHeader));
+    }
+    return ReleaseHook(request, ids, std::move(respond));
+  }
   std::string_view id;
   std::optional<std::int64_t> actual = lease ? std::optional<std::int64_t>(0) : std::nullopt;
   const absl::Status parsed =
@@ -818,6 +848,50 @@ void Service::Settle(const Request& request, bool lease, Respond respond) {
                         respond(MakeResponse(version, keep_alive, http::status::ok,
                                              ToJson(*decision), "application/json"));
                       });
+}
+
+// The release hook (docs/leases.md, "Behind nginx or Envoy"): every lease of the header
+// released; 204 when each was, else the first refusal's error (a lease not found was
+// released already, or had expired).
+void Service::ReleaseHook(const Request& request, std::string_view header, Respond respond) {
+  struct Hook {
+    std::vector<std::string> ids;
+    std::size_t answered = 0;
+    std::mutex mu;
+    absl::Status first_error;
+    unsigned version;
+    bool keep_alive;
+    Respond respond;
+  };
+  auto hook = std::make_shared<Hook>();
+  for (std::string_view rest = header; !rest.empty();) {
+    const std::size_t comma = std::min(rest.find(','), rest.size());
+    std::string_view id = rest.substr(0, comma);
+    rest.remove_prefix(std::min(comma + 1, rest.size()));
+    while (!id.empty() && id.front() == ' ') id.remove_prefix(1);
+    while (!id.empty() && id.back() == ' ') id.remove_suffix(1);
+    if (!id.empty()) hook->ids.emplace_back(id);
+  }
+  if (hook->ids.empty() || hook->ids.size() > kMaxItems) {
+    return respond(Error(request, http::status::bad_request, "invalid_argument",
+                         fmt::format("{} must hold 1 to {} lease ids", kLeaseHeader, kMaxItems)));
+  }
+  hook->version = request.version();
+  hook->keep_alive = request.keep_alive();
+  hook->respond = std::move(respond);
+  for (const std::string& id : hook->ids) {
+    store_->ReleaseAsync(ReleaseRequest{id, std::nullopt}, [hook](absl::StatusOr<Decision> done) {
+      std::unique_lock lock(hook->mu);
+      if (!done.ok() && hook->first_error.ok()) hook->first_error = done.status();
+      if (++hook->answered < hook->ids.size()) return;
+      lock.unlock();
+      if (!hook->first_error.ok()) {
+        return hook->respond(StoreError(hook->version, hook->keep_alive, hook->first_error));
+      }
+      hook->respond(MakeResponse(hook->version, hook->keep_alive, http::status::no_content, "",
+                                 "text/plain"));
+    });
+  }
 }
 
 // One entry of /v1/check's "items": {"key", "rule" | "policy", "cost", "name"}. A rule
@@ -905,14 +979,12 @@ void Service::CheckAll(const Request& request, std::shared_ptr<RequestLimits> li
   // error, which the callback turns into the 400.
   DecideAll(*limits, [this, version = request.version(), keep_alive = request.keep_alive(), limits,
                       respond = std::move(respond)](absl::StatusOr<MultiDecision> decision) {
-    if (!decision.ok()) {
-      return respond(Error(version, keep_alive, http::status::bad_request, "invalid_argument",
-                           MessageOf(decision.status())));
-    }
+    if (!decision.ok()) return respond(StoreError(version, keep_alive, decision.status()));
     CountMulti(*limits, *decision);
     Response response = MakeResponse(version, keep_alive, http::status::ok,
                                      MultiJson(*limits, *decision), "application/json");
     AddHeaders(response, MultiRateLimitHeaders(*limits, *decision));
+    AddLeaseHeader(response, *decision);
     respond(std::move(response));
   });
 }
@@ -1045,6 +1117,7 @@ void Service::Authz(const Request& request, const ip::address& peer, const Serve
               CountMulti(*limits, *decision);
               Response response = answer(*limits, decision->allowed, decision->denied_by);
               AddHeaders(response, MultiRateLimitHeaders(*limits, *decision));
+              AddLeaseHeader(response, *decision);
               if (!limits->issued_cookie.empty()) {
                 response.headers.emplace_back("Set-Cookie", limits->issued_cookie);
               }

@@ -8,9 +8,9 @@
 #include <simdjson.h>
 
 #include <atomic>
-#include <chrono>
 #include <boost/asio/ip/address.hpp>
 #include <boost/beast/http.hpp>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <memory_resource>
@@ -87,8 +87,11 @@ struct RequestLimits {
   void Reserve(std::size_t limits, std::size_t rule_count);
   // Points every item at its key and name: once all are added.
   void Seal();
-  // One enforced limit: the single decision serves it.
-  bool single() const { return items.size() == 1 && !items.front().shadow; }
+  // One enforced limit that takes no lease: the single decision serves it.
+  bool single() const {
+    return items.size() == 1 && !items.front().shadow &&
+           !(items.front().policy.algorithm == Algorithm::kConcurrency && items.front().cost > 0);
+  }
 };
 
 class Service {
@@ -123,6 +126,8 @@ class Service {
   // reservation of 1 for the lease time, released by settling it at 0).
   void Reserve(const Request& request, const ServerConfig& config, bool lease, Respond respond);
   void Settle(const Request& request, bool lease, Respond respond);
+  // /v1/release without a body: the ids of the X-RateLimit-Lease header, all released.
+  void ReleaseHook(const Request& request, std::string_view header, Respond respond);
   void Authz(const Request& request, const boost::asio::ip::address& peer,
              const ServerConfig& config, Respond respond);
   // POST /json: a RateLimitRequest as protobuf JSON in, the RateLimitResponse out.

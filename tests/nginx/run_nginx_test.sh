@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Debian's nginx with examples/nginx/nginx.conf (auth_request to /v1/authz) in front of
 # a tiny upstream, and a real `floodgate serve`, all on free loopback ports.
-# Checks: under the limit 200 with X-RateLimit-*; over it 429 with Retry-After.
+# Checks: under the limit 200 with X-RateLimit-*; over it 429 with Retry-After; an
+# in-flight limit whose leases nginx's post_action releases.
 # Usage: run_nginx_test.sh FLOODGATE_BINARY WORK_DIR
 set -euo pipefail
 binary=$1
@@ -64,3 +65,37 @@ request 4
 grep -qiE '^Retry-After: [1-9][0-9]*' "$work/h4" || fail "request 4: no Retry-After"
 grep -qi '^X-RateLimit-Remaining: 0' "$work/h4" || fail "request 4: no X-RateLimit-Remaining: 0"
 echo "nginx auth_request: 3 x 200 with X-RateLimit-*, then 429 with $(grep -i '^Retry-After' "$work/h4" | tr -d '\r')"
+
+# An in-flight limit (concurrency:1, lease 10 min) whose lease nginx's post_action hands
+# back once each response is done (docs/leases.md, "Behind nginx or Envoy").
+export_status() {
+  curl -s -o /dev/null -w '%{http_code}' "${client[@]}" "http://127.0.0.1:$port/exports/$1"
+}
+# The release lands just after the client has its answer (post_action runs after the
+# response): wait for it by asking again, at most 100 times.
+eventually() {
+  local want=$1; shift
+  for _ in $(seq 1 100); do [ "$("$@")" = "$want" ] && return 0; sleep 0.05; done
+  return 1
+}
+[ "$(export_status first)" = 200 ] || fail "the first export was not admitted"
+# Without the release, the only lease would stay held for 10 minutes.
+eventually 200 export_status second || fail "the first export's lease never came back"
+# floodgate's /v1/authz as nginx calls it for the same client takes the lease (once the
+# second export's release has landed).
+lease=""
+for _ in $(seq 1 100); do
+  lease=$(curl -s -D - -o /dev/null "${client[@]}" -H "X-Original-URI: /exports/direct" \
+               "http://127.0.0.1:$fg_port/v1/authz" |
+          grep -i '^X-RateLimit-Lease:' | awk '{print $2}' | tr -d '\r' || true)
+  [ -n "$lease" ] && break
+  sleep 0.05
+done
+[ -n "$lease" ] || fail "floodgate never gave the lease to a direct /v1/authz"
+# Held by that lease, the limit denies through nginx.
+[ "$(export_status held)" = 429 ] || fail "an export was admitted while the only lease was held"
+released=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "X-RateLimit-Lease: $lease" \
+               "http://127.0.0.1:$fg_port/v1/release")
+[ "$released" = 204 ] || fail "the release hook answered $released"
+[ "$(export_status after)" = 200 ] || fail "the export after the release was not admitted"
+echo "nginx post_action: every lease handed back; a held lease denies through nginx (429)"

@@ -149,8 +149,9 @@ class MemoryStore::Impl {
 
   // docs/multi.md: every item evaluated, then all committed or none, with every involved
   // shard's lock held throughout, taken in shard order (so two multi-decisions never
-  // wait on each other in a cycle).
-  void DecideAll(const MultiRequest& request, MultiDecision& out) {
+  // wait on each other in a cycle). A concurrency item at cost 1 is held as a lease in
+  // the same step (docs/leases.md, "In a multi-decision").
+  absl::Status DecideAll(const MultiRequest& request, MultiDecision& out) {
     const std::size_t n = request.items.size();
     // n slots on the stack, constructed only for the items there are: a std::array of
     // kMaxItems would construct (and zero) all 16 on every call, measured as a fifth of a
@@ -159,6 +160,8 @@ class MemoryStore::Impl {
       memory::Probe probe;
       memory::Shard* shard;
       memory::Shard::Plan plan;
+      bool acquires;  // a lease
+      core::ReservationMark lease_mark;
     };
     absl::FixedArray<Work, kMaxItems> work(n);
     absl::FixedArray<memory::Shard*, kMaxItems> order(n);
@@ -168,6 +171,7 @@ class MemoryStore::Impl {
       const std::size_t hash = memory::HashKey(kind, item.key);
       work[i].probe = memory::Probe{kind, item.key, hash};
       work[i].shard = order[i] = &ShardFor(hash);
+      work[i].acquires = item.policy.algorithm == Algorithm::kConcurrency && item.cost > 0;
     }
     // Shards live in one vector, so their addresses order them as their indexes do. An
     // insertion sort: a few items at most, where std::sort's setup costs more than it.
@@ -180,10 +184,21 @@ class MemoryStore::Impl {
     for (const Work& w : work) w.shard->Prefetch(w.probe);
 
     const std::int64_t now = (request.now ? *request.now : Now()).time_since_epoch().count();
+    for (const Work& w : work) {
+      // Two leases in one shard may take it one past its share: the bound stays a bound.
+      absl::Status room = w.acquires ? w.shard->RoomForReservation(now) : absl::OkStatus();
+      if (!room.ok()) {
+        for (memory::Shard* shard : locked) shard->mutex().unlock();
+        return room;
+      }
+    }
     out.items.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
-      work[i].plan = work[i].shard->Evaluate(work[i].probe, request.items[i].policy, now,
-                                             request.items[i].cost, out.items[i]);
+      Work& w = work[i];
+      w.plan = w.shard->Evaluate(w.probe, request.items[i].policy, now, request.items[i].cost,
+                                 out.items[i]);
+      // Where the lease's run goes, before any commit can move the entry found.
+      if (w.acquires && out.items[i].allowed) w.lease_mark = w.shard->LogMark(w.plan, now, 1);
     }
     out.allowed = core::MultiAllows(request.items, out.items);
     for (std::size_t i = 0; i < n; ++i) {
@@ -195,6 +210,13 @@ class MemoryStore::Impl {
         const bool moved = std::any_of(work.begin(), work.begin() + i,
                                        [&](const Work& e) { return e.shard == w.shard; });
         w.shard->Commit(w.probe, w.plan, now, moved);
+        if (w.acquires) {
+          const std::int64_t expires = now + request.items[i].policy.period.count();
+          const std::uint64_t number =
+              w.shard->Hold(w.probe, request.items[i].policy, w.lease_mark, expires);
+          out.leases.push_back(
+              HeldLease{i, ReservationId(number), TimePoint(std::chrono::microseconds(expires))});
+        }
       } else {
         // Nothing is consumed: the item reports where it stands, as a peek.
         w.shard->Peek(w.plan, request.items[i].policy, now, out.items[i]);
@@ -202,6 +224,7 @@ class MemoryStore::Impl {
     }
     for (memory::Shard* shard : locked) shard->mutex().unlock();
     core::Summarize(request.items, out);
+    return absl::OkStatus();
   }
 
   StoreStats Stats() const {
@@ -255,7 +278,7 @@ absl::StatusOr<Decision> MemoryStore::DecideValidated(const DecideRequest& reque
 }
 absl::StatusOr<MultiDecision> MemoryStore::DecideAllValidated(const MultiRequest& request) {
   absl::StatusOr<MultiDecision> result(absl::in_place);
-  impl_->DecideAll(request, *result);
+  if (absl::Status status = impl_->DecideAll(request, *result); !status.ok()) return status;
   return result;
 }
 absl::StatusOr<Reservation> MemoryStore::ReserveValidated(const ReserveRequest& request) {

@@ -100,9 +100,8 @@ void Shard::Decide(const Probe& probe, const Policy& policy, std::int64_t now_us
     });
   }
   VisitValueKind(probe.kind, [&]<class S>(std::type_identity<S>, auto decide) {
-    DecideValue<S>(probe, found, now_us, [&](const S* stored) {
-      return decide(policy, stored, now_us, cost, decision);
-    });
+    DecideValue<S>(probe, found, now_us,
+                   [&](const S* stored) { return decide(policy, stored, now_us, cost, decision); });
   });
 }
 
@@ -111,8 +110,7 @@ Shard::Plan Shard::Evaluate(const Probe& probe, const Policy& policy, std::int64
   return EvaluateFound(Find(probe, now_us), probe.kind, policy, now_us, cost, decision);
 }
 
-void Shard::Peek(const Plan& plan, const Policy& policy, std::int64_t now_us,
-                 Decision& decision) {
+void Shard::Peek(const Plan& plan, const Policy& policy, std::int64_t now_us, Decision& decision) {
   EvaluateFound(plan.found, core::KindOf(policy), policy, now_us, 0, decision);
 }
 
@@ -128,9 +126,8 @@ Shard::Plan Shard::EvaluateFound(Found found, core::StateKind kind, const Policy
     return plan;
   }
   VisitValueKind(kind, [&]<class S>(std::type_identity<S>, auto decide) {
-    const core::Outcome<S> out =
-        decide(policy, found.live ? &StateAs<S>(found.entry->state()) : nullptr, now_us, cost,
-               decision);
+    const core::Outcome<S> out = decide(
+        policy, found.live ? &StateAs<S>(found.entry->state()) : nullptr, now_us, cost, decision);
     if (out.write) {
       Entry::State state;
       StateAs<S>(state) = *out.write;
@@ -196,33 +193,44 @@ absl::StatusOr<std::uint64_t> Shard::Reserve(const Probe& probe, const Policy& p
                                              std::int64_t now_us, std::int64_t estimate,
                                              std::int64_t expires_us, Decision& decision) {
   std::lock_guard lock(mu_);
-  if (reservations_.size() >= max_reservations_) {
-    absl::erase_if(reservations_, [&](const auto& held) { return held.second.expires_us <= now_us; });
-    if (reservations_.size() >= max_reservations_) {
-      return absl::ResourceExhaustedError(fmt::format(
-          "too many reservations held: this shard holds its share ({}) of max_reservations; "
-          "settle reservations sooner, shorten their hold, or raise max_reservations",
-          max_reservations_));
-    }
-  }
+  if (absl::Status room = RoomForReservation(now_us); !room.ok()) return room;
   Plan plan = Evaluate(probe, policy, now_us, estimate, decision);
   if (!decision.allowed) return 0;
   core::ReservationMark mark;
   if (probe.kind == core::StateKind::kSlidingLog) {
-    // The run goes where CommitSlidingLog puts it: at now, clamped to the newest run.
-    const core::SlidingLog* log = plan.found.live ? plan.found.entry->state().log : nullptr;
-    const std::int64_t at =
-        log != nullptr && !log->empty() ? std::max(now_us, log->newest().time) : now_us;
-    mark = core::ReservationMark{at, estimate, at, 0};
+    mark = LogMark(plan, now_us, estimate);
   } else {
     VisitValueKind(probe.kind, [&]<class S>(std::type_identity<S>, auto) {
       mark = core::MarkAfter(policy, StateAs<S>(*plan.state), now_us, estimate);
     });
   }
   Commit(probe, plan, now_us, /*moved=*/false);
+  return Hold(probe, policy, mark, expires_us);
+}
+
+absl::Status Shard::RoomForReservation(std::int64_t now_us) {
+  if (reservations_.size() < max_reservations_) return absl::OkStatus();
+  absl::erase_if(reservations_, [&](const auto& held) { return held.second.expires_us <= now_us; });
+  if (reservations_.size() < max_reservations_) return absl::OkStatus();
+  return absl::ResourceExhaustedError(fmt::format(
+      "too many reservations held: this shard holds its share ({}) of max_reservations; "
+      "settle reservations sooner, shorten their hold, or raise max_reservations",
+      max_reservations_));
+}
+
+core::ReservationMark Shard::LogMark(const Plan& plan, std::int64_t now_us,
+                                     std::int64_t estimate) const {
+  // The run goes where CommitSlidingLog puts it: at now, clamped to the newest run.
+  const core::SlidingLog* log = plan.found.live ? plan.found.entry->state().log : nullptr;
+  const std::int64_t at =
+      log != nullptr && !log->empty() ? std::max(now_us, log->newest().time) : now_us;
+  return core::ReservationMark{at, estimate, at, 0};
+}
+
+std::uint64_t Shard::Hold(const Probe& probe, const Policy& policy,
+                          const core::ReservationMark& mark, std::int64_t expires_us) {
   const std::uint64_t number = NewNumber();
-  reservations_.emplace(number,
-                        Held{std::string(probe.key), probe.hash, policy, mark, expires_us});
+  reservations_.emplace(number, Held{std::string(probe.key), probe.hash, policy, mark, expires_us});
   return number;
 }
 

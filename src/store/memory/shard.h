@@ -83,6 +83,15 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   absl::StatusOr<std::uint64_t> Reserve(const Probe& probe, const Policy& policy,
                                         std::int64_t now_us, std::int64_t estimate,
                                         std::int64_t expires_us, Decision& decision);
+  // A multi-decision's leases (docs/leases.md), with the lock held by the caller: whether
+  // the shard may hold one more reservation (ResourceExhausted when not); where a sliding
+  // log's admission of `estimate`, as Evaluate planned it, puts its run; and the
+  // reservation held for it, by number.
+  absl::Status RoomForReservation(std::int64_t now_us);
+  core::ReservationMark LogMark(const Plan& plan, std::int64_t now_us, std::int64_t estimate) const;
+  std::uint64_t Hold(const Probe& probe, const Policy& policy, const core::ReservationMark& mark,
+                     std::int64_t expires_us);
+
   // Thread-safe. Settles reservation `number` at `actual`; NotFound when it is unknown,
   // settled already or expired.
   absl::Status Settle(std::uint64_t number, std::int64_t now_us, std::int64_t actual,
@@ -114,8 +123,8 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   };
   using Index = absl::flat_hash_set<std::uint32_t, IndexHash, IndexEq>;
 
-  Plan EvaluateFound(Found found, core::StateKind kind, const Policy& policy,
-                     std::int64_t now_us, std::int64_t cost, Decision& decision);
+  Plan EvaluateFound(Found found, core::StateKind kind, const Policy& policy, std::int64_t now_us,
+                     std::int64_t cost, Decision& decision);
   // `decide(const S* stored)` writes the decision and returns what to save.
   Found Find(const Probe& probe, std::int64_t now_us);
   template <class S, class DecideFn>
