@@ -63,7 +63,10 @@ end
 
 -- Admits a run of `cost` units at `now` after the newest run (total `newest_total`;
 -- `before` units were admitted before the oldest counted run).
+local sl_appended_at  -- the time of the run sl_append added last (MARK['sl'] reads it)
+
 local function sl_append(key, now, before, newest_total, cost, period)
+  sl_appended_at = now
   if newest_total + cost > SL_MAX_TOTAL then
     sl_renumber(key, before)
     newest_total = newest_total - before
@@ -158,10 +161,10 @@ RELEASE['sl'] = function(key, now, p, cost, at)
   end
 end
 
--- Reservations (docs/reservations.md): the mark is the time of the reservation's run.
+-- Reservations (docs/reservations.md): the mark is the time of the reservation's run,
+-- which the decision just appended (a reserve's decision is never deferred).
 MARK['sl'] = function(key, now, p)
-  local t = tonumber(redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2])
-  return t, t, 0
+  return sl_appended_at, sl_appended_at, 0
 end
 
 -- Replaces the run `member` (rank `rank`) with one of units + delta, or removes it when
