@@ -64,16 +64,17 @@ std::vector<MultiCase> LoadMultiVectors() {
       for (const auto& s : c.at("steps")) {
         MultiStep step;
         step.t = s.at("t");
-        if (s.contains("release")) {
-          step.release = s.at("release");
+        if (s.contains("release") || s.contains("settle")) {
+          step.settle = s.contains("release") ? s.at("release") : s.at("settle");
+          step.actual = s.value("actual", 0);
           step.decisions.push_back(DecisionFromJson(s.at("expect")));
-          mc.leases = true;
+          mc.holds = true;
           mc.steps.push_back(std::move(step));
           continue;
         }
         for (const auto& i : s.at("items")) {
-          step.items.push_back(
-              {i.at("name"), i.at("key"), i.at("policy"), i.at("cost"), i.value("shadow", false)});
+          step.items.push_back({i.at("name"), i.at("key"), i.at("policy"), i.at("cost"),
+                                i.value("shadow", false), i.value("hold_us", 0)});
         }
         const auto& e = s.at("expect");
         step.allowed = e.at("allowed");
@@ -83,10 +84,11 @@ std::vector<MultiCase> LoadMultiVectors() {
         step.would_deny = e.at("would_deny").get<std::vector<std::string>>();
         for (const auto& d : e.at("items")) step.decisions.push_back(DecisionFromJson(d));
         if (e.contains("leases")) {
-          step.leases = e.at("leases").get<std::map<std::string, std::string>>();
+          step.held = e.at("leases").get<std::map<std::string, std::string>>();
         }
         for (const MultiItem& item : step.items) {
-          mc.leases |= item.policy.starts_with("concurrency:") && item.cost > 0;
+          mc.holds |=
+              item.cost > 0 && (item.policy.starts_with("concurrency:") || item.hold_us > 0);
         }
         mc.steps.push_back(std::move(step));
       }
@@ -211,19 +213,20 @@ void ExpectMultiStep(const MultiStep& step, const MultiDecision& got, const std:
   }
 }
 
-// Step by step, the leases each step holds named as the vectors name them for the
+// Step by step, what each step holds named as the vectors name it for the settle and
 // release steps after it.
 template <class RequestFn>
-void RunLeasingMultiCase(Store& store, const MultiCase& c, RequestFn request) {
+void RunHoldingMultiCase(Store& store, const MultiCase& c, RequestFn request) {
   std::map<std::string, std::string> ids;
   for (std::size_t s = 0; s < c.steps.size(); ++s) {
     const MultiStep& step = c.steps[s];
     const std::string where = fmt::format("{} / \"{}\", step {}", c.file, c.name, s + 1);
     const TimePoint now{std::chrono::microseconds(step.t)};
-    if (!step.release.empty()) {
-      const auto id = ids.find(step.release);
-      ASSERT_NE(id, ids.end()) << where << ": no step held " << step.release;
-      const absl::StatusOr<Decision> got = store.Release(ReleaseRequest{id->second, now});
+    if (!step.settle.empty()) {
+      const auto id = ids.find(step.settle);
+      ASSERT_NE(id, ids.end()) << where << ": no step held " << step.settle;
+      const absl::StatusOr<Decision> got =
+          store.Settle(SettleRequest{id->second, step.actual, now});
       ASSERT_TRUE(got.ok()) << where << ": " << got.status();
       EXPECT_EQ(*got, step.decisions[0]) << where;
       continue;
@@ -231,18 +234,21 @@ void RunLeasingMultiCase(Store& store, const MultiCase& c, RequestFn request) {
     const absl::StatusOr<MultiDecision> got = store.DecideAll(request(s));
     ASSERT_TRUE(got.ok()) << where << ": " << got.status();
     ExpectMultiStep(step, *got, where);
-    std::map<std::string, std::string> held;  // item name -> lease name
-    for (const HeldLease& lease : got->leases) {
-      ASSERT_LT(lease.item, step.items.size()) << where;
-      const std::string& item = step.items[lease.item].name;
-      const auto named = step.leases.find(item);
-      ASSERT_NE(named, step.leases.end()) << where << ": a lease held for " << item;
-      EXPECT_EQ(lease.expires, now + Policy::Parse(step.items[lease.item].policy)->period) << where;
-      EXPECT_FALSE(lease.id.empty()) << where;
-      EXPECT_TRUE(ids.emplace(named->second, lease.id).second) << where;
-      held.emplace(item, named->second);
+    std::map<std::string, std::string> held;  // item name -> the name it is held as
+    for (const HeldReservation& h : got->held) {
+      ASSERT_LT(h.item, step.items.size()) << where;
+      const MultiItem& item = step.items[h.item];
+      const auto named = step.held.find(item.name);
+      ASSERT_NE(named, step.held.end()) << where << ": something held for " << item.name;
+      const std::chrono::microseconds hold = item.hold_us > 0
+                                                 ? std::chrono::microseconds(item.hold_us)
+                                                 : Policy::Parse(item.policy)->period;
+      EXPECT_EQ(h.expires, now + hold) << where;
+      EXPECT_FALSE(h.id.empty()) << where;
+      EXPECT_TRUE(ids.emplace(named->second, h.id).second) << where;
+      held.emplace(item.name, named->second);
     }
-    EXPECT_EQ(held, step.leases) << where << ": the leases held";
+    EXPECT_EQ(held, step.held) << where << ": what the step holds";
   }
 }
 
@@ -260,16 +266,16 @@ void RunMultiCase(Store& store, const MultiCase& c, const std::string& key_prefi
       const MultiItem& item = c.steps[s].items[i];
       auto policy = Policy::Parse(item.policy);
       ASSERT_TRUE(policy.ok()) << item.policy << ": " << policy.status();
-      built[s].items.push_back(
-          CheckItem{built[s].keys[i], *policy, item.cost, item.name, item.shadow});
+      built[s].items.push_back(CheckItem{built[s].keys[i], *policy, item.cost, item.name,
+                                         item.shadow, std::chrono::microseconds(item.hold_us)});
     }
   }
   const auto request = [&](std::size_t s) {
     return MultiRequest{built[s].items, TimePoint(std::chrono::microseconds(c.steps[s].t))};
   };
-  if (c.leases) {
-    ASSERT_FALSE(in_flight) << c.file << " / " << c.name << ": a lease case runs step by step";
-    return RunLeasingMultiCase(store, c, request);
+  if (c.holds) {
+    ASSERT_FALSE(in_flight) << c.file << " / " << c.name << ": a holding case runs step by step";
+    return RunHoldingMultiCase(store, c, request);
   }
   std::vector<absl::StatusOr<MultiDecision>> answers;
   if (in_flight) {
@@ -417,7 +423,7 @@ void ExpectExactLeasesUnderContention(Store& store, const std::string& key_prefi
                 ++failed;
               } else {
                 admitted += d->allowed;
-                leases += static_cast<std::int64_t>(d->leases.size());
+                leases += static_cast<std::int64_t>(d->held.size());
               }
               slots.release();
             });

@@ -37,6 +37,7 @@ struct MultiItem {
   std::string policy;
   std::int64_t cost = 1;
   bool shadow = false;
+  std::int64_t hold_us = 0;  // > 0: the item reserves its cost for that long
 };
 struct MultiStep {
   std::int64_t t;
@@ -46,26 +47,29 @@ struct MultiStep {
   std::int64_t retry_after_us;
   std::vector<std::string> denied_by, would_deny;
   std::vector<Decision> decisions;
-  // leases.json: the leases the step holds, item name -> the name it is held as; or,
-  // when `release` is set, the step releases that lease and `decisions` holds its answer.
-  std::map<std::string, std::string> leases;
-  std::string release;
+  // leases.json: what the step holds, item name -> the name it is held as; or, when
+  // `settle` is set, the step settles what was held under that name at `actual` (0: a
+  // lease's release) and `decisions` holds its answer.
+  std::map<std::string, std::string> held;
+  std::string settle;
+  std::int64_t actual = 0;
 };
 struct MultiCase {
   std::string file;  // multi.json or leases.json
   std::string name;
   std::string why;
   std::vector<MultiStep> steps;
-  // Whether a step acquires a lease or releases one. Such a case runs step by step
-  // only: a store that takes leases in steps (docs/leases.md) answers in-flight requests
+  // Whether a step holds (a lease, a reservation) or settles. Such a case runs step by
+  // step only: a store that holds in steps (docs/leases.md) answers in-flight requests
   // as some interleaving of those steps, which the vectors do not fix.
-  bool leases = false;
+  bool holds = false;
 };
 std::vector<MultiCase> LoadMultiVectors();
 
 // Runs one multi case on `store`, each key written `<key_prefix><key>` (a prefix holding a
 // {hash tag} puts every item of the case on one Redis Cluster slot), step by step or,
-// `in_flight` (cases without leases only), every step submitted before any answer is read.
+// `in_flight` (cases that hold nothing only), every step submitted before any answer is
+// read.
 void RunMultiCase(Store& store, const MultiCase& c, const std::string& key_prefix,
                   bool in_flight = false);
 

@@ -61,8 +61,8 @@ TEST(MultiLeases, AStoreFullOfReservationsRefusesTheRequestAndSpendsNothing) {
   const std::vector<CheckItem> items = {{"r", rate}, {"c", leases}};
   const auto first = store.DecideAll(MultiRequest{items, now});
   ASSERT_TRUE(first.ok()) << first.status();
-  ASSERT_EQ(first->leases.size(), 1u);
-  EXPECT_EQ(first->leases[0].item, 1u);
+  ASSERT_EQ(first->held.size(), 1u);
+  EXPECT_EQ(first->held[0].item, 1u);
   const auto full = store.DecideAll(MultiRequest{items, now});
   EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted) << full.status();
   const std::vector<CheckItem> peeks = {{"r", rate, 0}, {"c", leases, 0}};
@@ -71,7 +71,7 @@ TEST(MultiLeases, AStoreFullOfReservationsRefusesTheRequestAndSpendsNothing) {
   EXPECT_EQ(after->items[0].remaining, 9);
   EXPECT_EQ(after->items[1].remaining, 4);
   // Released, the lease makes room again.
-  ASSERT_TRUE(store.Release(ReleaseRequest{first->leases[0].id, now}).ok());
+  ASSERT_TRUE(store.Release(ReleaseRequest{first->held[0].id, now}).ok());
   EXPECT_TRUE(store.DecideAll(MultiRequest{items, now}).ok());
 }
 

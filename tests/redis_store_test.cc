@@ -239,7 +239,7 @@ TEST_F(RedisTest, MultiVectorsOneByOneAndBatched) {
   // The lease cases have a test of their own (the steps they take vary with their answers).
   std::size_t steps = 0;
   for (std::size_t c = 0; c < cases.size(); ++c) {
-    if (cases[c].leases) continue;
+    if (cases[c].holds) continue;
     RunMultiCase(*store, cases[c], fmt::format("m{}:", c));
     steps += cases[c].steps.size();
   }
@@ -248,7 +248,7 @@ TEST_F(RedisTest, MultiVectorsOneByOneAndBatched) {
   auto batched = OpenRedis(Url("connections=1&batch=64&denial_cache=0us"));
   ASSERT_NE(batched, nullptr);
   for (std::size_t c = 0; c < cases.size(); ++c) {
-    if (cases[c].leases) continue;
+    if (cases[c].holds) continue;
     RunMultiCase(*batched, cases[c], fmt::format("b{}:", c), /*in_flight=*/true);
   }
   EXPECT_EQ(store->redis_stats().multi_decisions + batched->redis_stats().multi_decisions,
@@ -265,7 +265,7 @@ TEST_F(RedisTest, MultiVectorsAcquiringLeases) {
   const auto cases = LoadMultiVectors();
   std::size_t leasing = 0;
   for (std::size_t c = 0; c < cases.size(); ++c) {
-    if (!cases[c].leases) continue;
+    if (!cases[c].holds) continue;
     RunMultiCase(*store, cases[c], fmt::format("l{}:", c));
     ++leasing;
   }
@@ -423,7 +423,7 @@ TEST(RedisLeases, OnErrorAnswersWithoutALease) {
     ASSERT_TRUE(multi.ok()) << s << ": " << multi.status();
     EXPECT_TRUE(multi->degraded) << s;
     EXPECT_EQ(multi->allowed, open) << s;
-    EXPECT_TRUE(multi->leases.empty()) << s;
+    EXPECT_TRUE(multi->held.empty()) << s;
     EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::milliseconds(4 * 50 + 600))
         << s << ": at most two store calls' timeouts, plus the margin of the other tests";
   }

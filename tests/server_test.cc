@@ -126,6 +126,14 @@ INSTANTIATE_TEST_SUITE_P(
                   "bad.yaml:3: rules[0].policy: invalid policy \"gcra:10/1s,burst=0\": burst must "
                   "be >= 1, got 0"},
         BadConfig{"rules:\n  - policy: gcra:1/1s\n", "bad.yaml:2: rules[0] needs a name"},
+        BadConfig{"rules:\n  - name: a\n    policy: gcra:1/1s\n    hold: 1m\n",
+                  "bad.yaml:4: rules[0].hold is how long a reservation waits for its settle: "
+                  "give it with cost_from_response: true"},
+        BadConfig{"rules:\n  - {name: a, policy: 'gcra:1/1s', cost_from_response: true, "
+                  "hold: 2d}\n",
+                  "bad.yaml:2: rules[0].hold must be a duration from 1ms to 24h, got \"2d\""},
+        BadConfig{"rules:\n  - {name: a, policy: 'gcra:1/1s', cost_from_response: yes please}\n",
+                  "rules[0].cost_from_response must be true or false"},
         BadConfig{"rules:\n  - name: a\n", "rules[0] needs a policy"},
         BadConfig{
             "rules:\n  - {name: a, policy: 'gcra:1/1s'}\n  - {name: a, policy: 'gcra:1/1s'}\n",

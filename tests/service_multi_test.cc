@@ -48,6 +48,13 @@ rules:
     limits:
       - {name: old, policy: 'sliding_log:5/1h'}
       - {name: new, policy: 'sliding_log:2/1h', shadow: true}
+  - name: llm
+    match: {path_prefix: /llm}
+    identify: header:X-Api-Key
+    policy: 'sliding_log:20/1h'
+    cost: 5
+    cost_from_response: true
+    hold: 1m
   - name: exports
     match: {path_prefix: /exports}
     identify: header:X-Api-Key
@@ -331,6 +338,38 @@ TEST_F(MultiServiceTest, CheckItemsTakeLeasesAndNameThem) {
   r = Check(R"({"items":[{"key":"k2","policy":"concurrency:2","cost":2}]})");
   EXPECT_EQ(r.result_int(), 400);
   EXPECT_THAT(std::string(Body(r)["message"]), HasSubstr("takes one lease per item"));
+}
+
+// cost_from_response (docs/reservations.md, "Behind a proxy"): /v1/authz reserves the
+// rule's cost as the estimate and names the reservation in X-RateLimit-Reservation; the
+// settle hook (POST /v1/settle, no body) charges the actual the proxy reports.
+TEST_F(MultiServiceTest, CostFromResponseReservesTheEstimateAndTheHookSettlesTheActual) {
+  const Headers key = {{"X-Api-Key", "k1"}};
+  Response r = Authz("/llm/complete", key);
+  ASSERT_EQ(r.result_int(), 204) << r.body;
+  const std::string reservation = Header(r, "X-RateLimit-Reservation");
+  EXPECT_EQ(reservation.size(), 16u) << reservation;
+  EXPECT_EQ(Header(r, "X-RateLimit-Lease"), "");
+  EXPECT_THAT(Header(r, "RateLimit"), HasSubstr(R"("llm";r=15;)"));  // the estimate, 5
+  const auto hook = [&](Headers headers) {
+    return Call(http::verb::post, "/v1/settle", "", headers);
+  };
+  r = hook({{"X-RateLimit-Reservation", reservation}});
+  EXPECT_EQ(r.result_int(), 400) << "no actual";
+  EXPECT_THAT(std::string(Body(r)["message"]), HasSubstr("X-RateLimit-Actual must be"));
+  r = hook({{"X-RateLimit-Reservation", reservation}, {"X-RateLimit-Actual", "2"}});
+  EXPECT_EQ(r.result_int(), 204) << r.body;
+  r = hook({{"X-RateLimit-Reservation", reservation}, {"X-RateLimit-Actual", "2"}});
+  EXPECT_EQ(r.result_int(), 404) << "settled already: " << r.body;
+  // 2 spent, then the next estimate: 20 - 2 - 5.
+  r = Authz("/llm/complete", key);
+  ASSERT_EQ(r.result_int(), 204) << r.body;
+  EXPECT_THAT(Header(r, "RateLimit"), HasSubstr(R"("llm";r=13;)"));
+  // /v1/check "items" reserve with a hold of their own, named on the item.
+  r = Check(R"({"items":[{"key":"k9","policy":"sliding_log:20/1h","cost":4,"hold_ms":60000}]})");
+  ASSERT_EQ(r.result_int(), 200) << r.body;
+  EXPECT_EQ(Body(r)["items"][0]["hold_us"], 60'000'000);
+  EXPECT_EQ(Header(r, "X-RateLimit-Reservation"), Body(r)["items"][0]["reservation"]);
 }
 
 }  // namespace

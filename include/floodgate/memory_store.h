@@ -46,7 +46,7 @@ class MemoryStore final : public Store {
  protected:
   absl::StatusOr<Decision> DecideValidated(const DecideRequest& request) override;
   absl::StatusOr<MultiDecision> DecideAllValidated(const MultiRequest& request) override;
-  bool LeasesInOneStep() const override { return true; }
+  bool HoldsInOneStep() const override { return true; }
   absl::StatusOr<Reservation> ReserveValidated(const ReserveRequest& request) override;
   absl::StatusOr<Decision> SettleValidated(const SettleRequest& request) override;
 

@@ -34,7 +34,20 @@ struct CheckItem {
   // Decided and counted as usual, but never denies the request (a limit being rolled
   // out): its denials show in would_deny.
   bool shadow = false;
+  // When set (kMinHold..kMaxHold), the item is a reservation of `cost` (its estimate)
+  // held that long for its settle (docs/reservations.md, "In a multi-decision"). Not for
+  // a concurrency item, whose lease time is its hold.
+  std::chrono::microseconds hold{0};
 };
+
+// How long an item holds what it takes when the request is allowed: a concurrency item
+// at cost 1 its lease time, an item with a hold (and cost > 0) that hold; else 0, the
+// item holds nothing.
+inline std::chrono::microseconds HoldOf(const CheckItem& item) {
+  if (item.cost <= 0) return std::chrono::microseconds(0);
+  if (item.policy.algorithm == Algorithm::kConcurrency) return item.policy.period;
+  return item.hold;
+}
 
 struct MultiRequest {
   std::span<const CheckItem> items;  // 1..kMaxItems; no two share a key and algorithm
@@ -42,9 +55,10 @@ struct MultiRequest {
   std::optional<TimePoint> now;
 };
 
-// A lease a multi-decision holds for its item `item` (a concurrency limit at cost 1):
-// released with Store::Release(id), or free by itself at `expires`.
-struct HeldLease {
+// What a multi-decision holds for its item `item` (HoldOf(item) > 0): a lease, released
+// with Store::Release(id), or a reservation, settled with Store::Settle(id, actual); by
+// itself a lease frees itself at `expires`, a reservation stays charged at its estimate.
+struct HeldReservation {
   std::size_t item = 0;
   std::string id;
   TimePoint expires;
@@ -68,9 +82,10 @@ struct MultiDecision {
   // because a denial was answered from the denial cache, or their store call failed.
   Indexes unknown;
   bool from_denial_cache = false;  // denied by the denial cache, without a round trip
-  // Allowed only: the leases taken, one per concurrency item at cost 1 that was allowed
-  // (a lease the store could not make, as on_error's answer, has none), in item order.
-  absl::InlinedVector<HeldLease, 1> leases;
+  // Allowed only: what the request holds, one per item with HoldOf(item) > 0 that was
+  // allowed (none for an item answered by on_error: there is nothing to settle), in
+  // item order.
+  absl::InlinedVector<HeldReservation, 1> held;
 
   // The single-decision view clients see (X-RateLimit-*, the Decision JSON): the binding
   // item's decision with the combined retry_after and the degraded flag.

@@ -56,8 +56,9 @@ class Store {
   // Thread-safe. Several limits decided at one time, all or nothing (docs/multi.md):
   // validates the request (ValidateMultiRequest), then decides atomically: no other
   // decision on the items' keys interleaves (on a Redis Cluster, across slots, and for
-  // Redis items that acquire leases, see docs/multi.md and docs/leases.md for the one
-  // bound). A concurrency item at cost 1 acquires a lease (MultiDecision::leases).
+  // Redis items that hold reservations or leases, see docs/multi.md and docs/leases.md
+  // for the one bound). A concurrency item at cost 1 acquires a lease, an item with a
+  // hold reserves its cost (MultiDecision::held).
   absl::StatusOr<MultiDecision> DecideAll(const MultiRequest& request);
 
   // Thread-safe. The same, answered through `done` as DecideAsync answers; the items'
@@ -112,11 +113,11 @@ class Store {
   virtual void DecideAllAsyncValidated(const MultiRequest& request, MultiCallback done) {
     done(DecideAllValidated(request));
   }
-  // Whether DecideAllValidated() takes a multi-decision's leases itself, in the same
-  // atomic step as its other items. When not, such a request is decided in steps
-  // (docs/leases.md, "In a multi-decision"): the leases are acquired, then the other
-  // items decided, and the leases released again if the request is denied.
-  virtual bool LeasesInOneStep() const { return false; }
+  // Whether DecideAllValidated() holds a multi-decision's reservations and leases itself,
+  // in the same atomic step as its other items. When not, such a request is decided in
+  // steps (docs/leases.md, "In a multi-decision"): the holding items are reserved, then
+  // the other items decided, and the reservations released if the request is denied.
+  virtual bool HoldsInOneStep() const { return false; }
   // Called by Reserve() / Settle() with a request that passed ValidateReserveRequest() /
   // ValidateSettleRequest(). A store without reservations answers Unimplemented.
   virtual absl::StatusOr<Reservation> ReserveValidated(const ReserveRequest& request);
@@ -129,8 +130,8 @@ class Store {
   }
 
  private:
-  // A valid multi-decision acquiring leases, in steps (see LeasesInOneStep()).
-  void DecideAllLeasingAsync(const MultiRequest& request, MultiCallback done);
+  // A valid multi-decision holding reservations or leases, in steps (HoldsInOneStep()).
+  void DecideAllHoldingAsync(const MultiRequest& request, MultiCallback done);
 };
 
 // The checks Decide() applies; exposed so front ends can reject input early.

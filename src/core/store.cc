@@ -23,6 +23,12 @@ absl::Status ValidateTime(const std::optional<TimePoint>& now) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateHold(std::chrono::microseconds hold) {
+  if (hold >= kMinHold && hold <= kMaxHold) return absl::OkStatus();
+  return absl::InvalidArgumentError(fmt::format("hold must be between {} µs and {} µs, got {} µs",
+                                                kMinHold.count(), kMaxHold.count(), hold.count()));
+}
+
 // ValidateRequest without the rule that a concurrency limit is only peeked: a reserve
 // (an Acquire) is how it is taken.
 absl::Status ValidateDecision(const DecideRequest& request) {
@@ -61,14 +67,23 @@ absl::Status ValidateMultiRequest(const MultiRequest& request) {
     const CheckItem& item = request.items[i];
     const DecideRequest single{item.key, item.policy, item.cost, request.now};
     absl::Status status;
-    if (item.policy.algorithm != Algorithm::kConcurrency) {
-      status = ValidateRequest(single);
-    } else if (item.cost > 1) {
-      status = absl::InvalidArgumentError(
-          fmt::format("{} takes one lease per item: cost 1 acquires it, 0 peeks; got {}",
-                      item.policy.ToString(), item.cost));
+    if (item.policy.algorithm == Algorithm::kConcurrency) {
+      if (item.cost > 1) {
+        status = absl::InvalidArgumentError(
+            fmt::format("{} takes one lease per item: cost 1 acquires it, 0 peeks; got {}",
+                        item.policy.ToString(), item.cost));
+      } else if (item.hold.count() != 0) {
+        status = absl::InvalidArgumentError(fmt::format(
+            "{} holds its lease for the lease time: give it no hold", item.policy.ToString()));
+      } else {
+        status = ValidateDecision(single);  // cost 1: the item acquires a lease
+      }
+    } else if (item.hold.count() != 0 && item.cost > 0) {
+      status = ValidateReserveRequest(
+          ReserveRequest{item.key, item.policy, item.cost, item.hold, request.now});
     } else {
-      status = ValidateDecision(single);  // cost 1: the item acquires a lease
+      status = item.hold.count() != 0 ? ValidateHold(item.hold) : absl::OkStatus();
+      if (status.ok()) status = ValidateRequest(single);
     }
     if (!status.ok()) {
       return absl::InvalidArgumentError(fmt::format("items[{}]: {}", i, MessageOf(status)));
@@ -88,19 +103,18 @@ absl::Status ValidateMultiRequest(const MultiRequest& request) {
 
 namespace {
 
-bool AcquiresLeases(const MultiRequest& request) {
-  return std::any_of(request.items.begin(), request.items.end(), [](const CheckItem& item) {
-    return item.policy.algorithm == Algorithm::kConcurrency && item.cost > 0;
-  });
+bool Holds(const MultiRequest& request) {
+  return std::any_of(request.items.begin(), request.items.end(),
+                     [](const CheckItem& item) { return HoldOf(item).count() > 0; });
 }
 
 }  // namespace
 
 absl::StatusOr<MultiDecision> Store::DecideAll(const MultiRequest& request) {
   if (absl::Status status = ValidateMultiRequest(request); !status.ok()) return status;
-  if (!LeasesInOneStep() && AcquiresLeases(request)) {
+  if (!HoldsInOneStep() && Holds(request)) {
     std::promise<absl::StatusOr<MultiDecision>> answer;
-    DecideAllLeasingAsync(request, [&answer](absl::StatusOr<MultiDecision> decided) {
+    DecideAllHoldingAsync(request, [&answer](absl::StatusOr<MultiDecision> decided) {
       answer.set_value(std::move(decided));
     });
     return answer.get_future().get();
@@ -113,8 +127,8 @@ void Store::DecideAllAsync(const MultiRequest& request, MultiCallback done) {
     done(std::move(status));
     return;
   }
-  if (!LeasesInOneStep() && AcquiresLeases(request)) {
-    return DecideAllLeasingAsync(request, std::move(done));
+  if (!HoldsInOneStep() && Holds(request)) {
+    return DecideAllHoldingAsync(request, std::move(done));
   }
   DecideAllAsyncValidated(request, std::move(done));
 }
@@ -138,11 +152,7 @@ absl::Status ValidateReserveRequest(const ReserveRequest& request) {
         fmt::format("estimate must be between 1 and {} (a reservation of 0 holds nothing), got {}",
                     kMaxCost, request.estimate));
   }
-  if (request.hold < kMinHold || request.hold > kMaxHold) {
-    return absl::InvalidArgumentError(fmt::format("hold must be between {} µs and {} µs, got {} µs",
-                                                  kMinHold.count(), kMaxHold.count(),
-                                                  request.hold.count()));
-  }
+  if (absl::Status status = ValidateHold(request.hold); !status.ok()) return status;
   if (request.policy.algorithm == Algorithm::kConcurrency &&
       (request.estimate != 1 || request.hold != request.policy.period)) {
     return absl::InvalidArgumentError(fmt::format(

@@ -1,11 +1,10 @@
 #include "server/config.h"
 
 #include <absl/status/status.h>
+#include <absl/strings/ascii.h>
 #include <floodgate/store.h>
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
-
-#include <absl/strings/ascii.h>
 
 #include <algorithm>
 #include <fstream>
@@ -136,7 +135,8 @@ absl::StatusOr<Policy> ParsePolicy(const Reader& r, const YAML::Node& node,
 // A map of names to policies (overrides, a plan table), in file order.
 absl::StatusOr<std::vector<std::pair<std::string, Policy>>> ParsePolicyMap(
     const Reader& r, const YAML::Node& node, const std::string& path) {
-  if (!node.IsMap()) return r.Error(node, fmt::format("{} must be a mapping of names to policies", path));
+  if (!node.IsMap())
+    return r.Error(node, fmt::format("{} must be a mapping of names to policies", path));
   std::vector<std::pair<std::string, Policy>> out;
   for (const auto& entry : node) {
     std::string name;
@@ -191,8 +191,9 @@ absl::StatusOr<Limit> ParseLimit(const Reader& r, const YAML::Node& node, const 
 
 absl::StatusOr<Rule> ParseRule(const Reader& r, const YAML::Node& node, const std::string& path) {
   if (!node.IsMap()) return r.Error(node, fmt::format("{} must be a mapping", path));
-  if (auto s =
-          r.KnownKeys(node, path, {"name", "match", "identify", "policy", "limits", "cost"});
+  if (auto s = r.KnownKeys(
+          node, path,
+          {"name", "match", "identify", "policy", "limits", "cost", "cost_from_response", "hold"});
       !s.ok()) {
     return s;
   }
@@ -236,7 +237,8 @@ absl::StatusOr<Rule> ParseRule(const Reader& r, const YAML::Node& node, const st
     rule.identify = *std::move(parts);
   }
   if (node["policy"].IsDefined() == node["limits"].IsDefined()) {
-    return r.Error(node, fmt::format("{} needs a policy or a list of limits (one of the two)", path));
+    return r.Error(node,
+                   fmt::format("{} needs a policy or a list of limits (one of the two)", path));
   }
   if (node["policy"]) {
     Limit limit;
@@ -246,17 +248,17 @@ absl::StatusOr<Rule> ParseRule(const Reader& r, const YAML::Node& node, const st
   } else {
     const YAML::Node limits = node["limits"];
     if (!limits.IsSequence() || limits.size() == 0 || limits.size() > kMaxItems) {
-      return r.Error(limits, fmt::format("{}.limits must be a list of 1 to {} limits", path,
-                                         kMaxItems));
+      return r.Error(limits,
+                     fmt::format("{}.limits must be a list of 1 to {} limits", path, kMaxItems));
     }
     for (std::size_t i = 0; i < limits.size(); ++i) {
       Limit limit;
       FG_ASSIGN(limit, ParseLimit(r, limits[i], fmt::format("{}.limits[{}]", path, i)));
       for (const Limit& other : rule.limits) {
         if (other.name == limit.name) {
-          return r.Error(limits[i]["name"],
-                         fmt::format("{}.limits: limit name \"{}\" is used twice", path,
-                                     limit.name));
+          return r.Error(
+              limits[i]["name"],
+              fmt::format("{}.limits: limit name \"{}\" is used twice", path, limit.name));
         }
       }
       limit.qualified = rule.name + "." + limit.name;
@@ -264,6 +266,30 @@ absl::StatusOr<Rule> ParseRule(const Reader& r, const YAML::Node& node, const st
     }
   }
   if (node["cost"]) FG_ASSIGN(rule.cost, r.Integer(node["cost"], path + ".cost", 0, kMaxCost));
+  if (node["cost_from_response"]) {
+    FG_ASSIGN(rule.cost_from_response,
+              r.Bool(node["cost_from_response"], path + ".cost_from_response"));
+    if (rule.cost_from_response && rule.cost < 1) {
+      return r.Error(node["cost"], fmt::format("{}.cost is the estimate each request reserves "
+                                               "with cost_from_response: at least 1",
+                                               path));
+    }
+  }
+  if (const YAML::Node hold = node["hold"]) {
+    if (!rule.cost_from_response) {
+      return r.Error(hold, fmt::format("{}.hold is how long a reservation waits for its "
+                                       "settle: give it with cost_from_response: true",
+                                       path));
+    }
+    std::string text;
+    FG_ASSIGN(text, r.String(hold, path + ".hold"));
+    auto d = ParseDuration(text);
+    if (!d.ok() || *d < kMinHold || *d > kMaxHold) {
+      return r.Error(
+          hold, fmt::format("{}.hold must be a duration from 1ms to 24h, got \"{}\"", path, text));
+    }
+    rule.hold = *d;
+  }
   return rule;
 }
 
@@ -432,8 +458,8 @@ absl::StatusOr<ServerConfig> ParseConfig(std::string_view yaml, const std::strin
   }
   if (const YAML::Node rls = root["rls"]) {
     if (!rls.IsMap()) return r.Error(rls, "rls must be a mapping");
-    if (auto s = r.KnownKeys(rls, "rls",
-                             {"runtime_root", "runtime_subdirectory", "ignore_dotfiles", "on_error"});
+    if (auto s = r.KnownKeys(
+            rls, "rls", {"runtime_root", "runtime_subdirectory", "ignore_dotfiles", "on_error"});
         !s.ok()) {
       return s;
     }
@@ -560,9 +586,10 @@ absl::StatusOr<std::optional<std::string>> StoreUrlFromUpstreamRedisEnv(
   std::string socket_type = get("REDIS_SOCKET_TYPE");
   absl::AsciiStrToLower(&socket_type);
   if (socket_type == "unix" || (socket_type.empty() && url.starts_with('/'))) {
-    return refuse(fmt::format("REDIS_URL \"{}\" is a unix socket; floodgate speaks TCP only (set "
-                              "REDIS_SOCKET_TYPE=tcp and REDIS_URL=host:port)",
-                              url));
+    return refuse(
+        fmt::format("REDIS_URL \"{}\" is a unix socket; floodgate speaks TCP only (set "
+                    "REDIS_SOCKET_TYPE=tcp and REDIS_URL=host:port)",
+                    url));
   }
   if (!socket_type.empty() && socket_type != "tcp") {
     return refuse(fmt::format("REDIS_SOCKET_TYPE must be tcp, got \"{}\"", socket_type));
@@ -575,8 +602,7 @@ absl::StatusOr<std::optional<std::string>> StoreUrlFromUpstreamRedisEnv(
         fmt::format("REDIS_TYPE must be SINGLE or CLUSTER, got \"{}\"", get("REDIS_TYPE")));
   }
   if (type == "single" && url.find(',') != std::string::npos) {
-    return refuse(
-        fmt::format("REDIS_URL \"{}\" lists several hosts: set REDIS_TYPE=cluster", url));
+    return refuse(fmt::format("REDIS_URL \"{}\" lists several hosts: set REDIS_TYPE=cluster", url));
   }
   const bool tls = truthy(get("REDIS_TLS"));
   // REDIS_AUTH is a password, or user:password; escaped for the URL's userinfo.

@@ -7,6 +7,7 @@
 #include <floodgate/multi.h>
 #include <floodgate/policy.h>
 #include <floodgate/redis_store.h>
+#include <floodgate/reservation.h>
 
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/network_v4.hpp>
@@ -51,10 +52,16 @@ struct Limit {
 struct Rule {
   std::string name;
   std::string path_prefix = "/";
-  std::vector<std::string> methods;  // upper case; empty: any method
+  std::vector<std::string> methods;    // upper case; empty: any method
   std::vector<IdentityPart> identify;  // empty: `identify: none`, one key for everyone
   std::vector<Limit> limits;           // 1..kMaxItems
   std::int64_t cost = 1;
+  // cost_from_response (docs/reservations.md, "Behind a proxy"): at /v1/authz each rate
+  // limit of the rule reserves `cost` as the estimate, held for `hold`, and the proxy
+  // settles the actual cost once the response is done (its concurrency limits take
+  // leases as always).
+  bool cost_from_response = false;
+  std::chrono::microseconds hold = kDefaultHold;
 
   bool Matches(std::string_view method, std::string_view path) const;
   // The cookie this rule issues when missing, if it identifies by one.

@@ -30,9 +30,12 @@ using Steady = std::chrono::steady_clock;
 // with an inline policy string instead of a rule.
 constexpr std::string_view kInlinePolicy = "policy";
 
-// The leases a decision took, as /v1/authz and /v1/check answer them and as the release
-// hook takes them back (docs/leases.md, "Behind nginx or Envoy"): ids, comma-separated.
+// What a decision holds, as /v1/authz and /v1/check answer it and as the settle hook
+// takes it back (docs/leases.md, "Behind nginx or Envoy"): ids, comma-separated; and the
+// actual cost the hook settles the reservations at.
 constexpr std::string_view kLeaseHeader = "X-RateLimit-Lease";
+constexpr std::string_view kReservationHeader = "X-RateLimit-Reservation";
+constexpr std::string_view kActualHeader = "X-RateLimit-Actual";
 
 // Boost 1.74's Beast speaks boost::string_view.
 boost::beast::string_view BeastView(std::string_view s) { return {s.data(), s.size()}; }
@@ -453,13 +456,14 @@ void Service::CountLimit(const RequestLimits& limits, std::size_t i, LimitResult
 }
 
 void RequestLimits::Add(std::string key, std::string name, std::size_t rule_length,
-                        const Policy& policy, std::int64_t cost, bool shadow) {
+                        const Policy& policy, std::int64_t cost, bool shadow,
+                        std::chrono::microseconds hold) {
   // Over-long keys are cut: clients that differ only past 512 bytes share a limit.
   if (key.size() > kMaxKeyBytes) key.resize(kMaxKeyBytes);
   keys.push_back(std::move(key));
   names.push_back(std::move(name));
   rule_lengths.push_back(rule_length);
-  items.push_back(CheckItem{{}, policy, cost, {}, shadow});
+  items.push_back(CheckItem{{}, policy, cost, {}, shadow, hold});
 }
 
 void RequestLimits::Reserve(std::size_t limits, std::size_t rule_count) {
@@ -528,27 +532,34 @@ std::string MultiJson(const RequestLimits& limits, const MultiDecision& decision
     }
     std::string item = ToJson(decision.items[i]);
     item.insert(1, fmt::format(R"("name":{},"consulted":true,)", Dump(limits.names[i])));
-    for (const HeldLease& lease : decision.leases) {
-      if (lease.item != i) continue;
+    for (const HeldReservation& held : decision.held) {
+      if (held.item != i) continue;
+      const bool lease = limits.items[i].policy.algorithm == Algorithm::kConcurrency;
       item.pop_back();
-      item += fmt::format(R"(,"lease":{},"lease_us":{}}})", Dump(lease.id),
-                          limits.items[i].policy.period.count());
+      item += fmt::format(R"(,"{}":{},"{}":{}}})", lease ? "lease" : "reservation", Dump(held.id),
+                          lease ? "lease_us" : "hold_us", HoldOf(limits.items[i]).count());
     }
     json += item;
   }
   return json + "]}";
 }
 
-// The leases a multi-decision took, for the proxy to hand back to the release hook
-// (docs/leases.md, "Behind nginx or Envoy").
-void AddLeaseHeader(Response& response, const MultiDecision& decision) {
-  if (decision.leases.empty()) return;
-  std::string ids;
-  for (const HeldLease& lease : decision.leases) {
+// What a multi-decision holds, for the proxy to hand back to the settle hook
+// (docs/leases.md, "Behind nginx or Envoy"): leases in X-RateLimit-Lease, reservations
+// in X-RateLimit-Reservation, each a comma-separated list of ids.
+void AddHeldHeaders(Response& response, const RequestLimits& limits,
+                    const MultiDecision& decision) {
+  std::string leases, reservations;
+  for (const HeldReservation& held : decision.held) {
+    std::string& ids =
+        limits.items[held.item].policy.algorithm == Algorithm::kConcurrency ? leases : reservations;
     if (!ids.empty()) ids += ", ";
-    ids += lease.id;
+    ids += held.id;
   }
-  response.headers.emplace_back(kLeaseHeader, std::move(ids));
+  if (!leases.empty()) response.headers.emplace_back(kLeaseHeader, std::move(leases));
+  if (!reservations.empty()) {
+    response.headers.emplace_back(kReservationHeader, std::move(reservations));
+  }
 }
 
 }  // namespace
@@ -820,13 +831,7 @@ void Service::Settle(const Request& request, bool lease, Respond respond) {
   const auto bad = [&](std::string_view message) {
     respond(Error(request, http::status::bad_request, "invalid_argument", message));
   };
-  if (lease && request.body().empty()) {
-    const std::string_view ids = HeaderValue(request, kLeaseHeader);
-    if (ids.empty()) {
-      return bad(fmt::format("give {{\"lease\": id}} as the body, or the ids as {}", kLeaseHeader));
-    }
-    return ReleaseHook(request, ids, std::move(respond));
-  }
+  if (request.body().empty()) return SettleHook(request, std::move(respond));
   std::string_view id;
   std::optional<std::int64_t> actual = lease ? std::optional<std::int64_t>(0) : std::nullopt;
   const absl::Status parsed =
@@ -850,12 +855,14 @@ void Service::Settle(const Request& request, bool lease, Respond respond) {
                       });
 }
 
-// The release hook (docs/leases.md, "Behind nginx or Envoy"): every lease of the header
-// released; 204 when each was, else the first refusal's error (a lease not found was
-// released already, or had expired).
-void Service::ReleaseHook(const Request& request, std::string_view header, Respond respond) {
+// The settle hook (docs/leases.md, "Behind nginx or Envoy"): /v1/settle or /v1/release
+// without a body. Every lease of X-RateLimit-Lease is released and every reservation of
+// X-RateLimit-Reservation settled at X-RateLimit-Actual; 204 when each was, else the
+// first refusal's error (a lease or reservation not found was settled already, or its
+// hold had ended).
+void Service::SettleHook(const Request& request, Respond respond) {
   struct Hook {
-    std::vector<std::string> ids;
+    std::vector<std::pair<std::string, std::int64_t>> settles;  // id, actual
     std::size_t answered = 0;
     std::mutex mu;
     absl::Status first_error;
@@ -864,33 +871,52 @@ void Service::ReleaseHook(const Request& request, std::string_view header, Respo
     Respond respond;
   };
   auto hook = std::make_shared<Hook>();
-  for (std::string_view rest = header; !rest.empty();) {
-    const std::size_t comma = std::min(rest.find(','), rest.size());
-    std::string_view id = rest.substr(0, comma);
-    rest.remove_prefix(std::min(comma + 1, rest.size()));
-    while (!id.empty() && id.front() == ' ') id.remove_prefix(1);
-    while (!id.empty() && id.back() == ' ') id.remove_suffix(1);
-    if (!id.empty()) hook->ids.emplace_back(id);
+  const auto add = [&](std::string_view header, std::int64_t actual) {
+    for (std::string_view rest = header; !rest.empty();) {
+      const std::size_t comma = std::min(rest.find(','), rest.size());
+      std::string_view id = rest.substr(0, comma);
+      rest.remove_prefix(std::min(comma + 1, rest.size()));
+      while (!id.empty() && id.front() == ' ') id.remove_prefix(1);
+      while (!id.empty() && id.back() == ' ') id.remove_suffix(1);
+      if (!id.empty()) hook->settles.emplace_back(id, actual);
+    }
+  };
+  const auto bad = [&](std::string message) {
+    respond(Error(request, http::status::bad_request, "invalid_argument", message));
+  };
+  add(HeaderValue(request, kLeaseHeader), 0);
+  const std::string_view reservations = HeaderValue(request, kReservationHeader);
+  if (!reservations.empty()) {
+    const std::string_view text = HeaderValue(request, kActualHeader);
+    std::uint64_t actual = 0;
+    if (!ParseDecimal(text, actual) || actual > static_cast<std::uint64_t>(kMaxCost)) {
+      return bad(
+          fmt::format("{} must be the actual cost, a whole number from 0 to {}, got \"{}\" (the "
+                      "reservations stay charged at their estimates until their holds end)",
+                      kActualHeader, kMaxCost, text));
+    }
+    add(reservations, static_cast<std::int64_t>(actual));
   }
-  if (hook->ids.empty() || hook->ids.size() > kMaxItems) {
-    return respond(Error(request, http::status::bad_request, "invalid_argument",
-                         fmt::format("{} must hold 1 to {} lease ids", kLeaseHeader, kMaxItems)));
+  if (hook->settles.empty() || hook->settles.size() > kMaxItems) {
+    return bad(fmt::format("give a JSON body, or 1 to {} ids in {} and {}", kMaxItems, kLeaseHeader,
+                           kReservationHeader));
   }
   hook->version = request.version();
   hook->keep_alive = request.keep_alive();
   hook->respond = std::move(respond);
-  for (const std::string& id : hook->ids) {
-    store_->ReleaseAsync(ReleaseRequest{id, std::nullopt}, [hook](absl::StatusOr<Decision> done) {
-      std::unique_lock lock(hook->mu);
-      if (!done.ok() && hook->first_error.ok()) hook->first_error = done.status();
-      if (++hook->answered < hook->ids.size()) return;
-      lock.unlock();
-      if (!hook->first_error.ok()) {
-        return hook->respond(StoreError(hook->version, hook->keep_alive, hook->first_error));
-      }
-      hook->respond(MakeResponse(hook->version, hook->keep_alive, http::status::no_content, "",
-                                 "text/plain"));
-    });
+  for (const auto& [id, actual] : hook->settles) {
+    store_->SettleAsync(
+        SettleRequest{id, actual, std::nullopt}, [hook](absl::StatusOr<Decision> done) {
+          std::unique_lock lock(hook->mu);
+          if (!done.ok() && hook->first_error.ok()) hook->first_error = done.status();
+          if (++hook->answered < hook->settles.size()) return;
+          lock.unlock();
+          if (!hook->first_error.ok()) {
+            return hook->respond(StoreError(hook->version, hook->keep_alive, hook->first_error));
+          }
+          hook->respond(MakeResponse(hook->version, hook->keep_alive, http::status::no_content, "",
+                                     "text/plain"));
+        });
   }
 }
 
@@ -903,7 +929,7 @@ absl::Status Service::AddCheckItem(simdjson::dom::object item, std::size_t index
     return absl::InvalidArgumentError(fmt::format("items[{}]: {}", index, what));
   };
   std::string_view key, rule_name, policy_text, name;
-  std::int64_t cost = -1;
+  std::int64_t cost = -1, hold_ms = 0;
   for (const auto [field, value] : item) {
     if (field == "key") {
       if (value.get_string().get(key) != simdjson::SUCCESS) return bad("\"key\" must be a string");
@@ -922,8 +948,14 @@ absl::Status Service::AddCheckItem(simdjson::dom::object item, std::size_t index
       if (value.get_int64().get(cost) != simdjson::SUCCESS || cost < 0 || cost > kMaxCost) {
         return bad("\"cost\" must be a whole number from 0 to 1000000000");
       }
+    } else if (field == "hold_ms") {
+      if (value.get_int64().get(hold_ms) != simdjson::SUCCESS || hold_ms < 1 ||
+          hold_ms > kMaxHold.count() / 1000) {
+        return bad(fmt::format("\"hold_ms\" must be a whole number from 1 to {}",
+                               kMaxHold.count() / 1000));
+      }
     } else {
-      return bad(fmt::format("unknown field \"{}\" (key, rule, policy, cost, name)",
+      return bad(fmt::format("unknown field \"{}\" (key, rule, policy, cost, name, hold_ms)",
                              std::string_view(field)));
     }
   }
@@ -937,7 +969,8 @@ absl::Status Service::AddCheckItem(simdjson::dom::object item, std::size_t index
     if (rule == nullptr) {
       return absl::NotFoundError(fmt::format("items[{}]: unknown rule \"{}\"", index, rule_name));
     }
-    AddRuleLimits(*rule, key, ':', "", cost < 0 ? rule->cost : cost, request, config, limits);
+    AddRuleLimits(*rule, key, ':', "", cost < 0 ? rule->cost : cost, request, config, limits,
+                  std::chrono::milliseconds(hold_ms));
     if (std::find(limits.rules.begin(), limits.rules.end(), rule->name) == limits.rules.end()) {
       limits.rules.push_back(rule->name);
     }
@@ -946,7 +979,8 @@ absl::Status Service::AddCheckItem(simdjson::dom::object item, std::size_t index
   auto policy = Policy::Parse(policy_text);
   if (!policy.ok()) return bad(MessageOf(policy.status()));
   limits.Add(std::string(key), name.empty() ? fmt::format("items[{}]", index) : std::string(name),
-             RequestLimits::kNoRule, *policy, cost < 0 ? 1 : cost, config.shadow);
+             RequestLimits::kNoRule, *policy, cost < 0 ? 1 : cost, config.shadow,
+             std::chrono::milliseconds(hold_ms));
   if (std::find(limits.rules.begin(), limits.rules.end(), kInlinePolicy) == limits.rules.end()) {
     limits.rules.emplace_back(kInlinePolicy);
   }
@@ -959,7 +993,7 @@ absl::Status Service::AddCheckItem(simdjson::dom::object item, std::size_t index
 void Service::AddRuleLimits(const Rule& rule, std::string_view identity, char sep,
                             std::string_view override_key, std::int64_t cost,
                             const Request& request, const ServerConfig& config,
-                            RequestLimits& limits) {
+                            RequestLimits& limits, std::chrono::microseconds hold) {
   const std::string_view chosen_by = override_key.empty() ? identity : override_key;
   for (const Limit& limit : rule.limits) {
     const std::string_view plan =
@@ -967,8 +1001,11 @@ void Service::AddRuleLimits(const Rule& rule, std::string_view identity, char se
     std::string key;  // <rule>.<limit><sep>{<identity>}, without a format string to parse
     key.reserve(limit.qualified.size() + identity.size() + 3);
     key.append(limit.qualified).append(1, sep).append(1, '{').append(identity).append(1, '}');
-    limits.Add(std::move(key), limit.qualified, rule.name.size(), limit.For(chosen_by, plan), cost,
-               limit.shadow || config.shadow);
+    const Policy& policy = limit.For(chosen_by, plan);
+    // A concurrency limit holds its lease for the lease time, reserved or not.
+    limits.Add(std::move(key), limit.qualified, rule.name.size(), policy, cost,
+               limit.shadow || config.shadow,
+               policy.algorithm == Algorithm::kConcurrency ? std::chrono::microseconds(0) : hold);
   }
 }
 
@@ -984,7 +1021,7 @@ void Service::CheckAll(const Request& request, std::shared_ptr<RequestLimits> li
     Response response = MakeResponse(version, keep_alive, http::status::ok,
                                      MultiJson(*limits, *decision), "application/json");
     AddHeaders(response, MultiRateLimitHeaders(*limits, *decision));
-    AddLeaseHeader(response, *decision);
+    AddHeldHeaders(response, *limits, *decision);
     respond(std::move(response));
   });
 }
@@ -1068,7 +1105,9 @@ void Service::Authz(const Request& request, const ip::address& peer, const Serve
   limits->Reserve(count, rules.size());
   for (const Rule* rule : rules) {
     auto [key, value] = Identify(*rule, request, client, limits->issued_cookie);
-    AddRuleLimits(*rule, key, '|', value, rule->cost, request, config, *limits);
+    // cost_from_response: the rule's cost is reserved as the estimate (settled later).
+    AddRuleLimits(*rule, key, '|', value, rule->cost, request, config, *limits,
+                  rule->cost_from_response ? rule->hold : std::chrono::microseconds(0));
     limits->rules.push_back(rule->name);
   }
   const int deny_status =
@@ -1117,7 +1156,7 @@ void Service::Authz(const Request& request, const ip::address& peer, const Serve
               CountMulti(*limits, *decision);
               Response response = answer(*limits, decision->allowed, decision->denied_by);
               AddHeaders(response, MultiRateLimitHeaders(*limits, *decision));
-              AddLeaseHeader(response, *decision);
+              AddHeldHeaders(response, *limits, *decision);
               if (!limits->issued_cookie.empty()) {
                 response.headers.emplace_back("Set-Cookie", limits->issued_cookie);
               }

@@ -82,15 +82,16 @@ struct RequestLimits {
 
   static constexpr std::size_t kNoRule = std::string::npos;
   void Add(std::string key, std::string name, std::size_t rule_length, const Policy& policy,
-           std::int64_t cost, bool shadow);
+           std::int64_t cost, bool shadow,
+           std::chrono::microseconds hold = std::chrono::microseconds(0));
   // Room for `limits` limits from `rule_count` rules: one allocation per list.
   void Reserve(std::size_t limits, std::size_t rule_count);
   // Points every item at its key and name: once all are added.
   void Seal();
-  // One enforced limit that takes no lease: the single decision serves it.
+  // One enforced limit that holds nothing (no lease, no reservation): the single
+  // decision serves it.
   bool single() const {
-    return items.size() == 1 && !items.front().shadow &&
-           !(items.front().policy.algorithm == Algorithm::kConcurrency && items.front().cost > 0);
+    return items.size() == 1 && !items.front().shadow && HoldOf(items.front()).count() == 0;
   }
 };
 
@@ -126,8 +127,9 @@ class Service {
   // reservation of 1 for the lease time, released by settling it at 0).
   void Reserve(const Request& request, const ServerConfig& config, bool lease, Respond respond);
   void Settle(const Request& request, bool lease, Respond respond);
-  // /v1/release without a body: the ids of the X-RateLimit-Lease header, all released.
-  void ReleaseHook(const Request& request, std::string_view header, Respond respond);
+  // /v1/settle or /v1/release without a body: the ids of the X-RateLimit-Lease and
+  // X-RateLimit-Reservation headers, released and settled.
+  void SettleHook(const Request& request, Respond respond);
   void Authz(const Request& request, const boost::asio::ip::address& peer,
              const ServerConfig& config, Respond respond);
   // POST /json: a RateLimitRequest as protobuf JSON in, the RateLimitResponse out.
@@ -143,9 +145,11 @@ class Service {
   void CheckAll(const Request& request, std::shared_ptr<RequestLimits> limits, Respond respond);
   absl::Status AddCheckItem(simdjson::dom::object item, std::size_t index, const Request& request,
                             const ServerConfig& config, RequestLimits& limits);
+  // `hold` > 0: each rate limit reserves `cost` for that long (cost_from_response).
   void AddRuleLimits(const Rule& rule, std::string_view identity, char sep,
                      std::string_view override_key, std::int64_t cost, const Request& request,
-                     const ServerConfig& config, RequestLimits& limits);
+                     const ServerConfig& config, RequestLimits& limits,
+                     std::chrono::microseconds hold = std::chrono::microseconds(0));
   static std::pair<std::string, std::string> Identify(const Rule& rule, const Request& request,
                                                       const boost::asio::ip::address& client,
                                                       std::string& issued_cookie);

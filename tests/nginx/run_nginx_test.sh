@@ -2,7 +2,8 @@
 # Debian's nginx with examples/nginx/nginx.conf (auth_request to /v1/authz) in front of
 # a tiny upstream, and a real `floodgate serve`, all on free loopback ports.
 # Checks: under the limit 200 with X-RateLimit-*; over it 429 with Retry-After; an
-# in-flight limit whose leases nginx's post_action releases.
+# in-flight limit whose leases nginx's post_action releases; a cost reserved at
+# auth_request and settled by post_action at what the API reports.
 # Usage: run_nginx_test.sh FLOODGATE_BINARY WORK_DIR
 set -euo pipefail
 binary=$1
@@ -99,3 +100,18 @@ released=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "X-RateLimit-Lease:
 [ "$released" = 204 ] || fail "the release hook answered $released"
 [ "$(export_status after)" = 200 ] || fail "the export after the release was not admitted"
 echo "nginx post_action: every lease handed back; a held lease denies through nginx (429)"
+
+# cost_from_response: each /llm request reserves 5 of 20 tokens an hour; post_action
+# settles it at the 2 the API reports (X-Tokens-Used).
+llm_remaining=$(curl -s -D - -o /dev/null "${client[@]}" "http://127.0.0.1:$port/llm/complete" |
+                grep -i '^X-RateLimit-Remaining:' | awk '{print $2}' | tr -d '\r' || true)
+[ "$llm_remaining" = 15 ] || fail "the /llm request did not reserve the estimate: remaining '$llm_remaining'"
+# floodgate's own view of the key /v1/authz used (rule llm, identified by IP), peeked.
+tokens_left() {
+  curl -s -X POST "http://127.0.0.1:$fg_port/v1/check" -d \
+    '{"items":[{"key":"llm|{ip=203.0.113.9}","policy":"sliding_log:20/1h","cost":0}]}' |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["items"][0]["remaining"])'
+}
+# Unsettled, 15 would stay left until the hold ends; settled at 2, 18 are.
+eventually 18 tokens_left || fail "the /llm reservation was never settled at 2 (left: $(tokens_left))"
+echo "nginx post_action: an /llm request reserved 5 tokens and was settled at the 2 it used"

@@ -149,8 +149,8 @@ class MemoryStore::Impl {
 
   // docs/multi.md: every item evaluated, then all committed or none, with every involved
   // shard's lock held throughout, taken in shard order (so two multi-decisions never
-  // wait on each other in a cycle). A concurrency item at cost 1 is held as a lease in
-  // the same step (docs/leases.md, "In a multi-decision").
+  // wait on each other in a cycle). An item that holds (a concurrency item's lease, an
+  // item's reservation) is held in the same step (docs/leases.md, "In a multi-decision").
   absl::Status DecideAll(const MultiRequest& request, MultiDecision& out) {
     const std::size_t n = request.items.size();
     // n slots on the stack, constructed only for the items there are: a std::array of
@@ -160,8 +160,8 @@ class MemoryStore::Impl {
       memory::Probe probe;
       memory::Shard* shard;
       memory::Shard::Plan plan;
-      bool acquires;  // a lease
-      core::ReservationMark lease_mark;
+      std::int64_t hold_us;  // HoldOf(item): > 0 for a reservation or a lease
+      core::ReservationMark mark;
     };
     absl::FixedArray<Work, kMaxItems> work(n);
     absl::FixedArray<memory::Shard*, kMaxItems> order(n);
@@ -171,7 +171,7 @@ class MemoryStore::Impl {
       const std::size_t hash = memory::HashKey(kind, item.key);
       work[i].probe = memory::Probe{kind, item.key, hash};
       work[i].shard = order[i] = &ShardFor(hash);
-      work[i].acquires = item.policy.algorithm == Algorithm::kConcurrency && item.cost > 0;
+      work[i].hold_us = HoldOf(item).count();
     }
     // Shards live in one vector, so their addresses order them as their indexes do. An
     // insertion sort: a few items at most, where std::sort's setup costs more than it.
@@ -185,8 +185,8 @@ class MemoryStore::Impl {
 
     const std::int64_t now = (request.now ? *request.now : Now()).time_since_epoch().count();
     for (const Work& w : work) {
-      // Two leases in one shard may take it one past its share: the bound stays a bound.
-      absl::Status room = w.acquires ? w.shard->RoomForReservation(now) : absl::OkStatus();
+      // Several holds in one shard may take it past its share by a few: still a bound.
+      absl::Status room = w.hold_us > 0 ? w.shard->RoomForReservation(now) : absl::OkStatus();
       if (!room.ok()) {
         for (memory::Shard* shard : locked) shard->mutex().unlock();
         return room;
@@ -197,8 +197,10 @@ class MemoryStore::Impl {
       Work& w = work[i];
       w.plan = w.shard->Evaluate(w.probe, request.items[i].policy, now, request.items[i].cost,
                                  out.items[i]);
-      // Where the lease's run goes, before any commit can move the entry found.
-      if (w.acquires && out.items[i].allowed) w.lease_mark = w.shard->LogMark(w.plan, now, 1);
+      if (w.hold_us > 0 && out.items[i].allowed) {
+        w.mark = w.shard->MarkOf(w.probe.kind, request.items[i].policy, w.plan, now,
+                                 request.items[i].cost);
+      }
     }
     out.allowed = core::MultiAllows(request.items, out.items);
     for (std::size_t i = 0; i < n; ++i) {
@@ -210,12 +212,12 @@ class MemoryStore::Impl {
         const bool moved = std::any_of(work.begin(), work.begin() + i,
                                        [&](const Work& e) { return e.shard == w.shard; });
         w.shard->Commit(w.probe, w.plan, now, moved);
-        if (w.acquires) {
-          const std::int64_t expires = now + request.items[i].policy.period.count();
+        if (w.hold_us > 0) {
+          const std::int64_t expires = now + w.hold_us;
           const std::uint64_t number =
-              w.shard->Hold(w.probe, request.items[i].policy, w.lease_mark, expires);
-          out.leases.push_back(
-              HeldLease{i, ReservationId(number), TimePoint(std::chrono::microseconds(expires))});
+              w.shard->Hold(w.probe, request.items[i].policy, w.mark, expires);
+          out.held.push_back(HeldReservation{i, ReservationId(number),
+                                             TimePoint(std::chrono::microseconds(expires))});
         }
       } else {
         // Nothing is consumed: the item reports where it stands, as a peek.

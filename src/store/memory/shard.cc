@@ -196,14 +196,7 @@ absl::StatusOr<std::uint64_t> Shard::Reserve(const Probe& probe, const Policy& p
   if (absl::Status room = RoomForReservation(now_us); !room.ok()) return room;
   Plan plan = Evaluate(probe, policy, now_us, estimate, decision);
   if (!decision.allowed) return 0;
-  core::ReservationMark mark;
-  if (probe.kind == core::StateKind::kSlidingLog) {
-    mark = LogMark(plan, now_us, estimate);
-  } else {
-    VisitValueKind(probe.kind, [&]<class S>(std::type_identity<S>, auto) {
-      mark = core::MarkAfter(policy, StateAs<S>(*plan.state), now_us, estimate);
-    });
-  }
+  const core::ReservationMark mark = MarkOf(probe.kind, policy, plan, now_us, estimate);
   Commit(probe, plan, now_us, /*moved=*/false);
   return Hold(probe, policy, mark, expires_us);
 }
@@ -218,13 +211,21 @@ absl::Status Shard::RoomForReservation(std::int64_t now_us) {
       max_reservations_));
 }
 
-core::ReservationMark Shard::LogMark(const Plan& plan, std::int64_t now_us,
-                                     std::int64_t estimate) const {
-  // The run goes where CommitSlidingLog puts it: at now, clamped to the newest run.
-  const core::SlidingLog* log = plan.found.live ? plan.found.entry->state().log : nullptr;
-  const std::int64_t at =
-      log != nullptr && !log->empty() ? std::max(now_us, log->newest().time) : now_us;
-  return core::ReservationMark{at, estimate, at, 0};
+core::ReservationMark Shard::MarkOf(core::StateKind kind, const Policy& policy, const Plan& plan,
+                                    std::int64_t now_us, std::int64_t estimate) const {
+  if (kind == core::StateKind::kSlidingLog) {
+    // The run goes where CommitSlidingLog puts it: at now, clamped to the newest run.
+    const core::SlidingLog* log = plan.found.live ? plan.found.entry->state().log : nullptr;
+    const std::int64_t at =
+        log != nullptr && !log->empty() ? std::max(now_us, log->newest().time) : now_us;
+    return core::ReservationMark{at, estimate, at, 0};
+  }
+  core::ReservationMark mark;
+  Entry::State after = *plan.state;  // allowed at cost > 0: a value state is written
+  VisitValueKind(kind, [&]<class S>(std::type_identity<S>, auto) {
+    mark = core::MarkAfter(policy, StateAs<S>(after), now_us, estimate);
+  });
+  return mark;
 }
 
 std::uint64_t Shard::Hold(const Probe& probe, const Policy& policy,

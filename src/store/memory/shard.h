@@ -83,12 +83,14 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   absl::StatusOr<std::uint64_t> Reserve(const Probe& probe, const Policy& policy,
                                         std::int64_t now_us, std::int64_t estimate,
                                         std::int64_t expires_us, Decision& decision);
-  // A multi-decision's leases (docs/leases.md), with the lock held by the caller: whether
-  // the shard may hold one more reservation (ResourceExhausted when not); where a sliding
-  // log's admission of `estimate`, as Evaluate planned it, puts its run; and the
-  // reservation held for it, by number.
+  // A multi-decision's reservations and leases (docs/leases.md), with the lock held by
+  // the caller: whether the shard may hold one more reservation (ResourceExhausted when
+  // not); what a reservation of `estimate` that Evaluate planned to admit remembers
+  // (before any commit in the shard moves the entry found); and the reservation held
+  // for it, by number.
   absl::Status RoomForReservation(std::int64_t now_us);
-  core::ReservationMark LogMark(const Plan& plan, std::int64_t now_us, std::int64_t estimate) const;
+  core::ReservationMark MarkOf(core::StateKind kind, const Policy& policy, const Plan& plan,
+                               std::int64_t now_us, std::int64_t estimate) const;
   std::uint64_t Hold(const Probe& probe, const Policy& policy, const core::ReservationMark& mark,
                      std::int64_t expires_us);
 

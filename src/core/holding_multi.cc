@@ -1,9 +1,10 @@
-// A multi-decision that acquires leases, on a store that cannot take them in the same
-// atomic step as the other items (Redis: a lease's record is written by the reservations'
-// script, the other items by the decisions' one). docs/leases.md, "In a multi-decision",
-// is the contract; in short: acquire every lease in item order, then decide the other
-// items all or nothing, and release what was acquired when anything denies. Never
-// over-admits: each step consumes before the next is asked, and only a denial gives back.
+// A multi-decision that holds reservations or leases (HoldOf(item) > 0), on a store that
+// cannot hold them in the same atomic step as the other items (Redis: a reservation's
+// record is written by the reservations' script, the other items by the decisions' one).
+// docs/leases.md, "In a multi-decision", is the contract; in short: reserve every holding
+// item in item order, then decide the other items all or nothing, and release what was
+// reserved when anything denies. Never over-admits: each step consumes before the next
+// is asked, and only a denial gives back.
 
 #include <absl/algorithm/container.h>
 #include <floodgate/store.h>
@@ -21,17 +22,17 @@ namespace {
 
 // The request, owned across the steps (the caller's items may be gone once it returns),
 // and the answer being put together.
-struct LeasingMulti {
+struct HoldingMulti {
   std::vector<std::string> keys, names;
   std::vector<CheckItem> items;  // their keys and names point into `keys`, `names`
   std::optional<TimePoint> now;
-  std::vector<std::size_t> acquiring;  // the items acquiring a lease, in item order
-  std::vector<std::size_t> others;     // every other item, in item order
-  std::size_t next = 0;                // the next of `acquiring` to acquire
+  std::vector<std::size_t> holding;  // the items holding a reservation, in item order
+  std::vector<std::size_t> others;   // every other item, in item order
+  std::size_t next = 0;              // the next of `holding` to reserve
   MultiDecision answer;
   MultiCallback done;
 
-  LeasingMulti(const MultiRequest& request, MultiCallback callback)
+  HoldingMulti(const MultiRequest& request, MultiCallback callback)
       : now(request.now), done(std::move(callback)) {
     const std::size_t n = request.items.size();
     keys.reserve(n);
@@ -42,8 +43,7 @@ struct LeasingMulti {
       item.key = keys.emplace_back(item.key);
       item.name = names.emplace_back(item.name);
       items.push_back(item);
-      const bool acquires = item.policy.algorithm == Algorithm::kConcurrency && item.cost > 0;
-      (acquires ? acquiring : others).push_back(i);
+      (HoldOf(item).count() > 0 ? holding : others).push_back(i);
     }
     answer.items.resize(n);
   }
@@ -59,34 +59,33 @@ struct LeasingMulti {
 
 }  // namespace
 
-void Store::DecideAllLeasingAsync(const MultiRequest& request, MultiCallback done) {
+void Store::DecideAllHoldingAsync(const MultiRequest& request, MultiCallback done) {
   // Each step's callback moves the state on to the next step; a step may answer inline
   // (memory-like stores) or on the store's I/O thread; answered inline, the steps recurse
   // at most 2 x kMaxItems + 1 deep.
   struct Steps {
     Store* store;  // each callback holds a copy of the steps: the store, nothing more
 
-    void Acquire(std::unique_ptr<LeasingMulti> m) {
-      if (m->next == m->acquiring.size()) return DecideOthers(std::move(m));
-      const std::size_t i = m->acquiring[m->next];
+    void Reserve(std::unique_ptr<HoldingMulti> m) {
+      if (m->next == m->holding.size()) return DecideOthers(std::move(m));
+      const std::size_t i = m->holding[m->next];
       const CheckItem& item = m->items[i];
-      const ReserveRequest acquire =
-          LeaseReservation(AcquireRequest{item.key, item.policy, m->now});
+      const ReserveRequest reserve{item.key, item.policy, item.cost, HoldOf(item), m->now};
       store->ReserveAsyncValidated(
-          acquire, [steps = *this, m = std::move(m), i](absl::StatusOr<Reservation> lease) mutable {
-            if (!lease.ok()) return steps.Fail(std::move(m), lease.status());
-            m->answer.items[i] = lease->decision;
-            m->answer.degraded |= lease->decision.degraded;
-            if (lease->decision.allowed && !lease->id.empty()) {
-              m->answer.leases.push_back(HeldLease{i, std::move(lease->id), lease->expires});
+          reserve, [steps = *this, m = std::move(m), i](absl::StatusOr<Reservation> held) mutable {
+            if (!held.ok()) return steps.Fail(std::move(m), held.status());
+            m->answer.items[i] = held->decision;
+            m->answer.degraded |= held->decision.degraded;
+            if (held->decision.allowed && !held->id.empty()) {
+              m->answer.held.push_back(HeldReservation{i, std::move(held->id), held->expires});
             }
-            if (!lease->decision.allowed && !m->items[i].shadow) return steps.Peek(std::move(m));
+            if (!held->decision.allowed && !m->items[i].shadow) return steps.Peek(std::move(m));
             ++m->next;
-            steps.Acquire(std::move(m));
+            steps.Reserve(std::move(m));
           });
     }
 
-    void DecideOthers(std::unique_ptr<LeasingMulti> m) {
+    void DecideOthers(std::unique_ptr<HoldingMulti> m) {
       if (m->others.empty()) return Finish(std::move(m), /*allowed=*/true);
       std::vector<CheckItem> others;
       others.reserve(m->others.size());
@@ -106,11 +105,11 @@ void Store::DecideAllLeasingAsync(const MultiRequest& request, MultiCallback don
           });
     }
 
-    // An acquire denied the request: the items not decided yet report their peeks (as in
-    // one step, where nothing denied is consumed and the others peek), and the leases
-    // taken are given back.
-    void Peek(std::unique_ptr<LeasingMulti> m) {
-      std::vector<std::size_t> rest(m->acquiring.begin() + m->next + 1, m->acquiring.end());
+    // A reservation was denied, so is the request: the items not decided yet report their
+    // peeks (as in one step, where nothing is consumed and the others peek), and the
+    // reservations made are given back.
+    void Peek(std::unique_ptr<HoldingMulti> m) {
+      std::vector<std::size_t> rest(m->holding.begin() + m->next + 1, m->holding.end());
       rest.insert(rest.end(), m->others.begin(), m->others.end());
       if (rest.empty()) return Release(std::move(m), absl::OkStatus());
       std::vector<CheckItem> peeks;
@@ -135,39 +134,40 @@ void Store::DecideAllLeasingAsync(const MultiRequest& request, MultiCallback don
           });
     }
 
-    // A store failure: the leases taken are given back, then the error answered.
-    void Fail(std::unique_ptr<LeasingMulti> m, absl::Status status) {
+    // A store failure: the reservations made are given back, then the error answered.
+    void Fail(std::unique_ptr<HoldingMulti> m, absl::Status status) {
       Release(std::move(m), std::move(status));
     }
 
-    // The request is denied (or failed: `status`): every lease held is given back, newest
-    // first, and each released item then reports the key's peek, as a denied
-    // multi-decision's allowed items do. A release that fails leaves its lease to free
-    // itself at its expiry (docs/leases.md).
-    void Release(std::unique_ptr<LeasingMulti> m, absl::Status status) {
-      if (m->answer.leases.empty()) {
+    // The request is denied (or failed: `status`): every reservation made is released
+    // (settled at 0), newest first, and each released item then reports the key's peek,
+    // as a denied multi-decision's allowed items do. A release that fails leaves its
+    // reservation to end with its hold (docs/leases.md): a lease frees itself then, a
+    // reservation stays charged at its estimate.
+    void Release(std::unique_ptr<HoldingMulti> m, absl::Status status) {
+      if (m->answer.held.empty()) {
         if (!status.ok()) return m->done(std::move(status));
         return Finish(std::move(m), /*allowed=*/false);
       }
-      HeldLease lease = std::move(m->answer.leases.back());
-      m->answer.leases.pop_back();
-      const SettleRequest release{lease.id, 0, m->now};
+      HeldReservation held = std::move(m->answer.held.back());
+      m->answer.held.pop_back();
+      const SettleRequest release{held.id, 0, m->now};
       store->SettleAsyncValidated(
-          release, [steps = *this, m = std::move(m), item = lease.item,
+          release, [steps = *this, m = std::move(m), item = held.item,
                     status = std::move(status)](absl::StatusOr<Decision> peek) mutable {
             if (peek.ok()) m->answer.items[item] = *peek;
             steps.Release(std::move(m), std::move(status));
           });
     }
 
-    void Finish(std::unique_ptr<LeasingMulti> m, bool allowed) {
+    void Finish(std::unique_ptr<HoldingMulti> m, bool allowed) {
       m->answer.allowed = allowed;
       std::sort(m->answer.unknown.begin(), m->answer.unknown.end());
       core::Summarize(m->items, m->answer);
       m->done(std::move(m->answer));
     }
   };
-  Steps{this}.Acquire(std::make_unique<LeasingMulti>(request, std::move(done)));
+  Steps{this}.Reserve(std::make_unique<HoldingMulti>(request, std::move(done)));
 }
 
 }  // namespace floodgate
