@@ -167,12 +167,13 @@ MARK['sl'] = function(key, now, p)
   return sl_appended_at, sl_appended_at, 0
 end
 
--- Replaces the run `member` (rank `rank`) with one of units + delta, or removes it when
--- that is 0, and moves the totals of the runs after it by the difference.
-local function sl_resize(key, member, rank, delta)
+-- Replaces the run `member` (rank `rank`, score `score`; rank false when it is the
+-- newest run) with one of units + delta, or removes it when that is 0, and moves the
+-- totals of the runs after it by the difference.
+local function sl_resize(key, member, rank, score, delta)
   local total, units = sl_parse(member)
-  local score = redis.call('ZSCORE', key, member)
-  local later = redis.call('ZRANGE', key, int_string(rank + 1), '-1', 'WITHSCORES')
+  local later = {}
+  if rank then later = redis.call('ZRANGE', key, int_string(rank + 1), '-1', 'WITHSCORES') end
   redis.call('ZREM', key, member)
   if units + delta > 0 then redis.call('ZADD', key, score, sl_member(total + delta, units + delta)) end
   for i = 1, #later, 2 do
@@ -185,29 +186,37 @@ end
 SETTLE['sl'] = function(key, now, p, r, actual)
   local period = p.period
   local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-  if newest[2] and tonumber(newest[2]) > now then now = tonumber(newest[2]) end
+  local newest_time = tonumber(newest[2])
+  if newest_time and newest_time > now then now = newest_time end
   redis.call('ZREMRANGEBYSCORE', key, '-inf', int_string(now - period))
+  -- The trim leaves the newest run unless none counts any more.
+  local counted = newest_time and newest_time > now - period
   local delta = actual - r.estimate
   if delta ~= 0 then
     -- The reservation's run: one at its time with its estimate (runs of one size at one
-    -- µs are interchangeable, as for RELEASE).
+    -- µs are interchangeable, as for RELEASE: the newest such one goes). Most often it
+    -- is the newest run of all, which needs no search and has no runs after it.
     local at_score = int_string(r.mark)
-    local same = redis.call('ZRANGEBYSCORE', key, at_score, at_score)
-    local run
-    for i = #same, 1, -1 do
-      if select(2, sl_parse(same[i])) == r.estimate then
-        run = same[i]
-        break
+    local run, rank
+    if counted and newest_time == r.mark and select(2, sl_parse(newest[1])) == r.estimate then
+      run = newest[1]
+    else
+      local same = redis.call('ZRANGEBYSCORE', key, at_score, at_score)
+      for i = #same, 1, -1 do
+        if select(2, sl_parse(same[i])) == r.estimate then
+          run = same[i]
+          break
+        end
       end
+      if run then rank = redis.call('ZRANK', key, run) end
     end
     if run then
-      sl_resize(key, run, redis.call('ZRANK', key, run), max(delta, -r.estimate))
+      sl_resize(key, run, rank, at_score, max(delta, -r.estimate))
     elseif delta > 0 then
       -- The run has left the window: the newest run takes the overcharge, or a new run
       -- at now when none counts.
-      local last = redis.call('ZRANGE', key, '-1', '-1')
-      if last[1] then
-        sl_resize(key, last[1], redis.call('ZCARD', key) - 1, delta)
+      if counted then
+        sl_resize(key, newest[1], false, newest[2], delta)
       else
         sl_append(key, now, 0, 0, delta, period)
       end
