@@ -341,31 +341,40 @@ void RunCase(Store& store, const VectorCase& c, const std::string& key_prefix) {
 
 namespace {
 
+// `threads` threads start together; each submits `per_thread` requests with at most
+// `window` of them in flight, and waits for all its answers before it ends (so does this
+// call). `submit(release)` starts one request and calls release() once it is answered,
+// on whatever thread answers it.
+template <class Submit>
+void FromThreadsInFlight(int threads, int per_thread, int window, Submit submit) {
+  std::barrier start(threads);
+  std::vector<std::jthread> running;
+  for (int t = 0; t < threads; ++t) {
+    running.emplace_back([&] {
+      start.arrive_and_wait();
+      std::counting_semaphore<> slots(window);
+      for (int i = 0; i < per_thread; ++i) {
+        slots.acquire();
+        submit([&slots] { slots.release(); });
+      }
+      for (int i = 0; i < window; ++i) slots.acquire();
+    });
+  }
+}
+
 // 8 threads x 64 decisions in flight on one key; returns how many were admitted.
 std::int64_t Hammer(Store& store, const Policy& policy, const std::string& key, int per_thread) {
   std::atomic<std::int64_t> admitted{0}, failed{0};
-  std::barrier start(8);
-  {
-    std::vector<std::jthread> threads;
-    for (int t = 0; t < 8; ++t) {
-      threads.emplace_back([&] {
-        start.arrive_and_wait();
-        std::counting_semaphore<64> slots(64);
-        for (int i = 0; i < per_thread; ++i) {
-          slots.acquire();
-          store.DecideAsync({key, policy, 1, std::nullopt}, [&](absl::StatusOr<Decision> d) {
-            if (!d.ok() || d->degraded) {
-              ++failed;
-            } else if (d->allowed) {
-              ++admitted;
-            }
-            slots.release();
-          });
-        }
-        for (int i = 0; i < 64; ++i) slots.acquire();
-      });
-    }
-  }
+  FromThreadsInFlight(8, per_thread, 64, [&](auto release) {
+    store.DecideAsync({key, policy, 1, std::nullopt}, [&, release](absl::StatusOr<Decision> d) {
+      if (!d.ok() || d->degraded) {
+        ++failed;
+      } else if (d->allowed) {
+        ++admitted;
+      }
+      release();
+    });
+  });
   EXPECT_EQ(failed.load(), 0) << key;
   return admitted.load();
 }
@@ -409,29 +418,17 @@ void ExpectExactLeasesUnderContention(Store& store, const std::string& key_prefi
     const CheckItem items[] = {{rate_key, *Policy::Parse(round.rate), 1, "rate"},
                                {lease_key, *Policy::Parse(round.leases), 1, "inflight"}};
     std::atomic<std::int64_t> admitted{0}, leases{0}, failed{0};
-    std::barrier start(4);
-    {
-      std::vector<std::jthread> threads;
-      for (int t = 0; t < 4; ++t) {
-        threads.emplace_back([&] {
-          start.arrive_and_wait();
-          std::counting_semaphore<16> slots(16);
-          for (int i = 0; i < 32; ++i) {
-            slots.acquire();
-            store.DecideAllAsync({items, std::nullopt}, [&](absl::StatusOr<MultiDecision> d) {
-              if (!d.ok() || d->degraded) {
-                ++failed;
-              } else {
-                admitted += d->allowed;
-                leases += static_cast<std::int64_t>(d->held.size());
-              }
-              slots.release();
-            });
-          }
-          for (int i = 0; i < 16; ++i) slots.acquire();
-        });
-      }
-    }
+    FromThreadsInFlight(4, 32, 16, [&](auto release) {
+      store.DecideAllAsync({items, std::nullopt}, [&, release](absl::StatusOr<MultiDecision> d) {
+        if (!d.ok() || d->degraded) {
+          ++failed;
+        } else {
+          admitted += d->allowed;
+          leases += static_cast<std::int64_t>(d->held.size());
+        }
+        release();
+      });
+    });
     EXPECT_EQ(failed.load(), 0) << round.rate << " + " << round.leases;
     EXPECT_EQ(admitted.load(), round.admitted) << round.rate << " + " << round.leases;
     EXPECT_EQ(leases.load(), round.admitted) << round.rate << " + " << round.leases;

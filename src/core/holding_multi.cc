@@ -48,11 +48,9 @@ struct HoldingMulti {
     answer.items.resize(n);
   }
 
-  // Items no step asked: allowed, remaining 0, as MultiDecision::unknown says.
+  // An item no step could ask about (its peek failed).
   void NotAsked(std::size_t i) {
-    answer.items[i] = Decision{};
-    answer.items[i].allowed = true;
-    answer.items[i].limit = items[i].policy.limit;
+    answer.items[i] = core::NotConsulted(items[i]);
     answer.unknown.push_back(i);
   }
 };

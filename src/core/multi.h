@@ -18,4 +18,13 @@ bool MultiAllows(std::span<const CheckItem> items, std::span<const Decision> own
 // final `items` are set.
 void Summarize(std::span<const CheckItem> items, MultiDecision& decision);
 
+// The decision of an item the store was not asked about (MultiDecision::unknown): it
+// reads as allowed, with remaining 0.
+inline Decision NotConsulted(const CheckItem& item) {
+  Decision d;
+  d.allowed = true;
+  d.limit = item.policy.limit;
+  return d;
+}
+
 }  // namespace floodgate::core

@@ -1,5 +1,7 @@
 #include "server/service.h"
 
+#include <absl/strings/ascii.h>
+#include <absl/strings/str_split.h>
 #include <floodgate/memory_store.h>
 #include <floodgate/redis_store.h>
 #include <floodgate/version.h>
@@ -872,13 +874,8 @@ void Service::SettleHook(const Request& request, Respond respond) {
   };
   auto hook = std::make_shared<Hook>();
   const auto add = [&](std::string_view header, std::int64_t actual) {
-    for (std::string_view rest = header; !rest.empty();) {
-      const std::size_t comma = std::min(rest.find(','), rest.size());
-      std::string_view id = rest.substr(0, comma);
-      rest.remove_prefix(std::min(comma + 1, rest.size()));
-      while (!id.empty() && id.front() == ' ') id.remove_prefix(1);
-      while (!id.empty() && id.back() == ' ') id.remove_suffix(1);
-      if (!id.empty()) hook->settles.emplace_back(id, actual);
+    for (const absl::string_view id : absl::StrSplit(ToAbsl(header), ',', absl::SkipWhitespace())) {
+      hook->settles.emplace_back(ToStd(absl::StripAsciiWhitespace(id)), actual);
     }
   };
   const auto bad = [&](std::string message) {

@@ -1525,7 +1525,7 @@ class RedisStore::Impl {
         answer.items.push_back(*cached);
         hit = true;
       } else {
-        answer.items.push_back(Unknown(item));
+        answer.items.push_back(core::NotConsulted(item));
         answer.unknown.push_back(i);
       }
     }
@@ -1535,13 +1535,6 @@ class RedisStore::Impl {
     core::Summarize(m.items, answer);
     m.done(std::move(answer));
     return true;
-  }
-
-  static Decision Unknown(const CheckItem& item) {
-    Decision d;
-    d.allowed = true;
-    d.limit = item.policy.limit;
-    return d;
   }
 
   PendingPtr MakeUnit(const MultiState& m, const std::vector<std::size_t>& indexes, UnitMode mode,
@@ -1601,7 +1594,7 @@ class RedisStore::Impl {
             m->decisions[indexes[k]] = result->items[k];
           } else {
             m->unknown.push_back(indexes[k]);
-            m->decisions[indexes[k]] = Unknown(m->items[indexes[k]]);
+            m->decisions[indexes[k]] = core::NotConsulted(m->items[indexes[k]]);
             m->degraded = true;
           }
         }
