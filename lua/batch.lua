@@ -21,13 +21,8 @@ if not g or #ARGV ~= 2 + 4 * p + 5 * g + 3 * #KEYS then
                            .. 'burst), g, g x (first, count, mode, shadow mask, at), '
                            .. 'n x (policy, now, cost)}')
 end
-local policies = {}
-for j = 1, p do
-  local at = 4 * j - 2
-  local why = FG.check_policy(ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3])
-  if why then return redis.error_reply(string.format('floodgate: policy %d: %s', j, why)) end
-  policies[j] = FG.policy(ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3])
-end
+local policies, bad_policy = FG.argv_policies(p)
+if not policies then return bad_policy end
 -- Groups, by their first item; they may not overlap.
 local groups = {}
 local grouped = 0  -- the last item of the previous group

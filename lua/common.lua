@@ -121,6 +121,22 @@ function FG.policy(kind, limit, period, burst)
   return p
 end
 
+-- The p policies a driver's ARGV sends once, from ARGV[2], 4 values each (kind, limit,
+-- period_us, burst): checked and prepared, or nil and the error reply naming the first
+-- bad one.
+function FG.argv_policies(p)
+  local policies = {}
+  for j = 1, p do
+    local at = 4 * j - 2
+    local why = FG.check_policy(ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3])
+    if why then
+      return nil, redis.error_reply(string.format('floodgate: policy %d: %s', j, why))
+    end
+    policies[j] = FG.policy(ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3])
+  end
+  return policies
+end
+
 -- Checks a decision's own arguments: now ('' = the server clock) and cost.
 function FG.check_request(now, cost)
   if now ~= '' and not FG.parse_int(now, 0, FG.MAX_TIME) then

@@ -1,9 +1,11 @@
 -- Driver: reservations (docs/reservations.md), n operations in one call, in order, each
 -- exactly as if it ran alone. Assembled after common.lua and every algorithm file.
---   ARGV = {n, then per operation either
---     'r', now, kind, limit, period_us, burst, estimate, hold_us   (2 KEYS: the limit's
---                                                                   key, the record's)
---     's', now, actual                                             (1 KEY: the record's)}
+-- The reserves of a call usually share their policy, so policies are sent once:
+--   ARGV = {p, then p policies of 4 values (kind, limit, period_us, burst),
+--           n, then per operation either
+--     'r', policy number 1..p, now, estimate, hold_us   (2 KEYS: the limit's key, the
+--                                                         record's)
+--     's', now, actual                                   (1 KEY: the record's)}
 --   now: '' = the server clock.
 -- A reserve decides the limit's key at cost = estimate and, when allowed, writes the
 -- record: what the settle needs (the policy, the mark, when the hold ends, the limit's
@@ -13,65 +15,72 @@
 -- 0: no such record, 2: its hold had ended), allowed, limit, remaining, retry_after_us,
 -- reset_after_us; then the server clock it read (0: none).
 -- Every argument is checked before any operation runs.
-local n = FG.parse_int(ARGV[1] or '', 1, 1024)
+local p_count = FG.parse_int(ARGV[1] or '', 0, 1024)
+local n = p_count and FG.parse_int(ARGV[2 + 4 * p_count] or '', 1, 1024)
 if not n then
-  return redis.error_reply('floodgate: expected ARGV = {n, then per operation r, now, kind, '
-                           .. 'limit, period_us, burst, estimate, hold_us or s, now, actual}')
+  return redis.error_reply('floodgate: expected ARGV = {p, p x (kind, limit, period_us, '
+                           .. 'burst), n, then per operation r, policy, now, estimate, '
+                           .. 'hold_us or s, now, actual}')
 end
--- A call's operations mostly share their policy, estimate, hold and now: each distinct
--- string is checked and converted once (as lua/batch.lua does).
-local policies, numbers = {}, {}
-local function policy_of(kind, limit, period, burst)
-  local id = kind .. ' ' .. limit .. ' ' .. period .. ' ' .. burst
-  local p = policies[id]
-  if p == nil then
-    local why = FG.check_policy(kind, limit, period, burst)
-    if why then return nil, why end
-    p = FG.policy(kind, limit, period, burst)
-    policies[id] = p
+local policies, bad_policy = FG.argv_policies(p_count)
+if not policies then return bad_policy end
+-- A call's operations mostly share their policy number, estimate, hold and now: each
+-- distinct string is checked and converted once (as lua/batch.lua does).
+local policy_of, cost_of, hold_of = {}, {}, {}
+local function cached(cache, s, lo, hi)  -- a checked integer in [lo, hi], or nil
+  local v = cache[s]
+  if v == nil then
+    v = FG.parse_int(s, lo, hi) or false
+    cache[s] = v
   end
-  return p
+  return v or nil
 end
-local function cost_of(s)  -- a checked cost (estimate, actual), or nil
-  local c = numbers[s]
-  if c == nil then
-    c = FG.parse_int(s, 0, FG.MAX_COST) or false
-    numbers[s] = c
-  end
-  return c or nil
-end
-local ops = {}
-local a, k = 2, 1
+-- The operations, parsed: per operation i, its policy (false: a settle), now argument,
+-- cost (the estimate or the actual), hold, and keys. Flat arrays: no table per operation.
+local op_policy, op_now, op_cost, op_hold, op_key, op_record = {}, {}, {}, {}, {}, {}
+local a, k = 3 + 4 * p_count, 1
 local needs_clock = false
 for i = 1, n do
-  local op, now_arg = ARGV[a], ARGV[a + 1] or ''
+  local op = ARGV[a]
+  local is_reserve = op == 'r'
+  local now_arg = ARGV[a + (is_reserve and 2 or 1)] or ''
   local why
   if now_arg ~= '' and not FG.parse_int(now_arg, 0, FG.MAX_TIME) then
     why = 'now must be empty or an integer count of microseconds'
-  elseif op == 'r' then
-    local p
-    p, why = policy_of(ARGV[a + 2] or '', ARGV[a + 3] or '', ARGV[a + 4] or '', ARGV[a + 5] or '')
-    local estimate = cost_of(ARGV[a + 6] or '')
-    local hold = FG.parse_int(ARGV[a + 7] or '', 1000, 86400000000)
-    if not why and not estimate then why = 'cost must be an integer in [0, 1000000000]' end
-    if not why and not hold then why = 'hold_us must be an integer in [1ms, 24h]' end
-    if not why and estimate < 1 then why = 'estimate must be at least 1' end
-    if not why and not KEYS[k + 1] then why = 'a reserve takes 2 keys' end
-    if not why then
-      ops[i] = {reserve = true, now = now_arg, key = KEYS[k], record = KEYS[k + 1], p = p,
-                estimate = estimate, hold = hold}
+  elseif is_reserve then
+    local p = cached(policy_of, ARGV[a + 1] or '', 1, p_count)
+    local estimate = cached(cost_of, ARGV[a + 3] or '', 0, FG.MAX_COST)
+    local hold = cached(hold_of, ARGV[a + 4] or '', 1000, 86400000000)
+    if not p then
+      why = 'policy number out of range'
+    elseif not estimate then
+      why = 'cost must be an integer in [0, 1000000000]'
+    elseif not hold then
+      why = 'hold_us must be an integer in [1ms, 24h]'
+    elseif estimate < 1 then
+      why = 'estimate must be at least 1'
+    elseif not KEYS[k + 1] then
+      why = 'a reserve takes 2 keys'
+    else
+      op_policy[i], op_cost[i], op_hold[i] = policies[p], estimate, hold
+      op_key[i], op_record[i] = KEYS[k], KEYS[k + 1]
     end
-    a, k = a + 8, k + 2
+    a, k = a + 5, k + 2
   elseif op == 's' then
-    local actual = cost_of(ARGV[a + 2] or '')
-    if not actual then why = 'cost must be an integer in [0, 1000000000]' end
-    if not why and not KEYS[k] then why = 'a settle takes 1 key' end
-    if not why then ops[i] = {now = now_arg, record = KEYS[k], actual = actual} end
+    local actual = cached(cost_of, ARGV[a + 2] or '', 0, FG.MAX_COST)
+    if not actual then
+      why = 'cost must be an integer in [0, 1000000000]'
+    elseif not KEYS[k] then
+      why = 'a settle takes 1 key'
+    else
+      op_policy[i], op_cost[i], op_record[i] = false, actual, KEYS[k]
+    end
     a, k = a + 3, k + 1
   else
     why = 'operation must be r (reserve) or s (settle)'
   end
   if why then return redis.error_reply(string.format('floodgate: operation %d: %s', i, why)) end
+  op_now[i] = now_arg
   if now_arg == '' then needs_clock = true end
 end
 if a ~= #ARGV + 1 or k ~= #KEYS + 1 then
@@ -100,51 +109,65 @@ local function read_ahead(wanted)
     end
   end
 end
+-- A settle's record, parsed: its kind (op_kind) and the limit's key (op_key).
+local op_kind = {}
 do
   local wanted = {}
   for i = 1, n do
-    local op = ops[i]
-    if op.reserve then
-      if op.p.kind ~= 'sl' and known[op.key] == nil then
-        known[op.key] = false  -- a placeholder, overwritten by the read
-        wanted[#wanted + 1] = op.key
+    if op_policy[i] then
+      local key = op_key[i]
+      if op_policy[i].kind ~= 'sl' and known[key] == nil then
+        known[key] = false  -- a placeholder, overwritten by the read
+        wanted[#wanted + 1] = key
       end
-    elseif records[op.record] == nil then
-      records[op.record] = false
-      wanted[#wanted + 1] = op.record
+    elseif records[op_record[i]] == nil then
+      records[op_record[i]] = false
+      wanted[#wanted + 1] = op_record[i]
     end
   end
   read_ahead(wanted)
   -- The records' limits: parsed once here, so each settle below finds its policy.
   wanted = {}
   for i = 1, n do
-    local op = ops[i]
-    local raw = not op.reserve and records[op.record]
+    local raw = not op_policy[i] and records[op_record[i]]
     if raw then
       if #raw <= RECORD_HEAD then corrupt() end
-      local rest = string.sub(raw, RECORD_HEAD + 1)
-      local colon = find(rest, ':', 1, true)
-      local kind = colon and string.sub(rest, 1, colon - 1)
+      local colon = find(raw, ':', RECORD_HEAD + 1, true)
+      local kind = colon and string.sub(raw, RECORD_HEAD + 1, colon - 1)
       if not kind or DECIDERS[kind] == nil then corrupt() end
-      op.kind, op.key = kind, string.sub(rest, colon + 1)
-      if kind ~= 'sl' and known[op.key] == nil then
-        known[op.key] = false
-        wanted[#wanted + 1] = op.key
+      local key = string.sub(raw, colon + 1)
+      op_kind[i], op_key[i] = kind, key
+      if kind ~= 'sl' and known[key] == nil then
+        known[key] = false
+        wanted[#wanted + 1] = key
       end
     end
   end
   read_ahead(wanted)
 end
 
-local function reserve(op, now)
-  local p = op.p
-  local allowed, remaining, retry, reset = p.decide(op.key, now, p, op.estimate)
+-- A record's PX for its hold; the same for every reserve at the server's clock with the
+-- same hold, so those share one conversion.
+local px_of_hold = {}
+local function hold_px(hold)
+  if min_ttl_ms ~= 0 then return ttl_ms(hold) end
+  local px = px_of_hold[hold]
+  if not px then
+    px = ttl_ms(hold)
+    px_of_hold[hold] = px
+  end
+  return px
+end
+
+local function reserve(i, now)
+  local p, key, estimate, hold = op_policy[i], op_key[i], op_cost[i], op_hold[i]
+  local allowed, remaining, retry, reset = p.decide(key, now, p, estimate)
   if allowed == 1 then
-    local at, mark, deficit = MARK[p.kind](op.key, now, p)
-    local record = struct.pack(RECORD_NUMBERS, p.limit, p.period, p.burst, at, op.estimate, mark,
-                               deficit, now + op.hold) .. p.kind .. ':' .. op.key
-    redis.call('SET', op.record, record, 'PX', ttl_ms(op.hold))
-    records[op.record] = record
+    local at, mark, deficit = MARK[p.kind](key, now, p)
+    local record = struct.pack(RECORD_NUMBERS, p.limit, p.period, p.burst, at, estimate, mark,
+                               deficit, now + hold) .. p.kind .. ':' .. key
+    redis.call('SET', op_record[i], record, 'PX', hold_px(hold))
+    records[op_record[i]] = record
   end
   return 1, allowed, p.limit, remaining, retry, reset
 end
@@ -153,35 +176,36 @@ end
 -- else in this script, and settling it twice is refused through `records` meanwhile.
 local settled = {}
 local record_policies = {}
-local function settle(op, now)
-  local raw = records[op.record]
+local function settle(i, now)
+  local record = op_record[i]
+  local raw = records[record]
   if not raw then return 0, 0, 0, 0, 0, 0 end
-  records[op.record] = false
-  settled[#settled + 1] = op.record
+  records[record] = false
+  settled[#settled + 1] = record
   local limit, period, burst, at, estimate, mark, deficit, ends =
       struct.unpack(RECORD_NUMBERS, string.sub(raw, 1, RECORD_HEAD))
   if ends <= now then return 2, 0, 0, 0, 0, 0 end
   -- The record's policy, prepared once per call: its kind and 3 first numbers name it.
-  local id = op.kind .. string.sub(raw, 1, 24)
+  local kind = op_kind[i]
+  local id = kind .. string.sub(raw, 1, 24)
   local p = record_policies[id]
   if p == nil then
-    p = FG.policy(op.kind, limit, period, burst)
+    p = FG.policy(kind, limit, period, burst)
     record_policies[id] = p
   end
   local allowed, remaining, retry, reset =
-      SETTLE[p.kind](op.key, now, p, {at = at, estimate = estimate, mark = mark,
-                                      deficit = deficit}, op.actual)
+      SETTLE[kind](op_key[i], now, p, {at = at, estimate = estimate, mark = mark,
+                                       deficit = deficit}, op_cost[i])
   return 1, allowed, p.limit, remaining, retry, reset
 end
 
 for i = 1, n do
-  local op = ops[i]
-  local now = FG.set_clock(op.now, clock)
+  local now = FG.set_clock(op_now[i], clock)
   local o = 6 * (i - 1)
-  if op.reserve then
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = reserve(op, now)
+  if op_policy[i] then
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = reserve(i, now)
   else
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = settle(op, now)
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = settle(i, now)
   end
 end
 -- A record a reserve wrote after its settle in this call (a colliding random id) stays.

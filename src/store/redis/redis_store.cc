@@ -1036,6 +1036,29 @@ class RedisStore::Impl {
     }
   }
 
+  // The distinct policies of a chunk's items (a settle's record holds its own: it names
+  // none), and each item's policy number among them (1-based; 0 for a settle).
+  static std::vector<const PendingItem*> DistinctPolicies(const std::vector<PendingPtr>& chunk,
+                                                          std::vector<std::size_t>& policy_of) {
+    std::vector<const PendingItem*> policies;
+    for (const auto& p : chunk) {
+      for (const PendingItem& item : p->items) {
+        if (p->mode == UnitMode::kSettle) {
+          policy_of.push_back(0);
+          continue;
+        }
+        std::size_t j = 0;
+        while (j < policies.size() &&
+               !(policies[j]->kind == item.kind && policies[j]->policy == item.policy)) {
+          ++j;
+        }
+        if (j == policies.size()) policies.push_back(&item);
+        policy_of.push_back(j + 1);
+      }
+    }
+    return policies;
+  }
+
   // One script call for `chunk`: the algorithm's script for a lone decision, the batch
   // script for several. `as_eval` sends the body (after NOSCRIPT: Redis restarted or
   // flushed its scripts); EVAL caches it again for the next EVALSHA. `asking` prefixes
@@ -1070,21 +1093,35 @@ class RedisStore::Impl {
       for (const PendingItem& item : p->items) args.push_back(item.redis_key);
       if (p->mode == UnitMode::kReserve) args.push_back(p->record_key);
     }
-    if (reservations) {  // lua/reservation.lua: n, then each operation's arguments
+    // The distinct policies of a batch or of reservations, sent once: p, then 4 values each.
+    const auto append_policies = [&](const std::vector<const PendingItem*>& policies) {
+      args.push_back(number(std::to_string(policies.size())));
+      for (const PendingItem* item : policies) {
+        args.push_back(core::KeyTag(item->kind));
+        args.push_back(number(std::to_string(item->policy.limit)));
+        args.push_back(number(std::to_string(item->policy.period.count())));
+        args.push_back(number(std::to_string(item->policy.capacity())));
+      }
+    };
+    if (reservations) {  // lua/reservation.lua: the distinct policies once, then each operation
+      std::vector<std::size_t> policy_of;
+      append_policies(DistinctPolicies(chunk, policy_of));
       args.push_back(number(std::to_string(chunk.size())));
+      std::size_t k = 0;
       for (const auto& p : chunk) {
         const PendingItem& item = p->item();
-        const bool reserve = p->mode == UnitMode::kReserve;
-        args.push_back(reserve ? "r" : "s");
-        args.push_back(number(now_arg(*p)));
-        if (reserve) {
-          args.push_back(core::KeyTag(item.kind));
-          args.push_back(number(std::to_string(item.policy.limit)));
-          args.push_back(number(std::to_string(item.policy.period.count())));
-          args.push_back(number(std::to_string(item.policy.capacity())));
+        if (p->mode == UnitMode::kReserve) {
+          args.push_back("r");
+          args.push_back(number(std::to_string(policy_of[k++])));
+          args.push_back(number(now_arg(*p)));
+          args.push_back(number(std::to_string(item.cost)));
+          args.push_back(number(std::to_string(p->hold_us)));
+        } else {
+          ++k;
+          args.push_back("s");
+          args.push_back(number(now_arg(*p)));
+          args.push_back(number(std::to_string(item.cost)));
         }
-        args.push_back(number(std::to_string(item.cost)));
-        if (reserve) args.push_back(number(std::to_string(p->hold_us)));
       }
     } else if (single) {  // lua/single.lua: kind, now, limit, period, burst, cost
       const PendingDecision& p = *chunk[0];
@@ -1096,27 +1133,8 @@ class RedisStore::Impl {
       args.push_back(number(std::to_string(item.policy.capacity())));
       args.push_back(number(std::to_string(item.cost)));
     } else {  // lua/batch.lua: the distinct policies once, the groups, then each item
-      std::vector<const PendingItem*> policies;
       std::vector<std::size_t> policy_of;
-      policy_of.reserve(keys);
-      for (const auto& p : chunk) {
-        for (const PendingItem& item : p->items) {
-          std::size_t j = 0;
-          while (j < policies.size() &&
-                 !(policies[j]->kind == item.kind && policies[j]->policy == item.policy)) {
-            ++j;
-          }
-          if (j == policies.size()) policies.push_back(&item);
-          policy_of.push_back(j + 1);
-        }
-      }
-      args.push_back(number(std::to_string(policies.size())));
-      for (const PendingItem* item : policies) {
-        args.push_back(core::KeyTag(item->kind));
-        args.push_back(number(std::to_string(item->policy.limit)));
-        args.push_back(number(std::to_string(item->policy.period.count())));
-        args.push_back(number(std::to_string(item->policy.capacity())));
-      }
+      append_policies(DistinctPolicies(chunk, policy_of));
       args.push_back(number(std::to_string(groups)));
       std::size_t first = 1;
       for (const auto& p : chunk) {
