@@ -13,7 +13,10 @@
 -- new = tat + c * E, diff = now + tau - new, admitted iff diff >= 0, which stores new
 -- with PX ceil((new - now) / 1000) ms. What it leaves out is what a floor may: argument
 -- validation (it trusts every argument and reads `now` as always empty: TIME, once),
--- the kind dispatch, and the helper calls. Every number handed to redis.call goes
+-- the kind dispatch, and the helper calls. It reads every key with one MGET, as
+-- lua/batch.lua does (a GET per key costs Redis more than the decision around it), and
+-- keeps each key's tat as it writes it, so a key repeated in one call sees the earlier
+-- decisions. Every number handed to redis.call goes
 -- through string.format('%d'): exact at 16 digits (a Lua number would be formatted with
 -- 14), and cheaper than the '%.14g' Redis would format a Lua number with.
 local t = redis.call('TIME')
@@ -26,6 +29,9 @@ for j = 1, p do
   local burst = tonumber(ARGV[4 * j + 1])
   emissions[j], taus[j], bursts[j] = emission, burst * emission, burst
 end
+local stored = redis.call('MGET', unpack(KEYS))
+local tats = {}  -- key -> its tat as read or last written, so a repeated key sees its writes
+for i = 1, #KEYS do tats[KEYS[i]] = tonumber(stored[i] or 0) end
 local out = {}
 local at = 3 + 4 * p + 5 * tonumber(ARGV[2 + 4 * p])
 for i = 1, #KEYS do
@@ -34,9 +40,8 @@ for i = 1, #KEYS do
   at = at + 3
   local emission, tau = emissions[j], taus[j]
   local key = KEYS[i]
-  local tat = now
-  local stored = tonumber(redis.call('GET', key) or 0)
-  if stored > now then tat = stored end
+  local tat = tats[key]
+  if tat < now then tat = now end
   local room = now + tau - tat
   if room < 0 then room = 0 end
   local o = 4 * i
@@ -50,6 +55,7 @@ for i = 1, #KEYS do
     if diff >= 0 then
       redis.call('SET', key, string.format('%d', new), 'PX',
                  string.format('%d', math.ceil((new - now) / 1000)))
+      tats[key] = new
       out[o - 3], out[o - 2], out[o - 1], out[o] = 1, math.floor(diff / emission), 0, new - now
     else
       out[o - 3], out[o - 2], out[o - 1], out[o] = 0, math.floor(room / emission), -diff,

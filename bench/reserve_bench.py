@@ -3,47 +3,68 @@
 request that reserves and settles, or acquires and releases, costs next to one Check.
 
 `floodgate bench` on memory:// (1 thread, decided inline) and on a redis-server it starts
-(batching on, 1,024 in flight), 100,000 keys, four runs back to back in each round (the
+(batching on, 1,024 in flight), 100,000 keys, five runs back to back in each round (the
 order reversed every other round):
-  check        --mode check --policy gcra:1000000/1s: one decision per request;
-  reserve      --mode reserve, same policy: Reserve 1, then Settle it at 0 (a refund, so
-               the settle writes the key) once admitted;
-  check_log    --mode check --policy sliding_log:100000/1s: one decision on the state a
-               lease keeps (a lease is a reservation on a sliding log);
-  acquire      --mode acquire --policy concurrency:100,lease=30s: Acquire, then Release.
-The cost ratios, check/s over reserve/s, and check_log/s and check/s over acquire/s, are
-taken within each round and their medians reported (target <= 2.2x). A sliding_log check
-on a random key adds a run its log keeps for the period, while an acquire's run goes
-with its release: the log a check keeps is longer, which is why both bases are shown. Every request was answered by
-the store (errors or degraded answers refuse the run) and admitted (fewer than 99%
-refuses it: the measured path is the admitting one, which holds and settles).
+  check            --mode check --policy gcra:1000000/1s: one decision per request;
+  reserve          --mode reserve, same policy: Reserve 1, then Settle it at 0 (a refund)
+                   once admitted;
+  check_log        --mode check --policy sliding_log:100000/1s: one decision of the
+                   sliding log, whose rule a lease follows (docs/leases.md);
+  acquire          --mode acquire --policy concurrency:100,lease=30s: Acquire, then
+                   Release;
+  acquire_one_key  the same on one key (concurrency:100000): every lease in flight on
+                   one key, so most releases are of a lease among many held.
+The ratios (check/s over reserve/s; check_log/s and check/s over acquire/s; acquire/s
+over acquire_one_key/s) are taken within each round and their medians reported (target
+<= 2.2x for the first three). A sliding_log check on a random key adds a run its log
+keeps for the period, while an acquire's lease goes with its release: the log a check
+keeps is longer, which is why both bases are shown. Every request was answered by the
+store (errors or degraded answers refuse the run) and admitted (fewer than 99% refuses
+it: the measured path is the admitting one, which holds and settles).
+Then the scripts alone (script_costs): Redis's CPU per request for floodgate's check and
+reserve + settle scripts and for the bare floors (bench/bare_*.lua), driven alike.
 Short run: --rounds 1 --seconds 1.
 """
 import argparse
 import json
 import os
+import random
+import socket
 import statistics
 import subprocess
 import sys
 import time
 
 import part_output  # bench/part_output.py: the markdown and CSV files of a part
-from redis_bench import Redis  # a redis-server on a free loopback port
+from redis_bench import Redis, load_script  # a redis-server on a free loopback port
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ALGORITHM_FILES = ["gcra", "token_bucket", "sliding_log", "sliding_window", "fixed_window"]
+POLICY = ["gcra", "1000000", "1000000", "1000000"]  # gcra:1000000/1s, as sent to Redis
+OPS_PER_CALL = 64  # floodgate's batch size in the runs above
+CALLS_PER_PIPELINE = 8
 
 VARIANTS = {
     "check": ["--mode", "check", "--policy", "gcra:1000000/1s"],
     "reserve": ["--mode", "reserve", "--actual", "0", "--policy", "gcra:1000000/1s"],
     "check_log": ["--mode", "check", "--policy", "sliding_log:100000/1s"],
     "acquire": ["--mode", "acquire", "--policy", "concurrency:100,lease=30s"],
+    # One key holding every lease in flight (1,024 on Redis): a release among many held.
+    "acquire_one_key": ["--mode", "acquire", "--policy", "concurrency:100000,lease=30s",
+                        "--keys", "1"],
 }
 RATIOS = {"reserve + settle / check": ("check", "reserve"),
           "acquire + release / check (sliding_log)": ("check_log", "acquire"),
-          "acquire + release / check (gcra)": ("check", "acquire")}
+          "acquire + release / check (gcra)": ("check", "acquire"),
+          "acquire + release, 100,000 keys / one key": ("acquire", "acquire_one_key")}
 
 
 def bench(binary, url, variant, keys, concurrency, seconds):
-    out = subprocess.run([binary, "bench", "--store", url, *VARIANTS[variant], "--keys",
-                          str(keys), "--threads", "1", "--concurrency", str(concurrency),
+    flags = VARIANTS[variant]
+    if "--keys" not in flags:
+        flags = flags + ["--keys", str(keys)]
+    out = subprocess.run([binary, "bench", "--store", url, *flags, "--threads", "1",
+                          "--concurrency", str(concurrency),
                           "--duration", f"{round(seconds * 1000)}ms", "--json"],
                          capture_output=True, text=True, check=True,
                          timeout=seconds + 60).stdout
@@ -55,6 +76,143 @@ def bench(binary, url, variant, keys, concurrency, seconds):
     return result
 
 
+class Resp:
+    """One RESP connection, commands written in pipelines: enough to drive scripts
+    without a client library (none is a Debian package this project uses)."""
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.reader = self.sock.makefile("rb")
+
+    def pipeline(self, commands):
+        out = []
+        for command in commands:
+            out.append(b"*%d\r\n" % len(command))
+            for arg in command:
+                arg = arg.encode() if isinstance(arg, str) else arg
+                out.append(b"$%d\r\n%s\r\n" % (len(arg), arg))
+        self.sock.sendall(b"".join(out))
+        return [self.read() for _ in commands]
+
+    def read(self):
+        line = self.reader.readline()
+        kind, rest = line[:1], line[1:-2]
+        if kind == b"-":
+            raise SystemExit(f"reserve_bench: Redis answered an error: {rest.decode()}")
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            size = int(rest)
+            return None if size < 0 else self.reader.read(size + 2)[:-2]
+        if kind == b"*":
+            return [self.read() for _ in range(int(rest))]
+        return rest.decode()
+
+    def close(self):
+        self.sock.close()
+
+
+def script_costs(redis, lua_dir, keys, seconds):
+    """Redis CPU per request of floodgate's scripts and of the bare floors, driven alike.
+
+    The same Python driver sends floodgate's own lua/batch.lua (checks) and
+    lua/reservation.lua (reserves, then settles of the previous pipeline's records),
+    then bench/bare_batch_gcra.lua and bench/bare_reserve_gcra.lua +
+    bench/bare_settle_gcra.lua the same way: 64 operations per call, 8 calls per
+    pipeline, gcra:1000000/1s on `keys` random keys, each run bounded by `seconds` and a
+    call count. Redis CPU (INFO cpu) over the requests is what the server spent, whoever
+    drives it; the bare scripts are the least Lua doing the same work (a record per
+    reservation), so their ratio is the floor any script keeping such records pays on
+    this Redis. Every reserve must be admitted and every settle find its record.
+    """
+    shared = [os.path.join(lua_dir, f"{name}.lua") for name in ["common"] + ALGORITHM_FILES]
+    scripts = {
+        "check": load_script(redis, shared + [os.path.join(lua_dir, "batch.lua")]),
+        "reserve": load_script(redis, shared + [os.path.join(lua_dir, "reservation.lua")]),
+        "bare check": load_script(redis, [os.path.join(HERE, "bare_batch_gcra.lua")]),
+        "bare reserve": load_script(redis, [os.path.join(HERE, "bare_reserve_gcra.lua")]),
+        "bare settle": load_script(redis, [os.path.join(HERE, "bare_settle_gcra.lua")]),
+    }
+    rng = random.Random(1)
+    conn = Resp(redis.port)
+    max_pipelines = 100_000
+
+    def key():
+        return f"fgb:gcra:k{rng.randrange(keys)}"
+
+    def check_call(sha):
+        argv = ["1", *POLICY, "0"] + ["1", "", "1"] * OPS_PER_CALL
+        return ["EVALSHA", sha, str(OPS_PER_CALL)] + [key() for _ in range(OPS_PER_CALL)] + argv
+
+    def reserve_call(sha, records):
+        keys_ = []
+        for _ in range(OPS_PER_CALL):
+            record = f"fgb:res:{{x}}:{rng.getrandbits(64):016x}"
+            keys_ += [key(), record]
+            records.append(record)
+        argv = ["1", *POLICY, str(OPS_PER_CALL)] + ["r", "1", "", "1", "300000000"] * OPS_PER_CALL
+        return ["EVALSHA", sha, str(2 * OPS_PER_CALL)] + keys_ + argv
+
+    def settle_call(sha, records):
+        argv = ["0", str(len(records))] + ["s", "", "0"] * len(records)
+        return ["EVALSHA", sha, str(len(records))] + records + argv
+
+    def expect(replies, per_op, what):
+        """Every operation admitted: a check's first integer (allowed), a reserve's or
+        settle's first two (done, allowed)."""
+        flags = 1 if per_op == 4 else 2
+        for reply in replies:
+            for o in range(0, len(reply) - 1, per_op):
+                if reply[o:o + flags] != [1] * flags:
+                    raise SystemExit(f"reserve_bench: a {what} was not done and admitted: "
+                                     f"{reply[o:o + per_op]}")
+
+    def checks(sha):
+        requests, deadline = 0, time.monotonic() + seconds
+        for _ in range(max_pipelines):
+            if time.monotonic() >= deadline:
+                break
+            replies = conn.pipeline([check_call(sha) for _ in range(CALLS_PER_PIPELINE)])
+            expect(replies, 4, "check")
+            requests += CALLS_PER_PIPELINE * OPS_PER_CALL
+        return requests
+
+    def reserves_and_settles(reserve_sha, settle_sha):
+        requests, pending = 0, []
+        deadline = time.monotonic() + seconds
+        for _ in range(max_pipelines):
+            if time.monotonic() >= deadline:
+                break
+            made = [[] for _ in range(CALLS_PER_PIPELINE)]
+            commands = [reserve_call(reserve_sha, m) for m in made]
+            commands += [settle_call(settle_sha, records) for records in pending]
+            replies = conn.pipeline(commands)
+            expect(replies[:CALLS_PER_PIPELINE], 6, "reserve")
+            expect(replies[CALLS_PER_PIPELINE:], 6, "settle")
+            requests += sum(len(records) for records in pending)
+            pending = made
+        replies = conn.pipeline([settle_call(settle_sha, records) for records in pending])
+        expect(replies, 6, "settle")
+        return requests + sum(len(records) for records in pending)
+
+    def cpu_per_request(run):
+        before = redis.cpu_seconds()
+        requests = run()
+        return (redis.cpu_seconds() - before) * 1e6 / requests
+
+    try:
+        return {
+            "check": cpu_per_request(lambda: checks(scripts["check"])),
+            "reserve + settle": cpu_per_request(
+                lambda: reserves_and_settles(scripts["reserve"], scripts["reserve"])),
+            "bare check": cpu_per_request(lambda: checks(scripts["bare check"])),
+            "bare reserve + settle": cpu_per_request(
+                lambda: reserves_and_settles(scripts["bare reserve"], scripts["bare settle"])),
+        }
+    finally:
+        conn.close()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--floodgate", required=True)
@@ -62,6 +220,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--keys", type=int, default=100_000)
+    parser.add_argument("--lua", default=os.path.join(HERE, "..", "lua"),
+                        help="floodgate's Lua scripts (for the script floor)")
     args = parser.parse_args()
 
     rows = []
@@ -92,6 +252,12 @@ def main():
                 f"{v} {row[v]['decisions_per_sec']:,.0f}/s" for v in VARIANTS) + "  " + "  ".join(
                 f"{name} {statistics.median(x):.2f}" for name, x in ratios.items()),
                   file=sys.stderr)
+        floors = []
+        for _ in range(args.rounds):
+            redis.cli("FLUSHALL")
+            floors.append(script_costs(redis, args.lua, args.keys, args.seconds))
+            print("  scripts, Redis CPU per request: " + "  ".join(
+                f"{name} {us:.1f} us" for name, us in floors[-1].items()), file=sys.stderr)
     finally:
         redis.stop()
 
@@ -99,36 +265,66 @@ def main():
           f"{os.cpu_count()} cores shared by the client and redis-server)\n",
           f"`floodgate bench --keys {args.keys} --threads 1`: a Check (`gcra:1000000/1s`), a "
           "Reserve of 1 settled at 0 once admitted (same policy; the request ends with its "
-          "settle), a Check of `sliding_log:100000/1s` (the state a lease keeps) and an "
-          "Acquire released once admitted (`concurrency:100,lease=30s`), back to back in "
+          "settle), a Check of `sliding_log:100000/1s` (the rule a lease follows), an Acquire "
+          "released once admitted (`concurrency:100,lease=30s`), and the same on one key "
+          "(`concurrency:100000,lease=30s`, every lease in flight on it), back to back in "
           f"each round; medians of {args.rounds} rounds of {args.seconds:g} s. memory:// "
           "decides inline (1 in flight); redis:// batches (batch=64, 1,024 in flight, denial "
-          "cache off). Every request was admitted and answered by the store. Ratio = "
-          "check requests/s over reserve (acquire) requests/s, within each round; acquire + "
-          "release against both checks (a sliding_log check keeps its run for the period, an "
-          "acquire's run goes with its release, so the check's log is the longer). Target: "
-          "<= 2.2.\n",
-          "| store | check /s | reserve + settle /s | ratio, each round | ratio | "
-          "sliding_log check /s | acquire + release /s | ratio, each round | ratio | "
-          "check /s | acquire + release /s | ratio, each round | ratio |",
-          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+          "cache off). Every request was admitted and answered by the store. Ratio = the "
+          "first requests/s over the second, within each round. Target: <= 2.2 for the "
+          "costs against a check; the last row shows a key holding many leases releases as "
+          "fast as many keys holding one.\n",
+          "| store | ratio | first /s | second /s | ratio, each round | ratio |",
+          "|---|---|---:|---:|---:|---:|"]
+    labels = {"reserve + settle / check": "gcra check / reserve + settle",
+              "acquire + release / check (sliding_log)":
+                  "sliding_log check / acquire + release",
+              "acquire + release / check (gcra)": "gcra check / acquire + release",
+              "acquire + release, 100,000 keys / one key":
+                  "acquire + release: 100,000 keys / one key"}
     csv_rows = []
     for r in rows:
-        cells = [r["store"]]
         for name, (base, measured) in RATIOS.items():
             each = r["ratios"][name]
-            cells += [f"{r[base]['decisions_per_sec']:,.0f}",
-                      f"{r[measured]['decisions_per_sec']:,.0f}",
-                      ", ".join(f"{x:.2f}" for x in each), f"**{statistics.median(each):.2f}**"]
+            md.append(f"| {r['store']} | {labels[name]} | "
+                      f"{r[base]['decisions_per_sec']:,.0f} | "
+                      f"{r[measured]['decisions_per_sec']:,.0f} | "
+                      + ", ".join(f"{x:.2f}" for x in each)
+                      + f" | **{statistics.median(each):.2f}** |")
             csv_rows.append([r["store"], r["concurrency"], name,
                              f"{r[base]['decisions_per_sec']:.0f}",
                              f"{r[measured]['decisions_per_sec']:.0f}",
                              f"{r[measured]['p99_us']:.1f}", f"{statistics.median(each):.4f}",
                              " ".join(f"{x:.4f}" for x in each)])
-        md.append("| " + " | ".join(cells) + " |")
-    part_output.save(args.out, "reservations.md", md, {"reservations.csv": (
-        ["store", "in_flight", "ratio", "base_per_sec", "measured_per_sec", "measured_p99_us",
-         "ratio_median", "ratio_each_round"], csv_rows)})
+    script_ratio = {
+        "floodgate": [f["reserve + settle"] / f["check"] for f in floors],
+        "bare": [f["bare reserve + settle"] / f["bare check"] for f in floors]}
+    med = lambda name: statistics.median(f[name] for f in floors)
+    md += ["",
+           "What Redis itself spends (its CPU, INFO cpu, per request) when one Python driver "
+           "sends the scripts alike: 64 operations per call, 8 calls per pipeline, the same "
+           f"policy and {args.keys:,} keys; floodgate's lua/batch.lua and lua/reservation.lua "
+           "beside the least Lua that does the same work (bench/bare_batch_gcra.lua, "
+           "bench/bare_reserve_gcra.lua and bench/bare_settle_gcra.lua: a record per "
+           "reservation, written by the reserve, read and deleted by the settle). The bare "
+           "ratio is the floor of keeping a record per reservation on this Redis; medians of "
+           f"{args.rounds} rounds.\n",
+           "| scripts | check | reserve + settle | ratio, each round | ratio |",
+           "|---|---:|---:|---:|---:|",
+           f"| floodgate | {med('check'):.1f} µs | {med('reserve + settle'):.1f} µs | "
+           + ", ".join(f"{x:.2f}" for x in script_ratio["floodgate"])
+           + f" | **{statistics.median(script_ratio['floodgate']):.2f}** |",
+           f"| bare floor | {med('bare check'):.1f} µs | {med('bare reserve + settle'):.1f} µs | "
+           + ", ".join(f"{x:.2f}" for x in script_ratio["bare"])
+           + f" | **{statistics.median(script_ratio['bare']):.2f}** |"]
+    floor_rows = [[i + 1] + [f"{f[name]:.3f}" for name in f] for i, f in enumerate(floors)]
+    part_output.save(args.out, "reservations.md", md, {
+        "reservations.csv": (
+            ["store", "in_flight", "ratio", "base_per_sec", "measured_per_sec",
+             "measured_p99_us", "ratio_median", "ratio_each_round"], csv_rows),
+        "reservations_scripts.csv": (
+            ["round", "check_us", "reserve_settle_us", "bare_check_us",
+             "bare_reserve_settle_us"], floor_rows)})
 
 
 if __name__ == "__main__":

@@ -11,6 +11,10 @@ connections), HTTP load from wrk (as bench/http_bench.py drives it). Both sides 
 back to back in each round (the order reversed every other round); the ratio of
 requests/s (RLS over HTTP) is taken within a round and the median of the rounds
 reported, with the medians of requests/s and p99. Target: RLS >= 0.8x HTTP.
+Each run also reads the CPU the server spent (/proc/<pid>/stat) and the load generator
+spent (its rusage) per request: the load shares the machine's 2 cores with the server,
+so requests/s measure both, and the server's CPU per request is the part that is
+floodgate's alone (its ratio is reported beside the requests/s one).
 
 Before anything is measured, both paths are proven to limit on that very rule: 3000
 requests on one key as fast as they go must see both answers (OK and OVER_LIMIT over
@@ -21,6 +25,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -78,7 +83,7 @@ def rls_load(args, grpc_port, seconds, values=VALUES, requests=0):
     if result["errors"]:
         raise SystemExit(f"rls_bench: {result['errors']} gRPC errors: {out.stderr}")
     return dict(rps=result["requests_per_sec"], p99_us=result["p99_us"], ok=result["ok"],
-                over_limit=result["over_limit"])
+                over_limit=result["over_limit"], requests=result["ok"] + result["over_limit"])
 
 
 def wrk(args, http_port, script, seconds, key=None):
@@ -99,7 +104,32 @@ def wrk(args, http_port, script, seconds, key=None):
     scale = {"us": 1, "ms": 1000, "s": 1_000_000}[p99.group(2)]
     verdicts = re.search(r"verdicts allowed=(\d+) denied=(\d+)", out)
     return dict(rps=rps, p99_us=float(p99.group(1)) * scale, allowed=int(verdicts.group(1)),
-                denied=int(verdicts.group(2)))
+                denied=int(verdicts.group(2)),
+                requests=int(re.search(r"(\d+) requests in", out).group(1)))
+
+
+def process_cpu_s(pid):
+    """User + system CPU seconds a process has used so far (/proc/<pid>/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_s():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def with_cpu(serve_pid, run):
+    """run()'s result with the CPU each request cost the server and the load generator
+    (µs): on 2 shared cores the requests/s of a path also measure its load generator,
+    and these do not."""
+    server0, load0 = process_cpu_s(serve_pid), children_cpu_s()
+    result = run()
+    n = max(1, result["requests"])
+    result["server_cpu_us"] = (process_cpu_s(serve_pid) - server0) * 1e6 / n
+    result["load_cpu_us"] = (children_cpu_s() - load0) * 1e6 / n
+    return result
 
 
 def prove(args, grpc_port, http_port, script):
@@ -153,20 +183,27 @@ def main():
             proof_rls, proof_http = prove(args, grpc_port, http_port, script)
             rounds = []
             for i in range(args.rounds):
+                run_rls = lambda: with_cpu(serve.pid, lambda: rls_load(args, grpc_port,
+                                                                      args.seconds))
+                run_http = lambda: with_cpu(serve.pid, lambda: wrk(args, http_port, script,
+                                                                   args.seconds))
                 if i % 2 == 0:
-                    r = rls_load(args, grpc_port, args.seconds)
-                    h = wrk(args, http_port, script, args.seconds)
+                    r, h = run_rls(), run_http()
                 else:
-                    h = wrk(args, http_port, script, args.seconds)
-                    r = rls_load(args, grpc_port, args.seconds)
+                    h = run_http()
+                    r = run_rls()
                 rounds.append((r, h))
-                print(f"round {i + 1}: RLS {r['rps']:.0f}/s p99 {r['p99_us']:.0f} us; "
-                      f"/v1/check {h['rps']:.0f}/s p99 {h['p99_us']:.0f} us", file=sys.stderr)
+                print(f"round {i + 1}: RLS {r['rps']:.0f}/s p99 {r['p99_us']:.0f} us, server "
+                      f"{r['server_cpu_us']:.1f} us/request; /v1/check {h['rps']:.0f}/s p99 "
+                      f"{h['p99_us']:.0f} us, server {h['server_cpu_us']:.1f} us/request",
+                      file=sys.stderr)
         finally:
             serve.terminate()
             serve.wait(timeout=30)
             log.close()
     ratio = statistics.median(r["rps"] / h["rps"] for r, h in rounds)
+    # Requests each path could answer per second of server CPU, RLS over HTTP.
+    cpu_ratio = statistics.median(h["server_cpu_us"] / r["server_cpu_us"] for r, h in rounds)
     med = lambda side, field: statistics.median(x[side][field] for x in rounds)
     md = [f"### Envoy RLS v3 (gRPC) against /v1/check ({time.strftime('%Y-%m-%d')}, "
           f"{os.cpu_count()} cores shared by the load and the server)\n",
@@ -177,17 +214,28 @@ def main():
           f"{args.seconds:g} s, medians. Both proven to limit first (one key, "
           f"{3 * LIMIT} requests: gRPC {proof_rls['ok']} OK / {proof_rls['over_limit']} "
           f"OVER_LIMIT; HTTP {proof_http['allowed']} allowed / {proof_http['denied']} denied).\n",
-          "| path | requests/s | p99 |",
-          "|---|---:|---:|",
-          f"| RLS v3 gRPC `ShouldRateLimit` | {med(0, 'rps'):,.0f} | {med(0, 'p99_us'):,.0f} us |",
-          f"| HTTP `POST /v1/check` | {med(1, 'rps'):,.0f} | {med(1, 'p99_us'):,.0f} us |",
+          "The server's CPU per request (its /proc CPU time over the requests answered) and "
+          "the load generator's are measured in the same runs: on 2 cores shared by the load "
+          "and the server, requests/s also measure the load generator, and the gRPC client "
+          "spends more per call than wrk does.\n",
+          "| path | requests/s | p99 | server CPU per request | load generator CPU per request |",
+          "|---|---:|---:|---:|---:|",
+          f"| RLS v3 gRPC `ShouldRateLimit` | {med(0, 'rps'):,.0f} | {med(0, 'p99_us'):,.0f} us | "
+          f"{med(0, 'server_cpu_us'):.1f} us | {med(0, 'load_cpu_us'):.1f} us |",
+          f"| HTTP `POST /v1/check` | {med(1, 'rps'):,.0f} | {med(1, 'p99_us'):,.0f} us | "
+          f"{med(1, 'server_cpu_us'):.1f} us | {med(1, 'load_cpu_us'):.1f} us |",
           "",
-          f"RLS / HTTP requests/s: **{ratio:.2f}x** (median of the rounds' ratios; target >= 0.8x)."]
-    rows = [[i + 1, f"{r['rps']:.0f}", f"{r['p99_us']:.0f}", f"{h['rps']:.0f}",
-             f"{h['p99_us']:.0f}", f"{r['rps'] / h['rps']:.3f}"] for i, (r, h) in enumerate(rounds)]
+          f"RLS / HTTP requests/s: **{ratio:.2f}x** (median of the rounds' ratios; target >= 0.8x). "
+          f"Requests per second of server CPU, RLS / HTTP: **{cpu_ratio:.2f}x**."]
+    rows = [[i + 1, f"{r['rps']:.0f}", f"{r['p99_us']:.0f}", f"{r['server_cpu_us']:.2f}",
+             f"{r['load_cpu_us']:.2f}", f"{h['rps']:.0f}", f"{h['p99_us']:.0f}",
+             f"{h['server_cpu_us']:.2f}", f"{h['load_cpu_us']:.2f}", f"{r['rps'] / h['rps']:.3f}",
+             f"{h['server_cpu_us'] / r['server_cpu_us']:.3f}"] for i, (r, h) in enumerate(rounds)]
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
     part_output.save(out, "rls.md", md, {"rls.csv": (
-        ["round", "rls_rps", "rls_p99_us", "http_rps", "http_p99_us", "ratio"], rows)})
+        ["round", "rls_rps", "rls_p99_us", "rls_server_cpu_us", "rls_load_cpu_us", "http_rps",
+         "http_p99_us", "http_server_cpu_us", "http_load_cpu_us", "ratio", "server_cpu_ratio"],
+        rows)})
 
 
 if __name__ == "__main__":

@@ -81,7 +81,7 @@ do
     batch = {}
   end
   for i = 1, #KEYS do
-    if policy_of[ARGV[first + 3 * (i - 1)]].kind ~= 'sl' then
+    if not SORTED_SET[policy_of[ARGV[first + 3 * (i - 1)]].kind] then
       batch[#batch + 1] = KEYS[i]
       if #batch == 1000 then read() end
     end

@@ -5,7 +5,7 @@
 --   common.lua .. <algorithm>.lua .. single.lua      (one per algorithm; token_bucket.lua
 --                                                      serves both 'tb' and 'tbi')
 --   common.lua .. gcra.lua .. token_bucket.lua .. sliding_log.lua .. sliding_window.lua
---     .. fixed_window.lua .. batch.lua
+--     .. fixed_window.lua .. concurrency.lua .. batch.lua (or reservation.lua)
 -- So everything here is a chunk-level local seen by the files after it, there is no
 -- top-level return before the driver's, and the chunk keeps few locals (Lua allows 200).
 --
@@ -47,6 +47,8 @@ local PREPARE = {}
 --     `actual` instead of r.estimate (r: at, estimate, mark, deficit).
 local MARK = {}
 local SETTLE = {}
+-- The kinds whose state is a sorted set, not a string (the drivers read strings ahead).
+local SORTED_SET = {}
 
 local FG = {}
 
@@ -102,6 +104,9 @@ function FG.check_policy(kind, limit, period, burst)
   -- The algorithm's own bounds, as Policy::Validate checks them (src/core/policy.cc).
   if kind == 'sl' and tonumber(limit) > FG.MAX_SLIDING_LOG_LIMIT then
     return 'sliding_log limit must be at most 100000'
+  end
+  if kind == 'cc' and tonumber(limit) > FG.MAX_SLIDING_LOG_LIMIT then
+    return 'concurrency holds at most 100000 leases'
   end
   if kind == 'gcra' then
     local l, p = tonumber(limit), tonumber(period)

@@ -11,8 +11,10 @@
 -- record: what the settle needs (the policy, the mark, when the hold ends, the limit's
 -- key), expiring with the hold. A settle reads and deletes the record, then settles the
 -- limit's key. The record's key is in the limit key's slot (the caller picks it so), so a
--- cluster node holds both. Returns 6 integers per operation: outcome (1 done; a settle's
--- 0: no such record, 2: its hold had ended), allowed, limit, remaining, retry_after_us,
+-- cluster node holds both. A concurrency reserve is an acquire: its lease's id is the
+-- record key's random part (lua/concurrency.lua). Returns 6 integers per operation:
+-- outcome (1 done; a settle's 0: no such record, 2: its hold had ended, 3: a lease
+-- settled at a cost, refused and still held), allowed, limit, remaining, retry_after_us,
 -- reset_after_us; then the server clock it read (0: none).
 -- Every argument is checked before any operation runs.
 local p_count = FG.parse_int(ARGV[1] or '', 0, 1024)
@@ -116,7 +118,7 @@ do
   for i = 1, n do
     if op_policy[i] then
       local key = op_key[i]
-      if op_policy[i].kind ~= 'sl' and known[key] == nil then
+      if not SORTED_SET[op_policy[i].kind] and known[key] == nil then
         known[key] = false  -- a placeholder, overwritten by the read
         wanted[#wanted + 1] = key
       end
@@ -137,7 +139,7 @@ do
       if not kind or DECIDERS[kind] == nil then corrupt() end
       local key = string.sub(raw, colon + 1)
       op_kind[i], op_key[i] = kind, key
-      if kind ~= 'sl' and known[key] == nil then
+      if not SORTED_SET[kind] and known[key] == nil then
         known[key] = false
         wanted[#wanted + 1] = key
       end
@@ -159,9 +161,19 @@ local function hold_px(hold)
   return px
 end
 
+-- A lease's id: its record key's random part (docs/leases.md).
+local function lease_id(record)
+  return string.sub(record, -16)
+end
+
 local function reserve(i, now)
   local p, key, estimate, hold = op_policy[i], op_key[i], op_cost[i], op_hold[i]
-  local allowed, remaining, retry, reset = p.decide(key, now, p, estimate)
+  local allowed, remaining, retry, reset
+  if p.kind == 'cc' then  -- an acquire (estimate 1)
+    allowed, remaining, retry, reset = cc_acquire(key, now, p, lease_id(op_record[i]))
+  else
+    allowed, remaining, retry, reset = p.decide(key, now, p, estimate)
+  end
   if allowed == 1 then
     local at, mark, deficit = MARK[p.kind](key, now, p)
     local record = struct.pack(RECORD_NUMBERS, p.limit, p.period, p.burst, at, estimate, mark,
@@ -180,13 +192,16 @@ local function settle(i, now)
   local record = op_record[i]
   local raw = records[record]
   if not raw then return 0, 0, 0, 0, 0, 0 end
-  records[record] = false
-  settled[#settled + 1] = record
   local limit, period, burst, at, estimate, mark, deficit, ends =
       struct.unpack(RECORD_NUMBERS, string.sub(raw, 1, RECORD_HEAD))
+  local kind = op_kind[i]
+  if ends > now and kind == 'cc' and op_cost[i] ~= 0 then
+    return 3, 0, 0, 0, 0, 0  -- a lease settled at a cost: refused, still held
+  end
+  records[record] = false
+  settled[#settled + 1] = record
   if ends <= now then return 2, 0, 0, 0, 0, 0 end
   -- The record's policy, prepared once per call: its kind and 3 first numbers name it.
-  local kind = op_kind[i]
   local id = kind .. string.sub(raw, 1, 24)
   local p = record_policies[id]
   if p == nil then
@@ -195,7 +210,8 @@ local function settle(i, now)
   end
   local allowed, remaining, retry, reset =
       SETTLE[kind](op_key[i], now, p, {at = at, estimate = estimate, mark = mark,
-                                       deficit = deficit}, op_cost[i])
+                                       deficit = deficit, member = lease_id(record)},
+                   op_cost[i])
   return 1, allowed, p.limit, remaining, retry, reset
 end
 

@@ -23,6 +23,11 @@
 
 namespace floodgate::core {
 
+// A lease (docs/leases.md) is a reservation of 1 that its release settles at 0. Settled at
+// any other cost it is refused and stays held: a lease is one unit, never a cost to charge.
+inline constexpr char kLeaseSettledAtACost[] =
+    "a lease is released (settled at 0), never settled at a cost: it stays held";
+
 // What a reservation remembers of its key, taken right after it was admitted.
 struct ReservationMark {
   std::int64_t at = 0;        // its decision time, as the algorithm clamped it

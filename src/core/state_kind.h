@@ -17,6 +17,10 @@ enum class StateKind : std::uint8_t {
   kSlidingLog,
   kSlidingWindow,
   kFixedWindow,
+  // Leases (docs/leases.md): a sliding log of one unit per lease over the lease time. Its
+  // own kind, because Redis keeps it as a sorted set of lease ids (lua/concurrency.lua),
+  // where a sliding log keeps runs.
+  kConcurrency,
 };
 
 constexpr StateKind KindOf(const Policy& policy) {
@@ -27,10 +31,9 @@ constexpr StateKind KindOf(const Policy& policy) {
       return policy.refill == Refill::kInterval ? StateKind::kIntervalBucket
                                                 : StateKind::kSmoothBucket;
     case Algorithm::kSlidingLog:
-    // A lease is an admission of a sliding log over the lease time (docs/leases.md): the
-    // same state, decided, settled (released) and expired by the same steps.
-    case Algorithm::kConcurrency:
       return StateKind::kSlidingLog;
+    case Algorithm::kConcurrency:
+      return StateKind::kConcurrency;
     case Algorithm::kSlidingWindow:
       return StateKind::kSlidingWindow;
     case Algorithm::kFixedWindow:
@@ -55,8 +58,17 @@ constexpr std::string_view KeyTag(StateKind kind) {
       return "sw";
     case StateKind::kFixedWindow:
       return "fw";
+    case StateKind::kConcurrency:
+      return "cc";
   }
   return "?";
+}
+
+// Whether a kind's state is a sliding log (core::SlidingLog in memory://): a lease is an
+// admission of a sliding log over the lease time, decided, released and expired by the
+// sliding log's steps (algorithms.md "sliding_log" with L = N, P = the lease time).
+constexpr bool KeepsLog(StateKind kind) {
+  return kind == StateKind::kSlidingLog || kind == StateKind::kConcurrency;
 }
 
 }  // namespace floodgate::core

@@ -23,14 +23,14 @@ class Entry {
     core::IntervalBucketState interval;
     core::FixedWindowState fixed;
     core::SlidingWindowState sliding;
-    core::SlidingLog* log;  // owned; freed by ~Entry
+    core::SlidingLog* log;  // sliding_log and concurrency (core::KeepsLog); owned, freed by ~Entry
   };
   static_assert(std::is_trivially_copyable_v<State> && sizeof(State) == 16);
 
   Entry(CompactKey key, State state, std::uint32_t expires_s)
       : key_(key), state_(state), expires_s_(expires_s) {}
   ~Entry() {
-    if (kind() == core::StateKind::kSlidingLog) std::unique_ptr<core::SlidingLog> owned(state_.log);
+    if (core::KeepsLog(kind())) std::unique_ptr<core::SlidingLog> owned(state_.log);
   }
   // The moved-from entry gives up its sliding log, if it has one.
   Entry(Entry&& other) noexcept
@@ -38,7 +38,7 @@ class Entry {
         state_(other.state_),
         expires_s_(other.expires_s_),
         referenced_(other.referenced_) {
-    if (kind() == core::StateKind::kSlidingLog) other.state_.log = nullptr;
+    if (core::KeepsLog(kind())) other.state_.log = nullptr;
   }
   Entry& operator=(Entry&& other) noexcept {
     if (this != &other) {
@@ -50,7 +50,7 @@ class Entry {
 
   // New state for the same key (an old sliding log is freed).
   void Replace(State state, std::uint32_t expires_s) {
-    if (kind() == core::StateKind::kSlidingLog && state_.log != state.log) {
+    if (core::KeepsLog(kind()) && state_.log != state.log) {
       std::unique_ptr<core::SlidingLog> owned(state_.log);
     }
     state_ = state;

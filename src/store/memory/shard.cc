@@ -74,7 +74,8 @@ void VisitValueKind(core::StateKind kind, Visit&& visit) {
     case core::StateKind::kFixedWindow:
       return visit(std::type_identity<core::FixedWindowState>{}, core::DecideFixedWindow);
     case core::StateKind::kSlidingLog:
-      return;  // not a value state
+    case core::StateKind::kConcurrency:
+      return;  // not a value state (core::KeepsLog)
   }
 }
 
@@ -94,7 +95,7 @@ void Shard::Decide(const Probe& probe, const Policy& policy, std::int64_t now_us
                    Decision& decision) {
   std::lock_guard lock(mu_);
   const Found found = Find(probe, now_us);
-  if (probe.kind == core::StateKind::kSlidingLog) {
+  if (core::KeepsLog(probe.kind)) {
     return UpdateLog(probe, found, now_us, [&](core::SlidingLog& log) {
       return core::DecideSlidingLog(policy, log, now_us, cost, decision);
     });
@@ -118,7 +119,7 @@ Shard::Plan Shard::EvaluateFound(Found found, core::StateKind kind, const Policy
                                  std::int64_t now_us, std::int64_t cost, Decision& decision) {
   Plan plan;
   plan.found = found;
-  if (kind == core::StateKind::kSlidingLog) {
+  if (core::KeepsLog(kind)) {
     core::SlidingLog scratch;
     core::SlidingLog& log = found.live ? *found.entry->state().log : scratch;
     plan.ttl_us = core::DecideSlidingLog(policy, log, now_us, cost, decision, /*append=*/false);
@@ -213,7 +214,7 @@ absl::Status Shard::RoomForReservation(std::int64_t now_us) {
 
 core::ReservationMark Shard::MarkOf(core::StateKind kind, const Policy& policy, const Plan& plan,
                                     std::int64_t now_us, std::int64_t estimate) const {
-  if (kind == core::StateKind::kSlidingLog) {
+  if (core::KeepsLog(kind)) {
     // The run goes where CommitSlidingLog puts it: at now, clamped to the newest run.
     const core::SlidingLog* log = plan.found.live ? plan.found.entry->state().log : nullptr;
     const std::int64_t at =
@@ -254,11 +255,14 @@ absl::Status Shard::Settle(std::uint64_t number, std::int64_t now_us, std::int64
                                        : "unknown reservation: never made, or settled already, "
                                          "or expired");
   }
+  if (it->second.policy.algorithm == Algorithm::kConcurrency && actual != 0) {
+    return absl::InvalidArgumentError(core::kLeaseSettledAtACost);
+  }
   Held held = std::move(it->second);
   reservations_.erase(it);
   const Probe probe{core::KindOf(held.policy), held.key, held.hash};
   const Found found = Find(probe, now_us);
-  if (probe.kind == core::StateKind::kSlidingLog) {
+  if (core::KeepsLog(probe.kind)) {
     UpdateLog(probe, found, now_us, [&](core::SlidingLog& log) {
       return core::SettleSlidingLog(held.policy, log, now_us, held.mark, actual, decision);
     });

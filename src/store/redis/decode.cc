@@ -2,6 +2,8 @@
 
 #include <absl/status/status.h>
 
+#include "core/settle.h"
+
 namespace floodgate::redis {
 
 absl::StatusOr<DecodedReply> DecodeDecisions(const redisReply& reply,
@@ -57,13 +59,17 @@ absl::StatusOr<std::vector<absl::StatusOr<Decision>>> DecodeReservations(const r
     bool integers = true;
     for (int j = 0; j < 6; ++j) integers = integers && e[j]->type == REDIS_REPLY_INTEGER;
     if (integers && e[0]->integer == 0) {
-      answers.push_back(absl::NotFoundError(
-          "unknown reservation: never made, or settled already, or expired"));
+      answers.push_back(
+          absl::NotFoundError("unknown reservation: never made, or settled already, or expired"));
       continue;
     }
     if (integers && e[0]->integer == 2) {
       answers.push_back(
           absl::NotFoundError("reservation expired (it stays charged at its estimate)"));
+      continue;
+    }
+    if (integers && e[0]->integer == 3) {
+      answers.push_back(absl::InvalidArgumentError(core::kLeaseSettledAtACost));
       continue;
     }
     if (!integers || e[0]->integer != 1 || (e[1]->integer != 0 && e[1]->integer != 1) ||

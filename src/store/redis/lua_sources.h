@@ -14,6 +14,7 @@ extern const std::string_view k_token_bucket;
 extern const std::string_view k_sliding_log;
 extern const std::string_view k_sliding_window;
 extern const std::string_view k_fixed_window;
+extern const std::string_view k_concurrency;
 extern const std::string_view k_single;
 extern const std::string_view k_batch;
 extern const std::string_view k_reservation;

@@ -42,6 +42,7 @@ enum ScriptId : int {
   kScriptSlidingLog,
   kScriptSlidingWindow,
   kScriptFixedWindow,
+  kScriptConcurrency,
   kScriptBatch,
   kScriptReservation,
   kScriptCount,
@@ -60,6 +61,8 @@ ScriptId SingleScriptFor(StateKind kind) {
       return kScriptSlidingWindow;
     case StateKind::kFixedWindow:
       return kScriptFixedWindow;
+    case StateKind::kConcurrency:
+      return kScriptConcurrency;
   }
   return kScriptGcra;
 }
@@ -79,6 +82,8 @@ std::string AssembleScript(ScriptId id) {
       return body.append(l::k_sliding_window).append(l::k_single);
     case kScriptFixedWindow:
       return body.append(l::k_fixed_window).append(l::k_single);
+    case kScriptConcurrency:
+      return body.append(l::k_concurrency).append(l::k_single);
     case kScriptBatch:
     case kScriptReservation:
     case kScriptCount:
@@ -88,7 +93,8 @@ std::string AssembleScript(ScriptId id) {
       .append(l::k_token_bucket)
       .append(l::k_sliding_log)
       .append(l::k_sliding_window)
-      .append(l::k_fixed_window);
+      .append(l::k_fixed_window)
+      .append(l::k_concurrency);
   return body.append(id == kScriptReservation ? l::k_reservation : l::k_batch);
 }
 
@@ -1373,8 +1379,10 @@ class RedisStore::Impl {
     if (p.answered) return;
     p.answered = true;
     const Steady::time_point now = Steady::now();
-    // NotFound: Redis answered a settle, knowing no such reservation.
-    if (result.ok() || absl::IsNotFound(result.status())) {
+    // NotFound, InvalidArgument: Redis answered a settle, knowing no such reservation, or
+    // a lease settled at a cost (refused, still held).
+    if (result.ok() || absl::IsNotFound(result.status()) ||
+        (p.mode == UnitMode::kSettle && absl::IsInvalidArgument(result.status()))) {
       if (p.node != nullptr) p.node->breaker.Success();
       if (result.ok() && p.mode != UnitMode::kSettle) RememberDenial(p, p.item(), *result, now);
       p.done(std::move(result));

@@ -1,0 +1,90 @@
+-- concurrency (docs/leases.md): the leases held on a key. A lease counts from its acquire
+-- s while s > now - T (T the lease time): algorithms.md's "sliding_log" with L = N and
+-- P = T, each lease one unit, so the same decisions as lua/sliding_log.lua and
+-- DecideSlidingLog in src/core/windows.h, which memory:// runs for this kind too.
+--
+-- State: a sorted set with one member per lease, its id (the random part of its record's
+-- key), scored by its acquire time. A sliding log numbers its runs so that a run of many
+-- units is one member; a lease is always one unit, so its member needs no number, and a
+-- release is one ZREM wherever the lease sits (a log's run in the middle would renumber
+-- every later one). Every decision first drops the leases acquired at or before now - T,
+-- as the sliding log drops its runs.
+SORTED_SET['cc'] = true
+
+-- The key's leases at `now` (clamped to the newest acquire, as the sliding log clamps to
+-- its newest run, so waits are never negative): the clamped now, how many count after the
+-- trim, and the newest acquire time (nil when the key holds none).
+local function cc_count(key, now, period)
+  local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+  local newest_time = tonumber(newest[2])
+  if newest_time and newest_time > now then now = newest_time end
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', int_string(now - period))
+  local count = 0
+  if newest_time and newest_time > now - period then count = redis.call('ZCARD', key) end
+  return now, count, newest_time
+end
+
+-- reset: T after the newest lease, or 0 when none counts.
+local function cc_reset(count, newest_time, now, period)
+  if count > 0 then return newest_time + period - now end
+  return 0
+end
+
+-- A peek (cost 0). A lease is taken by cc_acquire, under its id, never by a cost: the
+-- C++ side sends concurrency keys a cost only as an acquire (lua/reservation.lua).
+DECIDERS['cc'] = function(key, now, p, cost)
+  if cost ~= 0 then
+    error(redis.error_reply('floodgate: a concurrency key takes leases (acquire), not a cost'))
+  end
+  local count, newest_time
+  now, count, newest_time = cc_count(key, now, p.period)
+  return result(true, p.limit - count, 0, cc_reset(count, newest_time, now, p.period))
+end
+
+-- The time of the lease cc_acquire added last (MARK['cc'] reads it).
+local cc_acquired_at
+
+-- Acquires lease `id` when fewer than N are held: the sliding log's decision at cost 1.
+local function cc_acquire(key, now, p, id)
+  local limit, period = p.limit, p.period
+  local count, newest_time
+  now, count, newest_time = cc_count(key, now, period)
+  if count < limit then
+    redis.call('ZADD', key, int_string(now), id)
+    -- The newest lease is now: reset = TTL = T.
+    expire(key, period)
+    cc_acquired_at = now
+    return result(true, limit - count - 1, 0, period)
+  end
+  -- The k-th oldest lease, k = count + 1 - N, frees the place the acquire needs.
+  local kth = redis.call('ZRANGE', key, int_string(count - limit), int_string(count - limit),
+                         'WITHSCORES')
+  return result(false, limit - count, tonumber(kth[2]) + period - now,
+                cc_reset(count, newest_time, now, period))
+end
+
+-- Reservations (docs/reservations.md): an acquire is a reserve of 1; its mark is the
+-- lease's acquire time.
+MARK['cc'] = function(key, now, p)
+  return cc_acquired_at, cc_acquired_at, 0
+end
+
+-- A release (SettleSlidingLog with the lease's one unit): now clamped and the key trimmed
+-- as before a decision, the lease leaves (one already dropped by the trim leaves
+-- nothing), then the key's peek. r.member is the lease's id. Only a settle at 0 comes
+-- here (lua/reservation.lua refuses any other: core::kLeaseSettledAtACost).
+SETTLE['cc'] = function(key, now, p, r, actual)
+  local period = p.period
+  local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+  local newest_time = tonumber(newest[2])
+  if newest_time and newest_time > now then now = newest_time end
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', int_string(now - period))
+  if redis.call('ZREM', key, r.member) == 1 and newest[1] == r.member then
+    -- The newest lease left: the peek's reset runs from the one before it.
+    newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+    newest_time = tonumber(newest[2])
+  end
+  local count = 0
+  if newest_time and newest_time > now - period then count = redis.call('ZCARD', key) end
+  return result(true, p.limit - count, 0, cc_reset(count, newest_time, now, period))
+end
