@@ -13,7 +13,8 @@
 -- the tat it left, the estimate, when the hold ends: 6 packed doubles; then the key)
 -- that expires with the hold. What it leaves out is what a floor may: argument validation (every operation is
 -- a reserve, `now` is always the server clock, read once), the other algorithms, and
--- the helper calls.
+-- the helper calls. Loaded alone, as a floor must be, so it repeats bare_batch_gcra.lua's
+-- policy loop rather than share it.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local p = tonumber(ARGV[1])

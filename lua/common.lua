@@ -284,6 +284,20 @@ local function window_of(now, period, stored_window)
   return now, w
 end
 
+-- A sorted-set log (sliding_log's runs, concurrency's leases) before a decision: its
+-- newest member ({member, score}, empty when none) and that score, now clamped to it
+-- (time going backwards decides at the newest entry, so entries stay in time order and
+-- waits are never negative), and the entries at or before now - P dropped (an entry P
+-- old no longer counts; removing the last one deletes the key). Returns now, newest,
+-- newest_time.
+local function trim_log(key, now, period)
+  local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+  local newest_time = tonumber(newest[2])
+  if newest_time and newest_time > now then now = newest_time end
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', int_string(now - period))
+  return now, newest, newest_time
+end
+
 -- A settled value state (false: unchanged): the key's peek is decided on it, and it is
 -- saved with the TTL that peek gives (core::Settle's ttl_us = the peek's reset).
 local function settle_value(key, now, p, value)

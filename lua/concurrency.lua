@@ -15,10 +15,8 @@ SORTED_SET['cc'] = true
 -- its newest run, so waits are never negative): the clamped now, how many count after the
 -- trim, and the newest acquire time (nil when the key holds none).
 local function cc_count(key, now, period)
-  local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-  local newest_time = tonumber(newest[2])
-  if newest_time and newest_time > now then now = newest_time end
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', int_string(now - period))
+  local _, newest_time
+  now, _, newest_time = trim_log(key, now, period)
   local count = 0
   if newest_time and newest_time > now - period then count = redis.call('ZCARD', key) end
   return now, count, newest_time
@@ -75,10 +73,8 @@ end
 -- here (lua/reservation.lua refuses any other: core::kLeaseSettledAtACost).
 SETTLE['cc'] = function(key, now, p, r, actual)
   local period = p.period
-  local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-  local newest_time = tonumber(newest[2])
-  if newest_time and newest_time > now then now = newest_time end
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', int_string(now - period))
+  local newest, newest_time
+  now, newest, newest_time = trim_log(key, now, period)
   if redis.call('ZREM', key, r.member) == 1 and newest[1] == r.member then
     -- The newest lease left: the peek's reset runs from the one before it.
     newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')

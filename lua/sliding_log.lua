@@ -80,17 +80,11 @@ end
 
 DECIDERS['sl'] = function(key, now, p, cost)
   local limit, period = p.limit, p.period
-  -- Time going backwards is clamped to the newest run (counted or not), so runs stay in
-  -- time order and waits are never negative.
-  local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-  local newest_time, newest_total = nil, 0
-  if newest[2] then
-    newest_time = tonumber(newest[2])
-    newest_total = (sl_parse(newest[1]))
-    if newest_time > now then now = newest_time end
-  end
-  -- Removing the last member deletes the key: an empty log is fresh.
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', int_string(now - period))
+  -- Time going backwards is clamped to the newest run (counted or not); the trim then
+  -- drops what no longer counts, and deletes the key when that is every run.
+  local newest, newest_time
+  now, newest, newest_time = trim_log(key, now, period)
+  local newest_total = newest_time and (sl_parse(newest[1])) or 0
 
   -- Units admitted before the oldest counted run, and the units that still count. When
   -- none counts the trim deleted the key, and totals start again from 0.
@@ -187,10 +181,8 @@ end
 
 SETTLE['sl'] = function(key, now, p, r, actual)
   local period = p.period
-  local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-  local newest_time = tonumber(newest[2])
-  if newest_time and newest_time > now then now = newest_time end
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', int_string(now - period))
+  local newest, newest_time
+  now, newest, newest_time = trim_log(key, now, period)
   -- The trim leaves the newest run unless none counts any more.
   local counted = newest_time and newest_time > now - period
   local delta = actual - r.estimate
