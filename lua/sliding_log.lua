@@ -19,12 +19,12 @@
 -- at a later now has dropped a run, a request whose time went backwards must not count it
 -- again. With time moving forward the trim is invisible to every decision.
 
+SORTED_SET['sl'] = true
+
 -- Totals are exact in Lua's doubles below 2^53. A key admitted to without a break (never
 -- empty for a whole period) could in principle count that far, at the largest rate a
 -- policy allows (10^8 units/s) after ~100 days; before a total would pass SL_MAX_TOTAL
 -- the run totals are renumbered from the oldest counted run, which changes no decision.
-SORTED_SET['sl'] = true
-
 local SL_TOTAL_DIGITS = 16
 local SL_MAX_TOTAL = 1000000000000000  -- 10^15 < 2^53, with room for one more run
 local SL_ZADD_CHUNK = 1000  -- members per ZADD when renumbering (bounded by the Lua stack)
