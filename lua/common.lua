@@ -44,8 +44,8 @@ local PREPARE = {}
 --   MARK[kind] = function(key, now, p) -> at, mark, deficit: what a reservation just
 --     admitted on `key` remembers of it (core::ReservationMark).
 --   SETTLE[kind] = function(key, now, p, r, actual) -> the key's peek after charging
---     `actual` instead of r.estimate (r: at, estimate, mark, deficit, and member: the
---     reservation's id, which a lease's sorted set holds).
+--     `actual` instead of r.estimate (r: at, estimate, mark, deficit, and for a lease
+--     its id, member, which the key's sorted set holds).
 local MARK = {}
 local SETTLE = {}
 -- The kinds whose state is a sorted set, not a string (the drivers read strings ahead).

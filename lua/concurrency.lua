@@ -11,15 +11,20 @@
 -- as the sliding log drops its runs.
 SORTED_SET['cc'] = true
 
+-- How many leases a trimmed key holds: none when its newest lease (newest_time, nil
+-- when it has none) no longer counts, for the trim then emptied it.
+local function cc_held(key, newest_time, now, period)
+  if newest_time and newest_time > now - period then return redis.call('ZCARD', key) end
+  return 0
+end
+
 -- The key's leases at `now` (clamped to the newest acquire, as the sliding log clamps to
 -- its newest run, so waits are never negative): the clamped now, how many count after the
 -- trim, and the newest acquire time (nil when the key holds none).
 local function cc_count(key, now, period)
   local _, newest_time
   now, _, newest_time = trim_log(key, now, period)
-  local count = 0
-  if newest_time and newest_time > now - period then count = redis.call('ZCARD', key) end
-  return now, count, newest_time
+  return now, cc_held(key, newest_time, now, period), newest_time
 end
 
 -- reset: T after the newest lease, or 0 when none counts.
@@ -80,7 +85,6 @@ SETTLE['cc'] = function(key, now, p, r, actual)
     newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
     newest_time = tonumber(newest[2])
   end
-  local count = 0
-  if newest_time and newest_time > now - period then count = redis.call('ZCARD', key) end
+  local count = cc_held(key, newest_time, now, period)
   return result(true, p.limit - count, 0, cc_reset(count, newest_time, now, period))
 end

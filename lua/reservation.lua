@@ -210,7 +210,8 @@ local function settle(i, now)
   end
   local allowed, remaining, retry, reset =
       SETTLE[kind](op_key[i], now, p, {at = at, estimate = estimate, mark = mark,
-                                       deficit = deficit, member = lease_id(record)},
+                                       deficit = deficit,
+                                       member = kind == 'cc' and lease_id(record) or nil},
                    op_cost[i])
   return 1, allowed, p.limit, remaining, retry, reset
 end

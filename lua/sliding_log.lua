@@ -133,30 +133,6 @@ DECIDERS['sl'] = function(key, now, p, cost)
   return result(allowed, limit - count, retry, reset)
 end
 
--- Releases (docs/multi.md): the run of `cost` units admitted at `at` leaves, and the
--- runs after it are renumbered (their totals counted it), as if it had never been
--- admitted. Runs of the same size at the same µs are interchangeable: any one goes.
-RELEASE['sl'] = function(key, now, p, cost, at)
-  local at_score = int_string(at)
-  local same = redis.call('ZRANGEBYSCORE', key, at_score, at_score)
-  local gone
-  for i = #same, 1, -1 do
-    if select(2, sl_parse(same[i])) == cost then
-      gone = same[i]
-      break
-    end
-  end
-  if not gone then return end  -- already past the window: trimmed
-  local rank = redis.call('ZRANK', key, gone)
-  redis.call('ZREM', key, gone)
-  local later = redis.call('ZRANGE', key, int_string(rank), '-1', 'WITHSCORES')
-  for i = 1, #later, 2 do
-    local total, units = sl_parse(later[i])
-    redis.call('ZREM', key, later[i])
-    redis.call('ZADD', key, later[i + 1], sl_member(total - cost, units))
-  end
-end
-
 -- Reservations (docs/reservations.md): the mark is the time of the reservation's run,
 -- which the decision just appended (a reserve's decision is never deferred).
 MARK['sl'] = function(key, now, p)
@@ -179,6 +155,26 @@ local function sl_resize(key, member, rank, score, delta)
   end
 end
 
+-- The run of `units` units at `at_score` (runs of one size at one µs are
+-- interchangeable: the newest such one), or nil when none is there any more.
+local function sl_run_at(key, at_score, units)
+  local same = redis.call('ZRANGEBYSCORE', key, at_score, at_score)
+  for i = #same, 1, -1 do
+    if select(2, sl_parse(same[i])) == units then return same[i] end
+  end
+  return nil
+end
+
+-- Releases (docs/multi.md): the run of `cost` units admitted at `at` leaves, and the
+-- runs after it are renumbered (their totals counted it), as if it had never been
+-- admitted.
+RELEASE['sl'] = function(key, now, p, cost, at)
+  local at_score = int_string(at)
+  local run = sl_run_at(key, at_score, cost)
+  if not run then return end  -- already past the window: trimmed
+  sl_resize(key, run, redis.call('ZRANK', key, run), at_score, -cost)
+end
+
 SETTLE['sl'] = function(key, now, p, r, actual)
   local period = p.period
   local newest, newest_time
@@ -195,13 +191,7 @@ SETTLE['sl'] = function(key, now, p, r, actual)
     if counted and newest_time == r.mark and select(2, sl_parse(newest[1])) == r.estimate then
       run = newest[1]
     else
-      local same = redis.call('ZRANGEBYSCORE', key, at_score, at_score)
-      for i = #same, 1, -1 do
-        if select(2, sl_parse(same[i])) == r.estimate then
-          run = same[i]
-          break
-        end
-      end
+      run = sl_run_at(key, at_score, r.estimate)
       if run then rank = redis.call('ZRANK', key, run) end
     end
     if run then
