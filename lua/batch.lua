@@ -3,15 +3,19 @@
 -- are decided together (docs/multi.md). KEYS[i] = the key of decision i. The decisions
 -- of a batch usually share their policy, so policies are sent once:
 --   ARGV = {p, then p policies of 4 values (kind, limit, period_us, burst),
---           g, then g groups of 5 values (first item, item count, mode, shadow mask, at),
+--           g, then g listed groups of 5 values (first item, item count, mode, shadow
+--           mask, at),
 --           then 3 values per decision (its policy's number 1..p, now ('' = the server
 --           clock), cost)}
 -- A group's mode: 'all' (all or nothing: consumed only if every enforced item with cost
 -- > 0 allows; bit j-1 of the shadow mask marks item j of the group as a shadow that
 -- never denies), 'dry' (each item decided, nothing consumed) or 'release' (each item's
--- cost, admitted at `at`, given back). Items a group does not consume report their peek,
--- denials their denial. Returns a flat array of 4*n integers, allowed (1|0), remaining,
--- retry_after_us, reset_after_us per decision, then the server clock it read (0: none).
+-- cost, admitted at `at`, given back). The common group, 'all' without shadows, is not
+-- listed: its items after the first carry their policy number as '+j', joining the
+-- previous item's group (a listed group's items never do). Items a group does not
+-- consume report their peek, denials their denial. Returns a flat array of 4*n
+-- integers, allowed (1|0), remaining, retry_after_us, reset_after_us per decision, then
+-- the server clock it read (0: none).
 -- Every argument is checked before any decision runs, so bad input never applies half
 -- a batch. TIME is read at most once, so all clock-timed decisions share one now.
 local p = FG.parse_int(ARGV[1] or '', 1, 1024)
@@ -23,14 +27,26 @@ if not g or #ARGV ~= 2 + 4 * p + 5 * g + 3 * #KEYS then
 end
 local policies, bad_policy = FG.argv_policies(p)
 if not policies then return bad_policy end
--- Groups, by their first item; they may not overlap.
-local groups = {}
+-- Groups, by their first item, in flat arrays (no table per group); they may not
+-- overlap. Counts and masks repeat from group to group: each distinct string is checked
+-- once.
+local group_count, group_mode, group_mask, group_at = {}, {}, {}, {}
+local count_of, mask_of = {}, {}
 local grouped = 0  -- the last item of the previous group
 for k = 1, g do
   local at = 3 + 4 * p + 5 * (k - 1)
   local first = FG.parse_int(ARGV[at], 1, #KEYS)
-  local count = FG.parse_int(ARGV[at + 1], 1, 16)
-  local mode, mask = ARGV[at + 2], FG.parse_int(ARGV[at + 3], 0, 65535)
+  local count_arg, mask_arg = ARGV[at + 1], ARGV[at + 3]
+  local count, mask = count_of[count_arg], mask_of[mask_arg]
+  if count == nil then
+    count = FG.parse_int(count_arg, 1, 16) or false
+    count_of[count_arg] = count
+  end
+  if mask == nil then
+    mask = FG.parse_int(mask_arg, 0, 65535) or false
+    mask_of[mask_arg] = mask
+  end
+  local mode = ARGV[at + 2]
   local release_at = ARGV[at + 4] ~= '' and FG.parse_int(ARGV[at + 4], 0, FG.MAX_TIME)
   local why
   if not first or not count or first <= grouped or first + count - 1 > #KEYS then
@@ -43,21 +59,44 @@ for k = 1, g do
     why = 'at is the release time, given for release groups only'
   end
   if why then return redis.error_reply(string.format('floodgate: group %d: %s', k, why)) end
-  groups[first] = {count = count, mode = mode, mask = mask, at = release_at}
+  group_count[first], group_mode[first], group_mask[first], group_at[first] =
+      count, mode, mask, release_at
   grouped = first + count - 1
 end
 -- A batch repeats the same few strings (policy numbers, costs, an empty now): each
 -- distinct one is checked and converted once, and the decisions below reuse the numbers.
-local policy_of, cost_of = {}, {}
+local policy_of, cost_of, joins = {}, {}, {}
 local first = 3 + 4 * p + 5 * g  -- the first decision's policy number
 local needs_clock = false
+local unit = 0          -- the first item of the previous item's unit (0: it cannot be joined)
+local listed_until = 0  -- the last item of the listed group the scan is in
 for i = 1, #KEYS do
   local at = first + 3 * (i - 1)
   local number, now, cost = ARGV[at], ARGV[at + 1], ARGV[at + 2]
   local why
   if policy_of[number] == nil then
-    local j = FG.parse_int(number, 1, p)
-    if j then policy_of[number] = policies[j] else why = 'policy number out of range' end
+    local join = string.byte(number) == 43  -- '+'
+    local j = FG.parse_int(join and string.sub(number, 2) or number, 1, p)
+    if j then
+      policy_of[number], joins[number] = policies[j], join
+    else
+      why = 'policy number out of range'
+    end
+  end
+  if not why then
+    if group_count[i] and i > listed_until then listed_until = i + group_count[i] - 1 end
+    if joins[number] then  -- the unit becomes (or grows) an unlisted 'all' group
+      local count = (group_count[unit] or 1) + 1
+      if unit == 0 or i <= listed_until then
+        why = "'+' joins the previous item's group: none to join, or the item is listed"
+      elseif count > 16 then
+        why = 'a group takes at most 16 items'
+      else
+        group_count[unit], group_mode[unit], group_mask[unit] = count, 'all', 0
+      end
+    else
+      unit = i > listed_until and i or 0
+    end
   end
   if not why and (now ~= '' or cost_of[cost] == nil) then
     why = FG.check_request(now, cost)
@@ -103,48 +142,59 @@ end
 -- every enforced item with cost > 0 allows, else dropped, and each item that allowed
 -- reports its peek instead. A 'dry' group is never admitted; a 'release' group gives its
 -- items back, then reports their peeks.
-local function decide_group(from, group)
-  local last = from + group.count - 1
-  local function cost_of_item(i) return cost_of[ARGV[first + 3 * (i - 1) + 2]] end
-  deferring = true  -- from here on, peeks and refused items write nothing
-  if group.mode == 'release' then
-    deferring = false
+local function decide_group(from)
+  local last, mode = from + group_count[from] - 1, group_mode[from]
+  if mode == 'release' then
     for i = from, last do
       local at = first + 3 * (i - 1)
       local policy = policy_of[ARGV[at]]
-      RELEASE[policy.kind](KEYS[i], FG.set_clock(ARGV[at + 1], clock), policy, cost_of_item(i),
-                           group.at)
+      RELEASE[policy.kind](KEYS[i], FG.set_clock(ARGV[at + 1], clock), policy,
+                           cost_of[ARGV[at + 2]], group_at[from])
     end
     deferring = true
     for i = from, last do decide(i, 0) end
-  else
-    local allowed = group.mode == 'all'
-    for i = from, last do
-      local cost = cost_of_item(i)
-      decide(i, cost)
-      local shadow = floor(group.mask / 2 ^ (i - from)) % 2 == 1
-      if out[4 * i - 3] == 0 and cost > 0 and not shadow then allowed = false end
-    end
     deferring = false
-    if allowed then
-      flush_deferred()
-      return
-    end
     deferred_n = 0
-    deferring = true
-    for i = from, last do
-      if out[4 * i - 3] == 1 and cost_of_item(i) > 0 then decide(i, 0) end
+    return
+  end
+  local mask = group_mask[from]
+  local allowed = mode == 'all'
+  deferring = true  -- from here on, peeks and refused items write nothing
+  for i = from, last do
+    -- decide(i, cost), written out: every item of every group comes this way.
+    local at = first + 3 * (i - 1)
+    local policy = policy_of[ARGV[at]]
+    local now_arg = ARGV[at + 1]
+    local now = clock
+    if now_arg == '' then min_ttl_ms = 0 else now = FG.set_clock(now_arg, clock) end
+    local cost = cost_of[ARGV[at + 2]]
+    local o = 4 * (i - 1)
+    local ok
+    ok, out[o + 2], out[o + 3], out[o + 4] = policy.decide(KEYS[i], now, policy, cost)
+    out[o + 1] = ok
+    if ok == 0 and cost > 0 and (mask == 0 or floor(mask / 2 ^ (i - from)) % 2 == 0) then
+      allowed = false
     end
+  end
+  deferring = false
+  if allowed then
+    flush_deferred()
+    return
+  end
+  deferred_n = 0
+  deferring = true
+  for i = from, last do
+    if out[4 * i - 3] == 1 and cost_of[ARGV[first + 3 * (i - 1) + 2]] > 0 then decide(i, 0) end
   end
   deferring, deferred_n = false, 0
 end
 
 local i, n = 1, #KEYS
 while i <= n do
-  local group = groups[i]
-  if group then
-    decide_group(i, group)
-    i = i + group.count
+  local count = group_count[i]
+  if count then
+    decide_group(i)
+    i = i + count
   else
     -- decide(i, cost, false), written out: most decisions come this way, at the clock.
     local at = first + 3 * (i - 1)

@@ -181,6 +181,28 @@ TEST(MemoryStore, EvictsLeastRecentlyUsedFirst) {
   EXPECT_EQ(kept, 500);  // none of the recently used keys was evicted
 }
 
+// A multi-decision evaluates every item before it commits any. Here the first item's
+// commit inserts a key into a full shard, which evicts "a" and moves "b" into the slot
+// the second item found "a" in: the second item must still be written to "a" (looked up
+// again), never over "b".
+TEST(MemoryStore, AMultiDecisionCommitsEachItemToItsOwnKeyWhenAnEarlierCommitMovedEntries) {
+  ManualClockStore s(2, 1);
+  const char* counted = "fixed_window:5/1h";
+  s.Decide("a", counted);
+  for (int i = 0; i < 3; ++i) s.Decide("b", counted);  // "b": 2 remaining
+  const CheckItem items[] = {{"b", *Policy::Parse("gcra:5/1h"), 1, "new", false},
+                             {"a", *Policy::Parse(counted), 1, "old", false}};
+  auto multi = s.store().DecideAll(MultiRequest{items, std::nullopt});
+  ASSERT_TRUE(multi.ok()) << multi.status();
+  EXPECT_TRUE(multi->allowed);
+  EXPECT_EQ(multi->items[1].remaining, 3);  // "a" decided on its own count
+  EXPECT_GE(s.store().Stats().evictions, 1u);
+  // "b" (if still held) kept its own count; "a" holds the second item's admission.
+  const Decision b = s.Decide("b", counted, 0);
+  EXPECT_TRUE(b.remaining == 2 || b.remaining == 5) << b.remaining;
+  EXPECT_EQ(s.Decide("a", counted, 0).remaining, 3);
+}
+
 std::string LongKey(const char* kind, int i) {
   return kind + std::string(":a-key-long-enough-to-live-in-the-arena:") + std::to_string(i);
 }

@@ -587,6 +587,25 @@ TEST_F(RedisTest, ScriptsCheckEveryArgumentBeforeDecidingAnything) {
   EXPECT_EQ(batch_of(gcra, {{"1", "", "1"}}, {"1", "1", "1", "all", "65536", ""}),
             Error("floodgate: group 1: shadow mask must be an integer in [0, 65535]"));
 
+  // An unlisted group: '+' joins the previous item's group, never a listed group's item,
+  // and never past 16 items.
+  EXPECT_EQ(batch_of(gcra, {{"+1", "", "1"}}),
+            Error("floodgate: decision 1: '+' joins the previous item's group: none to join, or "
+                  "the item is listed"));
+  EXPECT_EQ(batch_of(gcra, {{"1", "", "1"}, {"+1", "", "1"}, {"+1", "", "1"}},
+                     {"1", "1", "2", "all", "0", ""}),
+            Error("floodgate: decision 2: '+' joins the previous item's group: none to join, or "
+                  "the item is listed"));
+  EXPECT_EQ(batch_of(gcra, {{"1", "", "1"}, {"1", "", "1"}, {"+1", "", "1"}},
+                     {"1", "1", "2", "all", "0", ""}),
+            Error("floodgate: decision 3: '+' joins the previous item's group: none to join, or "
+                  "the item is listed"));
+  {
+    std::vector<std::array<std::string, 3>> seventeen(17, {"+1", "", "1"});
+    seventeen[0][0] = "1";
+    EXPECT_EQ(batch_of(gcra, seventeen),
+              Error("floodgate: decision 17: a group takes at most 16 items"));
+  }
   EXPECT_EQ(batch_of(gcra, {{"1", "", "1"}, {"1", "", "1e3"}}),
             Error("floodgate: decision 2: cost must be an integer in [0, 1000000000]"));
   EXPECT_EQ(batch_of(gcra, {{"1", "", "1"}, {"2", "", "1"}}),

@@ -61,14 +61,18 @@ struct ModeOptions {
 // What each request asks the store: one policy's decision on its key, or with several
 // policies (or `multi`) a multi-decision over all of them, each on `<key>/<i>`
 // (`{<key>}/<i>` with same_slot: the client in a hash tag, as `floodgate serve` keys a
-// rule's limits); or, by `mode`, a reservation or a lease on its key.
+// rule's limits), or with `one_by_one` a single decision on each of those keys, not all
+// or nothing (what deciding the limits apart costs); or, by `mode`, a reservation or a
+// lease on its key.
 class Load {
  public:
-  Load(Store& store, std::vector<Policy> policies, bool same_slot, bool multi, ModeOptions mode)
+  Load(Store& store, std::vector<Policy> policies, bool same_slot, bool multi, bool one_by_one,
+       ModeOptions mode)
       : store_(store),
         policies_(std::move(policies)),
         same_slot_(same_slot),
-        multi_(multi || policies_.size() > 1),
+        multi_(!one_by_one && (multi || policies_.size() > 1)),
+        one_by_one_(one_by_one),
         mode_(mode) {}
 
   Answer Decide(std::string_view key) {
@@ -77,6 +81,14 @@ class Load {
       if (!Settles(held)) return Of(held);
       const absl::StatusOr<Decision> settled = store_.Settle(Finish(held->id));
       return settled.ok() ? Of(held) : Answer{};
+    }
+    if (one_by_one_) {
+      Answer all{true, true, false};
+      for (const CheckItem& item : Items(key).items) {
+        const Answer one = Of(store_.Decide(DecideRequest{item.key, item.policy, 1, std::nullopt}));
+        all = {all.ok && one.ok, all.allowed && one.allowed, all.degraded || one.degraded};
+      }
+      return all;
     }
     if (!multi_) {
       return Of(store_.Decide(DecideRequest{key, policies_.front(), 1, std::nullopt}));
@@ -100,6 +112,32 @@ class Load {
                                    std::move(finish));
       }
       return store_.ReserveAsync(ReserveOne(key), std::move(finish));
+    }
+    if (one_by_one_) {
+      // The request's answer once every decision is in (any thread may bring the last).
+      struct Join {
+        std::mutex mu;
+        std::size_t left;
+        Answer all{true, true, false};
+        absl::AnyInvocable<void(Answer)> done;
+      };
+      auto join = std::make_shared<Join>();
+      join->left = policies_.size();
+      join->done = std::move(done);
+      for (const CheckItem& item : Items(key).items) {
+        store_.DecideAsync(
+            DecideRequest{item.key, item.policy, 1, std::nullopt},
+            [join](absl::StatusOr<Decision> d) {
+              const Answer one = Of(d);
+              std::unique_lock lock(join->mu);
+              Answer& all = join->all;
+              all = {all.ok && one.ok, all.allowed && one.allowed, all.degraded || one.degraded};
+              if (--join->left > 0) return;
+              lock.unlock();
+              join->done(all);
+            });
+      }
+      return;
     }
     if (!multi_) {
       return store_.DecideAsync(
@@ -168,7 +206,8 @@ class Load {
   Store& store_;
   const std::vector<Policy> policies_;
   const bool same_slot_;
-  const bool multi_;  // every request through the multi-decision API
+  const bool multi_;       // every request through the multi-decision API
+  const bool one_by_one_;  // every request a single decision per policy
   const ModeOptions mode_;
   // One Load per thread: buffers reused request to request.
   std::vector<std::string> suffixes_;  // "/<i>", or "}/<i>" after "{<key>"
@@ -236,6 +275,7 @@ Command AddBench(CLI::App& app) {
     std::vector<std::string> policies = {"gcra:1000/1s"};
     bool same_slot = false;
     bool multi = false;
+    bool one_by_one = false;
     std::size_t keys = 100'000;
     double zipf = 0;
     int threads = 1;
@@ -262,6 +302,9 @@ Command AddBench(CLI::App& app) {
   cmd->add_flag("--multi", flags->multi,
                 "decide through the multi-decision API (Store::DecideAll) even with one "
                 "policy: what a multi-decision of one item costs next to a single decision");
+  cmd->add_flag("--one-by-one", flags->one_by_one,
+                "with several policies, a single decision per policy instead of one "
+                "multi-decision (not all or nothing): what deciding the limits apart costs");
   cmd->add_option("--keys", flags->keys, "distinct keys (1 hammers one key)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30))
       ->capture_default_str();
@@ -319,6 +362,9 @@ Command AddBench(CLI::App& app) {
         if (mode.mode != Mode::kCheck && (policies.size() != 1 || flags->multi)) {
           return fail("--mode reserve and acquire take one policy, not --multi");
         }
+        if (flags->one_by_one && (policies.size() < 2 || flags->multi)) {
+          return fail("--one-by-one takes several policies, and not --multi");
+        }
         auto duration = ParseDuration(flags->duration);
         if (!duration.ok()) return fail(fmt::format("--duration {}", MessageOf(duration.status())));
         auto store = OpenStore(flags->store);
@@ -331,7 +377,7 @@ Command AddBench(CLI::App& app) {
         const LoopResult loop =
             RunTimed(flags->threads, *duration, [&](int t, const std::atomic<bool>& stop) {
               const KeySequence sequence(keys.size(), flags->zipf, 1000 + t);
-              Load load(**store, policies, flags->same_slot, flags->multi, mode);
+              Load load(**store, policies, flags->same_slot, flags->multi, flags->one_by_one, mode);
               return flags->concurrency == 1 && flags->rate == 0
                          ? RunBlocking(load, keys, sequence, per_thread_cap, stop, results[t])
                          : RunPipelined(load, keys, sequence, per_thread_cap, flags->concurrency,
@@ -357,7 +403,8 @@ Command AddBench(CLI::App& app) {
           nlohmann::json j = {
               {"store", (*store)->Describe()},
               {"policy", Describe(policies)},
-              {"multi", flags->multi || policies.size() > 1},
+              {"multi", !flags->one_by_one && (flags->multi || policies.size() > 1)},
+              {"one_by_one", flags->one_by_one},
               {"mode", flags->mode},
               {"keys", flags->keys},
               {"zipf", flags->zipf},

@@ -63,9 +63,11 @@ absl::Status ValidateMultiRequest(const MultiRequest& request) {
     return absl::InvalidArgumentError(
         fmt::format("a multi-decision takes 1 to {} items, got {}", kMaxItems, n));
   }
+  // One time for every item: checked once.
+  if (absl::Status status = ValidateTime(request.now); !status.ok()) return status;
   for (std::size_t i = 0; i < n; ++i) {
     const CheckItem& item = request.items[i];
-    const DecideRequest single{item.key, item.policy, item.cost, request.now};
+    const DecideRequest single{item.key, item.policy, item.cost, std::nullopt};
     absl::Status status;
     if (item.policy.algorithm == Algorithm::kConcurrency) {
       if (item.cost > 1) {
@@ -80,17 +82,19 @@ absl::Status ValidateMultiRequest(const MultiRequest& request) {
       }
     } else if (item.hold.count() != 0 && item.cost > 0) {
       status = ValidateReserveRequest(
-          ReserveRequest{item.key, item.policy, item.cost, item.hold, request.now});
+          ReserveRequest{item.key, item.policy, item.cost, item.hold, std::nullopt});
     } else {
       status = item.hold.count() != 0 ? ValidateHold(item.hold) : absl::OkStatus();
-      if (status.ok()) status = ValidateRequest(single);
+      if (status.ok()) status = ValidateDecision(single);
     }
     if (!status.ok()) {
       return absl::InvalidArgumentError(fmt::format("items[{}]: {}", i, MessageOf(status)));
     }
+    const core::StateKind kind = core::KindOf(item.policy);
     for (std::size_t j = 0; j < i; ++j) {
+      // The algorithm first: a client's limits usually share its key under different ones.
       const CheckItem& other = request.items[j];
-      if (other.key == item.key && core::KindOf(other.policy) == core::KindOf(item.policy)) {
+      if (core::KindOf(other.policy) == kind && other.key == item.key) {
         return absl::InvalidArgumentError(fmt::format(
             "items[{}] and items[{}] share key \"{}\" under {}: they would share state; give each "
             "limit its own key",

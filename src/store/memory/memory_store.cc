@@ -112,7 +112,7 @@ class MemoryStore::Impl {
 
   absl::StatusOr<Reservation> Reserve(const ReserveRequest& request) {
     const core::StateKind kind = core::KindOf(request.policy);
-    const std::size_t hash = memory::HashKey(kind, request.key);
+    const std::size_t hash = memory::HashKey(request.key);
     const TimePoint now = request.now ? *request.now : Now();
     const TimePoint expires = now + request.hold;
     Reservation reservation;
@@ -141,7 +141,7 @@ class MemoryStore::Impl {
 
   void Decide(const DecideRequest& request, Decision& decision) {
     const core::StateKind kind = core::KindOf(request.policy);
-    const std::size_t hash = memory::HashKey(kind, request.key);
+    const std::size_t hash = memory::HashKey(request.key);
     const TimePoint now = request.now ? *request.now : Now();
     ShardFor(hash).Decide(memory::Probe{kind, request.key, hash}, request.policy,
                           now.time_since_epoch().count(), request.cost, decision);
@@ -165,13 +165,17 @@ class MemoryStore::Impl {
     };
     absl::FixedArray<Work, kMaxItems> work(n);
     absl::FixedArray<memory::Shard*, kMaxItems> order(n);
+    bool holds = false;
     for (std::size_t i = 0; i < n; ++i) {
       const CheckItem& item = request.items[i];
-      const core::StateKind kind = core::KindOf(item.policy);
-      const std::size_t hash = memory::HashKey(kind, item.key);
-      work[i].probe = memory::Probe{kind, item.key, hash};
+      // A client's limits usually share its key (one per algorithm): hashed once.
+      const std::size_t hash = i > 0 && item.key == work[i - 1].probe.key
+                                   ? work[i - 1].probe.hash
+                                   : memory::HashKey(item.key);
+      work[i].probe = memory::Probe{core::KindOf(item.policy), item.key, hash};
       work[i].shard = order[i] = &ShardFor(hash);
       work[i].hold_us = HoldOf(item).count();
+      holds = holds || work[i].hold_us > 0;
     }
     // Shards live in one vector, so their addresses order them as their indexes do. An
     // insertion sort: a few items at most, where std::sort's setup costs more than it.
@@ -185,6 +189,7 @@ class MemoryStore::Impl {
 
     const std::int64_t now = (request.now ? *request.now : Now()).time_since_epoch().count();
     for (const Work& w : work) {
+      if (!holds) break;
       // Several holds in one shard may take it past its share by a few: still a bound.
       absl::Status room = w.hold_us > 0 ? w.shard->RoomForReservation(now) : absl::OkStatus();
       if (!room.ok()) {
@@ -207,11 +212,7 @@ class MemoryStore::Impl {
       if (!out.items[i].allowed) continue;  // a denial: written as it is
       Work& w = work[i];
       if (out.allowed) {
-        // An earlier item's commit in the same shard may have inserted, moved or evicted
-        // entries: then this one's lookup is stale.
-        const bool moved = std::any_of(work.begin(), work.begin() + i,
-                                       [&](const Work& e) { return e.shard == w.shard; });
-        w.shard->Commit(w.probe, w.plan, now, moved);
+        w.shard->Commit(w.probe, w.plan, now);
         if (w.hold_us > 0) {
           const std::int64_t expires = now + w.hold_us;
           const std::uint64_t number =

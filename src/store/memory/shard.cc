@@ -43,9 +43,7 @@ S& StateAs(Entry::State& state) {
 
 }  // namespace
 
-std::size_t HashKey(core::StateKind kind, std::string_view key) {
-  return absl::HashOf(static_cast<std::uint8_t>(kind), ToAbsl(key));
-}
+std::size_t HashKey(std::string_view key) { return absl::HashOf(ToAbsl(key)); }
 
 Shard::Shard(std::size_t max_keys, std::size_t max_reservations, std::uint64_t number_prefix,
              std::uint64_t number_mask)
@@ -119,6 +117,7 @@ Shard::Plan Shard::EvaluateFound(Found found, core::StateKind kind, const Policy
                                  std::int64_t now_us, std::int64_t cost, Decision& decision) {
   Plan plan;
   plan.found = found;
+  plan.layout = layout_;
   if (core::KeepsLog(kind)) {
     core::SlidingLog scratch;
     core::SlidingLog& log = found.live ? *found.entry->state().log : scratch;
@@ -139,8 +138,8 @@ Shard::Plan Shard::EvaluateFound(Found found, core::StateKind kind, const Policy
   return plan;
 }
 
-void Shard::Commit(const Probe& probe, const Plan& plan, std::int64_t now_us, bool moved) {
-  const Found found = moved ? Find(probe, now_us) : plan.found;
+void Shard::Commit(const Probe& probe, const Plan& plan, std::int64_t now_us) {
+  const Found found = plan.layout == layout_ ? plan.found : Find(probe, now_us);
   if (plan.append > 0) {
     if (found.live) {
       core::CommitSlidingLog(*found.entry->state().log, now_us, plan.append);
@@ -198,7 +197,7 @@ absl::StatusOr<std::uint64_t> Shard::Reserve(const Probe& probe, const Policy& p
   Plan plan = Evaluate(probe, policy, now_us, estimate, decision);
   if (!decision.allowed) return 0;
   const core::ReservationMark mark = MarkOf(probe.kind, policy, plan, now_us, estimate);
-  Commit(probe, plan, now_us, /*moved=*/false);
+  Commit(probe, plan, now_us);
   return Hold(probe, policy, mark, expires_us);
 }
 
@@ -289,6 +288,7 @@ void Shard::Save(const Probe& probe, Found found, Entry::State state, std::int64
       entries_.push_back(Entry(CompactKey(static_cast<std::uint8_t>(probe.kind), probe.key, arena_),
                                state, SecondsCeil(expires_us)));
   index_.insert(slot);
+  ++layout_;
 }
 
 void Shard::Drop(Found found) {
@@ -298,6 +298,7 @@ void Shard::Drop(Found found) {
 }
 
 void Shard::RemoveAt(std::uint32_t slot) {
+  ++layout_;
   index_.erase(slot);
   if (entries_[slot].key().in_arena()) arena_.Release(entries_[slot].key().size());
   const std::uint32_t last = entries_.size() - 1;

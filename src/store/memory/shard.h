@@ -27,7 +27,10 @@ struct Probe {
   std::size_t hash;
 };
 
-std::size_t HashKey(core::StateKind kind, std::string_view key);
+// A key's hash, the same under every algorithm: the states one key keeps under several
+// algorithms (a multi-decision's "10/s and 10,000/day" for one client) sit in one shard
+// and one index group, so deciding them together takes one lock and one index miss.
+std::size_t HashKey(std::string_view key);
 
 // One lock's worth of keys. The index is abseil's SwissTable holding 4-byte positions
 // into a dense EntryArray: 40 bytes of entry plus ~6-11 bytes of index per key, where a
@@ -63,7 +66,8 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
     std::optional<Entry::State> state;  // value kinds: what to save (ttl_us <= 0: drop)
     std::int64_t append = 0;            // sliding log: the units admitted
     std::int64_t ttl_us = 0;
-    Found found;  // where the key was: valid until an insert or removal in this shard
+    Found found;  // where the key was: valid while the shard's layout() is unchanged
+    std::uint64_t layout = 0;
   };
   SpinLock& mutex() { return mu_; }
   // Starts loading the index's lines for the probe (lock held: the index may be resized
@@ -73,9 +77,10 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
                 Decision& decision);
   // The item's peek (cost 0), from what Evaluate found: a denied request's other items.
   void Peek(const Plan& plan, const Policy& policy, std::int64_t now_us, Decision& decision);
-  // `moved`: this shard's entries changed since Evaluate (an earlier item's commit), so
-  // the key is looked up again; else the plan's lookup is used, saving a cache miss.
-  void Commit(const Probe& probe, const Plan& plan, std::int64_t now_us, bool moved);
+  // The plan's lookup is used (saving a cache miss) unless an entry was inserted or
+  // removed in this shard since Evaluate (an earlier item's commit): then the key is
+  // looked up again.
+  void Commit(const Probe& probe, const Plan& plan, std::int64_t now_us);
 
   // Thread-safe. Decides cost = estimate and, when allowed, holds a reservation until
   // `expires_us` (docs/reservations.md). Returns its number, or 0 when denied;
@@ -110,7 +115,7 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
     const EntryArray* entries;
     std::size_t operator()(std::uint32_t i) const {
       const CompactKey& key = (*entries)[i].key();
-      return HashKey(static_cast<core::StateKind>(key.tag()), key.bytes());
+      return HashKey(key.bytes());
     }
     std::size_t operator()(const Probe& probe) const { return probe.hash; }
   };
@@ -157,6 +162,8 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
 
   SpinLock mu_;
   EntryArray entries_;
+  // Counts inserts and removals: a Found taken at another count may point at another key.
+  std::uint64_t layout_ = 0;
   KeyArena arena_;  // the bytes of long keys
   Index index_;
   const std::size_t max_keys_;
