@@ -246,6 +246,23 @@ TEST(MemoryStore, UrlOptions) {
   EXPECT_THAT(std::string(MessageOf(unknown.status())), HasSubstr("unsupported store \"mongodb\""));
 }
 
+// Inline keys are compared word by word: every length, and a difference at every byte.
+TEST(CompactKey, InlineKeysDifferingInAnyOneByteAreDifferent) {
+  memory::KeyArena arena;
+  for (std::size_t n = 1; n <= memory::CompactKey::kInlineBytes + 2; ++n) {
+    const std::string key(n, 'a');
+    const memory::CompactKey compact(1, key, arena);
+    EXPECT_TRUE(compact.Equals(1, key)) << n;
+    EXPECT_FALSE(compact.Equals(2, key)) << n;
+    EXPECT_FALSE(compact.Equals(1, key + "a")) << n;
+    for (std::size_t at = 0; at < n; ++at) {
+      std::string other = key;
+      other[at] = 'b';
+      EXPECT_FALSE(compact.Equals(1, other)) << n << " " << at;
+    }
+  }
+}
+
 TEST(KeyArena, CompactsOnceAQuarterIsGarbage) {
   const std::string key(100, 'k');
   memory::KeyArena big;

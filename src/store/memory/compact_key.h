@@ -78,9 +78,19 @@ class CompactKey {
     if (raw_[0] != tag || size() != bytes.size()) return false;
     if (in_arena()) return std::memcmp(heap(), bytes.data(), bytes.size()) == 0;
     // An inline key is at most 13 bytes: compared here, where a call to memcmp cost more
-    // than the comparison itself (every decision compares at least one key).
+    // than the comparison itself (every decision compares at least one key), as two
+    // overlapping words (a byte loop was ~6 instructions a byte, measured).
+    const std::size_t n = bytes.size();
     const unsigned char* mine = raw_ + 3;
-    for (std::size_t i = 0; i < bytes.size(); ++i) {
+    if (n >= 8) {
+      return Word<std::uint64_t>(mine) == Word<std::uint64_t>(bytes.data()) &&
+             Word<std::uint64_t>(mine + n - 8) == Word<std::uint64_t>(bytes.data() + n - 8);
+    }
+    if (n >= 4) {
+      return Word<std::uint32_t>(mine) == Word<std::uint32_t>(bytes.data()) &&
+             Word<std::uint32_t>(mine + n - 4) == Word<std::uint32_t>(bytes.data() + n - 4);
+    }
+    for (std::size_t i = 0; i < n; ++i) {
       if (mine[i] != static_cast<unsigned char>(bytes[i])) return false;
     }
     return true;
@@ -91,6 +101,12 @@ class CompactKey {
   }
 
  private:
+  template <class W>
+  static W Word(const void* at) {
+    W w;
+    std::memcpy(&w, at, sizeof w);
+    return w;
+  }
   const char* heap() const {
     const char* p;
     std::memcpy(&p, raw_ + 8, sizeof p);

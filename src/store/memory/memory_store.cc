@@ -112,7 +112,7 @@ class MemoryStore::Impl {
 
   absl::StatusOr<Reservation> Reserve(const ReserveRequest& request) {
     const core::StateKind kind = core::KindOf(request.policy);
-    const std::size_t hash = memory::HashKey(request.key);
+    const std::size_t hash = memory::StateHash(memory::KeyHash(request.key), kind);
     const TimePoint now = request.now ? *request.now : Now();
     const TimePoint expires = now + request.hold;
     Reservation reservation;
@@ -141,7 +141,7 @@ class MemoryStore::Impl {
 
   void Decide(const DecideRequest& request, Decision& decision) {
     const core::StateKind kind = core::KindOf(request.policy);
-    const std::size_t hash = memory::HashKey(request.key);
+    const std::size_t hash = memory::StateHash(memory::KeyHash(request.key), kind);
     const TimePoint now = request.now ? *request.now : Now();
     ShardFor(hash).Decide(memory::Probe{kind, request.key, hash}, request.policy,
                           now.time_since_epoch().count(), request.cost, decision);
@@ -166,13 +166,15 @@ class MemoryStore::Impl {
     absl::FixedArray<Work, kMaxItems> work(n);
     absl::FixedArray<memory::Shard*, kMaxItems> order(n);
     bool holds = false;
+    std::size_t key_hash = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const CheckItem& item = request.items[i];
       // A client's limits usually share its key (one per algorithm): hashed once.
-      const std::size_t hash = i > 0 && item.key == work[i - 1].probe.key
-                                   ? work[i - 1].probe.hash
-                                   : memory::HashKey(item.key);
-      work[i].probe = memory::Probe{core::KindOf(item.policy), item.key, hash};
+      key_hash =
+          i > 0 && item.key == request.items[i - 1].key ? key_hash : memory::KeyHash(item.key);
+      const core::StateKind kind = core::KindOf(item.policy);
+      const std::size_t hash = memory::StateHash(key_hash, kind);
+      work[i].probe = memory::Probe{kind, item.key, hash};
       work[i].shard = order[i] = &ShardFor(hash);
       work[i].hold_us = HoldOf(item).count();
       holds = holds || work[i].hold_us > 0;

@@ -43,7 +43,7 @@ S& StateAs(Entry::State& state) {
 
 }  // namespace
 
-std::size_t HashKey(std::string_view key) { return absl::HashOf(ToAbsl(key)); }
+std::size_t KeyHash(std::string_view key) { return absl::HashOf(ToAbsl(key)); }
 
 Shard::Shard(std::size_t max_keys, std::size_t max_reservations, std::uint64_t number_prefix,
              std::uint64_t number_mask)

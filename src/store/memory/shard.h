@@ -27,10 +27,16 @@ struct Probe {
   std::size_t hash;
 };
 
-// A key's hash, the same under every algorithm: the states one key keeps under several
-// algorithms (a multi-decision's "10/s and 10,000/day" for one client) sit in one shard
-// and one index group, so deciding them together takes one lock and one index miss.
-std::size_t HashKey(std::string_view key);
+// The hash of the state `key` keeps under `kind`: the key's hash with the kind in its
+// lowest bits. The top bits pick the shard and SwissTable's position (H1) leaves out the
+// lowest 7, so the states one key keeps under several algorithms (a multi-decision's
+// "10/s and 10,000/day" for one client) sit in one shard and one index group: deciding
+// them together takes one lock and one index miss. The kind lands in the control byte
+// (H2), so a lookup tells them apart there, without reading the other entries.
+std::size_t KeyHash(std::string_view key);
+inline std::size_t StateHash(std::size_t key_hash, core::StateKind kind) {
+  return key_hash ^ static_cast<std::size_t>(kind);
+}
 
 // One lock's worth of keys. The index is abseil's SwissTable holding 4-byte positions
 // into a dense EntryArray: 40 bytes of entry plus ~6-11 bytes of index per key, where a
@@ -115,7 +121,7 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
     const EntryArray* entries;
     std::size_t operator()(std::uint32_t i) const {
       const CompactKey& key = (*entries)[i].key();
-      return HashKey(key.bytes());
+      return StateHash(KeyHash(key.bytes()), static_cast<core::StateKind>(key.tag()));
     }
     std::size_t operator()(const Probe& probe) const { return probe.hash; }
   };
