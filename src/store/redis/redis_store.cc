@@ -144,8 +144,17 @@ struct PendingDecision {
   Node* admitted_by = nullptr;  // the node whose breaker let it through (retries skip it)
   int redirects = 0;            // MOVED / ASK / TRYAGAIN followed so far
   bool alone = false;           // sent in a call of its own (after TRYAGAIN on a batch)
+  // kAll: the group is its whole multi-decision (one slot), so nothing will be released
+  // later and the server clock it decided at is not needed.
+  bool whole = false;
 
   const PendingItem& item() const { return items.front(); }
+  // Decided by the algorithm's own script when alone in a call: a single decision, or a
+  // whole multi-decision of one item, which is that item's single decision (docs/multi.md),
+  // its shadow flag aside (the caller applies it).
+  bool single() const {
+    return mode == UnitMode::kSingle || (mode == UnitMode::kAll && whole && items.size() == 1);
+  }
   bool reservation() const { return mode == UnitMode::kReserve || mode == UnitMode::kSettle; }
 };
 using PendingPtr = std::shared_ptr<PendingDecision>;
@@ -1071,7 +1080,7 @@ class RedisStore::Impl {
   // ASKING (the slot is being imported by this node: an ASK redirect).
   void Send(Lane& lane, std::vector<PendingPtr> chunk, bool as_eval, bool asking) {
     const bool reservations = chunk[0]->reservation();
-    const bool single = chunk.size() == 1 && chunk[0]->mode == UnitMode::kSingle;
+    const bool single = chunk.size() == 1 && chunk[0]->single();
     const ScriptId id = reservations ? kScriptReservation
                         : single     ? SingleScriptFor(chunk[0]->item().kind)
                                      : kScriptBatch;
@@ -1266,7 +1275,7 @@ class RedisStore::Impl {
       for (std::size_t i = 0; i < chunk.size(); ++i) Complete(*chunk[i], std::move((*decoded)[i]));
       return;
     }
-    const bool single = chunk.size() == 1 && chunk[0]->mode == UnitMode::kSingle;
+    const bool single = chunk.size() == 1 && chunk[0]->single();
     std::vector<std::int64_t> limits;
     for (const auto& p : chunk) {
       for (const PendingItem& item : p->items) limits.push_back(item.policy.limit);
@@ -1602,6 +1611,7 @@ class RedisStore::Impl {
   void ReserveNext(MultiPtr m) {
     if (m->next == m->slots.size()) return Finish(*m, /*allowed=*/true);
     auto unit = MakeUnit(*m, m->slots[m->next], UnitMode::kAll, m->deadline);
+    unit->whole = m->slots.size() == 1;
     unit->unit_done = [this, m](absl::StatusOr<UnitResult> result) {
       if (!result.ok()) return Abort(m, result.status());
       const Indexes& indexes = m->slots[m->next];
