@@ -79,8 +79,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--floodgate", required=True)
     parser.add_argument("--out", required=True)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=1.2)
     parser.add_argument("--keys", type=int, default=100_000)
     # The depths where each store's table does best: redis.md's batching-on runs win at
     # 1,024 in flight; cluster.md runs at 128.
