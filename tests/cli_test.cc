@@ -258,6 +258,21 @@ TEST_F(CliTest, BenchDecidesSeveralPoliciesAllOrNothing) {
   r = Floodgate("bench --policy fixed_window:100/1h --keys 1 --duration 100ms --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["multi"], false);
+
+  // --one-by-one: a single decision per policy, the request allowed when both are.
+  r = Floodgate(
+      "bench --policy fixed_window:100/1h --policy fixed_window:30/1h --one-by-one --keys 1 "
+      "--threads 2 --concurrency 4 --duration 300ms --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["multi"], false);
+  EXPECT_EQ(j["one_by_one"], true);
+  EXPECT_EQ(j["errors"], 0);
+  EXPECT_GE(j["allowed"].get<int>(), 30);
+  EXPECT_LE(j["allowed"].get<int>(), 60);
+  r = Floodgate("bench --policy fixed_window:100/1h --one-by-one --duration 100ms");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--one-by-one takes several policies"));
 }
 
 TEST_F(CliTest, BenchRejectsBadFlags) {

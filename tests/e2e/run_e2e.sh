@@ -20,15 +20,27 @@ trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/
 store_args=()
 expect_store=memory://
 if [ "$store" = redis ]; then
-  redis_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   mkdir -p "$work/redis"
-  redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
-    --dir "$work/redis" >"$work/redis.log" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 1 200); do  # bounded wait for it to answer
-    redis-cli -p "$redis_port" ping 2>/dev/null | grep -q PONG && break
-    sleep 0.05
+  # A free port is only free until someone takes it: tests running beside this one pick
+  # ports too. So the redis-server started here must itself say it is ready (a PONG on
+  # the port could come from another test's server); if it could not bind, it exits, and
+  # another port is tried (bounded).
+  redis_ready=""
+  for _ in 1 2 3 4 5; do
+    redis_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
+      --dir "$work/redis" >"$work/redis.log" 2>&1 &
+    redis_pid=$!
+    pids+=("$redis_pid")
+    for _ in $(seq 1 200); do  # bounded wait for it to be ready, or gone
+      grep -q "Ready to accept connections" "$work/redis.log" && { redis_ready=1; break; }
+      kill -0 "$redis_pid" 2>/dev/null || break
+      sleep 0.05
+    done
+    [ -n "$redis_ready" ] && break
+    kill "$redis_pid" 2>/dev/null || true
   done
+  [ -n "$redis_ready" ] || { echo "redis-server did not start"; cat "$work/redis.log"; exit 1; }
   store_args=(--store "redis://127.0.0.1:$redis_port")
   expect_store=redis://
 fi

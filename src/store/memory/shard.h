@@ -72,7 +72,7 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
     std::optional<Entry::State> state;  // value kinds: what to save (ttl_us <= 0: drop)
     std::int64_t append = 0;            // sliding log: the units admitted
     std::int64_t ttl_us = 0;
-    Found found;  // where the key was: valid while the shard's layout() is unchanged
+    Found found;  // where the key was: valid while layout_ (below) stays what it was
     std::uint64_t layout = 0;
   };
   SpinLock& mutex() { return mu_; }

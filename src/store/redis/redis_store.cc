@@ -1088,11 +1088,13 @@ class RedisStore::Impl {
     // writes, Redis spent more on a listed group of one item than on the item) unless it
     // is the common kind, all or nothing without shadows: such a group's items after the
     // first join it by a '+' on their policy number, and a group of one is simply the
-    // item's own decision (docs/multi.md: a multi-decision of one item is the single one).
+    // item's own decision (docs/multi.md: a multi-decision of one item is the single one;
+    // a shadow changes only what the caller makes of it).
     const auto joined = [](const PendingDecision& p) {
       return p.mode == UnitMode::kAll &&
-             std::none_of(p.items.begin(), p.items.end(),
-                          [](const PendingItem& item) { return item.shadow; });
+             (p.items.size() == 1 ||
+              std::none_of(p.items.begin(), p.items.end(),
+                           [](const PendingItem& item) { return item.shadow; }));
     };
     const auto grouped = [&](const PendingDecision& p) {
       return p.mode != UnitMode::kSingle && !joined(p);
