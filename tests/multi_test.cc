@@ -102,6 +102,34 @@ TEST(MultiDecisions, ADeniedRequestSpendsNoneOfTheOtherLimits) {
   EXPECT_EQ(one_by_one.CheckAt(peek, "client:daily", daily, 0)->remaining, 0);
 }
 
+// docs/multi.md: a multi-decision of one item is exactly that item's single decision, for
+// every algorithm, shadow or not, at any cost (memory:// decides it by the single path).
+TEST(MultiDecisions, OfOneItemAnswerAsTheSingleDecision) {
+  for (const char* text :
+       {"gcra:5/1s,burst=3", "token_bucket:5/1s", "token_bucket:5/1s,refill=interval",
+        "sliding_log:5/1s", "sliding_window:5/1s", "fixed_window:5/1s", "concurrency:3"}) {
+    SCOPED_TRACE(text);
+    const Policy policy = *Policy::Parse(text);
+    const bool lease = policy.algorithm == Algorithm::kConcurrency;
+    Limiter multi(std::make_unique<MemoryStore>());
+    Limiter single(std::make_unique<MemoryStore>());
+    std::int64_t now = T0;
+    for (int i = 0; i < 200; ++i) {
+      now += (i * 7919) % 400'000;                         // 0 to 0.4 s apart
+      const std::int64_t cost = lease ? 0 : (i * 31) % 4;  // a lease is only peeked here
+      const bool shadow = i % 3 == 0;
+      const TimePoint at{microseconds(now)};
+      const CheckItem item{"k", policy, cost, "only", shadow};
+      auto m = multi.CheckAllAt(at, std::span<const CheckItem>(&item, 1));
+      auto s = single.CheckAt(at, "k", policy, cost);
+      ASSERT_TRUE(m.ok() && s.ok()) << i;
+      EXPECT_EQ(m->items[0], *s) << i;
+      EXPECT_EQ(m->allowed, s->allowed || shadow || cost == 0) << i;
+      EXPECT_EQ(m->Summary().remaining, s->remaining) << i;
+    }
+  }
+}
+
 // 8 threads with items in opposite orders on keys spread over many shards: no deadlock,
 // and exactly the tighter of two stacked limits is admitted.
 TEST(MultiDecisions, ManyThreadsAdmitExactlyTheTighterLimit) {
