@@ -36,16 +36,8 @@ local grouped = 0  -- the last item of the previous group
 for k = 1, g do
   local at = 3 + 4 * p + 5 * (k - 1)
   local first = FG.parse_int(ARGV[at], 1, #KEYS)
-  local count_arg, mask_arg = ARGV[at + 1], ARGV[at + 3]
-  local count, mask = count_of[count_arg], mask_of[mask_arg]
-  if count == nil then
-    count = FG.parse_int(count_arg, 1, 16) or false
-    count_of[count_arg] = count
-  end
-  if mask == nil then
-    mask = FG.parse_int(mask_arg, 0, 65535) or false
-    mask_of[mask_arg] = mask
-  end
+  local count = FG.cached_int(count_of, ARGV[at + 1], 1, 16)
+  local mask = FG.cached_int(mask_of, ARGV[at + 3], 0, 65535)
   local mode = ARGV[at + 2]
   local release_at = ARGV[at + 4] ~= '' and FG.parse_int(ARGV[at + 4], 0, FG.MAX_TIME)
   local why

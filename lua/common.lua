@@ -79,6 +79,17 @@ function FG.parse_int(s, lo, hi)
   return n
 end
 
+-- FG.parse_int through `cache` (string -> integer, or false when bad): the drivers see
+-- the same few strings over and over, each checked once. One cache per range.
+function FG.cached_int(cache, s, lo, hi)
+  local v = cache[s]
+  if v == nil then
+    v = FG.parse_int(s, lo, hi) or false
+    cache[s] = v
+  end
+  return v or nil
+end
+
 -- The server clock in µs ("Units and inputs": TIME inside the script, so every
 -- application instance agrees). Redis < 5 refuses writes after a non-deterministic
 -- command unless the script switches to effects replication first; Redis 7 always

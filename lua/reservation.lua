@@ -29,14 +29,7 @@ if not policies then return bad_policy end
 -- A call's operations mostly share their policy number, estimate, hold and now: each
 -- distinct string is checked and converted once (as lua/batch.lua does).
 local policy_of, cost_of, hold_of = {}, {}, {}
-local function cached(cache, s, lo, hi)  -- a checked integer in [lo, hi], or nil
-  local v = cache[s]
-  if v == nil then
-    v = FG.parse_int(s, lo, hi) or false
-    cache[s] = v
-  end
-  return v or nil
-end
+local cached = FG.cached_int
 -- The operations, parsed: per operation i, its policy (false: a settle), now argument,
 -- cost (the estimate or the actual), hold, and keys. Flat arrays: no table per operation.
 local op_policy, op_now, op_cost, op_hold, op_key, op_record = {}, {}, {}, {}, {}, {}

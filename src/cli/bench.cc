@@ -85,8 +85,7 @@ class Load {
     if (one_by_one_) {
       Answer all{true, true, false};
       for (const CheckItem& item : Items(key).items) {
-        const Answer one = Of(store_.Decide(DecideRequest{item.key, item.policy, 1, std::nullopt}));
-        all = {all.ok && one.ok, all.allowed && one.allowed, all.degraded || one.degraded};
+        all = Both(all, Of(store_.Decide(DecideRequest{item.key, item.policy, 1, std::nullopt})));
       }
       return all;
     }
@@ -125,17 +124,16 @@ class Load {
       join->left = policies_.size();
       join->done = std::move(done);
       for (const CheckItem& item : Items(key).items) {
-        store_.DecideAsync(
-            DecideRequest{item.key, item.policy, 1, std::nullopt},
-            [join](absl::StatusOr<Decision> d) {
-              const Answer one = Of(d);
-              std::unique_lock lock(join->mu);
-              Answer& all = join->all;
-              all = {all.ok && one.ok, all.allowed && one.allowed, all.degraded || one.degraded};
-              if (--join->left > 0) return;
-              lock.unlock();
-              join->done(all);
-            });
+        store_.DecideAsync(DecideRequest{item.key, item.policy, 1, std::nullopt},
+                           [join](absl::StatusOr<Decision> d) {
+                             const Answer one = Of(d);
+                             std::unique_lock lock(join->mu);
+                             join->all = Both(join->all, one);
+                             if (--join->left > 0) return;
+                             const Answer all = join->all;
+                             lock.unlock();
+                             join->done(all);
+                           });
       }
       return;
     }
@@ -151,6 +149,10 @@ class Load {
   }
 
  private:
+  // A request decided one by one: answered, allowed and degraded as its decisions together.
+  static Answer Both(const Answer& a, const Answer& b) {
+    return {a.ok && b.ok, a.allowed && b.allowed, a.degraded || b.degraded};
+  }
   template <class T>
   static Answer Of(const absl::StatusOr<T>& d) {
     if (!d.ok()) return {};

@@ -16,7 +16,7 @@ namespace core {
 
 bool MultiAllows(std::span<const CheckItem> items, std::span<const Decision> own) {
   for (std::size_t i = 0; i < items.size(); ++i) {
-    if (!items[i].shadow && items[i].cost > 0 && !own[i].allowed) return false;
+    if (!ItemAllows(items[i], own[i])) return false;
   }
   return true;
 }

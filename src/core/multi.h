@@ -10,8 +10,14 @@
 
 namespace floodgate::core {
 
-// Whether the request is allowed, given each item's decision on its own: every enforced
-// item with cost > 0 allowed.
+// Whether an item lets the request through, given its decision on its own: a shadow or a
+// cost-0 item always does, an enforced item with cost > 0 when it is allowed.
+inline bool ItemAllows(const CheckItem& item, const Decision& own) {
+  return item.shadow || item.cost <= 0 || own.allowed;
+}
+
+// Whether the request is allowed, given each item's decision on its own: every item
+// allows (ItemAllows).
 bool MultiAllows(std::span<const CheckItem> items, std::span<const Decision> own);
 
 // Fills binding, retry_after, denied_by and would_deny of `decision`, whose `allowed` and

@@ -200,13 +200,14 @@ class MemoryStore::Impl {
     for (const Work& w : work) w.shard->Prefetch(w.probe);
 
     const std::int64_t now = (request.now ? *request.now : Now()).time_since_epoch().count();
-    for (const Work& w : work) {
-      if (!holds) break;
-      // Several holds in one shard may take it past its share by a few: still a bound.
-      absl::Status room = w.hold_us > 0 ? w.shard->RoomForReservation(now) : absl::OkStatus();
-      if (!room.ok()) {
-        for (memory::Shard* shard : locked) shard->mutex().unlock();
-        return room;
+    if (holds) {
+      for (const Work& w : work) {
+        // Several holds in one shard may take it past its share by a few: still a bound.
+        absl::Status room = w.hold_us > 0 ? w.shard->RoomForReservation(now) : absl::OkStatus();
+        if (!room.ok()) {
+          for (memory::Shard* shard : locked) shard->mutex().unlock();
+          return room;
+        }
       }
     }
     out.items.resize(n);

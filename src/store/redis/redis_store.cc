@@ -1619,9 +1619,8 @@ class RedisStore::Impl {
       const Indexes& indexes = m->slots[m->next];
       bool allowed = true;  // core::MultiAllows over this slot's items
       for (std::size_t k = 0; k < indexes.size(); ++k) {
-        const CheckItem& item = m->items[indexes[k]];
         m->decisions[indexes[k]] = result->items[k];
-        allowed = allowed && (item.shadow || item.cost == 0 || result->items[k].allowed);
+        allowed = allowed && core::ItemAllows(m->items[indexes[k]], result->items[k]);
       }
       m->reserved_at.push_back(m->now_us.value_or(result->clock_us));
       if (allowed) {
