@@ -56,11 +56,17 @@ class RedisTest : public ::testing::Test {
   static void TearDownTestSuite() { server_.reset(); }
   void SetUp() override { ASSERT_NE(server_, nullptr); }
 
-  // Keys of every test live under their own prefix.
+  // Keys of every test live under their own prefix. Tests here count exact answers from
+  // Redis, so unless one sets its own timeout, a call may take 10 s: under a loaded
+  // `ctest -j` the 50 ms default let a slow call be answered by on_error (degraded, from
+  // the local limiter), which read as a wrong count.
   static std::string Url(const std::string& options = "") {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string prefix = fmt::format("prefix=t:{}.{}:", info->test_suite_name(), info->name());
-    return server_->url(options.empty() ? prefix : prefix + "&" + options);
+    std::string query = fmt::format("prefix=t:{}.{}:", info->test_suite_name(), info->name());
+    if (!options.starts_with("timeout=") && options.find("&timeout=") == std::string::npos) {
+      query += "&timeout=10s";
+    }
+    return server_->url(options.empty() ? query : query + "&" + options);
   }
 
   static inline std::unique_ptr<RedisServer> server_;
