@@ -68,6 +68,11 @@ struct HeldReservation {
 // items in place: answering a typical multi-decision allocates nothing.
 struct MultiDecision {
   using Indexes = absl::InlinedVector<std::size_t, 4>;
+  // User-provided, so that value-initialisation (StatusOr's in_place, `MultiDecision()`)
+  // runs the member initialisers only, instead of first zeroing all ~400 bytes (a
+  // `rep stos`: with the one zeroing the Work items of memory::// (MemoryStore), ~6% of the
+  // time of a two-item memory:// multi-decision, measured).
+  MultiDecision() {}
   bool allowed = false;
   absl::InlinedVector<Decision, 4> items;  // in request order
   // The item that binds: when allowed, the enforced item with the least remaining (first

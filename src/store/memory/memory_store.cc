@@ -167,6 +167,7 @@ class MemoryStore::Impl {
     // kMaxItems would construct (and zero) all 16 on every call, measured as a fifth of a
     // small multi-decision.
     struct Work {
+      Work() {}  // member by member: FixedArray's value-initialisation would zero it first
       memory::Probe probe;
       memory::Shard* shard;
       memory::Shard::Plan plan;
