@@ -181,12 +181,14 @@ end
 -- else in this script, and settling it twice is refused through `records` meanwhile.
 local settled = {}
 local record_policies = {}
+local last_policy
+local reservation = {}
 local function settle(i, now)
   local record = op_record[i]
   local raw = records[record]
   if not raw then return 0, 0, 0, 0, 0, 0 end
   local limit, period, burst, at, estimate, mark, deficit, ends =
-      struct.unpack(RECORD_NUMBERS, string.sub(raw, 1, RECORD_HEAD))
+      struct.unpack(RECORD_NUMBERS, raw)
   local kind = op_kind[i]
   if ends > now and kind == 'cc' and op_cost[i] ~= 0 then
     return 3, 0, 0, 0, 0, 0  -- a lease settled at a cost: refused, still held
@@ -195,17 +197,25 @@ local function settle(i, now)
   settled[#settled + 1] = record
   if ends <= now then return 2, 0, 0, 0, 0, 0 end
   -- The record's policy, prepared once per call: its kind and 3 first numbers name it.
-  local id = kind .. string.sub(raw, 1, 24)
-  local p = record_policies[id]
-  if p == nil then
-    p = FG.policy(kind, limit, period, burst)
-    record_policies[id] = p
+  -- The previous settle's usually matches (a call's settles mostly share their policy):
+  -- compared as numbers, without building the name.
+  local p = last_policy
+  if not (p and p.kind == kind and p.limit == limit and p.period == period and
+          p.burst == burst) then
+    local id = kind .. string.sub(raw, 1, 24)
+    p = record_policies[id]
+    if p == nil then
+      p = FG.policy(kind, limit, period, burst)
+      record_policies[id] = p
+    end
+    last_policy = p
   end
+  -- One table for every settle's reservation: SETTLE reads it and keeps nothing.
+  reservation.at, reservation.estimate, reservation.mark = at, estimate, mark
+  reservation.deficit = deficit
+  reservation.member = kind == 'cc' and lease_id(record) or nil
   local allowed, remaining, retry, reset =
-      SETTLE[kind](op_key[i], now, p, {at = at, estimate = estimate, mark = mark,
-                                       deficit = deficit,
-                                       member = kind == 'cc' and lease_id(record) or nil},
-                   op_cost[i])
+      SETTLE[kind](op_key[i], now, p, reservation, op_cost[i])
   return 1, allowed, p.limit, remaining, retry, reset
 end
 
