@@ -38,8 +38,9 @@ using std::chrono::milliseconds;
 using ::testing::HasSubstr;
 using Steady = std::chrono::steady_clock;
 
-// lua/batch.lua as the store loads it: the shared helpers, every decider, the driver.
-std::string BatchScript() {
+// A driver (lua/batch.lua, lua/reservation.lua) as the store loads it: the shared
+// helpers, every algorithm, the driver.
+std::string DriverScript(std::string_view driver) {
   namespace l = redis::lua;
   return std::string(l::k_common)
       .append(l::k_gcra)
@@ -47,8 +48,10 @@ std::string BatchScript() {
       .append(l::k_sliding_log)
       .append(l::k_sliding_window)
       .append(l::k_fixed_window)
-      .append(l::k_batch);
+      .append(l::k_concurrency)
+      .append(driver);
 }
+std::string BatchScript() { return DriverScript(redis::lua::k_batch); }
 
 class RedisTest : public ::testing::Test {
  protected:
@@ -633,6 +636,67 @@ TEST_F(RedisTest, ScriptsCheckEveryArgumentBeforeDecidingAnything) {
             Error("floodgate: cost must be an integer in [0, 1000000000]"));
   EXPECT_EQ(eval(single, {"1", "args:s", "gcra", "", "10", "1000000", "10", "1"}),
             "1\n9\n0\n100000\n");
+}
+
+// lua/reservation.lua settles a call's records under the policy each record names (the
+// previous settle's when it names the same, else found by name): settles of interleaved
+// policies, two of one kind with other numbers, answer in one call as each does alone.
+TEST_F(RedisTest, SettlesOfInterleavedPoliciesInOneCallAnswerAsAlone) {
+  const std::string script = DriverScript(redis::lua::k_reservation);
+  // Two gcra policies and a fixed window, sent as p, then kind, limit, period_us, burst.
+  const std::vector<std::array<std::string, 4>> sent = {{"gcra", "10", "1000000", "10"},
+                                                        {"gcra", "20", "1000000", "20"},
+                                                        {"fw", "10", "1000000", "10"}};
+  std::vector<std::string> policies = {std::to_string(sent.size())};
+  for (const auto& policy : sent) policies.insert(policies.end(), policy.begin(), policy.end());
+  const std::int64_t t = 1'700'000'000'000'000;
+  const std::vector<int> policy_of = {1, 2, 3, 1, 3, 2};
+  const std::vector<int> actual_of = {0, 1, 5, 2, 0, 3};
+  const std::size_t n = policy_of.size();
+  // Each operation's 6 integers, one per line as redis-cli prints them (the clock last).
+  const auto lines = [](const std::string& reply) {
+    std::vector<std::string> out;
+    std::istringstream in(reply);
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+  };
+  const auto reserve = [&](const std::string& prefix, std::size_t from, std::size_t count) {
+    std::vector<std::string> args = {"EVAL", script, std::to_string(2 * count)};
+    for (std::size_t i = from; i < from + count; ++i) {
+      args.push_back(fmt::format("{}k{}", prefix, i));
+      args.push_back(fmt::format("{}rec{}", prefix, i));
+    }
+    args.insert(args.end(), policies.begin(), policies.end());
+    args.push_back(std::to_string(count));
+    for (std::size_t i = from; i < from + count; ++i) {
+      args.insert(args.end(),
+                  {"r", std::to_string(policy_of[i]), std::to_string(t), "3", "60000000"});
+    }
+    return lines(server_->Cli(args));
+  };
+  const auto settle = [&](const std::string& prefix, std::size_t from, std::size_t count) {
+    std::vector<std::string> args = {"EVAL", script, std::to_string(count)};
+    for (std::size_t i = from; i < from + count; ++i)
+      args.push_back(fmt::format("{}rec{}", prefix, i));
+    args.insert(args.end(), {"0", std::to_string(count)});
+    for (std::size_t i = from; i < from + count; ++i) {
+      args.insert(args.end(), {"s", std::to_string(t + 1000), std::to_string(actual_of[i])});
+    }
+    return lines(server_->Cli(args));
+  };
+  const std::vector<std::string> reserved = reserve("one:", 0, n);
+  ASSERT_EQ(reserved.size(), 6 * n + 1) << ::testing::PrintToString(reserved);
+  const std::vector<std::string> together = settle("one:", 0, n);
+  ASSERT_EQ(together.size(), 6 * n + 1) << ::testing::PrintToString(together);
+  for (std::size_t i = 0; i < n; ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_EQ(reserve("alone:", i, 1).size(), 7u);
+    const std::vector<std::string> alone = settle("alone:", i, 1);
+    ASSERT_EQ(alone.size(), 7u);
+    EXPECT_EQ(alone[0], "1");  // settled
+    EXPECT_EQ(std::vector<std::string>(together.begin() + 6 * i, together.begin() + 6 * i + 6),
+              std::vector<std::string>(alone.begin(), alone.begin() + 6));
+  }
 }
 
 // ---- failures ------------------------------------------------------------------------
