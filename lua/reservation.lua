@@ -27,7 +27,9 @@ end
 local policies, bad_policy = FG.argv_policies(p_count)
 if not policies then return bad_policy end
 -- A call's operations mostly share their policy number, estimate, hold and now: each
--- distinct string is checked and converted once (as lua/batch.lua does).
+-- distinct string is checked and converted once (as lua/batch.lua does). A string seen
+-- already is read from its cache inline, without the call (most are: ~2% of a reserve +
+-- settle, measured).
 local policy_of, cost_of, hold_of = {}, {}, {}
 local cached = FG.cached_int
 -- The operations, parsed: per operation i, its policy (false: a settle), now argument,
@@ -43,9 +45,10 @@ for i = 1, n do
   if now_arg ~= '' and not FG.parse_int(now_arg, 0, FG.MAX_TIME) then
     why = 'now must be empty or an integer count of microseconds'
   elseif is_reserve then
-    local p = cached(policy_of, ARGV[a + 1] or '', 1, p_count)
-    local estimate = cached(cost_of, ARGV[a + 3] or '', 0, FG.MAX_COST)
-    local hold = cached(hold_of, ARGV[a + 4] or '', 1000, 86400000000)
+    local p_arg, estimate_arg, hold_arg = ARGV[a + 1] or '', ARGV[a + 3] or '', ARGV[a + 4] or ''
+    local p = policy_of[p_arg] or cached(policy_of, p_arg, 1, p_count)
+    local estimate = cost_of[estimate_arg] or cached(cost_of, estimate_arg, 0, FG.MAX_COST)
+    local hold = hold_of[hold_arg] or cached(hold_of, hold_arg, 1000, 86400000000)
     if not p then
       why = 'policy number out of range'
     elseif not estimate then
@@ -62,7 +65,8 @@ for i = 1, n do
     end
     a, k = a + 5, k + 2
   elseif op == 's' then
-    local actual = cached(cost_of, ARGV[a + 2] or '', 0, FG.MAX_COST)
+    local actual_arg = ARGV[a + 2] or ''
+    local actual = cost_of[actual_arg] or cached(cost_of, actual_arg, 0, FG.MAX_COST)
     if not actual then
       why = 'cost must be an integer in [0, 1000000000]'
     elseif not KEYS[k] then
