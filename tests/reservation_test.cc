@@ -71,6 +71,29 @@ TEST(Reservations, UnknownIdsAreNotFoundAndChangeNothing) {
   EXPECT_EQ(again.status().code(), absl::StatusCode::kNotFound);
 }
 
+// An id is 16 lowercase hex digits, read strictly: a digit 'f' written another way
+// ('F', or a character that is no digit but carries f's low bits) names no reservation.
+TEST(Reservations, IdsAreReadAsLowercaseHexOnly) {
+  Limiter limiter(std::make_unique<MemoryStore>());
+  const Policy gcra = *Policy::Parse("gcra:1000/1s");
+  // Random ids: about a third lack an 'f' ((15/16)^16), so 40 all lacking one is ~10^-18.
+  std::string id;
+  for (int i = 0; i < 40 && id.find('f') == std::string::npos; ++i) {
+    auto reservation = limiter.ReserveAt(kT0, "k" + std::to_string(i), gcra, 1);
+    ASSERT_TRUE(reservation.ok()) << reservation.status();
+    id = reservation->id;
+  }
+  const std::size_t at = id.find('f');
+  ASSERT_NE(at, std::string::npos) << id;
+  for (const char other : {'F', 'o', '/'}) {  // 'o' and '/' are 0x6f and 0x2f
+    std::string forged = id;
+    forged[at] = other;
+    auto settled = limiter.SettleAt(kT0, forged, 0);
+    EXPECT_EQ(settled.status().code(), absl::StatusCode::kNotFound) << forged;
+  }
+  EXPECT_TRUE(limiter.SettleAt(kT0, id, 0).ok());
+}
+
 TEST(Reservations, AreBoundedAndNeverDroppedWhileLive) {
   MemoryStoreOptions options;
   options.shards = 1;

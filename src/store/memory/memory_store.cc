@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <charconv>
+#include <cstring>
 #include <span>
 #include <thread>
 #include <vector>
@@ -21,6 +21,7 @@ namespace floodgate {
 namespace {
 
 constexpr std::size_t kMaxShards = 1 << 16;
+constexpr char kHexDigitChars[] = "0123456789abcdef";
 
 std::size_t DefaultShards() {
   // Several shards per core keeps lock collisions rare; at least 256 keeps each shard's
@@ -93,21 +94,37 @@ class MemoryStore::Impl {
 
   // A reservation's id: its number in 16 lowercase hex digits, and back (0: not such an
   // id). By hand, not fmt / std::from_chars: those were 13% of a reserve + settle, whose
-  // cost is a target of its own (docs/reservations.md), and this is all they did.
+  // cost is a target of its own (docs/reservations.md), and this is all they did. Through
+  // tables, writing a byte (two digits) at a time and reading without a branch per digit:
+  // 313 -> 225 instructions of a reserve + settle's 2,700 (callgrind).
+  static constexpr auto kHexPairs = [] {
+    std::array<std::array<char, 2>, 256> pairs{};
+    for (int b = 0; b < 256; ++b) pairs[b] = {kHexDigitChars[b >> 4], kHexDigitChars[b & 15]};
+    return pairs;
+  }();
+  static constexpr auto kHexValues = [] {  // -1: not a lowercase hex digit
+    std::array<std::int8_t, 256> values{};
+    values.fill(-1);
+    for (int d = 0; d < 16; ++d) values[static_cast<unsigned char>(kHexDigitChars[d])] = d;
+    return values;
+  }();
   static std::string ReservationId(std::uint64_t number) {
     std::string id(16, '0');
-    for (int i = 15; i >= 0; --i, number >>= 4) id[i] = "0123456789abcdef"[number & 15];
+    for (int i = 7; i >= 0; --i, number >>= 8) {
+      std::memcpy(&id[2 * i], kHexPairs[number & 0xff].data(), 2);
+    }
     return id;
   }
   static std::uint64_t ReservationNumber(std::string_view id) {
     if (id.size() != 16) return 0;
     std::uint64_t number = 0;
+    int invalid = 0;  // negative once any character is not a digit
     for (const char c : id) {
-      const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-      if (digit < 0) return 0;
-      number = number << 4 | static_cast<std::uint64_t>(digit);
+      const int value = kHexValues[static_cast<unsigned char>(c)];
+      invalid |= value;
+      number = number << 4 | static_cast<std::uint64_t>(value & 15);
     }
-    return number;
+    return invalid < 0 ? 0 : number;
   }
 
   absl::StatusOr<Reservation> Reserve(const ReserveRequest& request) {
