@@ -45,7 +45,8 @@ local PREPARE = {}
 --     admitted on `key` remembers of it (core::ReservationMark).
 --   SETTLE[kind] = function(key, now, p, r, actual) -> the key's peek after charging
 --     `actual` instead of r.estimate (r: at, estimate, mark, deficit, and for a lease
---     its id, member, which the key's sorted set holds).
+--     its id, member, which the key's sorted set holds; the driver refills r for the
+--     next settle, so SETTLE reads it and keeps nothing of it).
 local MARK = {}
 local SETTLE = {}
 -- The kinds whose state is a sorted set, not a string (the drivers read strings ahead).
