@@ -38,20 +38,8 @@ using std::chrono::milliseconds;
 using ::testing::HasSubstr;
 using Steady = std::chrono::steady_clock;
 
-// A driver (lua/batch.lua, lua/reservation.lua) as the store loads it: the shared
-// helpers, every algorithm, the driver.
-std::string DriverScript(std::string_view driver) {
-  namespace l = redis::lua;
-  return std::string(l::k_common)
-      .append(l::k_gcra)
-      .append(l::k_token_bucket)
-      .append(l::k_sliding_log)
-      .append(l::k_sliding_window)
-      .append(l::k_fixed_window)
-      .append(l::k_concurrency)
-      .append(driver);
-}
-std::string BatchScript() { return DriverScript(redis::lua::k_batch); }
+// lua/batch.lua as the store loads it (redis::lua::DriverScript).
+std::string BatchScript() { return redis::lua::DriverScript(redis::lua::k_batch); }
 
 class RedisTest : public ::testing::Test {
  protected:
@@ -558,9 +546,8 @@ TEST_F(RedisTest, HostileKeysAreOnlyEverArguments) {
 // half a batch; a batch checks each distinct argument string once and reuses it, which
 // must not let a bad one through. Errors name the decision or policy and the reason.
 TEST_F(RedisTest, ScriptsCheckEveryArgumentBeforeDecidingAnything) {
-  namespace l = redis::lua;
   const std::string batch = BatchScript();
-  const std::string single = std::string(l::k_common).append(l::k_gcra).append(l::k_single);
+  const std::string single = redis::lua::SingleScript(redis::lua::k_gcra);
   const auto eval = [&](const std::string& script, std::vector<std::string> args) {
     args.insert(args.begin(), {"EVAL", script});
     return server_->Cli(args);
@@ -642,7 +629,7 @@ TEST_F(RedisTest, ScriptsCheckEveryArgumentBeforeDecidingAnything) {
 // previous settle's when it names the same, else found by name): settles of interleaved
 // policies, two of one kind with other numbers, answer in one call as each does alone.
 TEST_F(RedisTest, SettlesOfInterleavedPoliciesInOneCallAnswerAsAlone) {
-  const std::string script = DriverScript(redis::lua::k_reservation);
+  const std::string script = redis::lua::DriverScript(redis::lua::k_reservation);
   // Two gcra policies and a fixed window, sent as p, then kind, limit, period_us, burst.
   const std::vector<std::array<std::string, 4>> sent = {{"gcra", "10", "1000000", "10"},
                                                         {"gcra", "20", "1000000", "20"},

@@ -4,6 +4,7 @@
 // assembled by concatenation: common + algorithm(s) + a driver (single, batch or
 // reservation).
 
+#include <string>
 #include <string_view>
 
 namespace floodgate::redis::lua {
@@ -18,5 +19,22 @@ extern const std::string_view k_concurrency;
 extern const std::string_view k_single;
 extern const std::string_view k_batch;
 extern const std::string_view k_reservation;
+
+// One algorithm's script for its single decisions: common, the algorithm, single.lua.
+inline std::string SingleScript(std::string_view algorithm) {
+  return std::string(k_common).append(algorithm).append(k_single);
+}
+
+// A driver's script (batch.lua, reservation.lua): common, every algorithm, the driver.
+inline std::string DriverScript(std::string_view driver) {
+  return std::string(k_common)
+      .append(k_gcra)
+      .append(k_token_bucket)
+      .append(k_sliding_log)
+      .append(k_sliding_window)
+      .append(k_fixed_window)
+      .append(k_concurrency)
+      .append(driver);
+}
 
 }  // namespace floodgate::redis::lua

@@ -70,32 +70,26 @@ ScriptId SingleScriptFor(StateKind kind) {
 // lua/ assembled as described in lua_sources.h: one script per algorithm, one batch.
 std::string AssembleScript(ScriptId id) {
   namespace l = redis::lua;
-  std::string body(l::k_common);
   switch (id) {
     case kScriptGcra:
-      return body.append(l::k_gcra).append(l::k_single);
+      return l::SingleScript(l::k_gcra);
     case kScriptTokenBucket:
-      return body.append(l::k_token_bucket).append(l::k_single);
+      return l::SingleScript(l::k_token_bucket);
     case kScriptSlidingLog:
-      return body.append(l::k_sliding_log).append(l::k_single);
+      return l::SingleScript(l::k_sliding_log);
     case kScriptSlidingWindow:
-      return body.append(l::k_sliding_window).append(l::k_single);
+      return l::SingleScript(l::k_sliding_window);
     case kScriptFixedWindow:
-      return body.append(l::k_fixed_window).append(l::k_single);
+      return l::SingleScript(l::k_fixed_window);
     case kScriptConcurrency:
-      return body.append(l::k_concurrency).append(l::k_single);
+      return l::SingleScript(l::k_concurrency);
     case kScriptBatch:
-    case kScriptReservation:
     case kScriptCount:
       break;
+    case kScriptReservation:
+      return l::DriverScript(l::k_reservation);
   }
-  body.append(l::k_gcra)
-      .append(l::k_token_bucket)
-      .append(l::k_sliding_log)
-      .append(l::k_sliding_window)
-      .append(l::k_fixed_window)
-      .append(l::k_concurrency);
-  return body.append(id == kScriptReservation ? l::k_reservation : l::k_batch);
+  return l::DriverScript(l::k_batch);
 }
 
 struct Node;
