@@ -74,17 +74,18 @@ end
 
 -- A release (SettleSlidingLog with the lease's one unit): now clamped and the key trimmed
 -- as before a decision, the lease leaves (one already dropped by the trim leaves
--- nothing), then the key's peek. r.member is the lease's id. Only a settle at 0 comes
--- here (lua/reservation.lua refuses any other: core::kLeaseSettledAtACost).
+-- nothing), then the key's peek. r.member is the lease's id, r.at its acquire time. Only
+-- a settle at 0 comes here (lua/reservation.lua refuses any other:
+-- core::kLeaseSettledAtACost).
+-- The lease leaves first: the newest lease the trim then reads is the one the peek's
+-- reset runs from, where trimming first read it twice when the lease leaving was the
+-- newest (most releases: a key usually holds few leases). The clamp still counts the
+-- lease that left, at r.at, as the trim before its removal would have.
 SETTLE['cc'] = function(key, now, p, r, actual)
   local period = p.period
-  local newest, newest_time
-  now, newest, newest_time = trim_log(key, now, period)
-  if redis.call('ZREM', key, r.member) == 1 and newest[1] == r.member then
-    -- The newest lease left: the peek's reset runs from the one before it.
-    newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-    newest_time = tonumber(newest[2])
-  end
+  if redis.call('ZREM', key, r.member) == 1 and r.at > now then now = r.at end
+  local _, newest_time
+  now, _, newest_time = trim_log(key, now, period)
   local count = cc_held(key, newest_time, now, period)
   return result(true, p.limit - count, 0, cc_reset(count, newest_time, now, period))
 end
