@@ -39,8 +39,13 @@ import part_output  # bench/part_output.py: the markdown and CSV files of a part
 from redis_bench import Redis, load_script  # a redis-server on a free loopback port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ALGORITHM_FILES = ["gcra", "token_bucket", "sliding_log", "sliding_window", "fixed_window"]
+# Every algorithm file, in the order the store assembles its driver scripts
+# (src/store/redis/lua_sources.h, DriverScript).
+ALGORITHM_FILES = ["gcra", "token_bucket", "sliding_log", "sliding_window", "fixed_window",
+                   "concurrency"]
 POLICY = ["gcra", "1000000", "1000000", "1000000"]  # gcra:1000000/1s, as sent to Redis
+LEASE_LIMIT, LEASE_US = 100, 30_000_000  # concurrency:100,lease=30s, as the runs above
+LEASE_POLICY = ["cc", str(LEASE_LIMIT), str(LEASE_US), str(LEASE_LIMIT)]
 OPS_PER_CALL = 64  # floodgate's batch size in the runs above
 CALLS_PER_PIPELINE = 8
 
@@ -116,14 +121,18 @@ def script_costs(redis, lua_dir, keys, seconds):
     """Redis CPU per request of floodgate's scripts and of the bare floors, driven alike.
 
     The same Python driver sends floodgate's own lua/batch.lua (checks) and
-    lua/reservation.lua (reserves, then settles of the previous pipeline's records),
-    then bench/bare_batch_gcra.lua and bench/bare_reserve_gcra.lua +
-    bench/bare_settle_gcra.lua the same way: 64 operations per call, 8 calls per
-    pipeline, gcra:1000000/1s on `keys` random keys, each run bounded by `seconds` and a
-    call count. Redis CPU (INFO cpu) over the requests is what the server spent, whoever
-    drives it; the bare scripts are the least Lua doing the same work (a record per
-    reservation), so their ratio is the floor any script keeping such records pays on
-    this Redis. Every reserve must be admitted and every settle find its record.
+    lua/reservation.lua (reserves, then settles of the previous pipeline's records; then
+    acquires under concurrency:100,lease=30s and their releases), then
+    bench/bare_batch_gcra.lua, bench/bare_reserve_gcra.lua + bench/bare_settle_gcra.lua
+    and bench/bare_acquire_cc.lua + bench/bare_release_cc.lua the same way: 64 operations
+    per call, 8 calls per pipeline, gcra:1000000/1s on `keys` random keys (the leases on
+    as many concurrency keys), each run bounded by `seconds` and a call count. Redis CPU
+    (INFO cpu) over the requests is what the server spent, whoever drives it. The bare
+    scripts are the least Lua doing the same work: a record per reservation, so their
+    ratio is the floor any script keeping such records pays on this Redis; for leases, the
+    issue's sorted set alone with no record at all, the floor of any acquire + release
+    on that sorted set. Every reserve and acquire must be admitted, every settle and
+    release find its record or lease.
     """
     shared = [os.path.join(lua_dir, f"{name}.lua") for name in ["common"] + ALGORITHM_FILES]
     scripts = {
@@ -132,6 +141,8 @@ def script_costs(redis, lua_dir, keys, seconds):
         "bare check": load_script(redis, [os.path.join(HERE, "bare_batch_gcra.lua")]),
         "bare reserve": load_script(redis, [os.path.join(HERE, "bare_reserve_gcra.lua")]),
         "bare settle": load_script(redis, [os.path.join(HERE, "bare_settle_gcra.lua")]),
+        "bare acquire": load_script(redis, [os.path.join(HERE, "bare_acquire_cc.lua")]),
+        "bare release": load_script(redis, [os.path.join(HERE, "bare_release_cc.lua")]),
     }
     rng = random.Random(1)
     conn = Resp(redis.port)
@@ -140,17 +151,23 @@ def script_costs(redis, lua_dir, keys, seconds):
     def key():
         return f"fgb:gcra:k{rng.randrange(keys)}"
 
+    def lease_key():
+        return f"fgb:cc:k{rng.randrange(keys)}"
+
     def check_call(sha):
         argv = ["1", *POLICY, "0"] + ["1", "", "1"] * OPS_PER_CALL
         return ["EVALSHA", sha, str(OPS_PER_CALL)] + [key() for _ in range(OPS_PER_CALL)] + argv
 
-    def reserve_call(sha, records):
+    def reserve_call(sha, records, lease=False):
+        """A reserve of 1 per operation; `lease`: an acquire (a reserve of 1 under the
+        concurrency policy, held for the lease time)."""
         keys_ = []
         for _ in range(OPS_PER_CALL):
             record = f"fgb:res:{{x}}:{rng.getrandbits(64):016x}"
-            keys_ += [key(), record]
+            keys_ += [lease_key() if lease else key(), record]
             records.append(record)
-        argv = ["1", *POLICY, str(OPS_PER_CALL)] + ["r", "1", "", "1", "300000000"] * OPS_PER_CALL
+        policy, hold = (LEASE_POLICY, LEASE_US) if lease else (POLICY, 300_000_000)
+        argv = ["1", *policy, str(OPS_PER_CALL)] + ["r", "1", "", "1", str(hold)] * OPS_PER_CALL
         return ["EVALSHA", sha, str(2 * OPS_PER_CALL)] + keys_ + argv
 
     def settle_call(sha, records):
@@ -177,14 +194,14 @@ def script_costs(redis, lua_dir, keys, seconds):
             requests += CALLS_PER_PIPELINE * OPS_PER_CALL
         return requests
 
-    def reserves_and_settles(reserve_sha, settle_sha):
+    def reserves_and_settles(reserve_sha, settle_sha, lease=False):
         requests, pending = 0, []
         deadline = time.monotonic() + seconds
         for _ in range(max_pipelines):
             if time.monotonic() >= deadline:
                 break
             made = [[] for _ in range(CALLS_PER_PIPELINE)]
-            commands = [reserve_call(reserve_sha, m) for m in made]
+            commands = [reserve_call(reserve_sha, m, lease) for m in made]
             commands += [settle_call(settle_sha, records) for records in pending]
             replies = conn.pipeline(commands)
             expect(replies[:CALLS_PER_PIPELINE], 6, "reserve")
@@ -194,6 +211,36 @@ def script_costs(redis, lua_dir, keys, seconds):
         replies = conn.pipeline([settle_call(settle_sha, records) for records in pending])
         expect(replies, 6, "settle")
         return requests + sum(len(records) for records in pending)
+
+    def bare_acquires_and_releases():
+        """bench/bare_acquire_cc.lua, then bench/bare_release_cc.lua on the previous
+        pipeline's leases: (key, member, acquire time) each, as a lease id would carry."""
+        acquire, release = scripts["bare acquire"], scripts["bare release"]
+        head = [str(LEASE_LIMIT), str(LEASE_US)]
+        requests, pending = 0, []
+        deadline = time.monotonic() + seconds
+        for _ in range(max_pipelines):
+            if time.monotonic() >= deadline:
+                break
+            made = [([lease_key() for _ in range(OPS_PER_CALL)],
+                     [f"{rng.getrandbits(64):016x}." for _ in range(OPS_PER_CALL)])
+                    for _ in range(CALLS_PER_PIPELINE)]
+            commands = [["EVALSHA", acquire, str(OPS_PER_CALL), *k, *head, *m] for k, m in made]
+            for k, leases in pending:
+                commands.append(["EVALSHA", release, str(len(k)), *k, *head,
+                                 *(x for lease in leases for x in lease)])
+            replies = conn.pipeline(commands)
+            expect(replies[:CALLS_PER_PIPELINE], 7, "bare acquire")
+            expect(replies[CALLS_PER_PIPELINE:], 6, "bare release")
+            requests += sum(len(k) for k, _ in pending)
+            pending = [(k, [(m[j] + str(reply[7 * j + 6]), str(reply[7 * j + 6]))
+                            for j in range(len(k))])
+                       for (k, m), reply in zip(made, replies[:CALLS_PER_PIPELINE])]
+        replies = conn.pipeline([["EVALSHA", release, str(len(k)), *k, *head,
+                                  *(x for lease in leases for x in lease)]
+                                 for k, leases in pending])
+        expect(replies, 6, "bare release")
+        return requests + sum(len(k) for k, _ in pending)
 
     def cpu_per_request(run):
         before = redis.cpu_seconds()
@@ -208,6 +255,9 @@ def script_costs(redis, lua_dir, keys, seconds):
             "bare check": cpu_per_request(lambda: checks(scripts["bare check"])),
             "bare reserve + settle": cpu_per_request(
                 lambda: reserves_and_settles(scripts["bare reserve"], scripts["bare settle"])),
+            "acquire + release": cpu_per_request(
+                lambda: reserves_and_settles(scripts["reserve"], scripts["reserve"], lease=True)),
+            "bare acquire + release": cpu_per_request(bare_acquires_and_releases),
         }
     finally:
         conn.close()
@@ -296,27 +346,38 @@ def main():
                              f"{r[measured]['decisions_per_sec']:.0f}",
                              f"{r[measured]['p99_us']:.1f}", f"{statistics.median(each):.4f}",
                              " ".join(f"{x:.4f}" for x in each)])
+    def each_round(measured, base):
+        return [f[measured] / f[base] for f in floors]
+
     script_ratio = {
-        "floodgate": [f["reserve + settle"] / f["check"] for f in floors],
-        "bare": [f["bare reserve + settle"] / f["bare check"] for f in floors]}
+        "floodgate reserve": each_round("reserve + settle", "check"),
+        "bare reserve": each_round("bare reserve + settle", "bare check"),
+        "floodgate acquire": each_round("acquire + release", "check"),
+        "bare acquire": each_round("bare acquire + release", "bare check")}
     med = lambda name: statistics.median(f[name] for f in floors)
+    ratio = lambda name: (", ".join(f"{x:.2f}" for x in script_ratio[name])
+                          + f" | **{statistics.median(script_ratio[name]):.2f}**")
     md += ["",
            "What Redis itself spends (its CPU, INFO cpu, per request) when one Python driver "
            "sends the scripts alike: 64 operations per call, 8 calls per pipeline, the same "
-           f"policy and {args.keys:,} keys; floodgate's lua/batch.lua and lua/reservation.lua "
-           "beside the least Lua that does the same work (bench/bare_batch_gcra.lua, "
-           "bench/bare_reserve_gcra.lua and bench/bare_settle_gcra.lua: a record per "
-           "reservation, written by the reserve, read and deleted by the settle). The bare "
-           "ratio is the floor of keeping a record per reservation on this Redis; medians of "
-           f"{args.rounds} rounds.\n",
-           "| scripts | check | reserve + settle | ratio, each round | ratio |",
-           "|---|---:|---:|---:|---:|",
+           f"policies and {args.keys:,} keys; floodgate's lua/batch.lua and "
+           "lua/reservation.lua beside the least Lua that does the same work "
+           "(bench/bare_*.lua). The bare reserve + settle keeps a record per reservation, "
+           "written by the reserve, read and deleted by the settle: its ratio is the floor "
+           "of keeping such a record on this Redis. The bare acquire + release keeps the "
+           "issue's sorted set alone, with no record at all (the key, member and acquire "
+           "time handed back to the release, as a lease id would carry them): its ratio is "
+           "the floor of any acquire + release on that sorted set, against the gcra check. "
+           f"Medians of {args.rounds} rounds.\n",
+           "| scripts | check | reserve + settle | ratio, each round | ratio "
+           "| acquire + release | ratio, each round | ratio |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|",
            f"| floodgate | {med('check'):.1f} µs | {med('reserve + settle'):.1f} µs | "
-           + ", ".join(f"{x:.2f}" for x in script_ratio["floodgate"])
-           + f" | **{statistics.median(script_ratio['floodgate']):.2f}** |",
+           f"{ratio('floodgate reserve')} | {med('acquire + release'):.1f} µs | "
+           f"{ratio('floodgate acquire')} |",
            f"| bare floor | {med('bare check'):.1f} µs | {med('bare reserve + settle'):.1f} µs | "
-           + ", ".join(f"{x:.2f}" for x in script_ratio["bare"])
-           + f" | **{statistics.median(script_ratio['bare']):.2f}** |"]
+           f"{ratio('bare reserve')} | {med('bare acquire + release'):.1f} µs | "
+           f"{ratio('bare acquire')} |"]
     floor_rows = [[i + 1] + [f"{f[name]:.3f}" for name in f] for i, f in enumerate(floors)]
     part_output.save(args.out, "reservations.md", md, {
         "reservations.csv": (
@@ -324,7 +385,8 @@ def main():
              "measured_p99_us", "ratio_median", "ratio_each_round"], csv_rows),
         "reservations_scripts.csv": (
             ["round", "check_us", "reserve_settle_us", "bare_check_us",
-             "bare_reserve_settle_us"], floor_rows)})
+             "bare_reserve_settle_us", "acquire_release_us", "bare_acquire_release_us"],
+            floor_rows)})
 
 
 if __name__ == "__main__":
