@@ -302,12 +302,15 @@ end
 -- (time going backwards decides at the newest entry, so entries stay in time order and
 -- waits are never negative), and the entries at or before now - P dropped (an entry P
 -- old no longer counts; removing the last one deletes the key). Returns now, newest,
--- newest_time.
+-- newest_time. A key with no newest entry has none at all: nothing to drop, and no call
+-- (a fresh key, or one its last lease has just left, is most keys).
 local function trim_log(key, now, period)
   local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
   local newest_time = tonumber(newest[2])
-  if newest_time and newest_time > now then now = newest_time end
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', int_string(now - period))
+  if newest_time then
+    if newest_time > now then now = newest_time end
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', int_string(now - period))
+  end
   return now, newest, newest_time
 end
 
