@@ -17,6 +17,9 @@
 -- settled at a cost, refused and still held), allowed, limit, remaining, retry_after_us,
 -- reset_after_us; then the server clock it read (0: none).
 -- Every argument is checked before any operation runs.
+-- Locals: the parse below reads them a few times per operation (1.6% of a reserve +
+-- settle's Redis instructions as globals, measured).
+local ARGV, KEYS = ARGV, KEYS
 local p_count = FG.parse_int(ARGV[1] or '', 0, 1024)
 local n = p_count and FG.parse_int(ARGV[2 + 4 * p_count] or '', 1, 1024)
 if not n then
