@@ -3,8 +3,8 @@
 -- lease, so a release must be handed the key, the member and the acquire time (the lease
 -- id would carry them). With bench/bare_release_cc.lua, the floor that any acquire +
 -- release keeping that sorted set pays on this Redis, against bench/bare_batch_gcra.lua's
--- check (bench/reserve_bench.py). Not loaded by floodgate, which also keeps a record per
--- lease (lua/reservation.lua), as every reservation has one.
+-- check (bench/reserve_bench.py). Not loaded by floodgate, whose lease ids carry the same
+-- (lua/concurrency.lua), its member also saying the lease's T and N.
 --
 --   KEYS = the concurrency keys; ARGV = {N, T (µs), n x the member's random part}
 -- Reply: 7 integers per acquire (done, allowed, limit, remaining, retry_after_us,

@@ -122,7 +122,8 @@ def script_costs(redis, lua_dir, keys, seconds):
 
     The same Python driver sends floodgate's own lua/batch.lua (checks) and
     lua/reservation.lua (reserves, then settles of the previous pipeline's records; then
-    acquires under concurrency:100,lease=30s and their releases), then
+    acquires under concurrency:100,lease=30s and their releases, by the member a lease id
+    carries, as src/store/redis sends them), then
     bench/bare_batch_gcra.lua, bench/bare_reserve_gcra.lua + bench/bare_settle_gcra.lua
     and bench/bare_acquire_cc.lua + bench/bare_release_cc.lua the same way: 64 operations
     per call, 8 calls per pipeline, gcra:1000000/1s on `keys` random keys (the leases on
@@ -130,8 +131,8 @@ def script_costs(redis, lua_dir, keys, seconds):
     (INFO cpu) over the requests is what the server spent, whoever drives it. The bare
     scripts are the least Lua doing the same work: a record per reservation, so their
     ratio is the floor any script keeping such records pays on this Redis; for leases, the
-    issue's sorted set alone with no record at all, the floor of any acquire + release
-    on that sorted set. Every reserve and acquire must be admitted, every settle and
+    issue's sorted set alone, as floodgate keeps it (no record: the lease's id carries its
+    key and member), the floor of any acquire + release on that sorted set. Every reserve and acquire must be admitted, every settle and
     release find its record or lease.
     """
     shared = [os.path.join(lua_dir, f"{name}.lua") for name in ["common"] + ALGORITHM_FILES]
@@ -158,16 +159,13 @@ def script_costs(redis, lua_dir, keys, seconds):
         argv = ["1", *POLICY, "0"] + ["1", "", "1"] * OPS_PER_CALL
         return ["EVALSHA", sha, str(OPS_PER_CALL)] + [key() for _ in range(OPS_PER_CALL)] + argv
 
-    def reserve_call(sha, records, lease=False):
-        """A reserve of 1 per operation; `lease`: an acquire (a reserve of 1 under the
-        concurrency policy, held for the lease time)."""
+    def reserve_call(sha, records):
         keys_ = []
         for _ in range(OPS_PER_CALL):
             record = f"fgb:res:{{x}}:{rng.getrandbits(64):016x}"
-            keys_ += [lease_key() if lease else key(), record]
+            keys_ += [key(), record]
             records.append(record)
-        policy, hold = (LEASE_POLICY, LEASE_US) if lease else (POLICY, 300_000_000)
-        argv = ["1", *policy, str(OPS_PER_CALL)] + ["r", "1", "", "1", str(hold)] * OPS_PER_CALL
+        argv = ["1", *POLICY, str(OPS_PER_CALL)] + ["r", "1", "", "1", "300000000"] * OPS_PER_CALL
         return ["EVALSHA", sha, str(2 * OPS_PER_CALL)] + keys_ + argv
 
     def settle_call(sha, records):
@@ -194,53 +192,75 @@ def script_costs(redis, lua_dir, keys, seconds):
             requests += CALLS_PER_PIPELINE * OPS_PER_CALL
         return requests
 
-    def reserves_and_settles(reserve_sha, settle_sha, lease=False):
+    def reserves_and_settles(reserve_sha, settle_sha):
         requests, pending = 0, []
         deadline = time.monotonic() + seconds
         for _ in range(max_pipelines):
             if time.monotonic() >= deadline:
                 break
             made = [[] for _ in range(CALLS_PER_PIPELINE)]
-            commands = [reserve_call(reserve_sha, m, lease) for m in made]
+            commands = [reserve_call(reserve_sha, m) for m in made]
             commands += [settle_call(settle_sha, records) for records in pending]
             replies = conn.pipeline(commands)
-            expect(replies[:CALLS_PER_PIPELINE], 6, "reserve")
-            expect(replies[CALLS_PER_PIPELINE:], 6, "settle")
+            expect(replies[:CALLS_PER_PIPELINE], 7, "reserve")
+            expect(replies[CALLS_PER_PIPELINE:], 7, "settle")
             requests += sum(len(records) for records in pending)
             pending = made
         replies = conn.pipeline([settle_call(settle_sha, records) for records in pending])
-        expect(replies, 6, "settle")
+        expect(replies, 7, "settle")
         return requests + sum(len(records) for records in pending)
 
-    def bare_acquires_and_releases():
-        """bench/bare_acquire_cc.lua, then bench/bare_release_cc.lua on the previous
-        pipeline's leases: (key, member, acquire time) each, as a lease id would carry."""
-        acquire, release = scripts["bare acquire"], scripts["bare release"]
-        head = [str(LEASE_LIMIT), str(LEASE_US)]
+    def acquires_and_releases(acquire_call, release_call, release_fields, what):
+        """Acquires (acquire_call(keys, randoms): 7 integers per lease, its acquire time
+        last), then releases of the previous pipeline's leases (release_call(keys,
+        [(random, acquire time)]): what a lease id carries)."""
         requests, pending = 0, []
         deadline = time.monotonic() + seconds
         for _ in range(max_pipelines):
             if time.monotonic() >= deadline:
                 break
             made = [([lease_key() for _ in range(OPS_PER_CALL)],
-                     [f"{rng.getrandbits(64):016x}." for _ in range(OPS_PER_CALL)])
+                     [f"{rng.getrandbits(64):016x}" for _ in range(OPS_PER_CALL)])
                     for _ in range(CALLS_PER_PIPELINE)]
-            commands = [["EVALSHA", acquire, str(OPS_PER_CALL), *k, *head, *m] for k, m in made]
-            for k, leases in pending:
-                commands.append(["EVALSHA", release, str(len(k)), *k, *head,
-                                 *(x for lease in leases for x in lease)])
+            commands = [acquire_call(k, r) for k, r in made]
+            commands += [release_call(k, leases) for k, leases in pending]
             replies = conn.pipeline(commands)
-            expect(replies[:CALLS_PER_PIPELINE], 7, "bare acquire")
-            expect(replies[CALLS_PER_PIPELINE:], 6, "bare release")
+            expect(replies[:CALLS_PER_PIPELINE], 7, f"{what} acquire")
+            expect(replies[CALLS_PER_PIPELINE:], release_fields, f"{what} release")
             requests += sum(len(k) for k, _ in pending)
-            pending = [(k, [(m[j] + str(reply[7 * j + 6]), str(reply[7 * j + 6]))
-                            for j in range(len(k))])
-                       for (k, m), reply in zip(made, replies[:CALLS_PER_PIPELINE])]
-        replies = conn.pipeline([["EVALSHA", release, str(len(k)), *k, *head,
-                                  *(x for lease in leases for x in lease)]
-                                 for k, leases in pending])
-        expect(replies, 6, "bare release")
+            pending = [(k, [(r[j], reply[7 * j + 6]) for j in range(len(k))])
+                       for (k, r), reply in zip(made, replies[:CALLS_PER_PIPELINE])]
+        replies = conn.pipeline([release_call(k, leases) for k, leases in pending])
+        expect(replies, release_fields, f"{what} release")
         return requests + sum(len(k) for k, _ in pending)
+
+    def floodgate_acquires_and_releases():
+        """lua/reservation.lua's acquires and releases, as src/store/redis sends them."""
+        sha = scripts["reserve"]
+        middle = f".{LEASE_US}.{LEASE_LIMIT}."
+
+        def acquire_call(k, randoms):
+            return (["EVALSHA", sha, str(len(k)), *k, "1", *LEASE_POLICY, str(len(k))] +
+                    [x for r in randoms for x in ("a", "1", "", r)])
+
+        def release_call(k, leases):
+            return (["EVALSHA", sha, str(len(k)), *k, "0", str(len(k))] +
+                    [x for r, at in leases for x in ("l", "", "0", f"{r}{middle}{at}")])
+        return acquires_and_releases(acquire_call, release_call, 7, "floodgate")
+
+    def bare_acquires_and_releases():
+        """bench/bare_acquire_cc.lua, then bench/bare_release_cc.lua: (key, member,
+        acquire time) each, as a lease id carries them."""
+        acquire, release = scripts["bare acquire"], scripts["bare release"]
+        head = [str(LEASE_LIMIT), str(LEASE_US)]
+
+        def acquire_call(k, randoms):
+            return ["EVALSHA", acquire, str(len(k)), *k, *head, *(r + "." for r in randoms)]
+
+        def release_call(k, leases):
+            return ["EVALSHA", release, str(len(k)), *k, *head,
+                    *(x for r, at in leases for x in (f"{r}.{at}", str(at)))]
+        return acquires_and_releases(acquire_call, release_call, 6, "bare")
 
     def cpu_per_request(run):
         before = redis.cpu_seconds()
@@ -255,8 +275,7 @@ def script_costs(redis, lua_dir, keys, seconds):
             "bare check": cpu_per_request(lambda: checks(scripts["bare check"])),
             "bare reserve + settle": cpu_per_request(
                 lambda: reserves_and_settles(scripts["bare reserve"], scripts["bare settle"])),
-            "acquire + release": cpu_per_request(
-                lambda: reserves_and_settles(scripts["reserve"], scripts["reserve"], lease=True)),
+            "acquire + release": cpu_per_request(floodgate_acquires_and_releases),
             "bare acquire + release": cpu_per_request(bare_acquires_and_releases),
         }
     finally:

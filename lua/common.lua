@@ -44,9 +44,9 @@ local PREPARE = {}
 --   MARK[kind] = function(key, now, p) -> at, mark, deficit: what a reservation just
 --     admitted on `key` remembers of it (core::ReservationMark).
 --   SETTLE[kind] = function(key, now, p, r, actual) -> the key's peek after charging
---     `actual` instead of r.estimate (r: at, estimate, mark, deficit, and for a lease
---     its id, member, which the key's sorted set holds; the driver refills r for the
---     next settle, so SETTLE reads it and keeps nothing of it).
+--     `actual` instead of r.estimate (r: at, estimate, mark, deficit; the driver refills
+--     r for the next settle, so SETTLE reads it and keeps nothing of it). A lease
+--     (concurrency) has neither: lua/concurrency.lua's cc_acquire and cc_release.
 local MARK = {}
 local SETTLE = {}
 -- The kinds whose state is a sorted set, not a string (the drivers read strings ahead).

@@ -3,12 +3,15 @@
 -- P = T, each lease one unit, so the same decisions as lua/sliding_log.lua and
 -- DecideSlidingLog in src/core/windows.h, which memory:// runs for this kind too.
 --
--- State: a sorted set with one member per lease, its id (the random part of its record's
--- key), scored by its acquire time. A sliding log numbers its runs so that a run of many
--- units is one member; a lease is always one unit, so its member needs no number, and a
--- release is one ZREM wherever the lease sits (a log's run in the middle would renumber
--- every later one). Every decision first drops the leases acquired at or before now - T,
--- as the sliding log drops its runs.
+-- State: a sorted set with one member per lease, scored by its acquire time. The member
+-- is the lease itself: '<16 random characters>.<T>.<N>.<acquire time>' (LEASE_MEMBER),
+-- which the lease's id carries with the key (src/store/redis), so a release needs no
+-- record: its ZREM finds the member or nothing, and a member it found, being one this
+-- script wrote, says the lease's T, N and acquire time truly. A sliding log numbers its
+-- runs so that a run of many units is one member; a lease is always one unit, so its
+-- member needs no number, and a release is one ZREM wherever the lease sits (a log's
+-- run in the middle would renumber every later one). Every decision first drops the
+-- leases acquired at or before now - T, as the sliding log drops its runs.
 SORTED_SET['cc'] = true
 
 -- How many leases a trimmed key holds: none when its newest lease (newest_time, nil
@@ -44,48 +47,74 @@ DECIDERS['cc'] = function(key, now, p, cost)
   return result(true, p.limit - count, 0, cc_reset(count, newest_time, now, p.period))
 end
 
--- The time of the lease cc_acquire added last (MARK['cc'] reads it).
-local cc_acquired_at
+-- A lease's member: its random part (the caller's: 16 characters, no dot), T, N, and its
+-- acquire time.
+local LEASE_MEMBER = '^[^.]+%.(%d+)%.(%d+)%.(%d+)$'
+PREPARE['cc'] = function(p)
+  p.lease_middle = '.' .. int_string(p.period) .. '.' .. int_string(p.limit) .. '.'
+  p.lease_px = int_string(ceil(p.period / 1000))  -- the key's TTL after an acquire: T
+end
 
--- Acquires lease `id` when fewer than N are held: the sliding log's decision at cost 1.
-local function cc_acquire(key, now, p, id)
+-- The acquire and the release below run once per request, and a Lua function call costs
+-- Redis about 1,500 instructions here (callgrind'd redis-server; a whole acquire +
+-- release is about 90,000): so each is one function, with the count, peek and TTL steps
+-- of the helpers above written out, and returns lua/reservation.lua's 7 values itself.
+
+-- An acquire: admitted when fewer than N leases are held (the sliding log's decision at
+-- cost 1), and then the lease is the member `random` .. '.T.N.' .. its acquire time.
+-- Returns 1, allowed, N, remaining, retry_after, reset_after, the acquire time (0 when
+-- denied).
+local function cc_acquire(key, now, p, random)
   local limit, period = p.limit, p.period
-  local count, newest_time
-  now, count, newest_time = cc_count(key, now, period)
+  local _, newest_time
+  now, _, newest_time = trim_log(key, now, period)
+  local count = 0
+  if newest_time and newest_time > now - period then count = redis.call('ZCARD', key) end
   if count < limit then
-    redis.call('ZADD', key, int_string(now), id)
+    local at = int_string(now)
+    redis.call('ZADD', key, at, random .. p.lease_middle .. at)
     -- The newest lease is now: reset = TTL = T.
-    expire(key, period)
-    cc_acquired_at = now
-    return result(true, limit - count - 1, 0, period)
+    redis.call('PEXPIRE', key, min_ttl_ms == 0 and p.lease_px or ttl_ms(period))
+    return 1, 1, limit, limit - count - 1, 0, period, now
   end
   -- The k-th oldest lease, k = count + 1 - N, frees the place the acquire needs.
   local kth = redis.call('ZRANGE', key, int_string(count - limit), int_string(count - limit),
                          'WITHSCORES')
-  return result(false, limit - count, tonumber(kth[2]) + period - now,
-                cc_reset(count, newest_time, now, period))
+  local allowed, remaining, retry, reset = result(false, limit - count,
+      tonumber(kth[2]) + period - now, cc_reset(count, newest_time, now, period))
+  return 1, allowed, limit, remaining, retry, reset, 0
 end
 
--- Reservations (docs/reservations.md): an acquire is a reserve of 1; its mark is the
--- lease's acquire time.
-MARK['cc'] = function(key, now, p)
-  return cc_acquired_at, cc_acquired_at, 0
-end
-
--- A release (SettleSlidingLog with the lease's one unit): now clamped and the key trimmed
--- as before a decision, the lease leaves (one already dropped by the trim leaves
--- nothing), then the key's peek. r.member is the lease's id, r.at its acquire time. Only
--- a settle at 0 comes here (lua/reservation.lua refuses any other:
--- core::kLeaseSettledAtACost).
--- The lease leaves first: the newest lease the trim then reads is the one the peek's
--- reset runs from, where trimming first read it twice when the lease leaving was the
--- newest (most releases: a key usually holds few leases). The clamp still counts the
--- lease that left, at r.at, as the trim before its removal would have.
-SETTLE['cc'] = function(key, now, p, r, actual)
-  local period = p.period
-  if redis.call('ZREM', key, r.member) == 1 and r.at > now then now = r.at end
+-- A release of the lease `member` at cost `actual` (SettleSlidingLog with the lease's one
+-- unit). Only a member an acquire wrote is ever found, so what a found one says of its
+-- lease (T, N, its acquire time) is what the acquire decided on, and the peek runs under
+-- that T and N, as a reservation's settle runs under its record's policy. At any cost but
+-- 0 it changes nothing: outcome 3 while the lease is held (core::kLeaseSettledAtACost),
+-- else 0 (no such lease) or 2 (its time is over). At 0 the lease leaves, then now is
+-- clamped and the key trimmed as before a decision, and the key's peek is returned. The
+-- lease leaves first: the newest lease the trim then reads is the one the peek's reset
+-- runs from (trimming first read it twice when the lease leaving was the newest: most
+-- releases, as a key usually holds few leases). The clamp still counts the lease that
+-- left, at its acquire time, as the trim before its removal would have.
+local function cc_release(key, now, member, actual)
+  local period, limit, at = string.match(member, LEASE_MEMBER)
+  if not at then return 0, 0, 0, 0, 0, 0, 0 end  -- no acquire writes such a member
+  period, limit, at = tonumber(period), tonumber(limit), tonumber(at)
+  local held = at + period > now
+  if actual ~= 0 then
+    if not redis.call('ZSCORE', key, member) then return 0, 0, 0, 0, 0, 0, 0 end
+    return held and 3 or 2, 0, 0, 0, 0, 0, 0
+  end
+  if redis.call('ZREM', key, member) == 0 then return 0, 0, 0, 0, 0, 0, 0 end
+  -- A lease past its time counted no more: its member only waited for a trim.
+  if not held then return 2, 0, 0, 0, 0, 0, 0 end
+  if at > now then now = at end
   local _, newest_time
   now, _, newest_time = trim_log(key, now, period)
-  local count = cc_held(key, newest_time, now, period)
-  return result(true, p.limit - count, 0, cc_reset(count, newest_time, now, period))
+  if newest_time and newest_time > now - period then
+    local remaining = limit - redis.call('ZCARD', key)
+    if remaining < 0 then remaining = 0 end
+    return 1, 1, limit, remaining, 0, newest_time + period - now, 0
+  end
+  return 1, 1, limit, limit, 0, 0, 0
 end

@@ -5,17 +5,23 @@
 --           n, then per operation either
 --     'r', policy number 1..p, now, estimate, hold_us   (2 KEYS: the limit's key, the
 --                                                         record's)
---     's', now, actual                                   (1 KEY: the record's)}
+--     's', now, actual                                   (1 KEY: the record's)
+--     'a', policy number 1..p, now, random               (1 KEY: the concurrency key)
+--     'l', now, actual, member                           (1 KEY: the concurrency key)}
 --   now: '' = the server clock.
 -- A reserve decides the limit's key at cost = estimate and, when allowed, writes the
 -- record: what the settle needs (the policy, the mark, when the hold ends, the limit's
 -- key), expiring with the hold. A settle reads and deletes the record, then settles the
 -- limit's key. The record's key is in the limit key's slot (the caller picks it so), so a
--- cluster node holds both. A concurrency reserve is an acquire: its lease's id is the
--- record key's random part (lua/concurrency.lua). Returns 6 integers per operation:
--- outcome (1 done; a settle's 0: no such record, 2: its hold had ended, 3: a lease
--- settled at a cost, refused and still held), allowed, limit, remaining, retry_after_us,
--- reset_after_us; then the server clock it read (0: none).
+-- cluster node holds both. A concurrency limit's reserve is an acquire ('a'), which keeps
+-- no record: its lease is a member of the key, '<random>.<T>.<N>.<acquire time>' (random:
+-- the caller's 16 characters; lua/concurrency.lua); its release ('l', a settle at
+-- `actual`) names that member, which the lease's id carries. Returns 7 integers per
+-- operation: outcome (1 done; a settle's or release's 0: no such record or lease, 2: its
+-- hold or lease time had ended, 3: a lease settled at a cost, refused and still held),
+-- allowed, limit, remaining, retry_after_us, reset_after_us, and an admitted acquire's
+-- acquire time (the end of its member; 0 for any other); then the server clock it read
+-- (0: none).
 -- Every argument is checked before any operation runs.
 -- Locals: the parse below reads them a few times per operation (1.6% of a reserve +
 -- settle's Redis instructions as globals, measured).
@@ -25,7 +31,8 @@ local n = p_count and FG.parse_int(ARGV[2 + 4 * p_count] or '', 1, 1024)
 if not n then
   return redis.error_reply('floodgate: expected ARGV = {p, p x (kind, limit, period_us, '
                            .. 'burst), n, then per operation r, policy, now, estimate, '
-                           .. 'hold_us or s, now, actual}')
+                           .. 'hold_us or s, now, actual or a, policy, now, prefix or l, '
+                           .. 'now, actual, member}')
 end
 local policies, bad_policy = FG.argv_policies(p_count)
 if not policies then return bad_policy end
@@ -35,19 +42,21 @@ if not policies then return bad_policy end
 -- settle, measured).
 local policy_of, cost_of, hold_of = {}, {}, {}
 local cached = FG.cached_int
--- The operations, parsed: per operation i, its policy (false: a settle), now argument,
--- cost (the estimate or the actual), hold, and keys. Flat arrays: no table per operation.
+-- The operations, parsed: per operation i, its policy (false: a settle or release), now
+-- argument, cost (the estimate or the actual), hold, keys, and for an acquire or release
+-- its lease's random part or member (op_lease). Flat arrays: no table per operation.
 local op_policy, op_now, op_cost, op_hold, op_key, op_record = {}, {}, {}, {}, {}, {}
+local op_lease = {}
 local a, k = 3 + 4 * p_count, 1
 local needs_clock = false
 for i = 1, n do
   local op = ARGV[a]
-  local is_reserve = op == 'r'
-  local now_arg = ARGV[a + (is_reserve and 2 or 1)] or ''
+  local takes = op == 'r' or op == 'a'  -- a policy, before now
+  local now_arg = ARGV[a + (takes and 2 or 1)] or ''
   local why
   if now_arg ~= '' and not FG.parse_int(now_arg, 0, FG.MAX_TIME) then
     why = 'now must be empty or an integer count of microseconds'
-  elseif is_reserve then
+  elseif op == 'r' then
     local p_arg, estimate_arg, hold_arg = ARGV[a + 1] or '', ARGV[a + 3] or '', ARGV[a + 4] or ''
     local p = policy_of[p_arg] or cached(policy_of, p_arg, 1, p_count)
     local estimate = cost_of[estimate_arg] or cached(cost_of, estimate_arg, 0, FG.MAX_COST)
@@ -62,6 +71,8 @@ for i = 1, n do
       why = 'estimate must be at least 1'
     elseif not KEYS[k + 1] then
       why = 'a reserve takes 2 keys'
+    elseif policies[p].kind == 'cc' then
+      why = 'a concurrency limit takes leases: acquire (a), not reserve'
     else
       op_policy[i], op_cost[i], op_hold[i] = policies[p], estimate, hold
       op_key[i], op_record[i] = KEYS[k], KEYS[k + 1]
@@ -78,8 +89,36 @@ for i = 1, n do
       op_policy[i], op_cost[i], op_record[i] = false, actual, KEYS[k]
     end
     a, k = a + 3, k + 1
+  elseif op == 'a' then
+    local p_arg, random = ARGV[a + 1] or '', ARGV[a + 3] or ''
+    local p = policy_of[p_arg] or cached(policy_of, p_arg, 1, p_count)
+    if not p then
+      why = 'policy number out of range'
+    elseif policies[p].kind ~= 'cc' then
+      why = 'only a concurrency limit acquires'
+    elseif #random ~= 16 or find(random, '.', 1, true) then
+      why = "a lease's random part is 16 characters, none a dot"
+    elseif not KEYS[k] then
+      why = 'an acquire takes 1 key'
+    else
+      op_policy[i], op_cost[i], op_key[i], op_lease[i] = policies[p], 1, KEYS[k], random
+    end
+    a, k = a + 4, k + 1
+  elseif op == 'l' then
+    local actual_arg, member = ARGV[a + 2] or '', ARGV[a + 3] or ''
+    local actual = cost_of[actual_arg] or cached(cost_of, actual_arg, 0, FG.MAX_COST)
+    if not actual then
+      why = 'cost must be an integer in [0, 1000000000]'
+    elseif #member == 0 then
+      why = 'a release names a member'
+    elseif not KEYS[k] then
+      why = 'a release takes 1 key'
+    else
+      op_policy[i], op_cost[i], op_key[i], op_lease[i] = false, actual, KEYS[k], member
+    end
+    a, k = a + 4, k + 1
   else
-    why = 'operation must be r (reserve) or s (settle)'
+    why = 'operation must be r (reserve), s (settle), a (acquire) or l (release)'
   end
   if why then return redis.error_reply(string.format('floodgate: operation %d: %s', i, why)) end
   op_now[i] = now_arg
@@ -116,7 +155,8 @@ local op_kind = {}
 do
   local wanted = {}
   for i = 1, n do
-    if op_policy[i] then
+    if op_lease[i] then  -- nothing to read ahead: a sorted set, and no record
+    elseif op_policy[i] then
       local key = op_key[i]
       if not SORTED_SET[op_policy[i].kind] and known[key] == nil then
         known[key] = false  -- a placeholder, overwritten by the read
@@ -131,7 +171,7 @@ do
   -- The records' limits: parsed once here, so each settle below finds its policy.
   wanted = {}
   for i = 1, n do
-    local raw = not op_policy[i] and records[op_record[i]]
+    local raw = not op_policy[i] and not op_lease[i] and records[op_record[i]]
     if raw then
       if #raw <= RECORD_HEAD then corrupt() end
       local colon = find(raw, ':', RECORD_HEAD + 1, true)
@@ -161,19 +201,9 @@ local function hold_px(hold)
   return px
 end
 
--- A lease's id: its record key's random part (docs/leases.md).
-local function lease_id(record)
-  return string.sub(record, -16)
-end
-
 local function reserve(i, now)
   local p, key, estimate, hold = op_policy[i], op_key[i], op_cost[i], op_hold[i]
-  local allowed, remaining, retry, reset
-  if p.kind == 'cc' then  -- an acquire (estimate 1)
-    allowed, remaining, retry, reset = cc_acquire(key, now, p, lease_id(op_record[i]))
-  else
-    allowed, remaining, retry, reset = p.decide(key, now, p, estimate)
-  end
+  local allowed, remaining, retry, reset = p.decide(key, now, p, estimate)
   if allowed == 1 then
     local at, mark, deficit = MARK[p.kind](key, now, p)
     local record = struct.pack(RECORD_NUMBERS, p.limit, p.period, p.burst, at, estimate, mark,
@@ -181,7 +211,7 @@ local function reserve(i, now)
     redis.call('SET', op_record[i], record, 'PX', hold_px(hold))
     records[op_record[i]] = record
   end
-  return 1, allowed, p.limit, remaining, retry, reset
+  return 1, allowed, p.limit, remaining, retry, reset, 0
 end
 
 -- Settled records, deleted together at the end (one call): a record is read by nothing
@@ -193,16 +223,16 @@ local reservation = {}
 local function settle(i, now)
   local record = op_record[i]
   local raw = records[record]
-  if not raw then return 0, 0, 0, 0, 0, 0 end
+  if not raw then return 0, 0, 0, 0, 0, 0, 0 end
   local limit, period, burst, at, estimate, mark, deficit, ends =
       struct.unpack(RECORD_NUMBERS, raw)
   local kind = op_kind[i]
-  if ends > now and kind == 'cc' and op_cost[i] ~= 0 then
-    return 3, 0, 0, 0, 0, 0  -- a lease settled at a cost: refused, still held
-  end
+  -- A lease of an earlier floodgate kept a record (kind 'cc'); leases keep none now, and
+  -- such a lease frees itself at the end of its lease time.
+  if kind == 'cc' then return 0, 0, 0, 0, 0, 0, 0 end
   records[record] = false
   settled[#settled + 1] = record
-  if ends <= now then return 2, 0, 0, 0, 0, 0 end
+  if ends <= now then return 2, 0, 0, 0, 0, 0, 0 end
   -- The record's policy, prepared once per call: its kind and 3 first numbers name it.
   -- The previous settle's usually matches (a call's settles mostly share their policy):
   -- compared as numbers, without building the name.
@@ -220,19 +250,34 @@ local function settle(i, now)
   -- One table for every settle's reservation: SETTLE reads it and keeps nothing.
   reservation.at, reservation.estimate, reservation.mark = at, estimate, mark
   reservation.deficit = deficit
-  reservation.member = kind == 'cc' and lease_id(record) or nil
   local allowed, remaining, retry, reset =
       SETTLE[kind](op_key[i], now, p, reservation, op_cost[i])
-  return 1, allowed, p.limit, remaining, retry, reset
+  return 1, allowed, p.limit, remaining, retry, reset, 0
 end
 
+-- The operations, in order. An acquire and a release are each one call into
+-- lua/concurrency.lua (which returns their 7 values), and the clock is set inline, as
+-- FG.set_clock does: every function call costs Redis about 1,500 instructions here.
 for i = 1, n do
-  local now = FG.set_clock(op_now[i], clock)
-  local o = 6 * (i - 1)
-  if op_policy[i] then
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = reserve(i, now)
+  local now_arg, now = op_now[i], clock
+  if now_arg == '' then
+    min_ttl_ms = 0
   else
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = settle(i, now)
+    min_ttl_ms, now = EXPLICIT_NOW_MIN_TTL_MS, tonumber(now_arg)
+  end
+  local o = 7 * (i - 1)
+  local p, lease = op_policy[i], op_lease[i]
+  if lease then
+    if p then
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] =
+          cc_acquire(op_key[i], now, p, lease)
+    else
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] =
+          cc_release(op_key[i], now, lease, op_cost[i])
+    end
+  else
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] =
+        (p and reserve or settle)(i, now)
   end
 end
 -- A record a reserve wrote after its settle in this call (a colliding random id) stays.

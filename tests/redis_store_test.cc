@@ -393,6 +393,55 @@ TEST(RedisMulti, OnErrorAnswersForTheWholeRequest) {
   }
 }
 
+// A Redis lease keeps no record (docs/leases.md): its id is its key and its member, and
+// only the true id releases it. Ids forged from a true one (another random part, a shorter
+// lease time, which would trim other leases) find nothing and change nothing, whatever
+// the key's bytes; the longest key's id stays within kMaxReservationIdBytes.
+TEST_F(RedisTest, ALeaseIdIsItsKeyAndMemberAndOnlyTheTrueOneReleases) {
+  auto store = OpenRedis(Url());
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("concurrency:2,lease=30s");
+  for (const std::string& key :
+       {std::string("tenant\r\n\0:7", 11), std::string(kMaxKeyBytes, 'k')}) {
+    SCOPED_TRACE(key.size());
+    EXPECT_EQ(server_->Cli({"FLUSHALL"}), "OK\n");
+    const auto lease = store->Acquire(AcquireRequest{key, policy, std::nullopt});
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    ASSERT_TRUE(lease->decision.allowed);
+    EXPECT_EQ(lease->decision.remaining, 1);
+    const std::string& id = lease->id;
+    EXPECT_LE(id.size(), kMaxReservationIdBytes);
+    EXPECT_EQ(id.find('.'), id.find_first_of(".+/=\r\n,"));  // base64url, then the member
+    EXPECT_EQ(server_->Cli({"DBSIZE"}), "1\n");              // the key alone: no record
+    const auto held = [&] {
+      auto peek = store->Decide({key, policy, 0, std::nullopt});
+      return peek.ok() ? policy.limit - peek->remaining : -1;
+    };
+    const std::size_t member = id.find('.') + 1;
+    std::string other_random = id;
+    other_random[member] = other_random[member] == '0' ? '1' : '0';
+    std::string shorter_lease = id;
+    const std::size_t t = shorter_lease.find(".30000000.");
+    ASSERT_NE(t, std::string::npos) << id;
+    shorter_lease.replace(t, 10, ".1000.");
+    for (const std::string& forged : {other_random, shorter_lease, "!!." + id.substr(member),
+                                      id.substr(0, member), id.substr(0, member) + "x.1.1.1"}) {
+      SCOPED_TRACE(forged);
+      const auto released = store->Release(ReleaseRequest{forged, std::nullopt});
+      EXPECT_TRUE(absl::IsNotFound(released.status())) << released.status();
+      EXPECT_EQ(held(), 1);
+    }
+    const auto at_a_cost = store->Settle(SettleRequest{id, 1, std::nullopt});
+    EXPECT_TRUE(absl::IsInvalidArgument(at_a_cost.status())) << at_a_cost.status();
+    EXPECT_EQ(held(), 1);
+    const auto released = store->Release(ReleaseRequest{id, std::nullopt});
+    ASSERT_TRUE(released.ok()) << released.status();
+    EXPECT_EQ(released->remaining, 2);
+    EXPECT_EQ(held(), 0);
+    EXPECT_TRUE(absl::IsNotFound(store->Release(ReleaseRequest{id, std::nullopt}).status()));
+  }
+}
+
 // Redis down (docs/leases.md): an acquire, alone or in a multi-decision, is answered by
 // on_error within the timeout and never holds a lease: fail_open admits with nothing to
 // release, fail_closed and local deny.
@@ -640,7 +689,7 @@ TEST_F(RedisTest, SettlesOfInterleavedPoliciesInOneCallAnswerAsAlone) {
   const std::vector<int> policy_of = {1, 2, 3, 1, 3, 2};
   const std::vector<int> actual_of = {0, 1, 5, 2, 0, 3};
   const std::size_t n = policy_of.size();
-  // Each operation's 6 integers, one per line as redis-cli prints them (the clock last).
+  // Each operation's 7 integers, one per line as redis-cli prints them (the clock last).
   const auto lines = [](const std::string& reply) {
     std::vector<std::string> out;
     std::istringstream in(reply);
@@ -672,17 +721,17 @@ TEST_F(RedisTest, SettlesOfInterleavedPoliciesInOneCallAnswerAsAlone) {
     return lines(server_->Cli(args));
   };
   const std::vector<std::string> reserved = reserve("one:", 0, n);
-  ASSERT_EQ(reserved.size(), 6 * n + 1) << ::testing::PrintToString(reserved);
+  ASSERT_EQ(reserved.size(), 7 * n + 1) << ::testing::PrintToString(reserved);
   const std::vector<std::string> together = settle("one:", 0, n);
-  ASSERT_EQ(together.size(), 6 * n + 1) << ::testing::PrintToString(together);
+  ASSERT_EQ(together.size(), 7 * n + 1) << ::testing::PrintToString(together);
   for (std::size_t i = 0; i < n; ++i) {
     SCOPED_TRACE(i);
-    ASSERT_EQ(reserve("alone:", i, 1).size(), 7u);
+    ASSERT_EQ(reserve("alone:", i, 1).size(), 8u);
     const std::vector<std::string> alone = settle("alone:", i, 1);
-    ASSERT_EQ(alone.size(), 7u);
+    ASSERT_EQ(alone.size(), 8u);
     EXPECT_EQ(alone[0], "1");  // settled
-    EXPECT_EQ(std::vector<std::string>(together.begin() + 6 * i, together.begin() + 6 * i + 6),
-              std::vector<std::string>(alone.begin(), alone.begin() + 6));
+    EXPECT_EQ(std::vector<std::string>(together.begin() + 7 * i, together.begin() + 7 * i + 7),
+              std::vector<std::string>(alone.begin(), alone.begin() + 7));
   }
 }
 

@@ -3,6 +3,7 @@
 // reserve and settle on one key. The vectors run in conformance_test.
 #include <floodgate/limiter.h>
 #include <floodgate/memory_store.h>
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -18,16 +19,15 @@
 namespace floodgate {
 namespace {
 
-using ::testing::HasSubstr;
 using std::chrono::microseconds;
+using ::testing::HasSubstr;
 
 const TimePoint kT0{microseconds(1'700'000'000'000'000)};
 
 TEST(Reservations, RefuseBadInputWithTheReason) {
   Limiter limiter(std::make_unique<MemoryStore>());
   const Policy gcra = *Policy::Parse("gcra:10/1s");
-  const auto reserve_error = [&](std::string_view key, std::int64_t estimate,
-                                 microseconds hold) {
+  const auto reserve_error = [&](std::string_view key, std::int64_t estimate, microseconds hold) {
     auto r = limiter.ReserveAt(kT0, key, gcra, estimate, hold);
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
     return std::string(MessageOf(r.status()));
@@ -43,7 +43,9 @@ TEST(Reservations, RefuseBadInputWithTheReason) {
   auto settled = limiter.SettleAt(kT0, reservation->id, -1);
   EXPECT_THAT(MessageOf(settled.status()), HasSubstr("actual must be between 0 and"));
   settled = limiter.SettleAt(kT0, std::string(kMaxReservationIdBytes + 1, 'a'), 1);
-  EXPECT_THAT(MessageOf(settled.status()), HasSubstr("reservation id must be 1 to 64 bytes"));
+  EXPECT_THAT(
+      MessageOf(settled.status()),
+      HasSubstr(fmt::format("reservation id must be 1 to {} bytes", kMaxReservationIdBytes)));
   // Refused settles changed nothing: the reservation is still there to settle.
   EXPECT_TRUE(limiter.SettleAt(kT0, reservation->id, 2).ok());
 }
@@ -56,8 +58,8 @@ TEST(Reservations, UnknownIdsAreNotFoundAndChangeNothing) {
   ASSERT_EQ(reservation->id.size(), 16u);
   std::string other = reservation->id;
   other.back() = other.back() == '0' ? '1' : '0';
-  for (const std::string& id : {other, std::string("not-an-id"), std::string("0000000000000000"),
-                                reservation->id + "0"}) {
+  for (const std::string& id :
+       {other, std::string("not-an-id"), std::string("0000000000000000"), reservation->id + "0"}) {
     auto settled = limiter.SettleAt(kT0, id, 0);
     EXPECT_EQ(settled.status().code(), absl::StatusCode::kNotFound) << id;
     EXPECT_THAT(MessageOf(settled.status()), HasSubstr("unknown reservation")) << id;

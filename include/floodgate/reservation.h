@@ -20,8 +20,10 @@ namespace floodgate {
 inline constexpr std::chrono::microseconds kDefaultHold = std::chrono::minutes(5);
 inline constexpr std::chrono::microseconds kMinHold = std::chrono::milliseconds(1);
 inline constexpr std::chrono::microseconds kMaxHold = std::chrono::hours(24);
-// Reservation ids are opaque strings of at most this many bytes.
-inline constexpr std::size_t kMaxReservationIdBytes = 64;
+// Reservation ids are opaque strings of at most this many bytes: a Redis lease's id
+// carries its key (docs/leases.md), base64url: 683 bytes for a key of kMaxKeyBytes, and
+// a dot and its member, at most 53 more.
+inline constexpr std::size_t kMaxReservationIdBytes = 768;
 
 struct ReserveRequest {
   std::string_view key;  // 1..kMaxKeyBytes bytes, binary-safe

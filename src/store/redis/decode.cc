@@ -46,35 +46,39 @@ absl::StatusOr<DecodedReply> DecodeDecisions(const redisReply& reply,
   return decoded;
 }
 
-absl::StatusOr<std::vector<absl::StatusOr<Decision>>> DecodeReservations(const redisReply& reply,
-                                                                         std::size_t operations) {
-  const std::size_t expected = operations * 6 + 1;
+absl::StatusOr<std::vector<ReservationAnswer>> DecodeReservations(const redisReply& reply,
+                                                                  std::size_t operations) {
+  constexpr std::size_t kFields = 7;
+  const std::size_t expected = operations * kFields + 1;
   if (reply.type != REDIS_REPLY_ARRAY || reply.elements != expected) {
     return absl::InternalError("answered a reservation with an unexpected reply");
   }
-  std::vector<absl::StatusOr<Decision>> answers;
+  std::vector<ReservationAnswer> answers;
   answers.reserve(operations);
   for (std::size_t i = 0; i < operations; ++i) {
-    const redisReply* const* e = reply.element + i * 6;
+    const redisReply* const* e = reply.element + i * kFields;
     bool integers = true;
-    for (int j = 0; j < 6; ++j) integers = integers && e[j]->type == REDIS_REPLY_INTEGER;
+    for (std::size_t j = 0; j < kFields; ++j) {
+      integers = integers && e[j]->type == REDIS_REPLY_INTEGER;
+    }
     if (integers && e[0]->integer == 0) {
       answers.push_back(
-          absl::NotFoundError("unknown reservation: never made, or settled already, or expired"));
+          {absl::NotFoundError("unknown reservation: never made, or settled already, or expired")});
       continue;
     }
     if (integers && e[0]->integer == 2) {
       answers.push_back(
-          absl::NotFoundError("reservation expired (it stays charged at its estimate)"));
+          {absl::NotFoundError("reservation expired (it stays charged at its estimate)")});
       continue;
     }
     if (integers && e[0]->integer == 3) {
-      answers.push_back(absl::InvalidArgumentError(core::kLeaseSettledAtACost));
+      answers.push_back({absl::InvalidArgumentError(core::kLeaseSettledAtACost)});
       continue;
     }
     if (!integers || e[0]->integer != 1 || (e[1]->integer != 0 && e[1]->integer != 1) ||
-        e[2]->integer < 1 || e[3]->integer < 0 || e[4]->integer < -1 || e[5]->integer < 0) {
-      answers.push_back(absl::InternalError("answered a reservation with values out of range"));
+        e[2]->integer < 1 || e[3]->integer < 0 || e[4]->integer < -1 || e[5]->integer < 0 ||
+        e[6]->integer < 0) {
+      answers.push_back({absl::InternalError("answered a reservation with values out of range")});
       continue;
     }
     Decision d;
@@ -83,7 +87,7 @@ absl::StatusOr<std::vector<absl::StatusOr<Decision>>> DecodeReservations(const r
     d.remaining = e[3]->integer;
     d.retry_after = std::chrono::microseconds(e[4]->integer);
     d.reset_after = std::chrono::microseconds(e[5]->integer);
-    answers.push_back(d);
+    answers.push_back({d, e[6]->integer});
   }
   return answers;
 }

@@ -24,13 +24,20 @@ struct DecodedReply {
 // a last one, lua/batch.lua's clock, a non-negative integer); an error for one decision
 // when its four are not integers or are out of range.
 absl::StatusOr<DecodedReply> DecodeDecisions(const redisReply& reply,
-                                             std::span<const std::int64_t> limits,
-                                             bool with_clock);
+                                             std::span<const std::int64_t> limits, bool with_clock);
 
-// lua/reservation.lua's reply: 6 integers per operation (outcome, allowed, limit,
-// remaining, retry_after µs, reset_after µs), then the clock. Outcome 0 (no such record)
-// and 2 (its hold had ended) are NotFound; values out of range an error for that one.
-absl::StatusOr<std::vector<absl::StatusOr<Decision>>> DecodeReservations(const redisReply& reply,
-                                                                         std::size_t operations);
+// One operation of lua/reservation.lua's reply: its decision, and for an admitted acquire
+// the lease's acquire time (µs, the end of its member; 0 for any other).
+struct ReservationAnswer {
+  absl::StatusOr<Decision> decision;
+  std::int64_t acquired_at = 0;
+};
+
+// lua/reservation.lua's reply: 7 integers per operation (outcome, allowed, limit,
+// remaining, retry_after µs, reset_after µs, acquire time), then the clock. Outcome 0 (no
+// such record or lease) and 2 (its hold or lease time had ended) are NotFound, 3 (a lease
+// settled at a cost) InvalidArgument; values out of range an error for that one.
+absl::StatusOr<std::vector<ReservationAnswer>> DecodeReservations(const redisReply& reply,
+                                                                  std::size_t operations);
 
 }  // namespace floodgate::redis

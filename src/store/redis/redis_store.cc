@@ -2,6 +2,7 @@
 #include <absl/container/inlined_vector.h>
 #include <absl/random/random.h>
 #include <absl/status/status.h>
+#include <absl/strings/escaping.h>
 #include <floodgate/memory_store.h>
 #include <floodgate/redis_store.h>
 #include <fmt/format.h>
@@ -125,8 +126,13 @@ struct PendingDecision {
   UnitMode mode = UnitMode::kSingle;
   std::int64_t release_at = 0;  // kRelease: when the items were admitted
   // kReserve: the record's key (the item's is the limit's) and the hold. kSettle: the
-  // item's key is the record's, its cost the actual.
+  // item's key is the record's, its cost the actual. A lease keeps no record
+  // (lua/concurrency.lua): its acquire (kReserve) and release (kSettle) name the
+  // concurrency key as the item's, and `lease` holds the lease's random part or its
+  // member; the reply gives an admitted acquire's time, kept in acquired_at.
   std::string record_key;
+  std::string lease;
+  std::int64_t acquired_at = 0;
   std::int64_t hold_us = 0;
   std::optional<std::int64_t> now_us;
   Steady::time_point deadline;
@@ -401,18 +407,36 @@ class RedisStore::Impl {
     return fmt::format("{}res:{{{}}}:{:016x}", options_.prefix, redis::SlotTag(slot), random);
   }
 
-  void SubmitReservation(UnitMode mode, PendingItem item, std::string record_key,
+  // A lease's id: the caller's key (base64url, unpadded: keys are binary), a dot, and the
+  // lease's member in its key (lua/concurrency.lua: 16 random hex digits, T, N and the
+  // acquire time, dot-separated). The release needs nothing else, so no record is kept:
+  // the member is found by its ZREM or the lease is not held. At most
+  // kMaxReservationIdBytes (include/floodgate/reservation.h).
+  static std::string LeaseId(std::string_view key, std::string_view random, const Policy& policy,
+                             std::int64_t acquired_at) {
+    return fmt::format("{}.{}.{}.{}.{}",
+                       absl::WebSafeBase64Escape(absl::string_view(key.data(), key.size())), random,
+                       policy.period.count(), policy.limit, acquired_at);
+  }
+
+  // `done` gets the decision and, for an admitted acquire, its lease's acquire time.
+  void SubmitReservation(UnitMode mode, PendingItem item, std::string record_key, std::string lease,
                          std::int64_t hold_us, std::optional<TimePoint> now,
-                         DecisionCallback done) {
+                         absl::AnyInvocable<void(absl::StatusOr<Decision>, std::int64_t)> done) {
     auto pending = std::make_shared<PendingDecision>();
     pending->mode = mode;
     pending->items.push_back(std::move(item));
     pending->record_key = std::move(record_key);
+    pending->lease = std::move(lease);
     pending->hold_us = hold_us;
     if (now) pending->now_us = now->time_since_epoch().count();
     const Steady::time_point at = Steady::now();
     pending->deadline = at + options_.timeout;
-    pending->done = std::move(done);
+    // The unit outlives the call of its own `done` (Complete calls it through the unit).
+    pending->done = [unit = pending.get(),
+                     done = std::move(done)](absl::StatusOr<Decision> d) mutable {
+      done(std::move(d), unit->acquired_at);
+    };
     Dispatch(std::move(pending), at);
   }
 
@@ -428,17 +452,23 @@ class RedisStore::Impl {
     const std::size_t key_at = redis_key.size() - request.key.size();
     // As this process's clock sees it (Redis decides on its own).
     const TimePoint expires = (request.now ? *request.now : SystemNow()) + request.hold;
+    const bool lease = kind == StateKind::kConcurrency;
+    std::string lease_random = lease ? fmt::format("{:016x}", random) : std::string();
     SubmitReservation(
         UnitMode::kReserve,
         PendingItem{std::move(redis_key), key_at, request.policy, request.estimate, kind},
-        RecordKey(slot, random), request.hold.count(), request.now,
-        [slot, random, expires, done = std::move(done)](absl::StatusOr<Decision> d) mutable {
+        lease ? std::string() : RecordKey(slot, random), lease_random, request.hold.count(),
+        request.now,
+        [slot, random, expires, lease_random, policy = request.policy,
+         key = lease ? std::string(request.key) : std::string(),
+         done = std::move(done)](absl::StatusOr<Decision> d, std::int64_t acquired_at) mutable {
           if (!d.ok()) return done(d.status());
           Reservation reservation;
           reservation.decision = *d;
           // A degraded answer (on_error) holds no record: there is nothing to settle.
           if (d->allowed && !d->degraded) {
-            reservation.id = fmt::format("{:04x}{:016x}", slot, random);
+            reservation.id = lease_random.empty() ? fmt::format("{:04x}{:016x}", slot, random)
+                                                  : LeaseId(key, lease_random, policy, acquired_at);
             reservation.expires = expires;
           }
           done(std::move(reservation));
@@ -446,21 +476,38 @@ class RedisStore::Impl {
   }
 
   void Settle(const SettleRequest& request, DecisionCallback done) {
+    const std::string_view id = request.id;
+    auto settled = [done = std::move(done)](absl::StatusOr<Decision> d, std::int64_t) mutable {
+      done(std::move(d));
+    };
+    if (const std::size_t dot = id.find('.'); dot != std::string_view::npos) {  // a lease
+      std::string key;
+      if (!absl::WebSafeBase64Unescape(absl::string_view(id.data(), dot), &key) || key.empty() ||
+          key.size() > kMaxKeyBytes || dot + 1 == id.size()) {
+        return settled(absl::NotFoundError("unknown lease: not an id this store made"), 0);
+      }
+      std::string redis_key = RedisKey(StateKind::kConcurrency, key);
+      const std::size_t key_at = redis_key.size() - key.size();
+      return SubmitReservation(UnitMode::kSettle,
+                               PendingItem{std::move(redis_key), key_at, Policy{}, request.actual,
+                                           StateKind::kConcurrency},
+                               std::string(), std::string(id.substr(dot + 1)), 0, request.now,
+                               std::move(settled));
+    }
     unsigned slot = 0;
     std::uint64_t random = 0;
-    const std::string_view id = request.id;
     const auto hex = [](std::string_view text, auto& value) {
       const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value, 16);
       return error == std::errc() && end == text.data() + text.size();
     };
     if (id.size() != 20 || !hex(id.substr(0, 4), slot) || !hex(id.substr(4), random) ||
         slot >= static_cast<unsigned>(redis::kClusterSlots)) {
-      return done(absl::NotFoundError("unknown reservation: not an id this store made"));
+      return settled(absl::NotFoundError("unknown reservation: not an id this store made"), 0);
     }
     SubmitReservation(UnitMode::kSettle,
                       PendingItem{RecordKey(static_cast<int>(slot), random), 0, Policy{},
                                   request.actual, StateKind::kGcra},
-                      std::string(), 0, request.now, std::move(done));
+                      std::string(), std::string(), 0, request.now, std::move(settled));
   }
 
   // Any thread. Sends a unit on its way: on a cluster to the I/O thread, which routes it
@@ -1095,7 +1142,7 @@ class RedisStore::Impl {
     };
     std::size_t keys = 0, groups = 0;
     for (const auto& p : chunk) {
-      keys += p->items.size() + (p->mode == UnitMode::kReserve);
+      keys += p->items.size() + (p->mode == UnitMode::kReserve && p->lease.empty());
       groups += grouped(*p);
     }
     // Decimal arguments, kept alive until the command is formatted (the vector is sized
@@ -1115,7 +1162,7 @@ class RedisStore::Impl {
     args.push_back(number(std::to_string(keys)));
     for (const auto& p : chunk) {
       for (const PendingItem& item : p->items) args.push_back(item.redis_key);
-      if (p->mode == UnitMode::kReserve) args.push_back(p->record_key);
+      if (p->mode == UnitMode::kReserve && p->lease.empty()) args.push_back(p->record_key);
     }
     // The distinct policies of a batch or of reservations, sent once: p, then 4 values each.
     const auto append_policies = [&](const std::vector<const PendingItem*>& policies) {
@@ -1134,7 +1181,12 @@ class RedisStore::Impl {
       std::size_t k = 0;
       for (const auto& p : chunk) {
         const PendingItem& item = p->item();
-        if (p->mode == UnitMode::kReserve) {
+        if (p->mode == UnitMode::kReserve && !p->lease.empty()) {
+          args.push_back("a");
+          args.push_back(number(std::to_string(policy_of[k++])));
+          args.push_back(number(now_arg(*p)));
+          args.push_back(p->lease);
+        } else if (p->mode == UnitMode::kReserve) {
           args.push_back("r");
           args.push_back(number(std::to_string(policy_of[k++])));
           args.push_back(number(now_arg(*p)));
@@ -1142,9 +1194,10 @@ class RedisStore::Impl {
           args.push_back(number(std::to_string(p->hold_us)));
         } else {
           ++k;
-          args.push_back("s");
+          args.push_back(p->lease.empty() ? "s" : "l");
           args.push_back(number(now_arg(*p)));
           args.push_back(number(std::to_string(item.cost)));
+          if (!p->lease.empty()) args.push_back(p->lease);
         }
       }
     } else if (single) {  // lua/single.lua: kind, now, limit, period, burst, cost
@@ -1268,7 +1321,10 @@ class RedisStore::Impl {
         for (auto& p : chunk) Complete(*p, error);
         return;
       }
-      for (std::size_t i = 0; i < chunk.size(); ++i) Complete(*chunk[i], std::move((*decoded)[i]));
+      for (std::size_t i = 0; i < chunk.size(); ++i) {
+        chunk[i]->acquired_at = (*decoded)[i].acquired_at;
+        Complete(*chunk[i], std::move((*decoded)[i].decision));
+      }
       return;
     }
     const bool single = chunk.size() == 1 && chunk[0]->single();
