@@ -57,8 +57,9 @@ end
 
 -- The acquire and the release below run once per request, and a Lua function call costs
 -- Redis about 1,500 instructions here (callgrind'd redis-server; a whole acquire +
--- release is about 90,000): so each is one function, with the count, peek and TTL steps
--- of the helpers above written out, and returns lua/reservation.lua's 7 values itself.
+-- release is about 85,000): so each is one function, with the trim (trim_log), count,
+-- peek and TTL steps of the helpers written out, and returns lua/reservation.lua's 7
+-- values itself.
 
 -- An acquire: admitted when fewer than N leases are held (the sliding log's decision at
 -- cost 1), and then the lease is the member `random` .. '.T.N.' .. its acquire time.
@@ -66,12 +67,15 @@ end
 -- denied).
 local function cc_acquire(key, now, p, random)
   local limit, period = p.limit, p.period
-  local _, newest_time
-  now, _, newest_time = trim_log(key, now, period)
+  local newest_time = tonumber(redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2])
   local count = 0
-  if newest_time and newest_time > now - period then count = redis.call('ZCARD', key) end
+  if newest_time then
+    if newest_time > now then now = newest_time end
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - period))
+    if newest_time > now - period then count = redis.call('ZCARD', key) end
+  end
   if count < limit then
-    local at = int_string(now)
+    local at = format('%d', now)
     redis.call('ZADD', key, at, random .. p.lease_middle .. at)
     -- The newest lease is now: reset = TTL = T.
     redis.call('PEXPIRE', key, min_ttl_ms == 0 and p.lease_px or ttl_ms(period))
@@ -109,12 +113,15 @@ local function cc_release(key, now, member, actual)
   -- A lease past its time counted no more: its member only waited for a trim.
   if not held then return 2, 0, 0, 0, 0, 0, 0 end
   if at > now then now = at end
-  local _, newest_time
-  now, _, newest_time = trim_log(key, now, period)
-  if newest_time and newest_time > now - period then
-    local remaining = limit - redis.call('ZCARD', key)
-    if remaining < 0 then remaining = 0 end
-    return 1, 1, limit, remaining, 0, newest_time + period - now, 0
+  local newest_time = tonumber(redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2])
+  if newest_time then
+    if newest_time > now then now = newest_time end
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - period))
+    if newest_time > now - period then
+      local remaining = limit - redis.call('ZCARD', key)
+      if remaining < 0 then remaining = 0 end
+      return 1, 1, limit, remaining, 0, newest_time + period - now, 0
+    end
   end
   return 1, 1, limit, limit, 0, 0, 0
 end
