@@ -192,7 +192,9 @@ def script_costs(redis, lua_dir, keys, seconds):
             requests += CALLS_PER_PIPELINE * OPS_PER_CALL
         return requests
 
-    def reserves_and_settles(reserve_sha, settle_sha):
+    def reserves_and_settles(reserve_sha, settle_sha, fields):
+        """Reserves, then settles of the previous pipeline's records; `fields` integers
+        per operation in their replies (floodgate's 7, the bare scripts' 6)."""
         requests, pending = 0, []
         deadline = time.monotonic() + seconds
         for _ in range(max_pipelines):
@@ -202,12 +204,12 @@ def script_costs(redis, lua_dir, keys, seconds):
             commands = [reserve_call(reserve_sha, m) for m in made]
             commands += [settle_call(settle_sha, records) for records in pending]
             replies = conn.pipeline(commands)
-            expect(replies[:CALLS_PER_PIPELINE], 7, "reserve")
-            expect(replies[CALLS_PER_PIPELINE:], 7, "settle")
+            expect(replies[:CALLS_PER_PIPELINE], fields, "reserve")
+            expect(replies[CALLS_PER_PIPELINE:], fields, "settle")
             requests += sum(len(records) for records in pending)
             pending = made
         replies = conn.pipeline([settle_call(settle_sha, records) for records in pending])
-        expect(replies, 7, "settle")
+        expect(replies, fields, "settle")
         return requests + sum(len(records) for records in pending)
 
     def acquires_and_releases(acquire_call, release_call, release_fields, what):
@@ -271,10 +273,10 @@ def script_costs(redis, lua_dir, keys, seconds):
         return {
             "check": cpu_per_request(lambda: checks(scripts["check"])),
             "reserve + settle": cpu_per_request(
-                lambda: reserves_and_settles(scripts["reserve"], scripts["reserve"])),
+                lambda: reserves_and_settles(scripts["reserve"], scripts["reserve"], 7)),
             "bare check": cpu_per_request(lambda: checks(scripts["bare check"])),
             "bare reserve + settle": cpu_per_request(
-                lambda: reserves_and_settles(scripts["bare reserve"], scripts["bare settle"])),
+                lambda: reserves_and_settles(scripts["bare reserve"], scripts["bare settle"], 6)),
             "acquire + release": cpu_per_request(floodgate_acquires_and_releases),
             "bare acquire + release": cpu_per_request(bare_acquires_and_releases),
         }
@@ -383,10 +385,10 @@ def main():
            "lua/reservation.lua beside the least Lua that does the same work "
            "(bench/bare_*.lua). The bare reserve + settle keeps a record per reservation, "
            "written by the reserve, read and deleted by the settle: its ratio is the floor "
-           "of keeping such a record on this Redis. The bare acquire + release keeps the "
-           "issue's sorted set alone, with no record at all (the key, member and acquire "
-           "time handed back to the release, as a lease id would carry them): its ratio is "
-           "the floor of any acquire + release on that sorted set, against the gcra check. "
+           "of keeping such a record on this Redis. Leases keep no record, in floodgate "
+           "as in the bare scripts: the issue's sorted set alone, its release handed the "
+           "key and the member (a lease's id carries them); the bare ratio is the floor of "
+           "any acquire + release on that sorted set, against the gcra check. "
            f"Medians of {args.rounds} rounds.\n",
            "| scripts | check | reserve + settle | ratio, each round | ratio "
            "| acquire + release | ratio, each round | ratio |",

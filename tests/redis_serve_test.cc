@@ -2,6 +2,8 @@
 // once, answer by on_error, say why in its log (at most once a second), and switch to
 // Redis within a second of Redis answering, standalone and on a cluster.
 #include <fcntl.h>
+#include <floodgate/policy.h>
+#include <floodgate/reservation.h>
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -225,6 +227,42 @@ TEST(ServeOnRedis, ReserveAndSettleOverHttp) {
   a = post("/v1/settle", pending);
   EXPECT_EQ(a.status, 503) << a.body;
   EXPECT_THAT(a.body, ::testing::HasSubstr("the settle's outcome is unknown")) << a.body;
+}
+
+// A Redis lease's id carries its key (docs/leases.md): for the longest keys, 16 ids in one
+// X-RateLimit-Lease (the release hook's most) are 11.8 KiB of header, which the service
+// reads whole, releasing every lease.
+TEST(ServeOnRedis, TheReleaseHookFreesSixteenLeasesOnTheLongestKeys) {
+  auto redis = RedisServer::Start({});
+  ASSERT_NE(redis, nullptr);
+  const int http_port = FreeLoopbackPort();
+  ServeProcess serve({"--listen", fmt::format("127.0.0.1:{}", http_port), "--store",
+                      fmt::format("redis://127.0.0.1:{}", redis->port())});
+  ASSERT_TRUE(serve.WaitListening(http_port, milliseconds(5000))) << serve.Log();
+  const auto acquire = [&](int i) {
+    const std::string key = fmt::format("{:02}{}", i, std::string(kMaxKeyBytes - 2, 'k'));
+    const Answer a = Http(http_port, beast::http::verb::post, "/v1/acquire",
+                          fmt::format(R"({{"key":"{}","policy":"concurrency:1,lease=30s"}})", key));
+    EXPECT_EQ(a.status, 200) << a.body;
+    return a.status == 200 ? nlohmann::json::parse(a.body) : nlohmann::json();
+  };
+  std::string ids;
+  for (int i = 0; i < 16; ++i) {
+    const nlohmann::json lease = acquire(i);
+    ASSERT_TRUE(lease.value("allowed", false)) << lease.dump();
+    const std::string id = lease["lease"].get<std::string>();
+    EXPECT_GT(id.size(), 683u);
+    EXPECT_LE(id.size(), kMaxReservationIdBytes);
+    ids += (i == 0 ? "" : ",") + id;
+    EXPECT_FALSE(acquire(i).value("allowed", true)) << "concurrency:1 holds one lease";
+  }
+  ASSERT_GT(ids.size(), 8u * 1024);
+  const Answer released =
+      Http(http_port, beast::http::verb::post, "/v1/release", "", {{"X-RateLimit-Lease", ids}});
+  EXPECT_EQ(released.status, 204) << released.body;
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_TRUE(acquire(i).value("allowed", false)) << i << ": released, so admitted again";
+  }
 }
 
 }  // namespace

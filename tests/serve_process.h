@@ -19,6 +19,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 extern char** environ;
@@ -152,9 +153,11 @@ struct Answer {
   Steady::duration took{};
 };
 
-// One HTTP/1.1 request to 127.0.0.1:`port` (5 s bounded); status 0 when it failed.
+// One HTTP/1.1 request to 127.0.0.1:`port` (5 s bounded), with `headers` besides Host and
+// a JSON body's; status 0 when it failed.
 inline Answer Http(int port, beast::http::verb verb, const std::string& target,
-                   const std::string& body = "") {
+                   const std::string& body = "",
+                   const std::vector<std::pair<std::string, std::string>>& headers = {}) {
   const auto begin = Steady::now();
   asio::io_context io;
   beast::tcp_stream stream(io);
@@ -164,6 +167,7 @@ inline Answer Http(int port, beast::http::verb verb, const std::string& target,
   stream.expires_after(std::chrono::seconds(5));
   beast::http::request<beast::http::string_body> request(verb, target, 11);
   request.set(beast::http::field::host, "127.0.0.1");
+  for (const auto& [name, value] : headers) request.set(name, value);
   if (!body.empty()) {
     request.set(beast::http::field::content_type, "application/json");
     request.body() = body;

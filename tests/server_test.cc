@@ -642,7 +642,7 @@ TEST_F(HttpServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
 
 TEST_F(HttpServerTest, OversizedHeadersAndBodiesAreRefused) {
   const std::string big_header =
-      "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(9000, 'a') + "\r\n\r\n";
+      "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(17000, 'a') + "\r\n\r\n";
   EXPECT_THAT(Raw(big_header), HasSubstr("HTTP/1.1 431"));
   const std::string big_body =
       "POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Length: 70000\r\n\r\n" +

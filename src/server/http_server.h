@@ -21,7 +21,9 @@ struct HttpOptions {
   // A connection must deliver each request whole within this (a slowloris cannot pin a
   // connection), and may sit idle between requests this long.
   std::chrono::milliseconds request_timeout{10'000};
-  std::size_t header_limit = 8 * 1024;
+  // The release hook's X-RateLimit-Lease may list 16 Redis lease ids, each up to 736
+  // bytes (docs/leases.md): 11.8 KiB.
+  std::size_t header_limit = 16 * 1024;
   std::size_t body_limit = 64 * 1024;
 };
 
