@@ -243,11 +243,11 @@ def script_costs(redis, lua_dir, keys, seconds):
 
         def acquire_call(k, randoms):
             return (["EVALSHA", sha, str(len(k)), *k, "1", *LEASE_POLICY, str(len(k))] +
-                    [x for r in randoms for x in ("a", "1", "", r)])
+                    [x for r in randoms for x in ("a", "1", r)])
 
         def release_call(k, leases):
             return (["EVALSHA", sha, str(len(k)), *k, "0", str(len(k))] +
-                    [x for r, at in leases for x in ("l", "", "0", f"{r}{middle}{at}")])
+                    [x for r, at in leases for x in ("l", f"{r}{middle}{at}")])
         return acquires_and_releases(acquire_call, release_call, 7, "floodgate")
 
     def bare_acquires_and_releases():

@@ -6,16 +6,20 @@
 --     'r', policy number 1..p, now, estimate, hold_us   (2 KEYS: the limit's key, the
 --                                                         record's)
 --     's', now, actual                                   (1 KEY: the record's)
---     'a', policy number 1..p, now, random               (1 KEY: the concurrency key)
---     'l', now, actual, member                           (1 KEY: the concurrency key)}
---   now: '' = the server clock.
+--     'A', policy number 1..p, now, random               (1 KEY: the concurrency key)
+--     'L', now, actual, member                           (1 KEY: the concurrency key)
+--     'a', policy number 1..p, random                    ('A' at the server clock)
+--     'l', member                                        ('L' at the server clock, at 0)}
+--   now: '' = the server clock. Every argument costs Redis about 1,000 instructions (an
+--   object made, pushed into ARGV, freed: callgrind'd redis-server), so the acquires and
+--   releases most requests make, at the server clock, have forms without now and cost.
 -- A reserve decides the limit's key at cost = estimate and, when allowed, writes the
 -- record: what the settle needs (the policy, the mark, when the hold ends, the limit's
 -- key), expiring with the hold. A settle reads and deletes the record, then settles the
 -- limit's key. The record's key is in the limit key's slot (the caller picks it so), so a
--- cluster node holds both. A concurrency limit's reserve is an acquire ('a'), which keeps
+-- cluster node holds both. A concurrency limit's reserve is an acquire ('A'), which keeps
 -- no record: its lease is a member of the key, '<random>.<T>.<N>.<acquire time>' (random:
--- the caller's 16 characters; lua/concurrency.lua); its release ('l', a settle at
+-- the caller's 16 characters; lua/concurrency.lua); its release ('L', a settle at
 -- `actual`) names that member, which the lease's id carries. Returns 7 integers per
 -- operation: outcome (1 done; a settle's or release's 0: no such record or lease, 2: its
 -- hold or lease time had ended, 3: a lease settled at a cost, refused and still held),
@@ -31,8 +35,8 @@ local n = p_count and FG.parse_int(ARGV[2 + 4 * p_count] or '', 1, 1024)
 if not n then
   return redis.error_reply('floodgate: expected ARGV = {p, p x (kind, limit, period_us, '
                            .. 'burst), n, then per operation r, policy, now, estimate, '
-                           .. 'hold_us or s, now, actual or a, policy, now, prefix or l, '
-                           .. 'now, actual, member}')
+                           .. 'hold_us or s, now, actual or A, policy, now, random or L, '
+                           .. 'now, actual, member or a, policy, random or l, member}')
 end
 local policies, bad_policy = FG.argv_policies(p_count)
 if not policies then return bad_policy end
@@ -49,10 +53,11 @@ local op_policy, op_now, op_cost, op_hold, op_key, op_record = {}, {}, {}, {}, {
 local op_lease = {}
 local a, k = 3 + 4 * p_count, 1
 local needs_clock = false
+local NOW_AT = {r = 2, s = 1, A = 2, L = 1}  -- where an operation's now is (a, l: none)
 for i = 1, n do
   local op = ARGV[a]
-  local takes = op == 'r' or op == 'a'  -- a policy, before now
-  local now_arg = ARGV[a + (takes and 2 or 1)] or ''
+  local now_at = NOW_AT[op]
+  local now_arg = now_at and ARGV[a + now_at] or ''
   local why
   if now_arg ~= '' and not FG.parse_int(now_arg, 0, FG.MAX_TIME) then
     why = 'now must be empty or an integer count of microseconds'
@@ -89,8 +94,9 @@ for i = 1, n do
       op_policy[i], op_cost[i], op_record[i] = false, actual, KEYS[k]
     end
     a, k = a + 3, k + 1
-  elseif op == 'a' then
-    local p_arg, random = ARGV[a + 1] or '', ARGV[a + 3] or ''
+  elseif op == 'a' or op == 'A' then
+    local short = op == 'a'
+    local p_arg, random = ARGV[a + 1] or '', ARGV[a + (short and 2 or 3)] or ''
     local p = policy_of[p_arg] or cached(policy_of, p_arg, 1, p_count)
     if not p then
       why = 'policy number out of range'
@@ -103,10 +109,12 @@ for i = 1, n do
     else
       op_policy[i], op_cost[i], op_key[i], op_lease[i] = policies[p], 1, KEYS[k], random
     end
-    a, k = a + 4, k + 1
-  elseif op == 'l' then
-    local actual_arg, member = ARGV[a + 2] or '', ARGV[a + 3] or ''
-    local actual = cost_of[actual_arg] or cached(cost_of, actual_arg, 0, FG.MAX_COST)
+    a, k = a + (short and 3 or 4), k + 1
+  elseif op == 'l' or op == 'L' then
+    local short = op == 'l'
+    local actual_arg, member = ARGV[a + 2] or '', ARGV[a + (short and 1 or 3)] or ''
+    local actual = short and 0 or cost_of[actual_arg] or
+                   cached(cost_of, actual_arg, 0, FG.MAX_COST)
     if not actual then
       why = 'cost must be an integer in [0, 1000000000]'
     elseif #member == 0 then
@@ -116,9 +124,9 @@ for i = 1, n do
     else
       op_policy[i], op_cost[i], op_key[i], op_lease[i] = false, actual, KEYS[k], member
     end
-    a, k = a + 4, k + 1
+    a, k = a + (short and 2 or 4), k + 1
   else
-    why = 'operation must be r (reserve), s (settle), a (acquire) or l (release)'
+    why = 'operation must be r (reserve), s (settle), a or A (acquire), l or L (release)'
   end
   if why then return redis.error_reply(string.format('floodgate: operation %d: %s', i, why)) end
   op_now[i] = now_arg
