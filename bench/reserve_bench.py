@@ -288,7 +288,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--floodgate", required=True)
     parser.add_argument("--out", required=True)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)  # rounds spread by tens of % here
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--lua", default=os.path.join(HERE, "..", "lua"),

@@ -187,8 +187,10 @@ end
 
 -- Milliseconds for PEXPIRE/PX, rounded up so a key never expires before its state is
 -- fresh (expiring late is harmless: a fresh state decides like a missing one).
+-- (format called directly: int_string around it would be one more Lua call on every
+-- write, ~500 Redis instructions: callgrind'd redis-server, a gcra check 39.1k -> 38.6k.)
 local function ttl_ms(ttl_us)
-  return int_string(max(ceil(ttl_us / 1000), min_ttl_ms))
+  return format('%d', max(ceil(ttl_us / 1000), min_ttl_ms))
 end
 
 -- String states read ahead (lua/batch.lua reads a batch's with one MGET: one call into

@@ -56,10 +56,10 @@ PREPARE['cc'] = function(p)
 end
 
 -- The acquire and the release below run once per request, and a Lua function call costs
--- Redis about 1,500 instructions here (callgrind'd redis-server; a whole acquire +
--- release is about 85,000): so each is one function, with the trim (trim_log), count,
--- peek and TTL steps of the helpers written out, and returns lua/reservation.lua's 7
--- values itself.
+-- Redis 500 to 1,500 instructions here, more as it returns more values (callgrind'd
+-- redis-server; a whole acquire + release is about 84,000): so each is one function,
+-- with the trim (trim_log), count, peek and TTL steps of the helpers written out, and
+-- returns lua/reservation.lua's 7 values itself.
 
 -- An acquire: admitted when fewer than N leases are held (the sliding log's decision at
 -- cost 1), and then the lease is the member `random` .. '.T.N.' .. its acquire time.

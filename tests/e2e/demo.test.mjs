@@ -54,6 +54,7 @@ async function counts(page) {
     allowed: Number(document.querySelector('[data-testid="allowed-count"]').textContent),
     denied: Number(document.querySelector('[data-testid="denied-count"]').textContent),
     errors: Number(document.querySelector('[data-testid="error-count"]').textContent),
+    degraded: Number(document.querySelector('[data-testid="degraded-count"]').textContent),
     inflight: Number(document.querySelector('[data-testid="inflight"]').dataset.count),
   }));
 }
@@ -199,7 +200,8 @@ async function main() {
   await testid(page, 'send-burst').click();
   let c = await waitForAnswers(page, 20);
   check(c.allowed === 5 && c.denied === 15, 'fixed_window:5/1h burst of 20: 5 allowed, 15 denied',
-    `allowed ${c.allowed}, denied ${c.denied}`);
+    `allowed ${c.allowed}, denied ${c.denied}, degraded ${c.degraded}`);
+  check(c.degraded === 0, 'every answer came from the store (none degraded)', JSON.stringify(c));
 
   let rows = await logRows(page);
   const denied = rows.filter((r) => r.result === 'denied');
