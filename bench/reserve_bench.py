@@ -343,8 +343,8 @@ def main():
           "decides inline (1 in flight); redis:// batches (batch=64, 1,024 in flight, denial "
           "cache off). Every request was admitted and answered by the store. Ratio = the "
           "first requests/s over the second, within each round. Target: <= 2.2 for the "
-          "costs against a check; the last row shows a key holding many leases releases as "
-          "fast as many keys holding one.\n",
+          "costs against a check; the last row sets many keys holding a lease each against "
+          "one key holding every lease.\n",
           "| store | ratio | first /s | second /s | ratio, each round | ratio |",
           "|---|---|---:|---:|---:|---:|"]
     labels = {"reserve + settle / check": "gcra check / reserve + settle",
