@@ -15,7 +15,8 @@
 SORTED_SET['cc'] = true
 
 -- How many leases a trimmed key holds: none when its newest lease (newest_time, nil
--- when it has none) no longer counts, for the trim then emptied it.
+-- when it has none) no longer counts, for the trim then emptied it. (Written out in
+-- cc_acquire and cc_release, below, with trim_log's steps: see trim_log.)
 local function cc_held(key, newest_time, now, period)
   if newest_time and newest_time > now - period then return redis.call('ZCARD', key) end
   return 0
