@@ -171,7 +171,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
         status = http::status::payload_too_large;
         message = fmt::format("request body exceeds {} bytes", worker_.server.options_.body_limit);
       }
-      Response response = Service::Error(11, false, status, "invalid_argument", message);
+      Response response = ErrorResponse(Reply{11, false}, status, "invalid_argument", message);
       return Write(std::move(response), /*close=*/true);
     }
     state_ = State::kHandling;
