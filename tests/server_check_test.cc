@@ -1,0 +1,80 @@
+// POST /v1/check without sockets: answers, headers, and refused input.
+
+#include "service_test_fixture.h"
+
+namespace floodgate::server {
+namespace {
+
+TEST_F(ServiceTest, CheckWithAPolicyAnswersTheDecisionAndHeaders) {
+  Response r = Call(http::verb::post, "/v1/check", R"({"key":"u1","policy":"gcra:2/1s"})");
+  EXPECT_EQ(r.result_int(), 200);
+  EXPECT_EQ(Body(r), nlohmann::json::parse(R"({"allowed":true,"limit":2,"remaining":1,
+                                               "retry_after_us":0,"reset_after_us":500000})"));
+  EXPECT_EQ(Header(r, "X-RateLimit-Limit"), "2");
+  EXPECT_EQ(Header(r, "X-RateLimit-Remaining"), "1");
+  EXPECT_EQ(Header(r, "X-RateLimit-Reset"), "1");
+  EXPECT_EQ(Header(r, "RateLimit-Policy"), "\"policy\";q=2;w=1");
+  EXPECT_EQ(Header(r, "RateLimit"), "\"policy\";r=1;t=1");
+  EXPECT_EQ(Header(r, "Retry-After"), "");
+  Call(http::verb::post, "/v1/check", R"({"key":"u1","policy":"gcra:2/1s"})");
+  r = Call(http::verb::post, "/v1/check", R"({"key":"u1","policy":"gcra:2/1s"})");
+  EXPECT_EQ(Body(r)["allowed"], false);
+  EXPECT_EQ(Header(r, "Retry-After"), "1");
+}
+
+TEST_F(ServiceTest, CheckWithARule) {
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(Body(Call(http::verb::post, "/v1/check", R"({"key":"k","rule":"api"})"))["allowed"],
+              true);
+  }
+  Response r = Call(http::verb::post, "/v1/check", R"({"key":"k","rule":"api"})");
+  EXPECT_EQ(Body(r)["allowed"], false);
+  EXPECT_EQ(Header(r, "RateLimit-Policy"), "\"api\";q=2;w=3600");
+  // A cost in the request overrides the rule's; cost 0 peeks.
+  EXPECT_EQ(
+      Body(Call(http::verb::post, "/v1/check", R"({"key":"k","rule":"api","cost":0})"))["allowed"],
+      true);
+}
+
+struct BadCheck {
+  const char* body;
+  int status;
+  const char* message;
+};
+class CheckRejects : public ServiceTest, public ::testing::WithParamInterface<BadCheck> {};
+TEST_P(CheckRejects, WithTheRightStatusAndMessage) {
+  const Response r = Call(http::verb::post, "/v1/check", GetParam().body);
+  EXPECT_EQ(r.result_int(), GetParam().status) << GetParam().body;
+  const auto body = Body(r);
+  EXPECT_EQ(body["status"], GetParam().status);
+  EXPECT_THAT(body["message"].get<std::string>(), HasSubstr(GetParam().message));
+  EXPECT_EQ(store_->Stats().keys, 0u);  // nothing was decided
+}
+INSTANTIATE_TEST_SUITE_P(
+    Table, CheckRejects,
+    ::testing::Values(
+        BadCheck{"{not json", 400, "the body must be a JSON object"},
+        BadCheck{"[1,2]", 400, "the body must be a JSON object"},
+        BadCheck{"", 400, "the body must be a JSON object"},
+        BadCheck{R"({"policy":"gcra:1/1s"})", 400, "missing \"key\""},
+        BadCheck{R"({"key":7,"policy":"gcra:1/1s"})", 400, "\"key\" must be a string"},
+        BadCheck{R"({"key":"","policy":"gcra:1/1s"})", 400, "\"key\" must not be empty"},
+        BadCheck{R"({"key":"k"})", 400, "give exactly one of \"rule\" and \"policy\""},
+        BadCheck{R"({"key":"k","rule":"api","policy":"gcra:1/1s"})", 400, "exactly one"},
+        BadCheck{R"({"key":"k","rule":"nope"})", 404, "unknown rule \"nope\""},
+        BadCheck{R"({"key":"k","policy":"gcra:0/1s"})", 400, "limit must be between 1"},
+        BadCheck{R"({"key":"k","policy":"gcra:1/1s","cost":-1})", 400, "\"cost\" must be"},
+        BadCheck{R"({"key":"k","policy":"gcra:1/1s","cost":1e20})", 400, "\"cost\" must be"},
+        BadCheck{R"({"key":"k","policy":"gcra:1/1s","cost":"1"})", 400, "\"cost\" must be"}),
+    [](const auto& info) { return std::to_string(info.index); });
+
+TEST_F(ServiceTest, CheckRejectsAKeyOver512Bytes) {
+  const std::string body = R"({"key":")" + std::string(513, 'k') + R"(","policy":"gcra:1/1s"})";
+  const Response r = Call(http::verb::post, "/v1/check", body);
+  EXPECT_EQ(r.result_int(), 400);
+  EXPECT_THAT(Body(r)["message"].get<std::string>(), HasSubstr("513 bytes; the limit is 512"));
+  EXPECT_EQ(Call(http::verb::get, "/v1/check").result_int(), 405);
+}
+
+}  // namespace
+}  // namespace floodgate::server

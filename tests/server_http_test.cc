@@ -1,0 +1,175 @@
+// The rest of the HTTP API (metrics, health, demo, unknown paths) and the server on a socket.
+
+#include "service_test_fixture.h"
+
+namespace floodgate::server {
+namespace {
+
+TEST_F(ServiceTest, MetricsCountEveryResultAndShowEveryFamily) {
+  const std::vector<std::pair<std::string, std::string>> login = {{"X-Original-URI", "/login"},
+                                                                  {"X-Original-Method", "POST"}};
+  for (int i = 0; i < 5; ++i) Call(http::verb::get, "/v1/authz", "", login);  // limit 3
+  const std::string text = Call(http::verb::get, "/metrics").body;
+  EXPECT_THAT(text, HasSubstr("floodgate_decisions_total{rule=\"login\",result=\"allowed\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("floodgate_decisions_total{rule=\"login\",result=\"denied\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("floodgate_decisions_total{rule=\"login\",result=\"degraded\"} 0\n"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("floodgate_build_info\\{version=\"[0-9]+\\.[0-9]+\\.["
+                                             "0-9]+\",store=\"memory://[^\"]*\"\\} 1"));
+  EXPECT_THAT(text, HasSubstr("floodgate_store_latency_seconds_count 5\n"));
+  EXPECT_THAT(text, HasSubstr("floodgate_memory_keys 1\n"));
+  EXPECT_THAT(text, HasSubstr("floodgate_memory_evictions_total 0\n"));
+  EXPECT_THAT(text, HasSubstr("floodgate_memory_expired_total 0\n"));
+  // Every sample line belongs to a family announced with HELP and TYPE.
+  std::istringstream lines(text);
+  std::set<std::string> announced;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("# TYPE ")) {
+      announced.insert(line.substr(7, line.find(' ', 7) - 7));
+    } else if (!line.starts_with("#")) {
+      std::string family = line.substr(0, line.find_first_of("{ "));
+      for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+        if (family.ends_with(suffix) && !announced.contains(family)) {
+          family.resize(family.size() - std::string_view(suffix).size());
+        }
+      }
+      EXPECT_TRUE(announced.contains(family)) << line;
+    }
+  }
+}
+
+TEST_F(ServiceTest, HealthReadyMetricsDemoAndUnknownPaths) {
+  EXPECT_EQ(Call(http::verb::get, "/healthz").result_int(), 200);
+  EXPECT_EQ(Call(http::verb::get, "/readyz").result_int(), 200);
+  Call(http::verb::post, "/v1/check", R"({"key":"secret-client-key","rule":"api"})");
+  const Response metrics = Call(http::verb::get, "/metrics");
+  EXPECT_EQ(metrics.result_int(), 200);
+  EXPECT_THAT(metrics.body,
+              HasSubstr("floodgate_decisions_total{rule=\"api\",result=\"allowed\"} 1"));
+  EXPECT_THAT(metrics.body, HasSubstr("floodgate_store_latency_seconds_count"));
+  EXPECT_THAT(metrics.body, HasSubstr("floodgate_memory_keys 1"));
+  EXPECT_THAT(metrics.body, ::testing::Not(HasSubstr("secret-client-key")));
+  const Response page = Call(http::verb::get, "/");
+  EXPECT_EQ(page.result_int(), 200);
+  EXPECT_THAT(page.body, HasSubstr("memory://"));
+  EXPECT_THAT(page.body, ::testing::Not(HasSubstr("__FLOODGATE_STORE__")));
+  EXPECT_EQ(Call(http::verb::get, "/nope").result_int(), 404);
+}
+
+// ---- the server on a socket ------------------------------------------------------------
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    HttpOptions options;
+    options.host = "127.0.0.1";
+    options.port = 0;
+    options.threads = 2;
+    options.request_timeout = std::chrono::milliseconds(500);
+    server_ = std::make_unique<HttpServer>(service_, options);
+    ASSERT_TRUE(server_->Start().ok());
+  }
+  tcp::socket Connect() {
+    tcp::socket socket(io_);
+    socket.connect({asio::ip::make_address("127.0.0.1"), server_->port()});
+    return socket;
+  }
+  // Sends raw bytes, reads until the server closes or `limit` passes.
+  std::string Raw(const std::string& bytes) {
+    tcp::socket socket = Connect();
+    beast::error_code write_error;  // the server may refuse before reading everything
+    asio::write(socket, asio::buffer(bytes), write_error);
+    std::string out;
+    beast::error_code ec;
+    char buffer[4096];
+    while (true) {
+      const std::size_t n = socket.read_some(asio::buffer(buffer), ec);
+      if (ec) break;
+      out.append(buffer, n);
+    }
+    return out;
+  }
+  int Get(const std::string& target) {
+    tcp::socket socket = Connect();
+    http::request<http::string_body> req(http::verb::get, target, 11);
+    req.set(http::field::host, "localhost");
+    http::write(socket, req);
+    beast::flat_buffer buffer;
+    http::response<http::string_body> res;
+    http::read(socket, buffer, res);
+    return res.result_int();
+  }
+
+  asio::io_context io_;
+  Service service_{std::make_shared<MemoryStore>(),
+                   std::make_shared<const ServerConfig>(*ParseConfig(kConfig, "t.yaml"))};
+  std::unique_ptr<HttpServer> server_;
+};
+
+TEST_F(HttpServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
+  tcp::socket socket = Connect();
+  beast::flat_buffer buffer;
+  for (int i = 0; i < 3; ++i) {
+    http::request<http::string_body> req(http::verb::post, "/v1/check", 11);
+    req.set(http::field::host, "localhost");
+    req.body() = R"({"key":"ka","policy":"fixed_window:10/1h"})";
+    req.prepare_payload();
+    http::write(socket, req);
+    http::response<http::string_body> res;
+    http::read(socket, buffer, res);
+    EXPECT_EQ(res.result_int(), 200);
+    EXPECT_EQ(nlohmann::json::parse(res.body())["remaining"], 9 - i);
+  }
+}
+
+TEST_F(HttpServerTest, OversizedHeadersAndBodiesAreRefused) {
+  const std::string big_header =
+      "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(17000, 'a') + "\r\n\r\n";
+  EXPECT_THAT(Raw(big_header), HasSubstr("HTTP/1.1 431"));
+  const std::string big_body =
+      "POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Length: 70000\r\n\r\n" +
+      std::string(70000, 'b');
+  EXPECT_THAT(Raw(big_body), HasSubstr("HTTP/1.1 413"));
+  EXPECT_EQ(Get("/healthz"), 200);
+}
+
+TEST_F(HttpServerTest, GarbageGetsA400AndAClosedConnection) {
+  // A TLS ClientHello's first bytes (NULs included), then noise.
+  static constexpr char kGarbage[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 garbage\r\n\r\n";
+  const std::string reply = Raw(std::string(kGarbage, sizeof kGarbage - 1));
+  EXPECT_THAT(reply, HasSubstr("HTTP/1.1 400"));
+  EXPECT_EQ(Get("/healthz"), 200);
+}
+
+TEST_F(HttpServerTest, ASlowOrSilentClientIsCutOffWhileOthersAreServed) {
+  tcp::socket slow = Connect();
+  asio::write(slow,
+              asio::buffer(std::string("GET /healthz HTTP/1.1\r\nHost: x\r\n")));  // never ends
+  tcp::socket silent = Connect();   // half-open: sends nothing
+  EXPECT_EQ(Get("/healthz"), 200);  // meanwhile everyone else is served
+  const auto closed = [](tcp::socket& s) {
+    char c;
+    beast::error_code ec;
+    s.read_some(asio::buffer(&c, 1), ec);  // returns when the server closes (after 500 ms)
+    return ec == asio::error::eof || ec == asio::error::connection_reset;
+  };
+  const auto begin = std::chrono::steady_clock::now();
+  EXPECT_TRUE(closed(slow));
+  EXPECT_TRUE(closed(silent));
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(3));
+}
+
+TEST_F(HttpServerTest, ShutdownClosesIdleConnectionsAndReturns) {
+  tcp::socket idle = Connect();
+  EXPECT_EQ(Get("/healthz"), 200);
+  const auto begin = std::chrono::steady_clock::now();
+  server_->Shutdown(std::chrono::seconds(5));
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(2));
+  EXPECT_EQ(server_->connections(), 0u);
+  beast::error_code ec;
+  tcp::socket after(io_);
+  after.connect({asio::ip::make_address("127.0.0.1"), server_->port()}, ec);
+  EXPECT_TRUE(ec);  // no longer accepting
+}
+
+}  // namespace
+}  // namespace floodgate::server

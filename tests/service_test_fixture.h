@@ -1,0 +1,88 @@
+#pragma once
+
+// The HTTP service's tests share this: a config with four rules, and a Service on a
+// memory:// store called without sockets.
+
+#include <floodgate/memory_store.h>
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "common/strings.h"
+#include "server/config.h"
+#include "server/http_server.h"
+#include "server/service.h"
+
+namespace floodgate::server {
+
+using ::testing::HasSubstr;
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+using tcp = asio::ip::tcp;
+
+inline constexpr const char* kConfig = R"(
+listen: 127.0.0.1:0
+trusted_proxies: [10.0.0.0/8, ::1/128, 'fd00::/8']
+rules:
+  - name: login
+    match: {path_prefix: /login, methods: [post]}
+    identify: ip
+    policy: sliding_log:3/15m
+  - name: api
+    match: {path_prefix: /api}
+    identify: cookie:fgid
+    policy: fixed_window:2/1h
+  - name: keyed
+    match: {path_prefix: /keyed}
+    identify: ip+header:X-Api-Key
+    policy: fixed_window:1/1h
+    cost: 1
+  - name: byheader
+    match: {path_prefix: /byheader}
+    identify: header:X-Api-Key
+    policy: fixed_window:1/1h
+)";
+
+// ---- request handling, without sockets -------------------------------------------------
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  ServiceTest()
+      : store_(std::make_shared<MemoryStore>()),
+        service_(store_, std::make_shared<const ServerConfig>(*ParseConfig(kConfig, "t.yaml"))) {}
+
+  Response Call(http::verb method, std::string target, std::string body = "",
+                std::vector<std::pair<std::string, std::string>> headers = {},
+                const char* peer = "127.0.0.1") {
+    Request request(method, target, 11);
+    for (const auto& [name, value] : headers) request.insert(name, value);
+    request.body() = std::move(body);
+    request.prepare_payload();
+    std::optional<Response> response;
+    service_.Handle(request, asio::ip::make_address(peer),
+                    [&](Response r) { response = std::move(r); });
+    EXPECT_TRUE(response.has_value());  // memory:// answers inline
+    return response.value_or(Response{});
+  }
+  static nlohmann::json Body(const Response& r) { return nlohmann::json::parse(r.body); }
+  static std::string Header(const Response& r, const char* name) {
+    return std::string(r.Header(name));
+  }
+
+  std::shared_ptr<MemoryStore> store_;
+  Service service_;
+};
+
+}  // namespace floodgate::server
