@@ -1,5 +1,6 @@
 // The rest of the HTTP API (metrics, health, demo, unknown paths) and the server on a socket.
 
+#include "server/render.h"
 #include "service_test_fixture.h"
 
 namespace floodgate::server {
@@ -169,6 +170,74 @@ TEST_F(HttpServerTest, ShutdownClosesIdleConnectionsAndReturns) {
   tcp::socket after(io_);
   after.connect({asio::ip::make_address("127.0.0.1"), server_->port()}, ec);
   EXPECT_TRUE(ec);  // no longer accepting
+}
+
+
+// ---- store errors: one mapping to HTTP statuses on every endpoint -------------------------
+
+TEST(StoreErrors, MapToOneHttpStatusEach) {
+  const auto status = [](absl::StatusCode code) {
+    const auto [http_status, name] = HttpStatusOf(code);
+    return fmt::format("{} {}", static_cast<int>(http_status), name);
+  };
+  EXPECT_EQ(status(absl::StatusCode::kInvalidArgument), "400 invalid_argument");
+  EXPECT_EQ(status(absl::StatusCode::kNotFound), "404 not_found");
+  EXPECT_EQ(status(absl::StatusCode::kResourceExhausted), "503 resource_exhausted");
+  EXPECT_EQ(status(absl::StatusCode::kUnimplemented), "501 unimplemented");
+  EXPECT_EQ(status(absl::StatusCode::kUnavailable), "503 unavailable");
+  EXPECT_EQ(status(absl::StatusCode::kDeadlineExceeded), "503 unavailable");
+  EXPECT_EQ(status(absl::StatusCode::kCancelled), "503 unavailable");
+  EXPECT_EQ(status(absl::StatusCode::kInternal), "500 internal");
+  EXPECT_EQ(status(absl::StatusCode::kFailedPrecondition), "500 internal");
+}
+
+// A store whose every decision fails with one status.
+class FailingStore final : public Store {
+ public:
+  explicit FailingStore(absl::Status status) : status_(std::move(status)) {}
+  StoreStats Stats() const override { return {}; }
+  std::string Describe() const override { return "failing://"; }
+
+ protected:
+  absl::StatusOr<Decision> DecideValidated(const DecideRequest&) override { return status_; }
+  absl::StatusOr<MultiDecision> DecideAllValidated(const MultiRequest&) override {
+    return status_;
+  }
+
+ private:
+  absl::Status status_;
+};
+
+TEST(StoreErrors, EveryDecidingEndpointAnswersThemAlike) {
+  for (const absl::Status& failure :
+       {absl::UnavailableError("redis at h:1 is not connected"),
+        absl::InvalidArgumentError("two items on one key"), absl::CancelledError("store closed")}) {
+    Service service(std::make_shared<FailingStore>(failure),
+                    std::make_shared<const ServerConfig>(*ParseConfig(kConfig, "t.yaml")));
+    const auto call = [&](http::verb method, const char* target, const char* body,
+                          std::vector<std::pair<std::string, std::string>> headers = {}) {
+      Request request(method, target, 11);
+      for (const auto& [name, value] : headers) request.insert(name, value);
+      request.body() = body;
+      request.prepare_payload();
+      std::optional<Response> response;
+      service.Handle(request, asio::ip::make_address("127.0.0.1"),
+                     [&](Response r) { response = std::move(r); });
+      return response.value_or(Response{});
+    };
+    const auto [want, code] = HttpStatusOf(failure.code());
+    for (const Response& r :
+         {call(http::verb::post, "/v1/check", R"({"key":"k","policy":"gcra:1/1s"})"),
+          call(http::verb::post, "/v1/check", R"({"key":"k","rule":"login"})"),
+          call(http::verb::post, "/v1/check", R"({"items":[{"key":"k","policy":"gcra:1/1s"}]})"),
+          call(http::verb::get, "/v1/authz", "",
+               {{"X-Original-URI", "/login"}, {"X-Original-Method", "POST"}})}) {
+      EXPECT_EQ(r.result_int(), static_cast<int>(want)) << failure << ": " << r.body;
+      const auto body = nlohmann::json::parse(r.body);
+      EXPECT_EQ(body["code"], std::string(code)) << failure;
+      EXPECT_EQ(body["message"], std::string(failure.message()));
+    }
+  }
 }
 
 }  // namespace

@@ -112,23 +112,29 @@ void AddLimitHeaders(Response& response, const RequestLimits& limits,
   AddHeldHeaders(response, limits, *decision.multi());
 }
 
+std::pair<http::status, std::string_view> HttpStatusOf(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kInvalidArgument:
+      return {http::status::bad_request, "invalid_argument"};
+    case absl::StatusCode::kNotFound:
+      return {http::status::not_found, "not_found"};
+    case absl::StatusCode::kResourceExhausted:
+      return {http::status::service_unavailable, "resource_exhausted"};
+    case absl::StatusCode::kUnimplemented:
+      return {http::status::not_implemented, "unimplemented"};
+    // The store did not answer in time, cannot be reached, or is closing: the request
+    // was fine and may succeed when retried.
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kCancelled:
+      return {http::status::service_unavailable, "unavailable"};
+    default:
+      return {http::status::internal_server_error, "internal"};
+  }
+}
+
 Response StoreError(Reply reply, const absl::Status& status) {
-  const auto [code, name] = [&]() -> std::pair<http::status, std::string_view> {
-    switch (status.code()) {
-      case absl::StatusCode::kInvalidArgument:
-        return {http::status::bad_request, "invalid_argument"};
-      case absl::StatusCode::kNotFound:
-        return {http::status::not_found, "not_found"};
-      case absl::StatusCode::kResourceExhausted:
-        return {http::status::service_unavailable, "resource_exhausted"};
-      case absl::StatusCode::kUnimplemented:
-        return {http::status::not_implemented, "unimplemented"};
-      case absl::StatusCode::kUnavailable:
-        return {http::status::service_unavailable, "unavailable"};
-      default:
-        return {http::status::internal_server_error, "internal"};
-    }
-  }();
+  const auto [code, name] = HttpStatusOf(status.code());
   return ErrorResponse(reply, code, name, MessageOf(status));
 }
 

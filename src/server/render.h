@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "server/decider.h"
 #include "server/http_message.h"
@@ -39,7 +40,15 @@ std::string CheckJson(const RequestLimits& limits, const LimitsDecision& decisio
 void AddLimitHeaders(Response& response, const RequestLimits& limits,
                      const LimitsDecision& decision);
 
-// The HTTP answer to a store's refusal of a reservation call.
+// The HTTP status and error code of a store's error, one mapping for every endpoint:
+// 400 invalid_argument (the request, as the store validates it), 404 not_found (an id
+// unknown, settled or expired), 503 resource_exhausted (the store holds as many
+// reservations as it may), 501 unimplemented (a store without reservations), 503
+// unavailable (the store did not answer in time, is unreachable or closing: retry
+// later), else 500 internal.
+std::pair<http::status, std::string_view> HttpStatusOf(absl::StatusCode code);
+
+// A store's error as the HTTP error HttpStatusOf() names, its message the status's.
 Response StoreError(Reply reply, const absl::Status& status);
 
 }  // namespace floodgate::server

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cctype>
 
-#include "common/strings.h"
 #include "server/endpoints/endpoints.h"
 #include "server/render.h"
 #include "server/request_limits.h"
@@ -33,16 +32,11 @@ void Authz(const Request& request, const boost::asio::ip::address& peer,
   AddAuthzLimits(rules, request, ClientAddress(request, peer, config), config, *limits);
   const int deny_status =
       QueryParam(target, "deny_status") == "403" ? 403 : config.authz_deny_status;
-  // The store validates the items and answers a bad set (two limits of the config on one
-  // key and algorithm) as an error: the 500.
   decider.DecideLimits(
       std::move(limits), [reply = Reply::To(request), deny_status, respond = std::move(respond)](
                              const RequestLimits& limits,
                              absl::StatusOr<LimitsDecision> decision) {
-        if (!decision.ok()) {
-          return respond(ErrorResponse(reply, http::status::internal_server_error, "internal",
-                                       MessageOf(decision.status())));
-        }
+        if (!decision.ok()) return respond(StoreError(reply, decision.status()));
         // A single limit denies by itself.
         static constexpr std::size_t kFirst[] = {0};
         const MultiDecision* multi = decision->multi();

@@ -88,12 +88,7 @@ void Answer(const Request& request, Decider& decider, std::shared_ptr<RequestLim
       std::move(limits), [reply = Reply::To(request), respond = std::move(respond)](
                              const RequestLimits& limits,
                              absl::StatusOr<LimitsDecision> decision) {
-        if (!decision.ok()) {
-          return respond(limits.single()
-                             ? ErrorResponse(reply, http::status::bad_request, "invalid_argument",
-                                             MessageOf(decision.status()))
-                             : StoreError(reply, decision.status()));
-        }
+        if (!decision.ok()) return respond(StoreError(reply, decision.status()));
         Response response = MakeResponse(reply, http::status::ok, CheckJson(limits, *decision),
                                          "application/json");
         AddLimitHeaders(response, limits, *decision);
