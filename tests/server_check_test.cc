@@ -76,5 +76,39 @@ TEST_F(ServiceTest, CheckRejectsAKeyOver512Bytes) {
   EXPECT_EQ(Call(http::verb::get, "/v1/check").result_int(), 405);
 }
 
+
+// One parser for every endpoint's fields: a field the endpoint does not take is refused by
+// name, with the ones it takes.
+TEST_F(ServiceTest, EveryEndpointRefusesUnknownFieldsByName) {
+  const auto refused = [&](const char* path, const char* body, const char* message) {
+    const Response r = Call(http::verb::post, path, body);
+    EXPECT_EQ(r.result_int(), 400) << path << " " << body << ": " << r.body;
+    EXPECT_THAT(Body(r)["message"].get<std::string>(), HasSubstr(message)) << body;
+  };
+  refused("/v1/check", R"({"key":"k","policy":"gcra:1/1s","colour":"red"})",
+          "unknown field \"colour\" (key, rule, policy, cost)");
+  refused("/v1/check", R"({"items":[{"key":"k","policy":"gcra:1/1s","estimate":1}]})",
+          "items[0]: unknown field \"estimate\" (key, rule, policy, cost, name, hold_ms)");
+  refused("/v1/reserve", R"({"key":"k","policy":"gcra:1/1s","estimate":1,"name":"x"})",
+          "unknown field \"name\" (key, rule, policy, estimate, hold_ms)");
+  refused("/v1/acquire", R"({"key":"k","policy":"concurrency:1","cost":1})",
+          "unknown field \"cost\" (key, rule, policy)");
+  refused("/v1/settle", R"({"reservation":"x","actual":1,"cost":1})",
+          "unknown field \"cost\" (reservation, actual)");
+  refused("/v1/release", R"({"lease":"x","actual":0})", "unknown field \"actual\" (lease)");
+  // The same checks of the same fields everywhere.
+  refused("/v1/check", R"({"items":[{"key":"","policy":"gcra:1/1s"}]})",
+          "items[0]: \"key\" must not be empty");
+  refused("/v1/reserve", R"({"key":"","policy":"gcra:1/1s","estimate":1})",
+          "\"key\" must not be empty");
+  refused("/v1/check", R"({"items":[{"key":"k","policy":"gcra:1/1s","hold_ms":0}]})",
+          "items[0]: \"hold_ms\" must be from 1 to 86400000");
+  const std::string long_key = std::string(513, 'k');
+  refused("/v1/reserve",
+          (R"({"key":")" + long_key + R"(","policy":"gcra:1/1s","estimate":1})").c_str(),
+          "\"key\" is 513 bytes; the limit is 512");
+  EXPECT_EQ(store_->Stats().keys, 0u);  // nothing was decided
+}
+
 }  // namespace
 }  // namespace floodgate::server

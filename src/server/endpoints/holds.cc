@@ -14,49 +14,12 @@
 #include "server/endpoints/endpoints.h"
 #include "server/headers.h"
 #include "server/render.h"
+#include "server/request_fields.h"
 #include "server/request_limits.h"
 
 namespace floodgate::server::endpoints {
 
 namespace {
-
-// The body of /v1/reserve and /v1/settle: a JSON object of strings and whole numbers,
-// every field known. Fills `strings` and `numbers` by field name.
-absl::Status ParseFields(
-    const std::string& body,
-    std::initializer_list<std::pair<std::string_view, std::string_view*>> strings,
-    std::initializer_list<std::pair<std::string_view, std::optional<std::int64_t>*>> numbers) {
-  thread_local simdjson::dom::parser parser;
-  simdjson::dom::object object;
-  if (parser.parse(body.data(), body.size()).get_object().get(object) != simdjson::SUCCESS) {
-    return absl::InvalidArgumentError("the body must be a JSON object");
-  }
-  for (const auto [key, value] : object) {
-    const std::string_view field = key;  // a structured binding cannot be captured (clang)
-    const auto string = std::find_if(strings.begin(), strings.end(),
-                                     [&](const auto& s) { return s.first == field; });
-    const auto number = std::find_if(numbers.begin(), numbers.end(),
-                                     [&](const auto& n) { return n.first == field; });
-    if (string != strings.end()) {
-      if (value.get_string().get(*string->second) != simdjson::SUCCESS) {
-        return absl::InvalidArgumentError(fmt::format("\"{}\" must be a string", field));
-      }
-    } else if (number != numbers.end()) {
-      std::int64_t n = 0;
-      if (value.get_int64().get(n) != simdjson::SUCCESS) {
-        return absl::InvalidArgumentError(fmt::format("\"{}\" must be a whole number", field));
-      }
-      *number->second = n;
-    } else {
-      std::string known;
-      for (const auto& s : strings)
-        known += fmt::format("{}{}", known.empty() ? "" : ", ", s.first);
-      for (const auto& n : numbers) known += fmt::format(", {}", n.first);
-      return absl::InvalidArgumentError(fmt::format("unknown field \"{}\" ({})", field, known));
-    }
-  }
-  return absl::OkStatus();
-}
 
 // The settle hook (docs/leases.md, "Behind nginx or Envoy"): /v1/settle or /v1/release
 // without a body. Every lease of X-RateLimit-Lease is released and every reservation of
@@ -124,24 +87,21 @@ void Reserve(const Request& request, const ServerConfig& config, Holding holding
   const auto bad = [&](std::string_view message) {
     respond(ErrorResponse(request, http::status::bad_request, "invalid_argument", message));
   };
-  std::string_view key, rule_name, policy_text;
-  std::optional<std::int64_t> estimate = lease ? std::optional<std::int64_t>(1) : std::nullopt;
-  std::optional<std::int64_t> hold_ms;
-  const absl::Status parsed =
-      lease ? ParseFields(request.body(),
-                          {{"key", &key}, {"rule", &rule_name}, {"policy", &policy_text}}, {})
-            : ParseFields(request.body(),
-                          {{"key", &key}, {"rule", &rule_name}, {"policy", &policy_text}},
-                          {{"estimate", &estimate}, {"hold_ms", &hold_ms}});
-  if (!parsed.ok()) return bad(MessageOf(parsed));
-  if (key.empty()) return bad("missing \"key\"");
+  static constexpr Field kReserveFields[] = {Field::kKey, Field::kRule, Field::kPolicy,
+                                             Field::kEstimate, Field::kHoldMs};
+  static constexpr Field kAcquireFields[] = {Field::kKey, Field::kRule, Field::kPolicy};
+  const absl::StatusOr<simdjson::dom::object> object = ParseObject(request.body());
+  if (!object.ok()) return bad(MessageOf(object.status()));
+  const absl::StatusOr<RequestFields> fields =
+      lease ? ParseFields(*object, kAcquireFields) : ParseFields(*object, kReserveFields);
+  if (!fields.ok()) return bad(MessageOf(fields.status()));
+  if (const absl::Status valid = CheckKeyAndLimit(*fields); !valid.ok()) {
+    return bad(MessageOf(valid));
+  }
+  const std::string_view key = *fields->key, rule_name = fields->rule.value_or("");
+  const std::optional<std::int64_t> estimate = lease ? 1 : fields->estimate;
   if (!estimate) return bad("missing \"estimate\" (the cost to reserve)");
-  if (rule_name.empty() == policy_text.empty()) {
-    return bad("give exactly one of \"rule\" and \"policy\"");
-  }
-  if (hold_ms && (*hold_ms < 1 || *hold_ms > 86'400'000)) {
-    return bad("\"hold_ms\" must be from 1 to 86400000 (24 h)");
-  }
+  const std::optional<std::int64_t> hold_ms = fields->hold_ms;
   // Owned by the answer, which may come later on the store's thread.
   auto owned = std::make_shared<RequestLimits>();
   RequestLimits& limits = *owned;
@@ -161,7 +121,7 @@ void Reserve(const Request& request, const ServerConfig& config, Holding holding
     }
     limits.rules.push_back(rule->name);
   } else {
-    auto policy = Policy::Parse(policy_text);
+    auto policy = Policy::Parse(*fields->policy);
     if (!policy.ok()) return bad(MessageOf(policy.status()));
     limits.Add(std::string(key), std::string(kInlinePolicy), RequestLimits::kNoRule, *policy,
                *estimate, false);
@@ -204,12 +164,15 @@ void Settle(const Request& request, Holding holding, Decider& decider, Respond r
     respond(ErrorResponse(request, http::status::bad_request, "invalid_argument", message));
   };
   if (request.body().empty()) return SettleHook(request, decider.store(), std::move(respond));
-  std::string_view id;
-  std::optional<std::int64_t> actual = lease ? std::optional<std::int64_t>(0) : std::nullopt;
-  const absl::Status parsed =
-      lease ? ParseFields(request.body(), {{"lease", &id}}, {})
-            : ParseFields(request.body(), {{"reservation", &id}}, {{"actual", &actual}});
-  if (!parsed.ok()) return bad(MessageOf(parsed));
+  static constexpr Field kSettleFields[] = {Field::kReservation, Field::kActual};
+  static constexpr Field kReleaseFields[] = {Field::kLease};
+  const absl::StatusOr<simdjson::dom::object> object = ParseObject(request.body());
+  if (!object.ok()) return bad(MessageOf(object.status()));
+  const absl::StatusOr<RequestFields> fields =
+      lease ? ParseFields(*object, kReleaseFields) : ParseFields(*object, kSettleFields);
+  if (!fields.ok()) return bad(MessageOf(fields.status()));
+  const std::string_view id = (lease ? fields->lease : fields->reservation).value_or("");
+  const std::optional<std::int64_t> actual = lease ? 0 : fields->actual;
   if (id.empty()) {
     return bad(lease ? "missing \"lease\" (the id /v1/acquire answered)"
                      : "missing \"reservation\" (the id /v1/reserve answered)");
