@@ -1,0 +1,146 @@
+// Answering a unit: Redis's answer or on_error's, with the breaker, the denial cache and the counters.
+#include "store/redis/outcomes.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "common/strings.h"
+#include "core/multi.h"
+#include "store/redis/node.h"
+
+namespace floodgate::redis {
+
+Outcomes::Outcomes(const RedisStoreOptions& options, Counters& counters)
+    : options_(options), counters_(counters), denials_(options.denial_cache_size) {}
+
+std::optional<Decision> Outcomes::CachedDenial(std::string_view redis_key, const Policy& policy,
+                                               std::int64_t cost, Steady::time_point now) {
+  return denials_.Lookup(redis_key, policy, cost, now);
+}
+
+void Outcomes::AnswerWhileOpen(Unit& unit) {
+  unit.answered = true;
+  if (unit.mode == UnitMode::kSettle) {
+    return unit.done(SettleFailed(absl::UnavailableError("redis circuit breaker open")));
+  }
+  if (unit.grouped()) return unit.group.done(absl::UnavailableError("redis circuit breaker open"));
+  unit.done(Fallback(unit));
+}
+
+void Outcomes::Complete(Unit& p, absl::StatusOr<Decision> result) {
+  if (p.grouped()) return CompleteUnit(p, result.status());  // an error
+  if (p.answered) return;
+  p.answered = true;
+  const Steady::time_point now = Steady::now();
+  // NotFound, InvalidArgument: Redis answered a settle, knowing no such reservation, or
+  // a lease settled at a cost (refused, still held).
+  if (result.ok() || absl::IsNotFound(result.status()) ||
+      (p.mode == UnitMode::kSettle && absl::IsInvalidArgument(result.status()))) {
+    if (p.route.node != nullptr) p.route.node->breaker.Success();
+    if (result.ok() && p.mode != UnitMode::kSettle) RememberDenial(p, p.item(), *result, now);
+    p.done(std::move(result));
+    return;
+  }
+  if (absl::IsCancelled(result.status())) {
+    p.done(result.status());
+    return;
+  }
+  CountFailure(p, result.status(), now);
+  if (p.mode == UnitMode::kSettle) return p.done(SettleFailed(result.status()));
+  p.done(Fallback(p));
+}
+
+absl::Status Outcomes::SettleFailed(const absl::Status& status) {
+  return absl::UnavailableError(fmt::format(
+      "the settle's outcome is unknown ({}): if it did not run, the reservation stays "
+      "charged at its estimate until its hold ends; settling again is safe (a settled "
+      "reservation is not found)",
+      MessageOf(status)));
+}
+
+void Outcomes::CompleteUnit(Unit& p, absl::StatusOr<UnitResult> result) {
+  if (p.answered) return;
+  p.answered = true;
+  const Steady::time_point now = Steady::now();
+  if (result.ok()) {
+    if (p.route.node != nullptr) p.route.node->breaker.Success();
+    for (std::size_t i = 0; i < p.items.size(); ++i) {
+      RememberDenial(p, p.items[i], result->items[i], now);
+    }
+  } else if (!absl::IsCancelled(result.status())) {
+    CountFailure(p, result.status(), now);
+  }
+  p.group.done(std::move(result));
+}
+
+// The denial cache learns denials Redis gave at its own clock, long enough to matter;
+// never a concurrency limit's, whose retry_after is only an upper bound (a release
+// frees a lease sooner, and a cached denial would then refuse what is admitted).
+void Outcomes::RememberDenial(const Unit& p, const Item& item, const Decision& d,
+                              Steady::time_point now) {
+  if (!d.allowed && !p.now_us && options_.denial_cache_min.count() > 0 &&
+      d.retry_after >= options_.denial_cache_min &&
+      item.policy.algorithm != Algorithm::kConcurrency) {
+    denials_.Insert(item.redis_key, item.policy, item.cost, d, now);
+  }
+}
+
+void Outcomes::CountFailure(Unit& p, const absl::Status& status, Steady::time_point now) {
+  ++counters_.errors;
+  if (absl::IsDeadlineExceeded(status)) ++counters_.timeouts;
+  if (p.route.node != nullptr) p.route.node->breaker.Failure(now);
+}
+
+Decision Outcomes::OnErrorAnswer(const Policy& policy, std::int64_t cost) const {
+  Decision d;
+  d.limit = policy.limit;
+  d.degraded = true;
+  if (options_.on_error == OnError::kFailOpen) {
+    d.allowed = true;
+    d.remaining = std::max<std::int64_t>(0, policy.capacity() - cost);
+  } else {
+    // A hint, not a promise: come back after the breaker's open period.
+    d.retry_after = std::min<std::chrono::microseconds>(policy.period, options_.breaker_open);
+    d.reset_after = d.retry_after;
+  }
+  return d;
+}
+
+Decision Outcomes::Fallback(const Unit& p) {
+  ++counters_.degraded;
+  const Item& item = p.item();
+  if (options_.on_error != OnError::kLocal) return OnErrorAnswer(item.policy, item.cost);
+  DecideRequest local{std::string_view(item.redis_key).substr(item.key_at), item.policy,
+                      item.cost, std::nullopt};
+  if (p.now_us) local.now = TimePoint(std::chrono::microseconds(*p.now_us));
+  Decision d;
+  if (absl::StatusOr<Decision> decided = local_.Decide(local); decided.ok()) {
+    d = *decided;
+  } else {
+    d.limit = item.policy.limit;
+  }
+  d.degraded = true;
+  return d;
+}
+
+MultiDecision Outcomes::AnswerMulti(std::span<const CheckItem> items,
+                                    std::optional<std::int64_t> now_us) {
+  ++counters_.degraded;
+  MultiDecision answer;
+  if (options_.on_error == OnError::kLocal) {
+    MultiRequest local{items, std::nullopt};
+    if (now_us) local.now = TimePoint(std::chrono::microseconds(*now_us));
+    if (auto decided = local_.DecideAll(local); decided.ok()) answer = *std::move(decided);
+  }
+  if (answer.items.empty()) {  // fail_open, fail_closed
+    for (const CheckItem& item : items) answer.items.push_back(OnErrorAnswer(item.policy, item.cost));
+    answer.allowed = core::MultiAllows(items, answer.items);
+    core::Summarize(items, answer);
+  }
+  answer.degraded = true;
+  for (Decision& d : answer.items) d.degraded = true;
+  return answer;
+}
+
+}  // namespace floodgate::redis

@@ -1,0 +1,117 @@
+// The Lua scripts the store runs and the handshake that loads them.
+#include "store/redis/scripts.h"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+#include "store/redis/lua_sources.h"
+#include "store/redis/resp.h"
+
+namespace floodgate::redis {
+
+namespace {
+
+// lua/ assembled as described in lua_sources.h: one script per algorithm, one batch.
+std::string AssembleScript(ScriptId id) {
+  namespace l = lua;
+  switch (id) {
+    case ScriptId::kGcra:
+      return l::SingleScript(l::k_gcra);
+    case ScriptId::kTokenBucket:
+      return l::SingleScript(l::k_token_bucket);
+    case ScriptId::kSlidingLog:
+      return l::SingleScript(l::k_sliding_log);
+    case ScriptId::kSlidingWindow:
+      return l::SingleScript(l::k_sliding_window);
+    case ScriptId::kFixedWindow:
+      return l::SingleScript(l::k_fixed_window);
+    case ScriptId::kConcurrency:
+      return l::SingleScript(l::k_concurrency);
+    case ScriptId::kBatch:
+      break;
+    case ScriptId::kReservation:
+      return l::DriverScript(l::k_reservation);
+  }
+  return l::DriverScript(l::k_batch);
+}
+
+}  // namespace
+
+ScriptId SingleScriptFor(core::StateKind kind) {
+  using core::StateKind;
+  switch (kind) {
+    case StateKind::kGcra:
+      return ScriptId::kGcra;
+    case StateKind::kSmoothBucket:
+    case StateKind::kIntervalBucket:
+      return ScriptId::kTokenBucket;
+    case StateKind::kSlidingLog:
+      return ScriptId::kSlidingLog;
+    case StateKind::kSlidingWindow:
+      return ScriptId::kSlidingWindow;
+    case StateKind::kFixedWindow:
+      return ScriptId::kFixedWindow;
+    case StateKind::kConcurrency:
+      return ScriptId::kConcurrency;
+  }
+  return ScriptId::kGcra;
+}
+
+Scripts::Scripts() {
+  for (int i = 0; i < kScriptCount; ++i) scripts_[i].body = AssembleScript(ScriptId(i));
+}
+
+std::vector<std::string> Handshake::Commands() const {
+  std::vector<std::string> commands;
+  std::string command;
+  if (options_.password.empty()) {
+    AppendCommand(command, {"PING"});
+  } else if (options_.user.empty()) {
+    AppendCommand(command, {"AUTH", options_.password});
+  } else {
+    AppendCommand(command, {"AUTH", options_.user, options_.password});
+  }
+  commands.push_back(std::exchange(command, {}));
+  if (options_.db != 0) {
+    AppendCommand(command, {"SELECT", std::to_string(options_.db)});
+    commands.push_back(std::exchange(command, {}));
+  }
+  for (int i = 0; i < kScriptCount; ++i) {
+    AppendCommand(command, {"SCRIPT", "LOAD", scripts_.body(ScriptId(i))});
+    commands.push_back(std::exchange(command, {}));
+  }
+  return commands;
+}
+
+absl::Status Handshake::Check(std::string_view describe, std::size_t index,
+                              const redisReply& reply) {
+  const std::size_t auth = 1;  // AUTH, or PING
+  const std::size_t select = options_.db != 0 ? 1 : 0;
+  if (reply.type == REDIS_REPLY_ERROR) {
+    const std::string_view text = TextOf(reply);
+    if (index == 0 && !options_.password.empty()) {
+      return absl::PermissionDeniedError(
+          fmt::format("redis at {} refused AUTH: {}", describe, text));
+    }
+    // The PING's NOAUTH; "unauthenticated" is how a server refuses a large request
+    // from an unauthenticated client, should one still get that far.
+    if (text.starts_with("NOAUTH") || text.find("unauthenticated") != std::string_view::npos) {
+      return absl::PermissionDeniedError(fmt::format(
+          "redis at {} needs a password: {} (give it in the URL: redis://:PASSWORD@host:port)",
+          describe, text));
+    }
+    const char* step = index == 0 ? "PING" : index < auth + select ? "SELECT" : "SCRIPT LOAD";
+    return absl::FailedPreconditionError(
+        fmt::format("redis at {} refused {}: {}", describe, step, text));
+  }
+  if (index >= auth + select) {
+    if (reply.type != REDIS_REPLY_STRING) {
+      return absl::InternalError("SCRIPT LOAD did not answer with a SHA");
+    }
+    scripts_.set_sha(ScriptId(index - auth - select), std::string(TextOf(reply)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace floodgate::redis
