@@ -22,6 +22,7 @@
 #include "store/redis/cross_slot.h"
 #include "store/redis/decode.h"
 #include "store/redis/dispatch.h"
+#include "store/redis/encode.h"
 #include "store/redis/ids.h"
 #include "store/redis/node.h"
 #include "store/redis/outcomes.h"
@@ -807,180 +808,23 @@ class RedisStore::Impl final : public redis::Dispatcher {
     }
   }
 
-  // The distinct policies of a chunk's items (a settle's record holds its own: it names
-  // none), and each item's policy number among them (1-based; 0 for a settle).
-  static std::vector<const Item*> DistinctPolicies(const std::vector<UnitPtr>& chunk,
-                                                          std::vector<std::size_t>& policy_of) {
-    std::vector<const Item*> policies;
-    for (const auto& p : chunk) {
-      for (const Item& item : p->items) {
-        if (p->mode == UnitMode::kSettle) {
-          policy_of.push_back(0);
-          continue;
-        }
-        std::size_t j = 0;
-        while (j < policies.size() &&
-               !(policies[j]->kind == item.kind && policies[j]->policy == item.policy)) {
-          ++j;
-        }
-        if (j == policies.size()) policies.push_back(&item);
-        policy_of.push_back(j + 1);
-      }
-    }
-    return policies;
-  }
-
-  // One script call for `chunk`: the algorithm's script for a lone decision, the batch
-  // script for several. `as_eval` sends the body (after NOSCRIPT: Redis restarted or
-  // flushed its scripts); EVAL caches it again for the next EVALSHA. `asking` prefixes
-  // ASKING (the slot is being imported by this node: an ASK redirect).
+  // One script call for `chunk` (encode.h). `as_eval` sends the body (after NOSCRIPT:
+  // Redis restarted or flushed its scripts); `asking` prefixes ASKING (an ASK redirect).
   void Send(Lane& lane, std::vector<UnitPtr> chunk, bool as_eval, bool asking) {
-    const bool reservations = chunk[0]->reservation();
-    const bool single = chunk.size() == 1 && chunk[0]->single();
-    const ScriptId id = reservations ? ScriptId::kReservation
-                        : single     ? redis::SingleScriptFor(chunk[0]->item().kind)
-                                     : ScriptId::kBatch;
-    // lua/batch.lua lists a group (5 arguments, checked one by one: with its deferred
-    // writes, Redis spent more on a listed group of one item than on the item) unless it
-    // is the common kind, all or nothing without shadows: such a group's items after the
-    // first join it by a '+' on their policy number, and a group of one is simply the
-    // item's own decision (docs/multi.md: a multi-decision of one item is the single one;
-    // a shadow changes only what the caller makes of it).
-    const auto joined = [](const Unit& p) {
-      return p.mode == UnitMode::kAll &&
-             (p.items.size() == 1 ||
-              std::none_of(p.items.begin(), p.items.end(),
-                           [](const Item& item) { return item.shadow; }));
-    };
-    const auto grouped = [&](const Unit& p) {
-      return p.mode != UnitMode::kSingle && !joined(p);
-    };
-    std::size_t keys = 0, groups = 0;
-    for (const auto& p : chunk) {
-      keys += p->items.size() + (p->mode == UnitMode::kReserve && p->hold.lease.empty());
-      groups += grouped(*p);
-    }
-    // Decimal arguments, kept alive until the command is formatted (the vector is sized
-    // up front, so the views into it stay valid).
-    std::vector<std::string> numbers;
-    numbers.reserve(2 + keys * 7 + groups * 6);
-    const auto number = [&numbers](std::string text) -> std::string_view {
-      return numbers.emplace_back(std::move(text));
-    };
-    const auto now_arg = [](const Unit& p) {
-      return p.now_us ? std::to_string(*p.now_us) : std::string();
-    };
-    std::vector<std::string_view> args;
-    args.reserve(8 + keys * 8 + groups * 5);
-    args.push_back(as_eval ? "EVAL" : "EVALSHA");
-    args.push_back(as_eval ? scripts_.body(id) : scripts_.sha(id));
-    args.push_back(number(std::to_string(keys)));
-    for (const auto& p : chunk) {
-      for (const Item& item : p->items) args.push_back(item.redis_key);
-      if (p->mode == UnitMode::kReserve && p->hold.lease.empty()) args.push_back(p->hold.record_key);
-    }
-    // The distinct policies of a batch or of reservations, sent once: p, then 4 values each.
-    const auto append_policies = [&](const std::vector<const Item*>& policies) {
-      args.push_back(number(std::to_string(policies.size())));
-      for (const Item* item : policies) {
-        args.push_back(core::KeyTag(item->kind));
-        args.push_back(number(std::to_string(item->policy.limit)));
-        args.push_back(number(std::to_string(item->policy.period.count())));
-        args.push_back(number(std::to_string(item->policy.capacity())));
-      }
-    };
-    if (reservations) {  // lua/reservation.lua: the distinct policies once, then each operation
-      std::vector<std::size_t> policy_of;
-      append_policies(DistinctPolicies(chunk, policy_of));
-      args.push_back(number(std::to_string(chunk.size())));
-      std::size_t k = 0;
-      for (const auto& p : chunk) {
-        const Item& item = p->item();
-        // An acquire or release at the server clock (and a release at 0) has a short form
-        // (lua/reservation.lua: 'a', 'l'): each argument costs Redis ~1,000 instructions.
-        if (p->mode == UnitMode::kReserve && !p->hold.lease.empty()) {
-          args.push_back(p->now_us ? "A" : "a");
-          args.push_back(number(std::to_string(policy_of[k++])));
-          if (p->now_us) args.push_back(number(now_arg(*p)));
-          args.push_back(p->hold.lease);
-        } else if (p->mode == UnitMode::kSettle && !p->hold.lease.empty()) {
-          ++k;
-          if (p->now_us || item.cost != 0) {
-            args.push_back("L");
-            args.push_back(number(now_arg(*p)));
-            args.push_back(number(std::to_string(item.cost)));
-          } else {
-            args.push_back("l");
-          }
-          args.push_back(p->hold.lease);
-        } else if (p->mode == UnitMode::kReserve) {
-          args.push_back("r");
-          args.push_back(number(std::to_string(policy_of[k++])));
-          args.push_back(number(now_arg(*p)));
-          args.push_back(number(std::to_string(item.cost)));
-          args.push_back(number(std::to_string(p->hold.hold_us)));
-        } else {
-          ++k;
-          args.push_back("s");
-          args.push_back(number(now_arg(*p)));
-          args.push_back(number(std::to_string(item.cost)));
-        }
-      }
-    } else if (single) {  // lua/single.lua: kind, now, limit, period, burst, cost
-      const Unit& p = *chunk[0];
-      const Item& item = p.item();
-      args.push_back(core::KeyTag(item.kind));
-      args.push_back(number(now_arg(p)));
-      args.push_back(number(std::to_string(item.policy.limit)));
-      args.push_back(number(std::to_string(item.policy.period.count())));
-      args.push_back(number(std::to_string(item.policy.capacity())));
-      args.push_back(number(std::to_string(item.cost)));
-    } else {  // lua/batch.lua: the distinct policies once, the groups, then each item
-      std::vector<std::size_t> policy_of;
-      append_policies(DistinctPolicies(chunk, policy_of));
-      args.push_back(number(std::to_string(groups)));
-      std::size_t first = 1;
-      for (const auto& p : chunk) {
-        if (grouped(*p)) {
-          unsigned mask = 0;
-          for (std::size_t i = 0; i < p->items.size(); ++i) mask |= p->items[i].shadow << i;
-          args.push_back(number(std::to_string(first)));
-          args.push_back(number(std::to_string(p->items.size())));
-          args.push_back(p->mode == UnitMode::kAll   ? "all"
-                         : p->mode == UnitMode::kDry ? "dry"
-                                                     : "release");
-          args.push_back(number(std::to_string(mask)));
-          args.push_back(p->mode == UnitMode::kRelease ? number(std::to_string(p->group.release_at))
-                                                       : std::string_view());
-        }
-        first += p->items.size();
-      }
-      std::size_t k = 0;
-      for (const auto& p : chunk) {
-        const std::string_view now = number(now_arg(*p));
-        const bool joins = joined(*p);
-        for (std::size_t i = 0; i < p->items.size(); ++i) {
-          const std::string policy = std::to_string(policy_of[k++]);
-          args.push_back(number(joins && i > 0 ? "+" + policy : policy));
-          args.push_back(now);
-          args.push_back(number(std::to_string(p->items[i].cost)));
-        }
-      }
-    }
-    std::string command;
-    if (asking) redis::AppendCommand(command, {"ASKING"});
-    const std::size_t asking_bytes = command.size();
-    redis::AppendCommand(command, args);
+    const redis::EncodedCall call = redis::Encode(
+        chunk, scripts_, as_eval ? redis::ScriptForm::kBody : redis::ScriptForm::kSha,
+        asking ? redis::Asking::kYes : redis::Asking::kNo);
+    const std::string_view command = call.command;
+    const std::size_t asking_bytes = call.asking_bytes;
     ++counters_.calls;
-    if (!single) counters_.batched += keys;
+    if (!redis::SingleCall(chunk)) counters_.batched += call.keys;
     ++lane.calls_out;
     if (asking) {
       // Sent in the same write, right before the script: ASKING covers only the next
       // command on its connection. Its +OK needs no handling; the script's reply tells.
-      lane.connection->Send(std::string_view(command).substr(0, asking_bytes),
-                            [](absl::StatusOr<redis::Reply>) {});
+      lane.connection->Send(command.substr(0, asking_bytes), [](absl::StatusOr<redis::Reply>) {});
     }
-    lane.connection->Send(std::string_view(command).substr(asking_bytes),
+    lane.connection->Send(command.substr(asking_bytes),
                           [this, &lane, chunk = std::move(chunk), as_eval,
                            asking](absl::StatusOr<redis::Reply> reply) mutable {
                             --lane.calls_out;
