@@ -16,13 +16,13 @@
 
 #include "common/strings.h"
 #include "core/state_kind.h"
+#include "store/redis/batcher.h"
 #include "store/redis/cluster.h"
 #include "store/redis/connection.h"
 #include "store/redis/counters.h"
 #include "store/redis/cross_slot.h"
 #include "store/redis/decode.h"
 #include "store/redis/dispatch.h"
-#include "store/redis/encode.h"
 #include "store/redis/ids.h"
 #include "store/redis/node.h"
 #include "store/redis/outcomes.h"
@@ -84,7 +84,7 @@ absl::StatusOr<std::unique_ptr<asio::ssl::context>> MakeTlsContext(const RedisSt
   return context;
 }
 
-class RedisStore::Impl final : public redis::Dispatcher {
+class RedisStore::Impl final : public redis::Dispatcher, public redis::CallErrors {
  public:
   Impl(RedisStoreOptions options, std::unique_ptr<asio::ssl::context> tls)
       : options_(std::move(options)),
@@ -93,6 +93,7 @@ class RedisStore::Impl final : public redis::Dispatcher {
         handshake_(options_, scripts_),
         outcomes_(options_, counters_),
         cross_slot_(options_, counters_, outcomes_, *this),
+        batcher_(io_, options_, scripts_, outcomes_, counters_, *this),
         refresh_timer_(io_),
         owners_(redis::kClusterSlots, nullptr) {
     if (!options_.cluster) {
@@ -320,7 +321,7 @@ class RedisStore::Impl final : public redis::Dispatcher {
     if (lane == nullptr) {
       return outcomes_.Complete(*pending, absl::UnavailableError(LastError()));
     }
-    Enqueue(*lane, std::move(pending), /*flush_now=*/false);
+    batcher_.Enqueue(*lane, std::move(pending));
   }
 
   StoreStats LocalStats() const { return outcomes_.LocalStats(); }
@@ -467,7 +468,7 @@ class RedisStore::Impl final : public redis::Dispatcher {
     for (Node* node : owner_nodes_) {
       if (node->PickLane() == nullptr) {
         return absl::UnavailableError(
-            fmt::format("{} ({})", MessageOf(NotConnected(*node)), LastError()));
+            fmt::format("{} ({})", MessageOf(NodeNotConnected(*node)), LastError()));
       }
     }
     return absl::OkStatus();
@@ -521,18 +522,6 @@ class RedisStore::Impl final : public redis::Dispatcher {
                                : last_error_;
   }
 
-  // Any thread. Queues a decision on a connection; the I/O thread sends it (at once when
-  // called there with flush_now).
-  void Enqueue(Lane& lane, UnitPtr pending, bool flush_now) {
-    {
-      std::lock_guard lock(lane.mu);
-      lane.queued.push_back(std::move(pending));
-      if (flush_now || lane.flush_posted) return;
-      lane.flush_posted = true;
-    }
-    asio::post(io_, [this, &lane] { Flush(lane); });
-  }
-
   // ---- Redis Cluster routing (I/O thread) ----
 
   void RouteQueued() {
@@ -569,22 +558,22 @@ class RedisStore::Impl final : public redis::Dispatcher {
           continue;
         }
         RequestRefresh();
-        outcomes_.Complete(*pending, NotConnected(*node));
+        outcomes_.Complete(*pending, NodeNotConnected(*node));
         continue;
       }
-      Enqueue(*lane, pending, /*flush_now=*/true);
+      batcher_.Stage(*lane, pending);
       if (std::find(touched.begin(), touched.end(), lane) == touched.end()) {
         touched.push_back(lane);
       }
     }
-    for (Lane* lane : touched) Flush(*lane);
+    for (Lane* lane : touched) batcher_.Flush(*lane);
   }
 
   // Not answered yet, and within its deadline (else answered as timed out).
   bool Live(Unit& pending, Steady::time_point now) {
     if (pending.answered) return false;
     if (now < pending.deadline) return true;
-    outcomes_.Complete(pending, TimeoutError());
+    outcomes_.Complete(pending, batcher_.TimeoutError());
     return false;
   }
 
@@ -598,7 +587,7 @@ class RedisStore::Impl final : public redis::Dispatcher {
     return false;
   }
 
-  static absl::Status NotConnected(const Node& node) {
+  static absl::Status NodeNotConnected(const Node& node) {
     return absl::UnavailableError(fmt::format("redis at {} is not connected", node.describe));
   }
 
@@ -622,7 +611,7 @@ class RedisStore::Impl final : public redis::Dispatcher {
     node.waiting.push_back(pending);
     Lane& first = *node.lanes.front();
     first.deadlines.push_back(pending);
-    ArmSweep(first);
+    batcher_.ArmSweep(first);
   }
 
   // A redirect or retry: the call did not run, so the decisions go again (bounded).
@@ -701,7 +690,7 @@ class RedisStore::Impl final : public redis::Dispatcher {
     });
     // The stall check covers this call too: an answer that never comes (a half-open
     // connection) drops the connection, which fails the call, which asks again.
-    ArmSweep(*lane);
+    batcher_.ArmSweep(*lane);
   }
 
   void ApplyTopology(const std::vector<redis::SlotRange>& ranges) {
@@ -751,192 +740,43 @@ class RedisStore::Impl final : public redis::Dispatcher {
     start_cv_.notify_all();
   }
 
-  // With batching on, at most this many script calls are out per connection; decisions
-  // arriving meanwhile wait in the queue and leave together, in as few calls as possible,
-  // when a call returns. Under load that fills the batches; at light load a decision
-  // still leaves at once. With batching off (batch=1) calls are only pipelined.
-  static constexpr int kCallsOutWhenBatching = 2;
-
-  // I/O thread: sends what queued up since the last flush, batched.
-  void Flush(Lane& lane) {
-    std::deque<UnitPtr> queued;
-    {
-      std::lock_guard lock(lane.mu);
-      lane.flush_posted = false;
-      lane.holding = options_.max_batch > 1 && lane.connection->ready() &&
-                     lane.calls_out >= kCallsOutWhenBatching && !lane.queued.empty();
-      if (!lane.holding) queued.swap(lane.queued);
-    }
-    if (lane.holding) return ArmSweep(lane);  // the sweep answers any held too long
-    const Steady::time_point now = Steady::now();
-    std::vector<UnitPtr> live;
-    live.reserve(queued.size());
-    for (auto& pending : queued) {
-      if (pending->answered) continue;
-      if (!lane.connection->ready()) {
-        outcomes_.Complete(*pending,
-                 options_.cluster ? NotConnected(lane.node) : absl::UnavailableError(LastError()));
-      } else if (now >= pending->deadline) {
-        outcomes_.Complete(*pending, TimeoutError());
-      } else {
-        lane.deadlines.push_back(pending);
-        live.push_back(std::move(pending));
-      }
-    }
-    ArmSweep(lane);
-    // Reservations go by a script of their own; a cluster runs a script only on keys of
-    // one slot: batch within a slot.
-    const bool cluster = options_.cluster;
-    std::stable_sort(live.begin(), live.end(), [cluster](const UnitPtr& a, const UnitPtr& b) {
-      if (a->reservation() != b->reservation()) return b->reservation();
-      return cluster && a->route.slot < b->route.slot;
-    });
-    const std::size_t batch = static_cast<std::size_t>(options_.max_batch);
-    for (std::size_t i = 0; i < live.size();) {
-      std::size_t end = std::min(live.size(), i + batch);
-      std::size_t same = i + 1;
-      while (same < end && live[same]->reservation() == live[i]->reservation() &&
-             (!cluster ||
-              (!live[i]->route.alone && !live[same]->route.alone && live[same]->route.slot == live[i]->route.slot))) {
-        ++same;
-      }
-      end = same;
-      std::vector<UnitPtr> chunk(std::make_move_iterator(live.begin() + i),
-                                    std::make_move_iterator(live.begin() + end));
-      Send(lane, std::move(chunk), /*as_eval=*/false, /*asking=*/false);
-      i = end;
-    }
+  // CallErrors (dispatch.h), for the batcher.
+  absl::Status NotConnected(const Node& node) override {
+    return options_.cluster ? NodeNotConnected(node) : absl::UnavailableError(LastError());
   }
 
-  // One script call for `chunk` (encode.h). `as_eval` sends the body (after NOSCRIPT:
-  // Redis restarted or flushed its scripts); `asking` prefixes ASKING (an ASK redirect).
-  void Send(Lane& lane, std::vector<UnitPtr> chunk, bool as_eval, bool asking) {
-    const redis::EncodedCall call = redis::Encode(
-        chunk, scripts_, as_eval ? redis::ScriptForm::kBody : redis::ScriptForm::kSha,
-        asking ? redis::Asking::kYes : redis::Asking::kNo);
-    const std::string_view command = call.command;
-    const std::size_t asking_bytes = call.asking_bytes;
-    ++counters_.calls;
-    if (!redis::SingleCall(chunk)) counters_.batched += call.keys;
-    ++lane.calls_out;
-    if (asking) {
-      // Sent in the same write, right before the script: ASKING covers only the next
-      // command on its connection. Its +OK needs no handling; the script's reply tells.
-      lane.connection->Send(command.substr(0, asking_bytes), [](absl::StatusOr<redis::Reply>) {});
-    }
-    lane.connection->Send(command.substr(asking_bytes),
-                          [this, &lane, chunk = std::move(chunk), as_eval,
-                           asking](absl::StatusOr<redis::Reply> reply) mutable {
-                            --lane.calls_out;
-                            OnReply(lane, std::move(chunk), as_eval, asking, std::move(reply));
-                            if (lane.holding) Flush(lane);
-                          });
-  }
-
-  void OnReply(Lane& lane, std::vector<UnitPtr> chunk, bool as_eval, bool asking,
-               absl::StatusOr<redis::Reply> reply) {
-    if (!reply.ok()) {
-      for (auto& p : chunk) outcomes_.Complete(*p, reply.status());
-      return;
-    }
-    const redisReply& r = **reply;
-    if (r.type == REDIS_REPLY_ERROR) {
-      const std::string_view text = redis::TextOf(r);
-      if (text.starts_with("NOSCRIPT") && !as_eval) {
-        ++counters_.noscript;
-        return Send(lane, std::move(chunk), /*as_eval=*/true, asking);
+  bool Redirected(Lane& lane, std::string_view text, std::vector<UnitPtr>& chunk) override {
+    if (auto redirect = redis::ParseRedirect(text)) {
+      // "MOVED 3999 :6381": an unknown endpoint means the host that answered.
+      if (redirect->target.host.empty()) redirect->target.host = lane.node.endpoint.host;
+      Node& target = NodeFor(redirect->target);
+      if (redirect->kind == redis::Redirect::Kind::kMoved) {
+        ++counters_.moved;
+        owners_[redirect->slot] = &target;
+        RequestRefresh();  // more slots have probably moved
+        Reroute(std::move(chunk));
+        return true;
       }
-      // Redirects and refusals of a cluster: the script did not run, so sending it again
-      // cannot count a decision twice.
-      if (options_.cluster) {
-        if (auto redirect = redis::ParseRedirect(text)) {
-          // "MOVED 3999 :6381": an unknown endpoint means the host that answered.
-          if (redirect->target.host.empty()) redirect->target.host = lane.node.endpoint.host;
-          Node& target = NodeFor(redirect->target);
-          if (redirect->kind == redis::Redirect::Kind::kMoved) {
-            ++counters_.moved;
-            owners_[redirect->slot] = &target;
-            RequestRefresh();  // more slots have probably moved
-            return Reroute(std::move(chunk));
-          }
-          ++counters_.asked;
-          return Ask(target, std::move(chunk));
-        }
-        if (text.starts_with("TRYAGAIN") || text.starts_with("CLUSTERDOWN")) {
-          ++counters_.retried;
-          // TRYAGAIN: some of a batch's keys have migrated and some not. One key at a
-          // time, each follows its own ASK.
-          if (chunk.size() > 1) {
-            for (auto& p : chunk) p->route.alone = true;
-          }
-          if (text.starts_with("CLUSTERDOWN")) RequestRefresh();
-          auto timer = std::make_shared<asio::steady_timer>(io_, kRetryDelay);
-          timer->async_wait(
-              [this, timer, chunk = std::move(chunk)](const boost::system::error_code& ec) mutable {
-                if (!ec) Reroute(std::move(chunk));
-              });
-          return;
-        }
-      }
-      const absl::Status error =
-          absl::InternalError(fmt::format("redis at {}: {}", lane.node.describe, text));
-      for (auto& p : chunk) outcomes_.Complete(*p, error);
-      return;
+      ++counters_.asked;
+      Ask(target, std::move(chunk));
+      return true;
     }
-    if (chunk[0]->reservation()) {
-      auto decoded = redis::DecodeReservations(r, chunk.size());
-      if (!decoded.ok()) {
-        const absl::Status error = absl::InternalError(
-            fmt::format("redis at {} {}", lane.node.describe, MessageOf(decoded.status())));
-        for (auto& p : chunk) outcomes_.Complete(*p, error);
-        return;
+    if (text.starts_with("TRYAGAIN") || text.starts_with("CLUSTERDOWN")) {
+      ++counters_.retried;
+      // TRYAGAIN: some of a batch's keys have migrated and some not. One key at a
+      // time, each follows its own ASK.
+      if (chunk.size() > 1) {
+        for (auto& p : chunk) p->route.alone = true;
       }
-      for (std::size_t i = 0; i < chunk.size(); ++i) {
-        chunk[i]->hold.acquired_at = (*decoded)[i].acquired_at;
-        outcomes_.Complete(*chunk[i], std::move((*decoded)[i].decision));
-      }
-      return;
+      if (text.starts_with("CLUSTERDOWN")) RequestRefresh();
+      auto timer = std::make_shared<asio::steady_timer>(io_, kRetryDelay);
+      timer->async_wait(
+          [this, timer, chunk = std::move(chunk)](const boost::system::error_code& ec) mutable {
+            if (!ec) Reroute(std::move(chunk));
+          });
+      return true;
     }
-    const bool single = chunk.size() == 1 && chunk[0]->single();
-    std::vector<std::int64_t> limits;
-    for (const auto& p : chunk) {
-      for (const Item& item : p->items) limits.push_back(item.policy.limit);
-    }
-    auto decoded = redis::DecodeDecisions(r, limits, /*with_clock=*/!single);
-    if (!decoded.ok()) {
-      const absl::Status error = absl::InternalError(
-          fmt::format("redis at {} {}", lane.node.describe, MessageOf(decoded.status())));
-      for (auto& p : chunk) outcomes_.Complete(*p, error);
-      return;
-    }
-    const auto failed = [&](const absl::Status& status) {
-      return absl::InternalError(
-          fmt::format("redis at {} {}", lane.node.describe, MessageOf(status)));
-    };
-    std::size_t k = 0;
-    for (auto& p : chunk) {
-      if (p->mode == UnitMode::kSingle) {
-        absl::StatusOr<Decision>& d = decoded->decisions[k++];
-        outcomes_.Complete(*p, d.ok() ? std::move(d) : failed(d.status()));
-        continue;
-      }
-      UnitResult result;
-      result.clock_us = decoded->clock_us;
-      absl::Status status;
-      for (std::size_t i = 0; i < p->items.size(); ++i) {
-        absl::StatusOr<Decision>& d = decoded->decisions[k++];
-        if (!d.ok()) {
-          status = failed(d.status());
-        } else {
-          result.items.push_back(*d);
-        }
-      }
-      if (status.ok()) {
-        outcomes_.CompleteUnit(*p, std::move(result));
-      } else {
-        outcomes_.CompleteUnit(*p, status);
-      }
-    }
+    return false;
   }
 
   // ASK: this one call goes to the importing node, after ASKING; the slot map stays.
@@ -957,64 +797,12 @@ class RedisStore::Impl final : public redis::Dispatcher {
           // goes to the slot's owner again, which sends it here with ASK once more.
           Wait(target, p);
         } else {
-          outcomes_.Complete(*p, NotConnected(target));
+          outcomes_.Complete(*p, NodeNotConnected(target));
         }
       }
       return;
     }
-    for (auto& p : chunk) lane->deadlines.push_back(p);
-    ArmSweep(*lane);
-    Send(*lane, std::move(chunk), /*as_eval=*/false, /*asking=*/true);
-  }
-
-  absl::Status TimeoutError() const {
-    return absl::DeadlineExceededError(fmt::format("redis at {} did not answer within {} µs",
-                                                   options_.Describe(), options_.timeout.count()));
-  }
-
-  void ArmSweep(Lane& lane) {
-    if (lane.sweeping ||
-        (lane.deadlines.empty() && !lane.holding && lane.connection->in_flight() == 0)) {
-      return;
-    }
-    lane.sweeping = true;
-    // A tenth of the timeout (1-10 ms): a timed-out decision is answered at most that
-    // much late.
-    const auto tick = std::clamp<std::chrono::microseconds>(
-        options_.timeout / 10, std::chrono::milliseconds(1), std::chrono::milliseconds(10));
-    lane.sweep.expires_after(tick);
-    lane.sweep.async_wait([this, &lane](const boost::system::error_code& ec) {
-      lane.sweeping = false;
-      if (ec) return;
-      const Steady::time_point now = Steady::now();
-      while (!lane.deadlines.empty() &&
-             (lane.deadlines.front()->answered || lane.deadlines.front()->deadline <= now)) {
-        // Most were answered already: the error (a formatted message) only for the rest.
-        if (!lane.deadlines.front()->answered) outcomes_.Complete(*lane.deadlines.front(), TimeoutError());
-        lane.deadlines.pop_front();
-      }
-      // A connection whose oldest command has waited this long is taken for dead (a
-      // half-open TCP connection raises no error for hours) and replaced.
-      const auto stall_limit =
-          std::max<Steady::duration>(std::chrono::seconds(1), options_.timeout * 20);
-      if (lane.connection->OldestWait(now) > stall_limit) {
-        lane.connection->Abort(absl::DeadlineExceededError(fmt::format(
-            "redis at {} answered nothing for {} ms; reconnecting", lane.node.describe,
-            std::chrono::duration_cast<std::chrono::milliseconds>(stall_limit).count())));
-      }
-      if (lane.holding) {
-        std::vector<UnitPtr> expired;
-        {
-          std::lock_guard lock(lane.mu);
-          while (!lane.queued.empty() && lane.queued.front()->deadline <= now) {
-            expired.push_back(std::move(lane.queued.front()));
-            lane.queued.pop_front();
-          }
-        }
-        for (auto& pending : expired) outcomes_.Complete(*pending, TimeoutError());
-      }
-      ArmSweep(lane);
-    });
+    batcher_.SendAsked(*lane, std::move(chunk));
   }
 
   RedisStoreOptions options_;
@@ -1027,6 +815,7 @@ class RedisStore::Impl final : public redis::Dispatcher {
   redis::Handshake handshake_;
   redis::Outcomes outcomes_;
   redis::CrossSlot cross_slot_;
+  redis::Batcher batcher_;
   std::mutex random_mu_;
   absl::BitGen random_;  // reservation ids: unpredictable, so one client cannot settle another's
   // Standalone: one node, fixed. Cluster: grows on the I/O thread (a new primary); other
