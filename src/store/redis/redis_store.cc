@@ -18,6 +18,7 @@
 #include "core/state_kind.h"
 #include "store/redis/batcher.h"
 #include "store/redis/cluster.h"
+#include "store/redis/cluster_router.h"
 #include "store/redis/connection.h"
 #include "store/redis/counters.h"
 #include "store/redis/cross_slot.h"
@@ -28,6 +29,7 @@
 #include "store/redis/outcomes.h"
 #include "store/redis/resp.h"
 #include "store/redis/scripts.h"
+#include "store/redis/startup.h"
 #include "store/redis/unit.h"
 
 namespace floodgate {
@@ -45,13 +47,6 @@ using redis::Unit;
 using redis::UnitMode;
 using redis::UnitPtr;
 using redis::UnitResult;
-
-// A script call's reply or error, as the caller of one connection gets it.
-constexpr int kMaxRedirects = 5;
-// A storm of redirects or dropped connections asks for one topology refresh per this.
-constexpr auto kRefreshInterval = std::chrono::milliseconds(100);
-// TRYAGAIN (a multi-key call during a migration) and CLUSTERDOWN are retried after this.
-constexpr auto kRetryDelay = std::chrono::milliseconds(10);
 
 }  // namespace
 
@@ -84,7 +79,9 @@ absl::StatusOr<std::unique_ptr<asio::ssl::context>> MakeTlsContext(const RedisSt
   return context;
 }
 
-class RedisStore::Impl final : public redis::Dispatcher, public redis::CallErrors {
+class RedisStore::Impl final : public redis::Dispatcher,
+                                public redis::CallErrors,
+                                public redis::NodeSource {
  public:
   Impl(RedisStoreOptions options, std::unique_ptr<asio::ssl::context> tls)
       : options_(std::move(options)),
@@ -94,8 +91,7 @@ class RedisStore::Impl final : public redis::Dispatcher, public redis::CallError
         outcomes_(options_, counters_),
         cross_slot_(options_, counters_, outcomes_, *this),
         batcher_(io_, options_, scripts_, outcomes_, counters_, *this),
-        refresh_timer_(io_),
-        owners_(redis::kClusterSlots, nullptr) {
+        router_(io_, options_, outcomes_, counters_, batcher_, startup_, nodes_, *this, closed_) {
     if (!options_.cluster) {
       AddNode({options_.host, options_.port}, options_.Describe(), options_.connections);
     } else {
@@ -104,7 +100,7 @@ class RedisStore::Impl final : public redis::Dispatcher, public redis::CallError
         // One connection is enough to ask for the topology.
         Node& node = AddNode(seed, HostPort(seed.host, seed.port), 1);
         node.seed = true;
-        seeds_.push_back(&node);
+        router_.AddSeed(node);
       }
     }
     thread_ = std::thread([this] { io_.run(); });
@@ -123,7 +119,6 @@ class RedisStore::Impl final : public redis::Dispatcher, public redis::CallError
     if (closed_.exchange(true)) return;
     std::promise<void> stopped;
     asio::post(io_, [this, &stopped] {
-      refresh_timer_.cancel();
       const absl::Status closed = absl::CancelledError("store closed");
       // Everything not yet answered is answered Cancelled first: stopping a connection
       // fails its calls, whose handlers would otherwise flush what queued behind them to
@@ -148,47 +143,19 @@ class RedisStore::Impl final : public redis::Dispatcher, public redis::CallError
           lane->sweep.cancel();
         }
       }
-      std::deque<UnitPtr> unrouted;
-      {
-        std::lock_guard lock(route_mu_);
-        unrouted.swap(route_queue_);
-      }
-      for (auto& pending : unrouted) outcomes_.Complete(*pending, absl::CancelledError("store closed"));
+      router_.Stop();
       stopped.set_value();
     });
     stopped.get_future().wait();
   }
 
-  // Standalone: connects every connection; succeeds once one is ready, fails with the
-  // first error when none gets there. Cluster: succeeds once a seed told the topology
-  // and every primary's connections were tried. With lazy_connect it waits the same way
-  // (so that a Redis that is up serves the very first decision), at most connect_timeout,
-  // and succeeds whatever came of it: the connections keep trying in the background.
+  // Connects every connection and waits as redis::Startup::Wait says.
   absl::Status Start() {
     asio::post(io_, [this] {
       for (auto& node : nodes_) StartNode(*node);
     });
-    std::unique_lock lock(start_mu_);
-    const auto patience = options_.lazy_connect
-                              ? options_.connect_timeout
-                              : options_.connect_timeout + std::chrono::seconds(1);
-    const bool settled = start_cv_.wait_for(lock, patience, [this] {
-      if (options_.cluster)
-        return cluster_settled_ || !topology_error_.ok() || failed_lanes_ >= seeds_.size();
-      return ready_lanes_ > 0 || failed_lanes_ >= nodes_.front()->lanes.size();
-    });
-    if (options_.lazy_connect) return absl::OkStatus();
-    if (options_.cluster) {
-      if (topology_known_) return absl::OkStatus();
-      if (!topology_error_.ok()) return topology_error_;
-    } else if (ready_lanes_ > 0) {
-      return absl::OkStatus();
-    }
-    if (!settled || first_error_.ok()) {
-      return absl::DeadlineExceededError(
-          fmt::format("redis unreachable at {}: no answer", options_.Describe()));
-    }
-    return first_error_;
+    return startup_.Wait(options_, options_.cluster ? router_.seed_count()
+                                                    : nodes_.front()->lanes.size());
   }
 
   std::string RedisKey(StateKind kind, std::string_view key) const {
@@ -303,17 +270,7 @@ class RedisStore::Impl final : public redis::Dispatcher, public redis::CallError
   // Any thread. Sends a unit on its way: on a cluster to the I/O thread, which routes it
   // by slot; else through the server's breaker to one of its connections.
   void Dispatch(UnitPtr pending, Steady::time_point now) override {
-    if (options_.cluster) {
-      // The slot map belongs to the I/O thread: route there.
-      pending->route.slot = redis::SlotOf(pending->item().redis_key);
-      std::lock_guard lock(route_mu_);
-      route_queue_.push_back(std::move(pending));
-      if (!route_posted_) {
-        route_posted_ = true;
-        asio::post(io_, [this] { RouteQueued(); });
-      }
-      return;
-    }
+    if (options_.cluster) return router_.Submit(std::move(pending));
     Node& node = *nodes_.front();
     pending->route.node = &node;
     if (!node.breaker.Allow(now)) return outcomes_.AnswerWhileOpen(*pending);
@@ -344,7 +301,7 @@ class RedisStore::Impl final : public redis::Dispatcher, public redis::CallError
     s.cross_slot = counters_.cross_slot;
     s.releases = counters_.releases;
     s.release_failures = counters_.release_failures;
-    s.nodes = primaries_.load();
+    s.nodes = router_.primary_count();
     const Steady::time_point now = Steady::now();
     std::lock_guard lock(nodes_mu_);
     for (const auto& node : nodes_) s.breaker_open = s.breaker_open || node->breaker.open(now);
@@ -370,7 +327,7 @@ class RedisStore::Impl final : public redis::Dispatcher, public redis::CallError
     auto result = round->done.get_future();
     asio::post(io_, [this, round] {
       std::vector<Node*> targets =
-          options_.cluster ? owner_nodes_ : std::vector<Node*>{nodes_.front().get()};
+          options_.cluster ? router_.primaries() : std::vector<Node*>{nodes_.front().get()};
       if (targets.empty()) return round->done.set_value(false);
       round->left = targets.size();
       std::string command;
@@ -443,8 +400,8 @@ class RedisStore::Impl final : public redis::Dispatcher, public redis::CallError
     for (auto& lane : node.lanes) lane->connection->Start();
   }
 
-  // I/O thread: the node serving `endpoint`, connected on first use.
-  Node& NodeFor(const RedisEndpoint& endpoint) {
+  // NodeSource (dispatch.h), for the router.
+  Node& NodeFor(const RedisEndpoint& endpoint) override {
     for (auto& node : nodes_) {
       // Seeds have one connection, for discovery; decisions get a node of their own.
       if (node->endpoint == endpoint && !node->seed && !node->retired) return *node;
@@ -461,14 +418,14 @@ class RedisStore::Impl final : public redis::Dispatcher, public redis::CallError
       if (nodes_.front()->PickLane() != nullptr) return absl::OkStatus();
       return absl::UnavailableError(LastError());
     }
-    if (owner_nodes_.empty()) {
+    if (router_.primaries().empty()) {
       return absl::UnavailableError(
           fmt::format("redis cluster {}: no slot map yet ({})", options_.Describe(), LastError()));
     }
-    for (Node* node : owner_nodes_) {
+    for (Node* node : router_.primaries()) {
       if (node->PickLane() == nullptr) {
         return absl::UnavailableError(
-            fmt::format("{} ({})", MessageOf(NodeNotConnected(*node)), LastError()));
+            fmt::format("{} ({})", MessageOf(redis::NotConnectedError(*node)), LastError()));
       }
     }
     return absl::OkStatus();
@@ -479,330 +436,25 @@ class RedisStore::Impl final : public redis::Dispatcher, public redis::CallError
     // A connection that finished its handshake (AUTH, SCRIPT LOAD) has heard the server
     // answer: decisions go to it at once, not after the breaker's open period.
     lane.node.breaker.Success();
-    if (options_.cluster) {
-      Node& node = lane.node;
-      node.ever_ready = true;
-      if (!node.waiting.empty()) {
-        std::deque<UnitPtr> waiting;
-        waiting.swap(node.waiting);
-        Route(waiting);
-      }
-      if (!topology_known_) StartRefresh();  // a seed is up: ask it for the slot map
-      UpdateSettled();
-      return;
-    }
-    std::lock_guard lock(start_mu_);
-    ++ready_lanes_;
-    start_cv_.notify_all();
+    if (options_.cluster) return router_.OnLaneReady(lane);
+    startup_.LaneReady();
   }
 
   void OnDown(Lane& lane, const absl::Status& status) {
     if (lane.ready.exchange(false)) ++counters_.reconnects;
-    // A lost primary may have been replaced: look at the topology again.
-    if (options_.cluster &&
-        std::find(owner_nodes_.begin(), owner_nodes_.end(), &lane.node) != owner_nodes_.end()) {
-      RequestRefresh();
-    }
-    {
-      std::lock_guard lock(start_mu_);
-      if (first_error_.ok()) first_error_ = status;
-      last_error_ = std::string(MessageOf(status));
-      if (!lane.reported_down) {
-        lane.reported_down = true;
-        ++failed_lanes_;
-      }
-      start_cv_.notify_all();
-    }
-    if (options_.cluster) UpdateSettled();
+    if (options_.cluster) return router_.OnLaneDown(lane, status);
+    startup_.LaneDown(lane, status);
   }
 
-  std::string LastError() {
-    std::lock_guard lock(start_mu_);
-    return last_error_.empty() ? fmt::format("redis at {} is not connected", options_.Describe())
-                               : last_error_;
-  }
-
-  // ---- Redis Cluster routing (I/O thread) ----
-
-  void RouteQueued() {
-    std::deque<UnitPtr> queued;
-    {
-      std::lock_guard lock(route_mu_);
-      route_posted_ = false;
-      queued.swap(route_queue_);
-    }
-    Route(queued);
-  }
-
-  // Sends each decision to the primary owning its slot, then flushes the connections
-  // that got some.
-  template <class Range>
-  void Route(Range& pendings) {
-    std::vector<Lane*> touched;
-    const Steady::time_point now = Steady::now();
-    for (auto& pending : pendings) {
-      if (!Live(*pending, now)) continue;
-      Node* node = owners_[pending->route.slot];
-      if (node == nullptr) {
-        RequestRefresh();
-        outcomes_.Complete(*pending,
-                 absl::UnavailableError(fmt::format("redis cluster {}: no primary serves slot {}",
-                                                    options_.Describe(), pending->route.slot)));
-        continue;
-      }
-      if (!Admit(*node, *pending, now)) continue;
-      Lane* lane = node->PickLane();
-      if (lane == nullptr) {
-        if (!node->ever_ready) {
-          Wait(*node, pending);
-          continue;
-        }
-        RequestRefresh();
-        outcomes_.Complete(*pending, NodeNotConnected(*node));
-        continue;
-      }
-      batcher_.Stage(*lane, pending);
-      if (std::find(touched.begin(), touched.end(), lane) == touched.end()) {
-        touched.push_back(lane);
-      }
-    }
-    for (Lane* lane : touched) batcher_.Flush(*lane);
-  }
-
-  // Not answered yet, and within its deadline (else answered as timed out).
-  bool Live(Unit& pending, Steady::time_point now) {
-    if (pending.answered) return false;
-    if (now < pending.deadline) return true;
-    outcomes_.Complete(pending, batcher_.TimeoutError());
-    return false;
-  }
-
-  // Counts one more redirect or retry; past kMaxRedirects the decision is answered.
-  bool CountRedirect(Unit& pending) {
-    if (pending.answered) return false;
-    if (++pending.route.redirects <= kMaxRedirects) return true;
-    outcomes_.Complete(pending, absl::UnavailableError(
-                          fmt::format("redis cluster {}: slot {} still redirected after {} tries",
-                                      options_.Describe(), pending.route.slot, kMaxRedirects)));
-    return false;
-  }
-
-  static absl::Status NodeNotConnected(const Node& node) {
-    return absl::UnavailableError(fmt::format("redis at {} is not connected", node.describe));
-  }
-
-  // Sends the decision to `node` if the node's breaker lets it (its outcome then feeds
-  // that breaker); a retry on the node that already admitted it is not asked again (it
-  // may be the breaker's probe). Answers it by on_error when not.
-  bool Admit(Node& node, Unit& pending, Steady::time_point now) {
-    pending.route.node = &node;
-    if (pending.route.admitted_by == &node) return true;
-    if (!node.breaker.Allow(now)) {
-      outcomes_.AnswerWhileOpen(pending);
-      return false;
-    }
-    pending.route.admitted_by = &node;
-    return true;
-  }
-
-  // A node that has not connected yet: the decision waits for it, its deadline enforced
-  // by the sweep of the node's first connection.
-  void Wait(Node& node, const UnitPtr& pending) {
-    node.waiting.push_back(pending);
-    Lane& first = *node.lanes.front();
-    first.deadlines.push_back(pending);
-    batcher_.ArmSweep(first);
-  }
-
-  // A redirect or retry: the call did not run, so the decisions go again (bounded).
-  void Reroute(std::vector<UnitPtr> chunk) {
-    for (auto& pending : chunk) CountRedirect(*pending);
-    Route(chunk);
-  }
-
-  void RequestRefresh() {
-    if (!options_.cluster || closed_ || refresh_in_flight_ || refresh_scheduled_) return;
-    const Steady::time_point earliest = last_refresh_ + kRefreshInterval;
-    if (Steady::now() >= earliest) return StartRefresh();
-    refresh_scheduled_ = true;
-    refresh_timer_.expires_at(earliest);
-    refresh_timer_.async_wait([this](const boost::system::error_code& ec) {
-      refresh_scheduled_ = false;
-      if (!ec) StartRefresh();
-    });
-  }
-
-  // Asks CLUSTER SLOTS of a reachable node: a primary first, else any (the seeds), and
-  // a node that refused before only when no other answers.
-  void StartRefresh() {
-    if (refresh_in_flight_ || closed_) return;
-    last_refresh_ = Steady::now();
-    Lane* lane = nullptr;
-    for (Node* node : owner_nodes_) {
-      if ((lane = node->PickLane()) != nullptr) break;
-    }
-    for (int pass = 0; pass < 2 && lane == nullptr; ++pass) {
-      for (std::size_t i = 0; lane == nullptr && i < nodes_.size(); ++i) {
-        Node& node = *nodes_[i];
-        if (!node.retired && node.refused_topology == (pass == 1)) lane = node.PickLane();
-      }
-    }
-    if (lane == nullptr) return RequestRefresh();  // nobody reachable yet: try again soon
-    refresh_in_flight_ = true;
-    ++counters_.refreshes;
-    std::string command;
-    redis::AppendCommand(command, {"CLUSTER", "SLOTS"});
-    lane->connection->Send(command, [this, lane](absl::StatusOr<redis::Reply> reply) {
-      refresh_in_flight_ = false;
-      if (!reply.ok()) return RequestRefresh();
-      auto ranges = redis::ParseClusterSlots(**reply, lane->node.endpoint.host);
-      if (!ranges.ok()) {
-        lane->node.refused_topology = true;
-        // Start-up fails only once every seed has refused (one may still be loading).
-        const bool all_refused = std::all_of(
-            seeds_.begin(), seeds_.end(), [](const Node* seed) { return seed->refused_topology; });
-        if (!topology_known_ && all_refused) {
-          std::lock_guard lock(start_mu_);
-          topology_error_ = absl::FailedPreconditionError(fmt::format(
-              "redis at {} did not give the cluster topology ({}); for a single server use "
-              "redis://",
-              lane->node.describe, MessageOf(ranges.status())));
-          last_error_ = std::string(MessageOf(topology_error_));
-          start_cv_.notify_all();
-        }
-        // Asked again (a seed may still be joining its cluster); a store whose Open failed
-        // on the error above is closed before this comes round.
-        return RequestRefresh();
-      }
-      lane->node.refused_topology = false;
-      ApplyTopology(*ranges);
-      // Slots no primary serves (a cluster still being created, or a primary lost with
-      // no replica to promote): keep asking, at most once per kRefreshInterval.
-      if (std::find(owners_.begin(), owners_.end(), nullptr) != owners_.end()) {
-        return RequestRefresh();
-      }
-      // Until every slot's primary is reachable (a replica is being promoted, say), keep
-      // looking, at most once per kRefreshInterval. Primaries just found and still making
-      // their first connections are not a reason: if those fail, OnDown asks.
-      for (Node* node : owner_nodes_) {
-        if (node->Unreachable()) return RequestRefresh();
-      }
-    });
-    // The stall check covers this call too: an answer that never comes (a half-open
-    // connection) drops the connection, which fails the call, which asks again.
-    batcher_.ArmSweep(*lane);
-  }
-
-  void ApplyTopology(const std::vector<redis::SlotRange>& ranges) {
-    std::fill(owners_.begin(), owners_.end(), nullptr);
-    owner_nodes_.clear();
-    for (const redis::SlotRange& range : ranges) {
-      Node& node = NodeFor(range.primary);
-      std::fill(owners_.begin() + range.first, owners_.begin() + range.last + 1, &node);
-      if (std::find(owner_nodes_.begin(), owner_nodes_.end(), &node) == owner_nodes_.end()) {
-        owner_nodes_.push_back(&node);
-      }
-    }
-    primaries_ = owner_nodes_.size();
-    // Old primaries (failed over, or removed) stop reconnecting; a later redirect to the
-    // same address gets a new node. Seeds stay, for the next CLUSTER SLOTS.
-    for (auto& node : nodes_) {
-      if (node->seed || node->retired ||
-          std::find(owner_nodes_.begin(), owner_nodes_.end(), node.get()) != owner_nodes_.end()) {
-        continue;
-      }
-      node->retired = true;
-      for (auto& lane : node->lanes) {
-        lane->connection->Stop();
-        lane->ready = false;
-      }
-      std::deque<UnitPtr> waiting;
-      waiting.swap(node->waiting);
-      Route(waiting);  // to whoever owns their slots now
-    }
-    {
-      std::lock_guard lock(start_mu_);
-      topology_known_ = true;
-    }
-    UpdateSettled();
-  }
-
-  // Start-up: the topology is known and every primary's connections have been tried.
-  void UpdateSettled() {
-    if (!topology_known_ || cluster_settled_) return;
-    for (Node* node : owner_nodes_) {
-      for (auto& lane : node->lanes) {
-        if (!lane->ready && !lane->reported_down) return;
-      }
-    }
-    std::lock_guard lock(start_mu_);
-    cluster_settled_ = true;
-    start_cv_.notify_all();
-  }
+  std::string LastError() { return startup_.LastError(options_); }
 
   // CallErrors (dispatch.h), for the batcher.
   absl::Status NotConnected(const Node& node) override {
-    return options_.cluster ? NodeNotConnected(node) : absl::UnavailableError(LastError());
+    return options_.cluster ? redis::NotConnectedError(node) : absl::UnavailableError(LastError());
   }
 
   bool Redirected(Lane& lane, std::string_view text, std::vector<UnitPtr>& chunk) override {
-    if (auto redirect = redis::ParseRedirect(text)) {
-      // "MOVED 3999 :6381": an unknown endpoint means the host that answered.
-      if (redirect->target.host.empty()) redirect->target.host = lane.node.endpoint.host;
-      Node& target = NodeFor(redirect->target);
-      if (redirect->kind == redis::Redirect::Kind::kMoved) {
-        ++counters_.moved;
-        owners_[redirect->slot] = &target;
-        RequestRefresh();  // more slots have probably moved
-        Reroute(std::move(chunk));
-        return true;
-      }
-      ++counters_.asked;
-      Ask(target, std::move(chunk));
-      return true;
-    }
-    if (text.starts_with("TRYAGAIN") || text.starts_with("CLUSTERDOWN")) {
-      ++counters_.retried;
-      // TRYAGAIN: some of a batch's keys have migrated and some not. One key at a
-      // time, each follows its own ASK.
-      if (chunk.size() > 1) {
-        for (auto& p : chunk) p->route.alone = true;
-      }
-      if (text.starts_with("CLUSTERDOWN")) RequestRefresh();
-      auto timer = std::make_shared<asio::steady_timer>(io_, kRetryDelay);
-      timer->async_wait(
-          [this, timer, chunk = std::move(chunk)](const boost::system::error_code& ec) mutable {
-            if (!ec) Reroute(std::move(chunk));
-          });
-      return true;
-    }
-    return false;
-  }
-
-  // ASK: this one call goes to the importing node, after ASKING; the slot map stays.
-  void Ask(Node& target, std::vector<UnitPtr> chunk) {
-    // As in Route: within the deadline, and the target's breaker decides (and hears how
-    // it went: the call runs there).
-    const Steady::time_point now = Steady::now();
-    for (auto& pending : chunk) {
-      if (CountRedirect(*pending) && Live(*pending, now)) Admit(target, *pending, now);
-    }
-    std::erase_if(chunk, [](const UnitPtr& p) { return p->answered; });
-    if (chunk.empty()) return;
-    Lane* lane = target.PickLane();
-    if (lane == nullptr) {
-      for (auto& p : chunk) {
-        if (!target.ever_ready) {
-          // The importing node is new to us: wait for its connection; the decision then
-          // goes to the slot's owner again, which sends it here with ASK once more.
-          Wait(target, p);
-        } else {
-          outcomes_.Complete(*p, NodeNotConnected(target));
-        }
-      }
-      return;
-    }
-    batcher_.SendAsked(*lane, std::move(chunk));
+    return router_.Redirected(lane, text, chunk);
   }
 
   RedisStoreOptions options_;
@@ -823,29 +475,8 @@ class RedisStore::Impl final : public redis::Dispatcher, public redis::CallError
   mutable std::mutex nodes_mu_;
   std::vector<std::unique_ptr<Node>> nodes_;
 
-  // Cluster. Decisions wait in route_queue_ for the I/O thread, which owns the rest.
-  std::mutex route_mu_;
-  std::deque<UnitPtr> route_queue_;
-  bool route_posted_ = false;
-  std::vector<Node*> seeds_;
-  asio::steady_timer refresh_timer_;
-  Steady::time_point last_refresh_{};
-  bool refresh_in_flight_ = false;
-  bool refresh_scheduled_ = false;
-  std::vector<Node*> owners_;       // slot -> primary (nullptr: no one serves it)
-  std::vector<Node*> owner_nodes_;  // the distinct primaries
-  std::atomic<std::size_t> primaries_{0};
-
-  // Start-up, under start_mu_.
-  std::mutex start_mu_;
-  std::condition_variable start_cv_;
-  std::size_t ready_lanes_ = 0;
-  std::size_t failed_lanes_ = 0;
-  bool topology_known_ = false;
-  bool cluster_settled_ = false;
-  absl::Status topology_error_;
-  absl::Status first_error_;
-  std::string last_error_;
+  redis::Startup startup_;
+  redis::ClusterRouter router_;  // Redis Cluster only
   std::thread thread_;
 };
 
