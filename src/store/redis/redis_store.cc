@@ -22,7 +22,6 @@
 #include "store/redis/connection.h"
 #include "store/redis/counters.h"
 #include "store/redis/cross_slot.h"
-#include "store/redis/decode.h"
 #include "store/redis/dispatch.h"
 #include "store/redis/ids.h"
 #include "store/redis/node.h"
@@ -41,12 +40,10 @@ using core::StateKind;
 using redis::Item;
 using redis::Lane;
 using redis::Node;
-using redis::ScriptId;
 using redis::Steady;
 using redis::Unit;
 using redis::UnitMode;
 using redis::UnitPtr;
-using redis::UnitResult;
 
 }  // namespace
 
