@@ -33,11 +33,12 @@ run: build
 # outside project against the installed library) and the browser tests. ASan's quarantine
 # of freed memory is kept small, so that the chaos test's RSS bound still means something.
 SANITIZED_SKIP = embed_example|demo_page_e2e
-FUZZ_SECONDS ?= 30
+FUZZ_SECONDS ?= 10
 # The trees are the presets of CMakePresets.json (default, asan, tsan); -B keeps the
 # BUILD / ASAN_BUILD / TSAN_BUILD overrides working.
+# The benchmarks are not built here (`make bench` builds them): no test runs them.
 test: deps
-	cmake --preset default -B $(BUILD) $(CMAKE_ARGS)
+	cmake --preset default -B $(BUILD) -DFLOODGATE_BUILD_BENCH=OFF $(CMAKE_ARGS)
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	cmake --preset asan -B $(ASAN_BUILD) -DFLOODGATE_FUZZ_SECONDS=$(FUZZ_SECONDS)
@@ -54,7 +55,9 @@ test: deps
 # Benchmarks: every comparison (about 10 minutes on 2 cores), then the 10-minute soak,
 # then bench/results/latest.md with tables and charts. bench/report.py says what each
 # part measures; `python3 bench/report.py --no-soak` runs the comparisons alone.
-bench: build
+bench: deps
+	cmake --preset default -B $(BUILD) -DFLOODGATE_BUILD_BENCH=ON $(CMAKE_ARGS)
+	cmake --build $(BUILD) -j $(JOBS)
 	python3 bench/report.py --build $(BUILD) --out bench/results
 
 format:

@@ -23,11 +23,14 @@ Parts (each its own script or program, each writing a Markdown table and a CSV):
   7. soak (bench/soak_bench, 10 minutes, after the comparisons so that it cannot disturb
      them): memory:// over 10 million distinct keys under its max_keys bound.
 Parts 1-6 take about 20 minutes on 2 cores; the soak adds its 10 (--no-soak skips it).
-Then writes bench/results/latest.md (every table, with the machine, versions and date)
-and PNG charts drawn by gnuplot. Every figure is a median of several runs; ratios are
-taken pair by pair within a run.
+Then writes bench/results/latest.md (every table, with the machine, versions and date),
+bench/results/headline.md (the headline ratios, computed from the parts' CSVs) and PNG
+charts drawn by gnuplot, and fills the tables of docs/benchmarks.md (the full report)
+and the headline block of README.md from them. Every figure is a median of several
+runs; ratios are taken pair by pair within a run.
 --only PART[,PART] runs those parts alone (names: see PARTS) and writes their files to
---out, without latest.md, the charts or the README (which show every part of one run):
+--out, without latest.md, the charts, docs/benchmarks.md or the README (which show every
+part of one run):
   python3 bench/report.py --only multi-memory,multi-redis --out /tmp/fg-bench
 """
 import argparse
@@ -231,7 +234,8 @@ def main():
     parser.add_argument("--out", default=os.path.join(HERE, "results"))
     parser.add_argument("--no-soak", action="store_true")
     parser.add_argument("--charts-only", action="store_true",
-                        help="redraw latest.md and the charts from the CSVs already there")
+                        help="redraw latest.md, headline.md, the charts, docs/benchmarks.md "
+                             "and the README's headline from the files already there")
     parser.add_argument("--only", default="",
                         help="comma-separated parts to run alone, files to --out only: "
                              + ", ".join(PARTS))
@@ -259,8 +263,9 @@ def main():
                              f"(parts: {', '.join(PARTS)})")
         for key in wanted:
             part(PARTS[key][0], PARTS[key][1](args, binary, out))
-        print(f"wrote the files of {', '.join(wanted)} to {out} (not latest.md, the charts "
-              "or the README: they show every part of one run)", file=sys.stderr)
+        print(f"wrote the files of {', '.join(wanted)} to {out} (not latest.md, the charts, "
+              "docs/benchmarks.md or the README: they show every part of one run)",
+              file=sys.stderr)
         return
 
     if not args.charts_only:
@@ -293,6 +298,7 @@ def main():
     for package in ("express", "rate-limiter-flexible"):
         found = re.search(r'"node_modules/%s":\s*\{\s*"version":\s*"([^"]+)"' % package, lock)
         versions[package] = found.group(1) if found else "?"
+    write_headline(out)
     run_info = open(f"{out}/run.txt").read()
     sections = ["memory_matrix.md", "memory.md", "redis.md", "cluster.md", "http.md",
                 "multi_memory.md", "multi_redis.md", "http_multi.md", "rls.md", "reservations.md",
@@ -304,6 +310,7 @@ def main():
           "Run: " + "; ".join(run_info.strip().splitlines()) + ".\n",
           "Every figure is a median of several runs; every ratio is taken within one run, "
           "the two sides back to back, so machine noise cancels. Regenerate with `make bench`.\n",
+          open(os.path.join(out, "headline.md")).read().replace("### ", "## ", 1),
           "![throughput](throughput.png)\n", "![latency](latency.png)\n",
           "![accuracy](accuracy.png)\n", "![http](http.png)\n"]
     for section in sections:
@@ -314,29 +321,115 @@ def main():
               "\n".join(json_lines) + "\n```\n")
     with open(os.path.join(out, "latest.md"), "w") as f:
         f.write("\n".join(md))
-    update_readme(out)
-    print(f"wrote {out}/latest.md, the charts and the README's tables", file=sys.stderr)
+    # The full report, then the README's headline block.
+    for document in ("docs/benchmarks.md", "README.md"):
+        fill_markers(os.path.join(HERE, "..", document), out)
+    print(f"wrote {out}/latest.md, headline.md, the charts, docs/benchmarks.md's tables and "
+          "the README's headline", file=sys.stderr)
 
 
-def update_readme(out):
+def median(values):
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if ordered else None
+
+
+def write_headline(out):
+    """bench/results/headline.md: one row per comparison, each computed from a part's CSV
+    (a part whose CSV is missing gives no row), with its target and whether the run met
+    it, for the README to show."""
+    def rows_of(name):
+        path = os.path.join(out, name)
+        return read_csv(path) if os.path.exists(path) else []
+
+    rows = []
+
+    def add(what, values, target=None, unit="x"):
+        """`values`: the ratios the row stands for (a range when several); `target`:
+        (">=" or "<=", bound) or None."""
+        if not values:
+            return
+        low, high = min(values), max(values)
+        result = f"{low:.2f}{unit}" if f"{low:.2f}" == f"{high:.2f}" \
+            else f"{low:.2f}-{high:.2f}{unit}"
+        if target is None:
+            rows.append((what, f"**{result}**", "-", "-"))
+            return
+        op, bound = target
+        meets = [v >= bound if op == ">=" else v <= bound for v in values]
+        met = "yes" if all(meets) else ("no" if not any(meets) else "in part")
+        rows.append((what, f"**{result}**", f"{op} {bound:g}{unit}", met))
+
+    add("`memory://` against a bare sharded map doing only a gcra decision (100,000 keys, "
+        "uniform and Zipf, 1 and 2 threads)",
+        [float(r["ratio"]) for r in rows_of("memory.csv") if r["kind"] == "throughput"],
+        (">=", 0.8))
+    redis = rows_of("redis.csv")
+    add("Redis, batching on, against `redis-benchmark` running the leanest single-decision "
+        "script at its best depth (every algorithm, 1 and 100,000 keys)",
+        [float(r["ratio_on"]) for r in redis], (">=", 1.5))
+    add("Redis CPU per decision of floodgate's batch script, against the least Lua deciding "
+        "the same batches (gcra, 1 and 100,000 keys)",
+        [float(r["batch_script_over_bare"]) for r in redis if r.get("batch_script_over_bare")])
+    add("HTTP requests/s on `memory://` against nginx `limit_req` (`/v1/authz`, `/v1/check`)",
+        [float(r["ratio_to_nginx"]) for r in rows_of("http.csv")
+         if r["server"] == "floodgate memory"], (">=", 1.0))
+    add("HTTP requests/s on Redis against Express + rate-limiter-flexible on the same Redis",
+        [float(r["rps_ratio"]) for r in rows_of("http_vs_express.csv")])
+    rls = [float(r["ratio"]) for r in rows_of("rls.csv")]
+    add("Envoy RLS v3 (gRPC) requests/s against `/v1/check` (median of the rounds)",
+        [median(rls)] if rls else [], (">=", 0.8))
+    add("Two limits in one decision against one: one-limit rate over two-limit rate "
+        "(`memory://` 1 and 2 threads, Redis, Redis Cluster)",
+        [float(r["cost_ratio"]) for r in rows_of("multi_memory.csv")] +
+        sorted({float(r["cost_ratio_one_over_two"]) for r in rows_of("multi_redis.csv")}),
+        ("<=", 1.3))
+    http_multi = [float(r["rps_ratio"]) for r in rows_of("http_multi.csv")]
+    add("Two limits over HTTP against nginx with two `limit_req` zones (median of the rounds)",
+        [median(http_multi)] if http_multi else [], (">=", 1.0))
+    reservations = rows_of("reservations.csv")
+    for label, ratio in (("A reserve + settle", "reserve + settle / check"),
+                         ("An acquire + release", "acquire + release / check (gcra)")):
+        add(f"{label} against one gcra check (`memory://`, Redis batched)",
+            [float(r["ratio_median"]) for r in reservations if r["ratio"] == ratio], ("<=", 2.2))
+    atomic = {r["algorithm"]: float(r["over_pct"]) for r in rows_of("accuracy.csv")
+              if r["part"] == "atomicity"}
+    if "floodgate" in atomic:
+        naive = [v for name, v in atomic.items() if name != "floodgate"]
+        add("Over-admission, 4 concurrent clients on one Redis key" +
+            (f" (a read, decide, write back limiter: {naive[0]:.1f}%)" if naive else ""),
+            [atomic["floodgate"]], ("<=", 0), unit="%")
+    lines = ["### Headline ratios\n",
+             "Each ratio is taken within one run, the two sides back to back, as a median of "
+             "several rounds; a range spans the rows of the table behind it "
+             "(docs/benchmarks.md).\n",
+             "| comparison | result | target | met |", "|---|---|---|---|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    with open(os.path.join(out, "headline.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def fill_markers(document, out):
     """Replaces what stands between `<!-- bench:FILE -->` and `<!-- /bench:FILE -->` in
-    README.md with bench/results/FILE, so that every number the README quotes comes from
-    the last run. A marker naming a file the run did not write is an error: the README
-    would otherwise keep quoting an older run."""
-    readme = os.path.join(HERE, "..", "README.md")
-    text = open(readme).read()
+    `document` with bench/results/FILE, so that every number it quotes comes from the last
+    run. A marker naming a file the run did not write is an error: the document would
+    otherwise keep quoting an older run."""
+    text = open(document).read()
+    shown = os.path.relpath(document, os.path.join(HERE, ".."))
+    # Images the parts name by file name alone sit beside them in `out`.
+    images = os.path.relpath(out, os.path.dirname(os.path.abspath(document)))
 
     def fill(match):
         name = match.group(1)
         path = os.path.join(out, name)
         if not os.path.exists(path):
-            raise SystemExit(f"report: README.md shows {name}, which this run did not write")
-        # The parts' own "###" titles sit one level down, under the README's sections.
-        table = re.sub(r"^### ", "#### ", open(path).read().strip(), flags=re.M)
+            raise SystemExit(f"report: {shown} shows {name}, which this run did not write")
+        # The parts' "###" titles stay "###": both documents put them under "##" sections.
+        table = open(path).read().strip()
+        table = re.sub(r"\]\(([\w.-]+\.png)\)", lambda m: f"]({images}/{m.group(1)})", table)
         return f"<!-- bench:{name} -->\n{table}\n<!-- /bench:{name} -->"
 
     text = re.sub(r"<!-- bench:(\S+) -->\n.*?<!-- /bench:\1 -->", fill, text, flags=re.S)
-    with open(readme, "w") as f:
+    with open(document, "w") as f:
         f.write(text)
 
 

@@ -1,4 +1,4 @@
--- floodgate Redis scripts: shared helpers. The contract is shared/spec/algorithms.md;
+-- floodgate Redis scripts: shared helpers. The contract is docs/algorithms.md;
 -- src/core is the other definition, and tests/vectors proves the two agree.
 --
 -- The loaded scripts are plain concatenations, one Lua chunk each:

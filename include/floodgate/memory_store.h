@@ -35,6 +35,8 @@ class MemoryStore final : public Store {
 
   StoreStats Stats() const override;
   std::string Describe() const override;
+  // Every decision is made on the caller's thread.
+  bool AnswersInline() const override { return true; }
 
   // Reclaims up to `budget_per_shard` expired keys in each shard (looking at a bounded
   // number of keys), one shard locked at a time. Inserts reclaim as they go; this lets

@@ -123,9 +123,11 @@ class RedisStore final : public Store {
   std::string Describe() const override;
   void Close() override;
   RedisStats redis_stats() const;
+  // redis_stats() for /metrics (defined in redis_metrics.cc).
+  void AppendMetrics(std::string& out) const override;
   const RedisStoreOptions& options() const;
   // PING round trip within the timeout: what /readyz asks.
-  bool Ping();
+  bool Ping() override;
   // OK while the store has Redis (standalone: a connection is ready; cluster: the slot
   // map is known and every primary in it has a ready connection); else why not, e.g.
   // "redis unreachable at 127.0.0.1:6379: connection refused". Asks no server.

@@ -100,6 +100,21 @@ class Store {
   // to do.
   virtual void Close() {}
 
+  // Capabilities a front end asks of any store; the defaults fit a store without I/O.
+
+  // Whether DecideAsync() and DecideAllAsync() always answer before returning, so a
+  // caller may call Decide() / DecideAll() instead and skip wrapping its continuation
+  // for a hand-off that never happens. False unless the store promises it.
+  virtual bool AnswersInline() const { return false; }
+
+  // Thread-safe. Whether the store's backend answers now (what /readyz asks); a store
+  // without a backend always does.
+  virtual bool Ping() { return true; }
+
+  // Thread-safe. Appends the store's own counters beyond Stats() in the Prometheus text
+  // format (names prefixed floodgate_), as /metrics shows them; none by default.
+  virtual void AppendMetrics(std::string& out) const { (void)out; }
+
  protected:
   // Called by Decide() with a request that passed ValidateRequest().
   virtual absl::StatusOr<Decision> DecideValidated(const DecideRequest& request) = 0;

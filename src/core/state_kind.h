@@ -66,7 +66,8 @@ constexpr std::string_view KeyTag(StateKind kind) {
 
 // Whether a kind's state is a sliding log (core::SlidingLog in memory://): a lease is an
 // admission of a sliding log over the lease time, decided, released and expired by the
-// sliding log's steps (algorithms.md "sliding_log" with L = N, P = the lease time).
+// sliding log's steps (docs/algorithms.md, "sliding_log (exact sliding window)" with
+// L = N, P = the lease time).
 constexpr bool KeepsLog(StateKind kind) {
   return kind == StateKind::kSlidingLog || kind == StateKind::kConcurrency;
 }

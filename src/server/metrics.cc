@@ -1,7 +1,5 @@
 #include "server/metrics.h"
 
-#include <floodgate/memory_store.h>
-#include <floodgate/redis_store.h>
 #include <floodgate/version.h>
 #include <fmt/format.h>
 
@@ -157,48 +155,7 @@ std::string Metrics::Render(Store& store) const {
       "# HELP floodgate_memory_expired_total Expired keys reclaimed.\n"
       "# TYPE floodgate_memory_expired_total counter\nfloodgate_memory_expired_total {}\n",
       stats.keys, stats.evictions, stats.expired);
-  if (const auto* redis = dynamic_cast<const RedisStore*>(&store)) {
-    const RedisStats r = redis->redis_stats();
-    out += fmt::format(
-        "# HELP floodgate_store_errors_total Decisions the store failed (on_error answered).\n"
-        "# TYPE floodgate_store_errors_total counter\nfloodgate_store_errors_total {}\n"
-        "# HELP floodgate_store_timeouts_total Decisions that exceeded the store timeout.\n"
-        "# TYPE floodgate_store_timeouts_total counter\nfloodgate_store_timeouts_total {}\n"
-        "# HELP floodgate_breaker_open 1 while the circuit breaker stops calls to the store.\n"
-        "# TYPE floodgate_breaker_open gauge\nfloodgate_breaker_open {}\n"
-        "# HELP floodgate_denial_cache_hits_total Denials answered without a store call.\n"
-        "# TYPE floodgate_denial_cache_hits_total counter\nfloodgate_denial_cache_hits_total {}\n"
-        "# HELP floodgate_store_calls_total Script calls sent to the store.\n"
-        "# TYPE floodgate_store_calls_total counter\nfloodgate_store_calls_total {}\n"
-        "# HELP floodgate_store_reconnects_total Connections to the store lost and redone.\n"
-        "# TYPE floodgate_store_reconnects_total counter\nfloodgate_store_reconnects_total {}\n",
-        r.errors, r.timeouts, r.breaker_open ? 1 : 0, r.denial_cache_hits, r.calls, r.reconnects);
-    out += fmt::format(
-        "# HELP floodgate_multi_decisions_total Decisions over several limits at once.\n"
-        "# TYPE floodgate_multi_decisions_total counter\nfloodgate_multi_decisions_total {}\n"
-        "# HELP floodgate_multi_releases_total Reservations on a Redis Cluster slot given back "
-        "because a later slot denied (failed: their call failed; the capacity returns when the "
-        "key expires).\n"
-        "# TYPE floodgate_multi_releases_total counter\n"
-        "floodgate_multi_releases_total{{result=\"sent\"}} {}\n"
-        "floodgate_multi_releases_total{{result=\"failed\"}} {}\n",
-        r.multi_decisions, r.releases, r.release_failures);
-    if (redis->options().cluster) {
-      out += fmt::format(
-          "# HELP floodgate_redis_redirects_total Redis Cluster redirects followed.\n"
-          "# TYPE floodgate_redis_redirects_total counter\n"
-          "floodgate_redis_redirects_total{{kind=\"moved\"}} {}\n"
-          "floodgate_redis_redirects_total{{kind=\"ask\"}} {}\n"
-          "# HELP floodgate_redis_retries_total Calls retried after TRYAGAIN or CLUSTERDOWN.\n"
-          "# TYPE floodgate_redis_retries_total counter\nfloodgate_redis_retries_total {}\n"
-          "# HELP floodgate_redis_topology_refreshes_total CLUSTER SLOTS asked.\n"
-          "# TYPE floodgate_redis_topology_refreshes_total counter\n"
-          "floodgate_redis_topology_refreshes_total {}\n"
-          "# HELP floodgate_redis_cluster_primaries Primaries in the current slot map.\n"
-          "# TYPE floodgate_redis_cluster_primaries gauge\nfloodgate_redis_cluster_primaries {}\n",
-          r.moved, r.asked, r.retried, r.topology_refreshes, r.nodes);
-    }
-  }
+  store.AppendMetrics(out);
   return out;
 }
 

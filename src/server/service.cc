@@ -2,8 +2,6 @@
 
 #include <absl/strings/ascii.h>
 #include <absl/strings/str_split.h>
-#include <floodgate/memory_store.h>
-#include <floodgate/redis_store.h>
 #include <floodgate/version.h>
 #include <fmt/format.h>
 #include <google/protobuf/util/json_util.h>
@@ -225,7 +223,7 @@ ip::address ClientAddress(const Request& request, const ip::address& peer,
 
 Service::Service(std::shared_ptr<Store> store, std::shared_ptr<const ServerConfig> config)
     : store_(std::move(store)),
-      store_answers_inline_(dynamic_cast<MemoryStore*>(store_.get()) != nullptr),
+      store_answers_inline_(store_->AnswersInline()),
       config_(std::move(config)),
       id_([] {
         static std::atomic<std::uint64_t> next{1};
@@ -299,8 +297,7 @@ void Service::Handle(const Request& request, const ip::address& peer, Respond re
     return respond(MakeResponse(request, http::status::ok, "ok\n", "text/plain"));
   }
   if (get && path == "/readyz") {
-    auto* redis = dynamic_cast<RedisStore*>(store_.get());
-    const bool ready = redis == nullptr || redis->Ping();
+    const bool ready = store_->Ping();
     return respond(MakeResponse(request,
                                 ready ? http::status::ok : http::status::service_unavailable,
                                 ready ? "ready\n" : "store unreachable\n", "text/plain"));
