@@ -45,6 +45,27 @@ using redis::Unit;
 using redis::UnitMode;
 using redis::UnitPtr;
 
+// The sync calls over the async ones: runs `start` with a callback and waits for its
+// answer. The waiter is shared with the callback, which may still be returning when the
+// caller has its answer.
+template <class T, class Start>
+T Await(Start&& start) {
+  struct Waiter {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<T> result;
+  };
+  auto waiter = std::make_shared<Waiter>();
+  start([waiter](T result) {
+    std::lock_guard lock(waiter->mu);
+    waiter->result = std::move(result);
+    waiter->cv.notify_one();
+  });
+  std::unique_lock lock(waiter->mu);
+  waiter->cv.wait(lock, [&] { return waiter->result.has_value(); });
+  return *std::move(waiter->result);
+}
+
 }  // namespace
 
 // The TLS settings every connection shares; file errors surface here, at Open.
@@ -497,20 +518,8 @@ void RedisStore::DecideAsyncValidated(const DecideRequest& request, DecisionCall
 }
 
 absl::StatusOr<Decision> RedisStore::DecideValidated(const DecideRequest& request) {
-  struct Waiter {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::optional<absl::StatusOr<Decision>> result;
-  };
-  auto waiter = std::make_shared<Waiter>();
-  impl_->Submit(request, [waiter](absl::StatusOr<Decision> result) {
-    std::lock_guard lock(waiter->mu);
-    waiter->result = std::move(result);
-    waiter->cv.notify_one();
-  });
-  std::unique_lock lock(waiter->mu);
-  waiter->cv.wait(lock, [&] { return waiter->result.has_value(); });
-  return *std::move(waiter->result);
+  return Await<absl::StatusOr<Decision>>(
+      [&](auto done) { impl_->Submit(request, std::move(done)); });
 }
 
 void RedisStore::ReserveAsyncValidated(const ReserveRequest& request, ReservationCallback done) {
@@ -522,18 +531,13 @@ void RedisStore::SettleAsyncValidated(const SettleRequest& request, DecisionCall
 }
 
 absl::StatusOr<Reservation> RedisStore::ReserveValidated(const ReserveRequest& request) {
-  std::promise<absl::StatusOr<Reservation>> answer;
-  auto result = answer.get_future();
-  impl_->Reserve(request,
-                 [&answer](absl::StatusOr<Reservation> r) { answer.set_value(std::move(r)); });
-  return result.get();
+  return Await<absl::StatusOr<Reservation>>(
+      [&](auto done) { impl_->Reserve(request, std::move(done)); });
 }
 
 absl::StatusOr<Decision> RedisStore::SettleValidated(const SettleRequest& request) {
-  std::promise<absl::StatusOr<Decision>> answer;
-  auto result = answer.get_future();
-  impl_->Settle(request, [&answer](absl::StatusOr<Decision> d) { answer.set_value(std::move(d)); });
-  return result.get();
+  return Await<absl::StatusOr<Decision>>(
+      [&](auto done) { impl_->Settle(request, std::move(done)); });
 }
 
 StoreStats RedisStore::Stats() const { return impl_->LocalStats(); }
@@ -546,12 +550,8 @@ void RedisStore::DecideAllAsyncValidated(const MultiRequest& request, MultiCallb
 }
 
 absl::StatusOr<MultiDecision> RedisStore::DecideAllValidated(const MultiRequest& request) {
-  std::promise<absl::StatusOr<MultiDecision>> answer;
-  auto result = answer.get_future();
-  impl_->SubmitAll(request, [&answer](absl::StatusOr<MultiDecision> decision) {
-    answer.set_value(std::move(decision));
-  });
-  return result.get();
+  return Await<absl::StatusOr<MultiDecision>>(
+      [&](auto done) { impl_->SubmitAll(request, std::move(done)); });
 }
 const RedisStoreOptions& RedisStore::options() const { return impl_->options(); }
 bool RedisStore::Ping() { return impl_->Ping(); }
