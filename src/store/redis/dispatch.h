@@ -1,12 +1,21 @@
-// The one call through which the store's parts hand a unit back to be sent (routed, admitted by a breaker, queued).
+// The small interfaces through which the store's parts hand units back: to be sent, to be sent again after a redirect, or to a node found by one.
 #pragma once
+
+#include <absl/status/status.h>
+#include <floodgate/redis_store.h>
+
+#include <string_view>
+#include <vector>
 
 #include "store/redis/unit.h"
 
 namespace floodgate::redis {
 
-// Implemented by the store. A virtual call per unit a multi-decision sends (and per
-// batch its router hands back), never per decision on a lane's batching path.
+struct Lane;
+
+// Implemented by the store: a unit on its way (routed on a cluster, else admitted by the
+// server's breaker and queued on a lane). A virtual call per unit a multi-decision or a
+// reservation sends; a single decision's Submit calls the store directly.
 class Dispatcher {
  public:
   // Any thread.
@@ -14,6 +23,30 @@ class Dispatcher {
 
  protected:
   ~Dispatcher() = default;
+};
+
+// What the batcher asks when a call cannot be answered by Redis's decisions: on the
+// error paths only, never per decision on the batching path. I/O thread.
+class CallErrors {
+ public:
+  // The error for units left on a lane that is not connected.
+  virtual absl::Status NotConnected(const Node& node) = 0;
+  // A cluster's redirect or refusal of a call (the script did not run, so sending it
+  // again cannot count a decision twice): true when it took the chunk to send again.
+  virtual bool Redirected(Lane& lane, std::string_view error, std::vector<UnitPtr>& chunk) = 0;
+
+ protected:
+  ~CallErrors() = default;
+};
+
+// The store's nodes, one per server, made on first use. I/O thread.
+class NodeSource {
+ public:
+  // The node serving `endpoint`, connected on first use.
+  virtual Node& NodeFor(const RedisEndpoint& endpoint) = 0;
+
+ protected:
+  ~NodeSource() = default;
 };
 
 }  // namespace floodgate::redis

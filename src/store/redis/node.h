@@ -1,7 +1,9 @@
 // A lane (one connection, its queue, its deadlines) and a node (a server: its lanes, its breaker, the choice of a lane).
 #pragma once
 
+#include <absl/status/status.h>
 #include <floodgate/redis_store.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <atomic>
@@ -85,5 +87,9 @@ struct Node {
     return nullptr;
   }
 };
+
+inline absl::Status NotConnectedError(const Node& node) {
+  return absl::UnavailableError(fmt::format("redis at {} is not connected", node.describe));
+}
 
 }  // namespace floodgate::redis

@@ -16,17 +16,19 @@
 
 #include "common/strings.h"
 #include "core/state_kind.h"
+#include "store/redis/batcher.h"
 #include "store/redis/cluster.h"
+#include "store/redis/cluster_router.h"
 #include "store/redis/connection.h"
 #include "store/redis/counters.h"
 #include "store/redis/cross_slot.h"
-#include "store/redis/decode.h"
 #include "store/redis/dispatch.h"
 #include "store/redis/ids.h"
 #include "store/redis/node.h"
 #include "store/redis/outcomes.h"
 #include "store/redis/resp.h"
 #include "store/redis/scripts.h"
+#include "store/redis/startup.h"
 #include "store/redis/unit.h"
 
 namespace floodgate {
@@ -38,19 +40,31 @@ using core::StateKind;
 using redis::Item;
 using redis::Lane;
 using redis::Node;
-using redis::ScriptId;
 using redis::Steady;
 using redis::Unit;
 using redis::UnitMode;
 using redis::UnitPtr;
-using redis::UnitResult;
 
-// A script call's reply or error, as the caller of one connection gets it.
-constexpr int kMaxRedirects = 5;
-// A storm of redirects or dropped connections asks for one topology refresh per this.
-constexpr auto kRefreshInterval = std::chrono::milliseconds(100);
-// TRYAGAIN (a multi-key call during a migration) and CLUSTERDOWN are retried after this.
-constexpr auto kRetryDelay = std::chrono::milliseconds(10);
+// The sync calls over the async ones: runs `start` with a callback and waits for its
+// answer. The waiter is shared with the callback, which may still be returning when the
+// caller has its answer.
+template <class T, class Start>
+T Await(Start&& start) {
+  struct Waiter {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<T> result;
+  };
+  auto waiter = std::make_shared<Waiter>();
+  start([waiter](T result) {
+    std::lock_guard lock(waiter->mu);
+    waiter->result = std::move(result);
+    waiter->cv.notify_one();
+  });
+  std::unique_lock lock(waiter->mu);
+  waiter->cv.wait(lock, [&] { return waiter->result.has_value(); });
+  return *std::move(waiter->result);
+}
 
 }  // namespace
 
@@ -83,7 +97,9 @@ absl::StatusOr<std::unique_ptr<asio::ssl::context>> MakeTlsContext(const RedisSt
   return context;
 }
 
-class RedisStore::Impl final : public redis::Dispatcher {
+class RedisStore::Impl final : public redis::Dispatcher,
+                                public redis::CallErrors,
+                                public redis::NodeSource {
  public:
   Impl(RedisStoreOptions options, std::unique_ptr<asio::ssl::context> tls)
       : options_(std::move(options)),
@@ -92,8 +108,8 @@ class RedisStore::Impl final : public redis::Dispatcher {
         handshake_(options_, scripts_),
         outcomes_(options_, counters_),
         cross_slot_(options_, counters_, outcomes_, *this),
-        refresh_timer_(io_),
-        owners_(redis::kClusterSlots, nullptr) {
+        batcher_(io_, options_, scripts_, outcomes_, counters_, *this),
+        router_(io_, options_, outcomes_, counters_, batcher_, startup_, nodes_, *this, closed_) {
     if (!options_.cluster) {
       AddNode({options_.host, options_.port}, options_.Describe(), options_.connections);
     } else {
@@ -102,7 +118,7 @@ class RedisStore::Impl final : public redis::Dispatcher {
         // One connection is enough to ask for the topology.
         Node& node = AddNode(seed, HostPort(seed.host, seed.port), 1);
         node.seed = true;
-        seeds_.push_back(&node);
+        router_.AddSeed(node);
       }
     }
     thread_ = std::thread([this] { io_.run(); });
@@ -121,7 +137,6 @@ class RedisStore::Impl final : public redis::Dispatcher {
     if (closed_.exchange(true)) return;
     std::promise<void> stopped;
     asio::post(io_, [this, &stopped] {
-      refresh_timer_.cancel();
       const absl::Status closed = absl::CancelledError("store closed");
       // Everything not yet answered is answered Cancelled first: stopping a connection
       // fails its calls, whose handlers would otherwise flush what queued behind them to
@@ -146,47 +161,19 @@ class RedisStore::Impl final : public redis::Dispatcher {
           lane->sweep.cancel();
         }
       }
-      std::deque<UnitPtr> unrouted;
-      {
-        std::lock_guard lock(route_mu_);
-        unrouted.swap(route_queue_);
-      }
-      for (auto& pending : unrouted) outcomes_.Complete(*pending, absl::CancelledError("store closed"));
+      router_.Stop();
       stopped.set_value();
     });
     stopped.get_future().wait();
   }
 
-  // Standalone: connects every connection; succeeds once one is ready, fails with the
-  // first error when none gets there. Cluster: succeeds once a seed told the topology
-  // and every primary's connections were tried. With lazy_connect it waits the same way
-  // (so that a Redis that is up serves the very first decision), at most connect_timeout,
-  // and succeeds whatever came of it: the connections keep trying in the background.
+  // Connects every connection and waits as redis::Startup::Wait says.
   absl::Status Start() {
     asio::post(io_, [this] {
       for (auto& node : nodes_) StartNode(*node);
     });
-    std::unique_lock lock(start_mu_);
-    const auto patience = options_.lazy_connect
-                              ? options_.connect_timeout
-                              : options_.connect_timeout + std::chrono::seconds(1);
-    const bool settled = start_cv_.wait_for(lock, patience, [this] {
-      if (options_.cluster)
-        return cluster_settled_ || !topology_error_.ok() || failed_lanes_ >= seeds_.size();
-      return ready_lanes_ > 0 || failed_lanes_ >= nodes_.front()->lanes.size();
-    });
-    if (options_.lazy_connect) return absl::OkStatus();
-    if (options_.cluster) {
-      if (topology_known_) return absl::OkStatus();
-      if (!topology_error_.ok()) return topology_error_;
-    } else if (ready_lanes_ > 0) {
-      return absl::OkStatus();
-    }
-    if (!settled || first_error_.ok()) {
-      return absl::DeadlineExceededError(
-          fmt::format("redis unreachable at {}: no answer", options_.Describe()));
-    }
-    return first_error_;
+    return startup_.Wait(options_, options_.cluster ? router_.seed_count()
+                                                    : nodes_.front()->lanes.size());
   }
 
   std::string RedisKey(StateKind kind, std::string_view key) const {
@@ -301,17 +288,7 @@ class RedisStore::Impl final : public redis::Dispatcher {
   // Any thread. Sends a unit on its way: on a cluster to the I/O thread, which routes it
   // by slot; else through the server's breaker to one of its connections.
   void Dispatch(UnitPtr pending, Steady::time_point now) override {
-    if (options_.cluster) {
-      // The slot map belongs to the I/O thread: route there.
-      pending->route.slot = redis::SlotOf(pending->item().redis_key);
-      std::lock_guard lock(route_mu_);
-      route_queue_.push_back(std::move(pending));
-      if (!route_posted_) {
-        route_posted_ = true;
-        asio::post(io_, [this] { RouteQueued(); });
-      }
-      return;
-    }
+    if (options_.cluster) return router_.Submit(std::move(pending));
     Node& node = *nodes_.front();
     pending->route.node = &node;
     if (!node.breaker.Allow(now)) return outcomes_.AnswerWhileOpen(*pending);
@@ -319,7 +296,7 @@ class RedisStore::Impl final : public redis::Dispatcher {
     if (lane == nullptr) {
       return outcomes_.Complete(*pending, absl::UnavailableError(LastError()));
     }
-    Enqueue(*lane, std::move(pending), /*flush_now=*/false);
+    batcher_.Enqueue(*lane, std::move(pending));
   }
 
   StoreStats LocalStats() const { return outcomes_.LocalStats(); }
@@ -342,7 +319,7 @@ class RedisStore::Impl final : public redis::Dispatcher {
     s.cross_slot = counters_.cross_slot;
     s.releases = counters_.releases;
     s.release_failures = counters_.release_failures;
-    s.nodes = primaries_.load();
+    s.nodes = router_.primary_count();
     const Steady::time_point now = Steady::now();
     std::lock_guard lock(nodes_mu_);
     for (const auto& node : nodes_) s.breaker_open = s.breaker_open || node->breaker.open(now);
@@ -368,7 +345,7 @@ class RedisStore::Impl final : public redis::Dispatcher {
     auto result = round->done.get_future();
     asio::post(io_, [this, round] {
       std::vector<Node*> targets =
-          options_.cluster ? owner_nodes_ : std::vector<Node*>{nodes_.front().get()};
+          options_.cluster ? router_.primaries() : std::vector<Node*>{nodes_.front().get()};
       if (targets.empty()) return round->done.set_value(false);
       round->left = targets.size();
       std::string command;
@@ -441,8 +418,8 @@ class RedisStore::Impl final : public redis::Dispatcher {
     for (auto& lane : node.lanes) lane->connection->Start();
   }
 
-  // I/O thread: the node serving `endpoint`, connected on first use.
-  Node& NodeFor(const RedisEndpoint& endpoint) {
+  // NodeSource (dispatch.h), for the router.
+  Node& NodeFor(const RedisEndpoint& endpoint) override {
     for (auto& node : nodes_) {
       // Seeds have one connection, for discovery; decisions get a node of their own.
       if (node->endpoint == endpoint && !node->seed && !node->retired) return *node;
@@ -459,14 +436,14 @@ class RedisStore::Impl final : public redis::Dispatcher {
       if (nodes_.front()->PickLane() != nullptr) return absl::OkStatus();
       return absl::UnavailableError(LastError());
     }
-    if (owner_nodes_.empty()) {
+    if (router_.primaries().empty()) {
       return absl::UnavailableError(
           fmt::format("redis cluster {}: no slot map yet ({})", options_.Describe(), LastError()));
     }
-    for (Node* node : owner_nodes_) {
+    for (Node* node : router_.primaries()) {
       if (node->PickLane() == nullptr) {
         return absl::UnavailableError(
-            fmt::format("{} ({})", MessageOf(NotConnected(*node)), LastError()));
+            fmt::format("{} ({})", MessageOf(redis::NotConnectedError(*node)), LastError()));
       }
     }
     return absl::OkStatus();
@@ -477,700 +454,25 @@ class RedisStore::Impl final : public redis::Dispatcher {
     // A connection that finished its handshake (AUTH, SCRIPT LOAD) has heard the server
     // answer: decisions go to it at once, not after the breaker's open period.
     lane.node.breaker.Success();
-    if (options_.cluster) {
-      Node& node = lane.node;
-      node.ever_ready = true;
-      if (!node.waiting.empty()) {
-        std::deque<UnitPtr> waiting;
-        waiting.swap(node.waiting);
-        Route(waiting);
-      }
-      if (!topology_known_) StartRefresh();  // a seed is up: ask it for the slot map
-      UpdateSettled();
-      return;
-    }
-    std::lock_guard lock(start_mu_);
-    ++ready_lanes_;
-    start_cv_.notify_all();
+    if (options_.cluster) return router_.OnLaneReady(lane);
+    startup_.LaneReady();
   }
 
   void OnDown(Lane& lane, const absl::Status& status) {
     if (lane.ready.exchange(false)) ++counters_.reconnects;
-    // A lost primary may have been replaced: look at the topology again.
-    if (options_.cluster &&
-        std::find(owner_nodes_.begin(), owner_nodes_.end(), &lane.node) != owner_nodes_.end()) {
-      RequestRefresh();
-    }
-    {
-      std::lock_guard lock(start_mu_);
-      if (first_error_.ok()) first_error_ = status;
-      last_error_ = std::string(MessageOf(status));
-      if (!lane.reported_down) {
-        lane.reported_down = true;
-        ++failed_lanes_;
-      }
-      start_cv_.notify_all();
-    }
-    if (options_.cluster) UpdateSettled();
+    if (options_.cluster) return router_.OnLaneDown(lane, status);
+    startup_.LaneDown(lane, status);
   }
 
-  std::string LastError() {
-    std::lock_guard lock(start_mu_);
-    return last_error_.empty() ? fmt::format("redis at {} is not connected", options_.Describe())
-                               : last_error_;
+  std::string LastError() { return startup_.LastError(options_); }
+
+  // CallErrors (dispatch.h), for the batcher.
+  absl::Status NotConnected(const Node& node) override {
+    return options_.cluster ? redis::NotConnectedError(node) : absl::UnavailableError(LastError());
   }
 
-  // Any thread. Queues a decision on a connection; the I/O thread sends it (at once when
-  // called there with flush_now).
-  void Enqueue(Lane& lane, UnitPtr pending, bool flush_now) {
-    {
-      std::lock_guard lock(lane.mu);
-      lane.queued.push_back(std::move(pending));
-      if (flush_now || lane.flush_posted) return;
-      lane.flush_posted = true;
-    }
-    asio::post(io_, [this, &lane] { Flush(lane); });
-  }
-
-  // ---- Redis Cluster routing (I/O thread) ----
-
-  void RouteQueued() {
-    std::deque<UnitPtr> queued;
-    {
-      std::lock_guard lock(route_mu_);
-      route_posted_ = false;
-      queued.swap(route_queue_);
-    }
-    Route(queued);
-  }
-
-  // Sends each decision to the primary owning its slot, then flushes the connections
-  // that got some.
-  template <class Range>
-  void Route(Range& pendings) {
-    std::vector<Lane*> touched;
-    const Steady::time_point now = Steady::now();
-    for (auto& pending : pendings) {
-      if (!Live(*pending, now)) continue;
-      Node* node = owners_[pending->route.slot];
-      if (node == nullptr) {
-        RequestRefresh();
-        outcomes_.Complete(*pending,
-                 absl::UnavailableError(fmt::format("redis cluster {}: no primary serves slot {}",
-                                                    options_.Describe(), pending->route.slot)));
-        continue;
-      }
-      if (!Admit(*node, *pending, now)) continue;
-      Lane* lane = node->PickLane();
-      if (lane == nullptr) {
-        if (!node->ever_ready) {
-          Wait(*node, pending);
-          continue;
-        }
-        RequestRefresh();
-        outcomes_.Complete(*pending, NotConnected(*node));
-        continue;
-      }
-      Enqueue(*lane, pending, /*flush_now=*/true);
-      if (std::find(touched.begin(), touched.end(), lane) == touched.end()) {
-        touched.push_back(lane);
-      }
-    }
-    for (Lane* lane : touched) Flush(*lane);
-  }
-
-  // Not answered yet, and within its deadline (else answered as timed out).
-  bool Live(Unit& pending, Steady::time_point now) {
-    if (pending.answered) return false;
-    if (now < pending.deadline) return true;
-    outcomes_.Complete(pending, TimeoutError());
-    return false;
-  }
-
-  // Counts one more redirect or retry; past kMaxRedirects the decision is answered.
-  bool CountRedirect(Unit& pending) {
-    if (pending.answered) return false;
-    if (++pending.route.redirects <= kMaxRedirects) return true;
-    outcomes_.Complete(pending, absl::UnavailableError(
-                          fmt::format("redis cluster {}: slot {} still redirected after {} tries",
-                                      options_.Describe(), pending.route.slot, kMaxRedirects)));
-    return false;
-  }
-
-  static absl::Status NotConnected(const Node& node) {
-    return absl::UnavailableError(fmt::format("redis at {} is not connected", node.describe));
-  }
-
-  // Sends the decision to `node` if the node's breaker lets it (its outcome then feeds
-  // that breaker); a retry on the node that already admitted it is not asked again (it
-  // may be the breaker's probe). Answers it by on_error when not.
-  bool Admit(Node& node, Unit& pending, Steady::time_point now) {
-    pending.route.node = &node;
-    if (pending.route.admitted_by == &node) return true;
-    if (!node.breaker.Allow(now)) {
-      outcomes_.AnswerWhileOpen(pending);
-      return false;
-    }
-    pending.route.admitted_by = &node;
-    return true;
-  }
-
-  // A node that has not connected yet: the decision waits for it, its deadline enforced
-  // by the sweep of the node's first connection.
-  void Wait(Node& node, const UnitPtr& pending) {
-    node.waiting.push_back(pending);
-    Lane& first = *node.lanes.front();
-    first.deadlines.push_back(pending);
-    ArmSweep(first);
-  }
-
-  // A redirect or retry: the call did not run, so the decisions go again (bounded).
-  void Reroute(std::vector<UnitPtr> chunk) {
-    for (auto& pending : chunk) CountRedirect(*pending);
-    Route(chunk);
-  }
-
-  void RequestRefresh() {
-    if (!options_.cluster || closed_ || refresh_in_flight_ || refresh_scheduled_) return;
-    const Steady::time_point earliest = last_refresh_ + kRefreshInterval;
-    if (Steady::now() >= earliest) return StartRefresh();
-    refresh_scheduled_ = true;
-    refresh_timer_.expires_at(earliest);
-    refresh_timer_.async_wait([this](const boost::system::error_code& ec) {
-      refresh_scheduled_ = false;
-      if (!ec) StartRefresh();
-    });
-  }
-
-  // Asks CLUSTER SLOTS of a reachable node: a primary first, else any (the seeds), and
-  // a node that refused before only when no other answers.
-  void StartRefresh() {
-    if (refresh_in_flight_ || closed_) return;
-    last_refresh_ = Steady::now();
-    Lane* lane = nullptr;
-    for (Node* node : owner_nodes_) {
-      if ((lane = node->PickLane()) != nullptr) break;
-    }
-    for (int pass = 0; pass < 2 && lane == nullptr; ++pass) {
-      for (std::size_t i = 0; lane == nullptr && i < nodes_.size(); ++i) {
-        Node& node = *nodes_[i];
-        if (!node.retired && node.refused_topology == (pass == 1)) lane = node.PickLane();
-      }
-    }
-    if (lane == nullptr) return RequestRefresh();  // nobody reachable yet: try again soon
-    refresh_in_flight_ = true;
-    ++counters_.refreshes;
-    std::string command;
-    redis::AppendCommand(command, {"CLUSTER", "SLOTS"});
-    lane->connection->Send(command, [this, lane](absl::StatusOr<redis::Reply> reply) {
-      refresh_in_flight_ = false;
-      if (!reply.ok()) return RequestRefresh();
-      auto ranges = redis::ParseClusterSlots(**reply, lane->node.endpoint.host);
-      if (!ranges.ok()) {
-        lane->node.refused_topology = true;
-        // Start-up fails only once every seed has refused (one may still be loading).
-        const bool all_refused = std::all_of(
-            seeds_.begin(), seeds_.end(), [](const Node* seed) { return seed->refused_topology; });
-        if (!topology_known_ && all_refused) {
-          std::lock_guard lock(start_mu_);
-          topology_error_ = absl::FailedPreconditionError(fmt::format(
-              "redis at {} did not give the cluster topology ({}); for a single server use "
-              "redis://",
-              lane->node.describe, MessageOf(ranges.status())));
-          last_error_ = std::string(MessageOf(topology_error_));
-          start_cv_.notify_all();
-        }
-        // Asked again (a seed may still be joining its cluster); a store whose Open failed
-        // on the error above is closed before this comes round.
-        return RequestRefresh();
-      }
-      lane->node.refused_topology = false;
-      ApplyTopology(*ranges);
-      // Slots no primary serves (a cluster still being created, or a primary lost with
-      // no replica to promote): keep asking, at most once per kRefreshInterval.
-      if (std::find(owners_.begin(), owners_.end(), nullptr) != owners_.end()) {
-        return RequestRefresh();
-      }
-      // Until every slot's primary is reachable (a replica is being promoted, say), keep
-      // looking, at most once per kRefreshInterval. Primaries just found and still making
-      // their first connections are not a reason: if those fail, OnDown asks.
-      for (Node* node : owner_nodes_) {
-        if (node->Unreachable()) return RequestRefresh();
-      }
-    });
-    // The stall check covers this call too: an answer that never comes (a half-open
-    // connection) drops the connection, which fails the call, which asks again.
-    ArmSweep(*lane);
-  }
-
-  void ApplyTopology(const std::vector<redis::SlotRange>& ranges) {
-    std::fill(owners_.begin(), owners_.end(), nullptr);
-    owner_nodes_.clear();
-    for (const redis::SlotRange& range : ranges) {
-      Node& node = NodeFor(range.primary);
-      std::fill(owners_.begin() + range.first, owners_.begin() + range.last + 1, &node);
-      if (std::find(owner_nodes_.begin(), owner_nodes_.end(), &node) == owner_nodes_.end()) {
-        owner_nodes_.push_back(&node);
-      }
-    }
-    primaries_ = owner_nodes_.size();
-    // Old primaries (failed over, or removed) stop reconnecting; a later redirect to the
-    // same address gets a new node. Seeds stay, for the next CLUSTER SLOTS.
-    for (auto& node : nodes_) {
-      if (node->seed || node->retired ||
-          std::find(owner_nodes_.begin(), owner_nodes_.end(), node.get()) != owner_nodes_.end()) {
-        continue;
-      }
-      node->retired = true;
-      for (auto& lane : node->lanes) {
-        lane->connection->Stop();
-        lane->ready = false;
-      }
-      std::deque<UnitPtr> waiting;
-      waiting.swap(node->waiting);
-      Route(waiting);  // to whoever owns their slots now
-    }
-    {
-      std::lock_guard lock(start_mu_);
-      topology_known_ = true;
-    }
-    UpdateSettled();
-  }
-
-  // Start-up: the topology is known and every primary's connections have been tried.
-  void UpdateSettled() {
-    if (!topology_known_ || cluster_settled_) return;
-    for (Node* node : owner_nodes_) {
-      for (auto& lane : node->lanes) {
-        if (!lane->ready && !lane->reported_down) return;
-      }
-    }
-    std::lock_guard lock(start_mu_);
-    cluster_settled_ = true;
-    start_cv_.notify_all();
-  }
-
-  // With batching on, at most this many script calls are out per connection; decisions
-  // arriving meanwhile wait in the queue and leave together, in as few calls as possible,
-  // when a call returns. Under load that fills the batches; at light load a decision
-  // still leaves at once. With batching off (batch=1) calls are only pipelined.
-  static constexpr int kCallsOutWhenBatching = 2;
-
-  // I/O thread: sends what queued up since the last flush, batched.
-  void Flush(Lane& lane) {
-    std::deque<UnitPtr> queued;
-    {
-      std::lock_guard lock(lane.mu);
-      lane.flush_posted = false;
-      lane.holding = options_.max_batch > 1 && lane.connection->ready() &&
-                     lane.calls_out >= kCallsOutWhenBatching && !lane.queued.empty();
-      if (!lane.holding) queued.swap(lane.queued);
-    }
-    if (lane.holding) return ArmSweep(lane);  // the sweep answers any held too long
-    const Steady::time_point now = Steady::now();
-    std::vector<UnitPtr> live;
-    live.reserve(queued.size());
-    for (auto& pending : queued) {
-      if (pending->answered) continue;
-      if (!lane.connection->ready()) {
-        outcomes_.Complete(*pending,
-                 options_.cluster ? NotConnected(lane.node) : absl::UnavailableError(LastError()));
-      } else if (now >= pending->deadline) {
-        outcomes_.Complete(*pending, TimeoutError());
-      } else {
-        lane.deadlines.push_back(pending);
-        live.push_back(std::move(pending));
-      }
-    }
-    ArmSweep(lane);
-    // Reservations go by a script of their own; a cluster runs a script only on keys of
-    // one slot: batch within a slot.
-    const bool cluster = options_.cluster;
-    std::stable_sort(live.begin(), live.end(), [cluster](const UnitPtr& a, const UnitPtr& b) {
-      if (a->reservation() != b->reservation()) return b->reservation();
-      return cluster && a->route.slot < b->route.slot;
-    });
-    const std::size_t batch = static_cast<std::size_t>(options_.max_batch);
-    for (std::size_t i = 0; i < live.size();) {
-      std::size_t end = std::min(live.size(), i + batch);
-      std::size_t same = i + 1;
-      while (same < end && live[same]->reservation() == live[i]->reservation() &&
-             (!cluster ||
-              (!live[i]->route.alone && !live[same]->route.alone && live[same]->route.slot == live[i]->route.slot))) {
-        ++same;
-      }
-      end = same;
-      std::vector<UnitPtr> chunk(std::make_move_iterator(live.begin() + i),
-                                    std::make_move_iterator(live.begin() + end));
-      Send(lane, std::move(chunk), /*as_eval=*/false, /*asking=*/false);
-      i = end;
-    }
-  }
-
-  // The distinct policies of a chunk's items (a settle's record holds its own: it names
-  // none), and each item's policy number among them (1-based; 0 for a settle).
-  static std::vector<const Item*> DistinctPolicies(const std::vector<UnitPtr>& chunk,
-                                                          std::vector<std::size_t>& policy_of) {
-    std::vector<const Item*> policies;
-    for (const auto& p : chunk) {
-      for (const Item& item : p->items) {
-        if (p->mode == UnitMode::kSettle) {
-          policy_of.push_back(0);
-          continue;
-        }
-        std::size_t j = 0;
-        while (j < policies.size() &&
-               !(policies[j]->kind == item.kind && policies[j]->policy == item.policy)) {
-          ++j;
-        }
-        if (j == policies.size()) policies.push_back(&item);
-        policy_of.push_back(j + 1);
-      }
-    }
-    return policies;
-  }
-
-  // One script call for `chunk`: the algorithm's script for a lone decision, the batch
-  // script for several. `as_eval` sends the body (after NOSCRIPT: Redis restarted or
-  // flushed its scripts); EVAL caches it again for the next EVALSHA. `asking` prefixes
-  // ASKING (the slot is being imported by this node: an ASK redirect).
-  void Send(Lane& lane, std::vector<UnitPtr> chunk, bool as_eval, bool asking) {
-    const bool reservations = chunk[0]->reservation();
-    const bool single = chunk.size() == 1 && chunk[0]->single();
-    const ScriptId id = reservations ? ScriptId::kReservation
-                        : single     ? redis::SingleScriptFor(chunk[0]->item().kind)
-                                     : ScriptId::kBatch;
-    // lua/batch.lua lists a group (5 arguments, checked one by one: with its deferred
-    // writes, Redis spent more on a listed group of one item than on the item) unless it
-    // is the common kind, all or nothing without shadows: such a group's items after the
-    // first join it by a '+' on their policy number, and a group of one is simply the
-    // item's own decision (docs/multi.md: a multi-decision of one item is the single one;
-    // a shadow changes only what the caller makes of it).
-    const auto joined = [](const Unit& p) {
-      return p.mode == UnitMode::kAll &&
-             (p.items.size() == 1 ||
-              std::none_of(p.items.begin(), p.items.end(),
-                           [](const Item& item) { return item.shadow; }));
-    };
-    const auto grouped = [&](const Unit& p) {
-      return p.mode != UnitMode::kSingle && !joined(p);
-    };
-    std::size_t keys = 0, groups = 0;
-    for (const auto& p : chunk) {
-      keys += p->items.size() + (p->mode == UnitMode::kReserve && p->hold.lease.empty());
-      groups += grouped(*p);
-    }
-    // Decimal arguments, kept alive until the command is formatted (the vector is sized
-    // up front, so the views into it stay valid).
-    std::vector<std::string> numbers;
-    numbers.reserve(2 + keys * 7 + groups * 6);
-    const auto number = [&numbers](std::string text) -> std::string_view {
-      return numbers.emplace_back(std::move(text));
-    };
-    const auto now_arg = [](const Unit& p) {
-      return p.now_us ? std::to_string(*p.now_us) : std::string();
-    };
-    std::vector<std::string_view> args;
-    args.reserve(8 + keys * 8 + groups * 5);
-    args.push_back(as_eval ? "EVAL" : "EVALSHA");
-    args.push_back(as_eval ? scripts_.body(id) : scripts_.sha(id));
-    args.push_back(number(std::to_string(keys)));
-    for (const auto& p : chunk) {
-      for (const Item& item : p->items) args.push_back(item.redis_key);
-      if (p->mode == UnitMode::kReserve && p->hold.lease.empty()) args.push_back(p->hold.record_key);
-    }
-    // The distinct policies of a batch or of reservations, sent once: p, then 4 values each.
-    const auto append_policies = [&](const std::vector<const Item*>& policies) {
-      args.push_back(number(std::to_string(policies.size())));
-      for (const Item* item : policies) {
-        args.push_back(core::KeyTag(item->kind));
-        args.push_back(number(std::to_string(item->policy.limit)));
-        args.push_back(number(std::to_string(item->policy.period.count())));
-        args.push_back(number(std::to_string(item->policy.capacity())));
-      }
-    };
-    if (reservations) {  // lua/reservation.lua: the distinct policies once, then each operation
-      std::vector<std::size_t> policy_of;
-      append_policies(DistinctPolicies(chunk, policy_of));
-      args.push_back(number(std::to_string(chunk.size())));
-      std::size_t k = 0;
-      for (const auto& p : chunk) {
-        const Item& item = p->item();
-        // An acquire or release at the server clock (and a release at 0) has a short form
-        // (lua/reservation.lua: 'a', 'l'): each argument costs Redis ~1,000 instructions.
-        if (p->mode == UnitMode::kReserve && !p->hold.lease.empty()) {
-          args.push_back(p->now_us ? "A" : "a");
-          args.push_back(number(std::to_string(policy_of[k++])));
-          if (p->now_us) args.push_back(number(now_arg(*p)));
-          args.push_back(p->hold.lease);
-        } else if (p->mode == UnitMode::kSettle && !p->hold.lease.empty()) {
-          ++k;
-          if (p->now_us || item.cost != 0) {
-            args.push_back("L");
-            args.push_back(number(now_arg(*p)));
-            args.push_back(number(std::to_string(item.cost)));
-          } else {
-            args.push_back("l");
-          }
-          args.push_back(p->hold.lease);
-        } else if (p->mode == UnitMode::kReserve) {
-          args.push_back("r");
-          args.push_back(number(std::to_string(policy_of[k++])));
-          args.push_back(number(now_arg(*p)));
-          args.push_back(number(std::to_string(item.cost)));
-          args.push_back(number(std::to_string(p->hold.hold_us)));
-        } else {
-          ++k;
-          args.push_back("s");
-          args.push_back(number(now_arg(*p)));
-          args.push_back(number(std::to_string(item.cost)));
-        }
-      }
-    } else if (single) {  // lua/single.lua: kind, now, limit, period, burst, cost
-      const Unit& p = *chunk[0];
-      const Item& item = p.item();
-      args.push_back(core::KeyTag(item.kind));
-      args.push_back(number(now_arg(p)));
-      args.push_back(number(std::to_string(item.policy.limit)));
-      args.push_back(number(std::to_string(item.policy.period.count())));
-      args.push_back(number(std::to_string(item.policy.capacity())));
-      args.push_back(number(std::to_string(item.cost)));
-    } else {  // lua/batch.lua: the distinct policies once, the groups, then each item
-      std::vector<std::size_t> policy_of;
-      append_policies(DistinctPolicies(chunk, policy_of));
-      args.push_back(number(std::to_string(groups)));
-      std::size_t first = 1;
-      for (const auto& p : chunk) {
-        if (grouped(*p)) {
-          unsigned mask = 0;
-          for (std::size_t i = 0; i < p->items.size(); ++i) mask |= p->items[i].shadow << i;
-          args.push_back(number(std::to_string(first)));
-          args.push_back(number(std::to_string(p->items.size())));
-          args.push_back(p->mode == UnitMode::kAll   ? "all"
-                         : p->mode == UnitMode::kDry ? "dry"
-                                                     : "release");
-          args.push_back(number(std::to_string(mask)));
-          args.push_back(p->mode == UnitMode::kRelease ? number(std::to_string(p->group.release_at))
-                                                       : std::string_view());
-        }
-        first += p->items.size();
-      }
-      std::size_t k = 0;
-      for (const auto& p : chunk) {
-        const std::string_view now = number(now_arg(*p));
-        const bool joins = joined(*p);
-        for (std::size_t i = 0; i < p->items.size(); ++i) {
-          const std::string policy = std::to_string(policy_of[k++]);
-          args.push_back(number(joins && i > 0 ? "+" + policy : policy));
-          args.push_back(now);
-          args.push_back(number(std::to_string(p->items[i].cost)));
-        }
-      }
-    }
-    std::string command;
-    if (asking) redis::AppendCommand(command, {"ASKING"});
-    const std::size_t asking_bytes = command.size();
-    redis::AppendCommand(command, args);
-    ++counters_.calls;
-    if (!single) counters_.batched += keys;
-    ++lane.calls_out;
-    if (asking) {
-      // Sent in the same write, right before the script: ASKING covers only the next
-      // command on its connection. Its +OK needs no handling; the script's reply tells.
-      lane.connection->Send(std::string_view(command).substr(0, asking_bytes),
-                            [](absl::StatusOr<redis::Reply>) {});
-    }
-    lane.connection->Send(std::string_view(command).substr(asking_bytes),
-                          [this, &lane, chunk = std::move(chunk), as_eval,
-                           asking](absl::StatusOr<redis::Reply> reply) mutable {
-                            --lane.calls_out;
-                            OnReply(lane, std::move(chunk), as_eval, asking, std::move(reply));
-                            if (lane.holding) Flush(lane);
-                          });
-  }
-
-  void OnReply(Lane& lane, std::vector<UnitPtr> chunk, bool as_eval, bool asking,
-               absl::StatusOr<redis::Reply> reply) {
-    if (!reply.ok()) {
-      for (auto& p : chunk) outcomes_.Complete(*p, reply.status());
-      return;
-    }
-    const redisReply& r = **reply;
-    if (r.type == REDIS_REPLY_ERROR) {
-      const std::string_view text = redis::TextOf(r);
-      if (text.starts_with("NOSCRIPT") && !as_eval) {
-        ++counters_.noscript;
-        return Send(lane, std::move(chunk), /*as_eval=*/true, asking);
-      }
-      // Redirects and refusals of a cluster: the script did not run, so sending it again
-      // cannot count a decision twice.
-      if (options_.cluster) {
-        if (auto redirect = redis::ParseRedirect(text)) {
-          // "MOVED 3999 :6381": an unknown endpoint means the host that answered.
-          if (redirect->target.host.empty()) redirect->target.host = lane.node.endpoint.host;
-          Node& target = NodeFor(redirect->target);
-          if (redirect->kind == redis::Redirect::Kind::kMoved) {
-            ++counters_.moved;
-            owners_[redirect->slot] = &target;
-            RequestRefresh();  // more slots have probably moved
-            return Reroute(std::move(chunk));
-          }
-          ++counters_.asked;
-          return Ask(target, std::move(chunk));
-        }
-        if (text.starts_with("TRYAGAIN") || text.starts_with("CLUSTERDOWN")) {
-          ++counters_.retried;
-          // TRYAGAIN: some of a batch's keys have migrated and some not. One key at a
-          // time, each follows its own ASK.
-          if (chunk.size() > 1) {
-            for (auto& p : chunk) p->route.alone = true;
-          }
-          if (text.starts_with("CLUSTERDOWN")) RequestRefresh();
-          auto timer = std::make_shared<asio::steady_timer>(io_, kRetryDelay);
-          timer->async_wait(
-              [this, timer, chunk = std::move(chunk)](const boost::system::error_code& ec) mutable {
-                if (!ec) Reroute(std::move(chunk));
-              });
-          return;
-        }
-      }
-      const absl::Status error =
-          absl::InternalError(fmt::format("redis at {}: {}", lane.node.describe, text));
-      for (auto& p : chunk) outcomes_.Complete(*p, error);
-      return;
-    }
-    if (chunk[0]->reservation()) {
-      auto decoded = redis::DecodeReservations(r, chunk.size());
-      if (!decoded.ok()) {
-        const absl::Status error = absl::InternalError(
-            fmt::format("redis at {} {}", lane.node.describe, MessageOf(decoded.status())));
-        for (auto& p : chunk) outcomes_.Complete(*p, error);
-        return;
-      }
-      for (std::size_t i = 0; i < chunk.size(); ++i) {
-        chunk[i]->hold.acquired_at = (*decoded)[i].acquired_at;
-        outcomes_.Complete(*chunk[i], std::move((*decoded)[i].decision));
-      }
-      return;
-    }
-    const bool single = chunk.size() == 1 && chunk[0]->single();
-    std::vector<std::int64_t> limits;
-    for (const auto& p : chunk) {
-      for (const Item& item : p->items) limits.push_back(item.policy.limit);
-    }
-    auto decoded = redis::DecodeDecisions(r, limits, /*with_clock=*/!single);
-    if (!decoded.ok()) {
-      const absl::Status error = absl::InternalError(
-          fmt::format("redis at {} {}", lane.node.describe, MessageOf(decoded.status())));
-      for (auto& p : chunk) outcomes_.Complete(*p, error);
-      return;
-    }
-    const auto failed = [&](const absl::Status& status) {
-      return absl::InternalError(
-          fmt::format("redis at {} {}", lane.node.describe, MessageOf(status)));
-    };
-    std::size_t k = 0;
-    for (auto& p : chunk) {
-      if (p->mode == UnitMode::kSingle) {
-        absl::StatusOr<Decision>& d = decoded->decisions[k++];
-        outcomes_.Complete(*p, d.ok() ? std::move(d) : failed(d.status()));
-        continue;
-      }
-      UnitResult result;
-      result.clock_us = decoded->clock_us;
-      absl::Status status;
-      for (std::size_t i = 0; i < p->items.size(); ++i) {
-        absl::StatusOr<Decision>& d = decoded->decisions[k++];
-        if (!d.ok()) {
-          status = failed(d.status());
-        } else {
-          result.items.push_back(*d);
-        }
-      }
-      if (status.ok()) {
-        outcomes_.CompleteUnit(*p, std::move(result));
-      } else {
-        outcomes_.CompleteUnit(*p, status);
-      }
-    }
-  }
-
-  // ASK: this one call goes to the importing node, after ASKING; the slot map stays.
-  void Ask(Node& target, std::vector<UnitPtr> chunk) {
-    // As in Route: within the deadline, and the target's breaker decides (and hears how
-    // it went: the call runs there).
-    const Steady::time_point now = Steady::now();
-    for (auto& pending : chunk) {
-      if (CountRedirect(*pending) && Live(*pending, now)) Admit(target, *pending, now);
-    }
-    std::erase_if(chunk, [](const UnitPtr& p) { return p->answered; });
-    if (chunk.empty()) return;
-    Lane* lane = target.PickLane();
-    if (lane == nullptr) {
-      for (auto& p : chunk) {
-        if (!target.ever_ready) {
-          // The importing node is new to us: wait for its connection; the decision then
-          // goes to the slot's owner again, which sends it here with ASK once more.
-          Wait(target, p);
-        } else {
-          outcomes_.Complete(*p, NotConnected(target));
-        }
-      }
-      return;
-    }
-    for (auto& p : chunk) lane->deadlines.push_back(p);
-    ArmSweep(*lane);
-    Send(*lane, std::move(chunk), /*as_eval=*/false, /*asking=*/true);
-  }
-
-  absl::Status TimeoutError() const {
-    return absl::DeadlineExceededError(fmt::format("redis at {} did not answer within {} µs",
-                                                   options_.Describe(), options_.timeout.count()));
-  }
-
-  void ArmSweep(Lane& lane) {
-    if (lane.sweeping ||
-        (lane.deadlines.empty() && !lane.holding && lane.connection->in_flight() == 0)) {
-      return;
-    }
-    lane.sweeping = true;
-    // A tenth of the timeout (1-10 ms): a timed-out decision is answered at most that
-    // much late.
-    const auto tick = std::clamp<std::chrono::microseconds>(
-        options_.timeout / 10, std::chrono::milliseconds(1), std::chrono::milliseconds(10));
-    lane.sweep.expires_after(tick);
-    lane.sweep.async_wait([this, &lane](const boost::system::error_code& ec) {
-      lane.sweeping = false;
-      if (ec) return;
-      const Steady::time_point now = Steady::now();
-      while (!lane.deadlines.empty() &&
-             (lane.deadlines.front()->answered || lane.deadlines.front()->deadline <= now)) {
-        // Most were answered already: the error (a formatted message) only for the rest.
-        if (!lane.deadlines.front()->answered) outcomes_.Complete(*lane.deadlines.front(), TimeoutError());
-        lane.deadlines.pop_front();
-      }
-      // A connection whose oldest command has waited this long is taken for dead (a
-      // half-open TCP connection raises no error for hours) and replaced.
-      const auto stall_limit =
-          std::max<Steady::duration>(std::chrono::seconds(1), options_.timeout * 20);
-      if (lane.connection->OldestWait(now) > stall_limit) {
-        lane.connection->Abort(absl::DeadlineExceededError(fmt::format(
-            "redis at {} answered nothing for {} ms; reconnecting", lane.node.describe,
-            std::chrono::duration_cast<std::chrono::milliseconds>(stall_limit).count())));
-      }
-      if (lane.holding) {
-        std::vector<UnitPtr> expired;
-        {
-          std::lock_guard lock(lane.mu);
-          while (!lane.queued.empty() && lane.queued.front()->deadline <= now) {
-            expired.push_back(std::move(lane.queued.front()));
-            lane.queued.pop_front();
-          }
-        }
-        for (auto& pending : expired) outcomes_.Complete(*pending, TimeoutError());
-      }
-      ArmSweep(lane);
-    });
+  bool Redirected(Lane& lane, std::string_view text, std::vector<UnitPtr>& chunk) override {
+    return router_.Redirected(lane, text, chunk);
   }
 
   RedisStoreOptions options_;
@@ -1183,6 +485,7 @@ class RedisStore::Impl final : public redis::Dispatcher {
   redis::Handshake handshake_;
   redis::Outcomes outcomes_;
   redis::CrossSlot cross_slot_;
+  redis::Batcher batcher_;
   std::mutex random_mu_;
   absl::BitGen random_;  // reservation ids: unpredictable, so one client cannot settle another's
   // Standalone: one node, fixed. Cluster: grows on the I/O thread (a new primary); other
@@ -1190,29 +493,8 @@ class RedisStore::Impl final : public redis::Dispatcher {
   mutable std::mutex nodes_mu_;
   std::vector<std::unique_ptr<Node>> nodes_;
 
-  // Cluster. Decisions wait in route_queue_ for the I/O thread, which owns the rest.
-  std::mutex route_mu_;
-  std::deque<UnitPtr> route_queue_;
-  bool route_posted_ = false;
-  std::vector<Node*> seeds_;
-  asio::steady_timer refresh_timer_;
-  Steady::time_point last_refresh_{};
-  bool refresh_in_flight_ = false;
-  bool refresh_scheduled_ = false;
-  std::vector<Node*> owners_;       // slot -> primary (nullptr: no one serves it)
-  std::vector<Node*> owner_nodes_;  // the distinct primaries
-  std::atomic<std::size_t> primaries_{0};
-
-  // Start-up, under start_mu_.
-  std::mutex start_mu_;
-  std::condition_variable start_cv_;
-  std::size_t ready_lanes_ = 0;
-  std::size_t failed_lanes_ = 0;
-  bool topology_known_ = false;
-  bool cluster_settled_ = false;
-  absl::Status topology_error_;
-  absl::Status first_error_;
-  std::string last_error_;
+  redis::Startup startup_;
+  redis::ClusterRouter router_;  // Redis Cluster only
   std::thread thread_;
 };
 
@@ -1236,20 +518,8 @@ void RedisStore::DecideAsyncValidated(const DecideRequest& request, DecisionCall
 }
 
 absl::StatusOr<Decision> RedisStore::DecideValidated(const DecideRequest& request) {
-  struct Waiter {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::optional<absl::StatusOr<Decision>> result;
-  };
-  auto waiter = std::make_shared<Waiter>();
-  impl_->Submit(request, [waiter](absl::StatusOr<Decision> result) {
-    std::lock_guard lock(waiter->mu);
-    waiter->result = std::move(result);
-    waiter->cv.notify_one();
-  });
-  std::unique_lock lock(waiter->mu);
-  waiter->cv.wait(lock, [&] { return waiter->result.has_value(); });
-  return *std::move(waiter->result);
+  return Await<absl::StatusOr<Decision>>(
+      [&](auto done) { impl_->Submit(request, std::move(done)); });
 }
 
 void RedisStore::ReserveAsyncValidated(const ReserveRequest& request, ReservationCallback done) {
@@ -1261,18 +531,13 @@ void RedisStore::SettleAsyncValidated(const SettleRequest& request, DecisionCall
 }
 
 absl::StatusOr<Reservation> RedisStore::ReserveValidated(const ReserveRequest& request) {
-  std::promise<absl::StatusOr<Reservation>> answer;
-  auto result = answer.get_future();
-  impl_->Reserve(request,
-                 [&answer](absl::StatusOr<Reservation> r) { answer.set_value(std::move(r)); });
-  return result.get();
+  return Await<absl::StatusOr<Reservation>>(
+      [&](auto done) { impl_->Reserve(request, std::move(done)); });
 }
 
 absl::StatusOr<Decision> RedisStore::SettleValidated(const SettleRequest& request) {
-  std::promise<absl::StatusOr<Decision>> answer;
-  auto result = answer.get_future();
-  impl_->Settle(request, [&answer](absl::StatusOr<Decision> d) { answer.set_value(std::move(d)); });
-  return result.get();
+  return Await<absl::StatusOr<Decision>>(
+      [&](auto done) { impl_->Settle(request, std::move(done)); });
 }
 
 StoreStats RedisStore::Stats() const { return impl_->LocalStats(); }
@@ -1285,12 +550,8 @@ void RedisStore::DecideAllAsyncValidated(const MultiRequest& request, MultiCallb
 }
 
 absl::StatusOr<MultiDecision> RedisStore::DecideAllValidated(const MultiRequest& request) {
-  std::promise<absl::StatusOr<MultiDecision>> answer;
-  auto result = answer.get_future();
-  impl_->SubmitAll(request, [&answer](absl::StatusOr<MultiDecision> decision) {
-    answer.set_value(std::move(decision));
-  });
-  return result.get();
+  return Await<absl::StatusOr<MultiDecision>>(
+      [&](auto done) { impl_->SubmitAll(request, std::move(done)); });
 }
 const RedisStoreOptions& RedisStore::options() const { return impl_->options(); }
 bool RedisStore::Ping() { return impl_->Ping(); }

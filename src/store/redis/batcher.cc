@@ -1,0 +1,235 @@
+// The per-lane hot path: enqueue, flush in batches, send, decode the replies, NOSCRIPT -> EVAL, the deadline sweep and the stall abort.
+#include "store/redis/batcher.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+
+#include "common/strings.h"
+#include "store/redis/decode.h"
+
+namespace floodgate::redis {
+
+void Batcher::Enqueue(Lane& lane, UnitPtr unit) {
+  {
+    std::lock_guard lock(lane.mu);
+    lane.queued.push_back(std::move(unit));
+    if (lane.flush_posted) return;
+    lane.flush_posted = true;
+  }
+  boost::asio::post(io_, [this, &lane] { Flush(lane); });
+}
+
+void Batcher::Stage(Lane& lane, UnitPtr unit) {
+  std::lock_guard lock(lane.mu);
+  lane.queued.push_back(std::move(unit));
+}
+
+void Batcher::Flush(Lane& lane) {
+  std::deque<UnitPtr> queued;
+  {
+    std::lock_guard lock(lane.mu);
+    lane.flush_posted = false;
+    lane.holding = options_.max_batch > 1 && lane.connection->ready() &&
+                   lane.calls_out >= kCallsOutWhenBatching && !lane.queued.empty();
+    if (!lane.holding) queued.swap(lane.queued);
+  }
+  if (lane.holding) return ArmSweep(lane);  // the sweep answers any held too long
+  const Steady::time_point now = Steady::now();
+  std::vector<UnitPtr> live;
+  live.reserve(queued.size());
+  for (auto& pending : queued) {
+    if (pending->answered) continue;
+    if (!lane.connection->ready()) {
+      outcomes_.Complete(*pending, errors_.NotConnected(lane.node));
+    } else if (now >= pending->deadline) {
+      outcomes_.Complete(*pending, TimeoutError());
+    } else {
+      lane.deadlines.push_back(pending);
+      live.push_back(std::move(pending));
+    }
+  }
+  ArmSweep(lane);
+  // Reservations go by a script of their own; a cluster runs a script only on keys of
+  // one slot: batch within a slot.
+  const bool cluster = options_.cluster;
+  std::stable_sort(live.begin(), live.end(), [cluster](const UnitPtr& a, const UnitPtr& b) {
+    if (a->reservation() != b->reservation()) return b->reservation();
+    return cluster && a->route.slot < b->route.slot;
+  });
+  const std::size_t batch = static_cast<std::size_t>(options_.max_batch);
+  for (std::size_t i = 0; i < live.size();) {
+    std::size_t end = std::min(live.size(), i + batch);
+    std::size_t same = i + 1;
+    while (same < end && live[same]->reservation() == live[i]->reservation() &&
+           (!cluster || (!live[i]->route.alone && !live[same]->route.alone &&
+                         live[same]->route.slot == live[i]->route.slot))) {
+      ++same;
+    }
+    end = same;
+    std::vector<UnitPtr> chunk(std::make_move_iterator(live.begin() + i),
+                               std::make_move_iterator(live.begin() + end));
+    Send(lane, std::move(chunk), ScriptForm::kSha, Asking::kNo);
+    i = end;
+  }
+}
+
+void Batcher::SendAsked(Lane& lane, std::vector<UnitPtr> chunk) {
+  for (auto& p : chunk) lane.deadlines.push_back(p);
+  ArmSweep(lane);
+  Send(lane, std::move(chunk), ScriptForm::kSha, Asking::kYes);
+}
+
+// One script call for `chunk` (encode.h).
+void Batcher::Send(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, Asking asking) {
+  const EncodedCall call = Encode(chunk, scripts_, form, asking);
+  ++counters_.calls;
+  if (!SingleCall(chunk)) counters_.batched += call.keys;
+  ++lane.calls_out;
+  const std::string_view command = call.command;
+  if (asking == Asking::kYes) {
+    // Sent in the same write, right before the script: ASKING covers only the next
+    // command on its connection. Its +OK needs no handling; the script's reply tells.
+    lane.connection->Send(command.substr(0, call.asking_bytes), [](absl::StatusOr<Reply>) {});
+  }
+  lane.connection->Send(command.substr(call.asking_bytes),
+                        [this, &lane, chunk = std::move(chunk), form,
+                         asking](absl::StatusOr<Reply> reply) mutable {
+                          --lane.calls_out;
+                          OnReply(lane, std::move(chunk), form, asking, std::move(reply));
+                          if (lane.holding) Flush(lane);
+                        });
+}
+
+void Batcher::OnReply(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, Asking asking,
+                      absl::StatusOr<Reply> reply) {
+  if (!reply.ok()) {
+    for (auto& p : chunk) outcomes_.Complete(*p, reply.status());
+    return;
+  }
+  const redisReply& r = **reply;
+  if (r.type == REDIS_REPLY_ERROR) {
+    const std::string_view text = TextOf(r);
+    if (text.starts_with("NOSCRIPT") && form == ScriptForm::kSha) {
+      ++counters_.noscript;
+      return Send(lane, std::move(chunk), ScriptForm::kBody, asking);
+    }
+    // A cluster's redirects and refusals: the script did not run.
+    if (options_.cluster && errors_.Redirected(lane, text, chunk)) return;
+    const absl::Status error =
+        absl::InternalError(fmt::format("redis at {}: {}", lane.node.describe, text));
+    for (auto& p : chunk) outcomes_.Complete(*p, error);
+    return;
+  }
+  if (chunk[0]->reservation()) {
+    auto decoded = DecodeReservations(r, chunk.size());
+    if (!decoded.ok()) {
+      const absl::Status error = absl::InternalError(
+          fmt::format("redis at {} {}", lane.node.describe, MessageOf(decoded.status())));
+      for (auto& p : chunk) outcomes_.Complete(*p, error);
+      return;
+    }
+    for (std::size_t i = 0; i < chunk.size(); ++i) {
+      chunk[i]->hold.acquired_at = (*decoded)[i].acquired_at;
+      outcomes_.Complete(*chunk[i], std::move((*decoded)[i].decision));
+    }
+    return;
+  }
+  const bool single = SingleCall(chunk);
+  std::vector<std::int64_t> limits;
+  for (const auto& p : chunk) {
+    for (const Item& item : p->items) limits.push_back(item.policy.limit);
+  }
+  auto decoded = DecodeDecisions(r, limits, /*with_clock=*/!single);
+  if (!decoded.ok()) {
+    const absl::Status error = absl::InternalError(
+        fmt::format("redis at {} {}", lane.node.describe, MessageOf(decoded.status())));
+    for (auto& p : chunk) outcomes_.Complete(*p, error);
+    return;
+  }
+  const auto failed = [&](const absl::Status& status) {
+    return absl::InternalError(fmt::format("redis at {} {}", lane.node.describe, MessageOf(status)));
+  };
+  std::size_t k = 0;
+  for (auto& p : chunk) {
+    if (p->mode == UnitMode::kSingle) {
+      absl::StatusOr<Decision>& d = decoded->decisions[k++];
+      outcomes_.Complete(*p, d.ok() ? std::move(d) : failed(d.status()));
+      continue;
+    }
+    UnitResult result;
+    result.clock_us = decoded->clock_us;
+    absl::Status status;
+    for (std::size_t i = 0; i < p->items.size(); ++i) {
+      absl::StatusOr<Decision>& d = decoded->decisions[k++];
+      if (!d.ok()) {
+        status = failed(d.status());
+      } else {
+        result.items.push_back(*d);
+      }
+    }
+    if (status.ok()) {
+      outcomes_.CompleteUnit(*p, std::move(result));
+    } else {
+      outcomes_.CompleteUnit(*p, status);
+    }
+  }
+}
+
+absl::Status Batcher::TimeoutError() const {
+  return absl::DeadlineExceededError(fmt::format("redis at {} did not answer within {} µs",
+                                                 options_.Describe(), options_.timeout.count()));
+}
+
+void Batcher::ArmSweep(Lane& lane) {
+  if (lane.sweeping ||
+      (lane.deadlines.empty() && !lane.holding && lane.connection->in_flight() == 0)) {
+    return;
+  }
+  lane.sweeping = true;
+  // A tenth of the timeout (1-10 ms): a timed-out decision is answered at most that
+  // much late.
+  const auto tick = std::clamp<std::chrono::microseconds>(
+      options_.timeout / 10, std::chrono::milliseconds(1), std::chrono::milliseconds(10));
+  lane.sweep.expires_after(tick);
+  lane.sweep.async_wait([this, &lane](const boost::system::error_code& ec) {
+    lane.sweeping = false;
+    if (!ec) Sweep(lane);
+  });
+}
+
+void Batcher::Sweep(Lane& lane) {
+  const Steady::time_point now = Steady::now();
+  while (!lane.deadlines.empty() &&
+         (lane.deadlines.front()->answered || lane.deadlines.front()->deadline <= now)) {
+    // Most were answered already: the error (a formatted message) only for the rest.
+    if (!lane.deadlines.front()->answered) {
+      outcomes_.Complete(*lane.deadlines.front(), TimeoutError());
+    }
+    lane.deadlines.pop_front();
+  }
+  // A connection whose oldest command has waited this long is taken for dead (a
+  // half-open TCP connection raises no error for hours) and replaced.
+  const auto stall_limit =
+      std::max<Steady::duration>(std::chrono::seconds(1), options_.timeout * 20);
+  if (lane.connection->OldestWait(now) > stall_limit) {
+    lane.connection->Abort(absl::DeadlineExceededError(fmt::format(
+        "redis at {} answered nothing for {} ms; reconnecting", lane.node.describe,
+        std::chrono::duration_cast<std::chrono::milliseconds>(stall_limit).count())));
+  }
+  if (lane.holding) {
+    std::vector<UnitPtr> expired;
+    {
+      std::lock_guard lock(lane.mu);
+      while (!lane.queued.empty() && lane.queued.front()->deadline <= now) {
+        expired.push_back(std::move(lane.queued.front()));
+        lane.queued.pop_front();
+      }
+    }
+    for (auto& pending : expired) outcomes_.Complete(*pending, TimeoutError());
+  }
+  ArmSweep(lane);
+}
+
+}  // namespace floodgate::redis

@@ -1,0 +1,349 @@
+// Redis Cluster only: the slot map and its refresh, routing by slot, and the redirect policy (MOVED, ASK, TRYAGAIN, CLUSTERDOWN).
+#include "store/redis/cluster_router.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+
+#include "common/strings.h"
+
+namespace floodgate::redis {
+
+namespace {
+
+// MOVED / ASK / TRYAGAIN followed per unit before it is answered by on_error.
+constexpr int kMaxRedirects = 5;
+// A storm of redirects or dropped connections asks for one topology refresh per this.
+constexpr auto kRefreshInterval = std::chrono::milliseconds(100);
+// TRYAGAIN (a multi-key call during a migration) and CLUSTERDOWN are retried after this.
+constexpr auto kRetryDelay = std::chrono::milliseconds(10);
+
+}  // namespace
+
+ClusterRouter::ClusterRouter(boost::asio::io_context& io, const RedisStoreOptions& options,
+                             Outcomes& outcomes, Counters& counters, Batcher& batcher,
+                             Startup& startup, const std::vector<std::unique_ptr<Node>>& nodes,
+                             NodeSource& node_source, const std::atomic<bool>& closed)
+    : io_(io),
+      options_(options),
+      outcomes_(outcomes),
+      counters_(counters),
+      batcher_(batcher),
+      startup_(startup),
+      nodes_(nodes),
+      node_source_(node_source),
+      closed_(closed),
+      refresh_timer_(io),
+      owners_(kClusterSlots, nullptr) {}
+
+void ClusterRouter::Submit(UnitPtr unit) {
+  unit->route.slot = SlotOf(unit->item().redis_key);
+  std::lock_guard lock(route_mu_);
+  route_queue_.push_back(std::move(unit));
+  if (!route_posted_) {
+    route_posted_ = true;
+    boost::asio::post(io_, [this] { RouteQueued(); });
+  }
+}
+
+void ClusterRouter::Stop() {
+  refresh_timer_.cancel();
+  std::deque<UnitPtr> unrouted;
+  {
+    std::lock_guard lock(route_mu_);
+    unrouted.swap(route_queue_);
+  }
+  for (auto& unit : unrouted) outcomes_.Complete(*unit, absl::CancelledError("store closed"));
+}
+
+void ClusterRouter::OnLaneReady(Lane& lane) {
+  Node& node = lane.node;
+  node.ever_ready = true;
+  if (!node.waiting.empty()) {
+    std::deque<UnitPtr> waiting;
+    waiting.swap(node.waiting);
+    Route(waiting);
+  }
+  if (!topology_known_) StartRefresh();  // a seed is up: ask it for the slot map
+  UpdateSettled();
+}
+
+void ClusterRouter::OnLaneDown(Lane& lane, const absl::Status& status) {
+  // A lost primary may have been replaced: look at the topology again.
+  if (std::find(owner_nodes_.begin(), owner_nodes_.end(), &lane.node) != owner_nodes_.end()) {
+    RequestRefresh();
+  }
+  startup_.LaneDown(lane, status);
+  UpdateSettled();
+}
+
+void ClusterRouter::RouteQueued() {
+  std::deque<UnitPtr> queued;
+  {
+    std::lock_guard lock(route_mu_);
+    route_posted_ = false;
+    queued.swap(route_queue_);
+  }
+  Route(queued);
+}
+
+// Sends each unit to the primary owning its slot, then flushes the connections that got
+// some.
+template <class Range>
+void ClusterRouter::Route(Range& units) {
+  std::vector<Lane*> touched;
+  const Steady::time_point now = Steady::now();
+  for (auto& unit : units) {
+    if (!Live(*unit, now)) continue;
+    Node* node = owners_[unit->route.slot];
+    if (node == nullptr) {
+      RequestRefresh();
+      outcomes_.Complete(*unit, absl::UnavailableError(
+                                    fmt::format("redis cluster {}: no primary serves slot {}",
+                                                options_.Describe(), unit->route.slot)));
+      continue;
+    }
+    if (!Admit(*node, *unit, now)) continue;
+    Lane* lane = node->PickLane();
+    if (lane == nullptr) {
+      if (!node->ever_ready) {
+        Wait(*node, unit);
+        continue;
+      }
+      RequestRefresh();
+      outcomes_.Complete(*unit, NotConnectedError(*node));
+      continue;
+    }
+    batcher_.Stage(*lane, unit);
+    if (std::find(touched.begin(), touched.end(), lane) == touched.end()) touched.push_back(lane);
+  }
+  for (Lane* lane : touched) batcher_.Flush(*lane);
+}
+
+// Not answered yet, and within its deadline (else answered as timed out).
+bool ClusterRouter::Live(Unit& unit, Steady::time_point now) {
+  if (unit.answered) return false;
+  if (now < unit.deadline) return true;
+  outcomes_.Complete(unit, batcher_.TimeoutError());
+  return false;
+}
+
+// Counts one more redirect or retry; past kMaxRedirects the unit is answered.
+bool ClusterRouter::CountRedirect(Unit& unit) {
+  if (unit.answered) return false;
+  if (++unit.route.redirects <= kMaxRedirects) return true;
+  outcomes_.Complete(unit, absl::UnavailableError(fmt::format(
+                               "redis cluster {}: slot {} still redirected after {} tries",
+                               options_.Describe(), unit.route.slot, kMaxRedirects)));
+  return false;
+}
+
+// Sends the unit to `node` if the node's breaker lets it (its outcome then feeds that
+// breaker); a retry on the node that already admitted it is not asked again (it may be
+// the breaker's probe). Answers it by on_error when not.
+bool ClusterRouter::Admit(Node& node, Unit& unit, Steady::time_point now) {
+  unit.route.node = &node;
+  if (unit.route.admitted_by == &node) return true;
+  if (!node.breaker.Allow(now)) {
+    outcomes_.AnswerWhileOpen(unit);
+    return false;
+  }
+  unit.route.admitted_by = &node;
+  return true;
+}
+
+// A node that has not connected yet: the unit waits for it, its deadline enforced by
+// the sweep of the node's first connection.
+void ClusterRouter::Wait(Node& node, const UnitPtr& unit) {
+  node.waiting.push_back(unit);
+  Lane& first = *node.lanes.front();
+  first.deadlines.push_back(unit);
+  batcher_.ArmSweep(first);
+}
+
+// A redirect or retry: the call did not run, so the units go again (bounded).
+void ClusterRouter::Reroute(std::vector<UnitPtr> chunk) {
+  for (auto& unit : chunk) CountRedirect(*unit);
+  Route(chunk);
+}
+
+bool ClusterRouter::Redirected(Lane& lane, std::string_view error, std::vector<UnitPtr>& chunk) {
+  if (auto redirect = ParseRedirect(error)) {
+    // "MOVED 3999 :6381": an unknown endpoint means the host that answered.
+    if (redirect->target.host.empty()) redirect->target.host = lane.node.endpoint.host;
+    Node& target = node_source_.NodeFor(redirect->target);
+    if (redirect->kind == Redirect::Kind::kMoved) {
+      ++counters_.moved;
+      owners_[redirect->slot] = &target;
+      RequestRefresh();  // more slots have probably moved
+      Reroute(std::move(chunk));
+      return true;
+    }
+    ++counters_.asked;
+    Ask(target, std::move(chunk));
+    return true;
+  }
+  if (error.starts_with("TRYAGAIN") || error.starts_with("CLUSTERDOWN")) {
+    ++counters_.retried;
+    // TRYAGAIN: some of a batch's keys have migrated and some not. One key at a time,
+    // each follows its own ASK.
+    if (chunk.size() > 1) {
+      for (auto& unit : chunk) unit->route.alone = true;
+    }
+    if (error.starts_with("CLUSTERDOWN")) RequestRefresh();
+    auto timer = std::make_shared<boost::asio::steady_timer>(io_, kRetryDelay);
+    timer->async_wait(
+        [this, timer, chunk = std::move(chunk)](const boost::system::error_code& ec) mutable {
+          if (!ec) Reroute(std::move(chunk));
+        });
+    return true;
+  }
+  return false;
+}
+
+// ASK: this one call goes to the importing node, after ASKING; the slot map stays.
+void ClusterRouter::Ask(Node& target, std::vector<UnitPtr> chunk) {
+  // As in Route: within the deadline, and the target's breaker decides (and hears how
+  // it went: the call runs there).
+  const Steady::time_point now = Steady::now();
+  for (auto& unit : chunk) {
+    if (CountRedirect(*unit) && Live(*unit, now)) Admit(target, *unit, now);
+  }
+  std::erase_if(chunk, [](const UnitPtr& unit) { return unit->answered; });
+  if (chunk.empty()) return;
+  Lane* lane = target.PickLane();
+  if (lane == nullptr) {
+    for (auto& unit : chunk) {
+      if (!target.ever_ready) {
+        // The importing node is new to us: wait for its connection; the unit then goes
+        // to the slot's owner again, which sends it here with ASK once more.
+        Wait(target, unit);
+      } else {
+        outcomes_.Complete(*unit, NotConnectedError(target));
+      }
+    }
+    return;
+  }
+  batcher_.SendAsked(*lane, std::move(chunk));
+}
+
+void ClusterRouter::RequestRefresh() {
+  if (closed_ || refresh_in_flight_ || refresh_scheduled_) return;
+  const Steady::time_point earliest = last_refresh_ + kRefreshInterval;
+  if (Steady::now() >= earliest) return StartRefresh();
+  refresh_scheduled_ = true;
+  refresh_timer_.expires_at(earliest);
+  refresh_timer_.async_wait([this](const boost::system::error_code& ec) {
+    refresh_scheduled_ = false;
+    if (!ec) StartRefresh();
+  });
+}
+
+// Asks CLUSTER SLOTS of a reachable node: a primary first, else any (the seeds), and a
+// node that refused before only when no other answers.
+void ClusterRouter::StartRefresh() {
+  if (refresh_in_flight_ || closed_) return;
+  last_refresh_ = Steady::now();
+  Lane* lane = nullptr;
+  for (Node* node : owner_nodes_) {
+    if ((lane = node->PickLane()) != nullptr) break;
+  }
+  for (int pass = 0; pass < 2 && lane == nullptr; ++pass) {
+    for (std::size_t i = 0; lane == nullptr && i < nodes_.size(); ++i) {
+      Node& node = *nodes_[i];
+      if (!node.retired && node.refused_topology == (pass == 1)) lane = node.PickLane();
+    }
+  }
+  if (lane == nullptr) return RequestRefresh();  // nobody reachable yet: try again soon
+  refresh_in_flight_ = true;
+  ++counters_.refreshes;
+  std::string command;
+  AppendCommand(command, {"CLUSTER", "SLOTS"});
+  lane->connection->Send(command, [this, lane](absl::StatusOr<Reply> reply) {
+    OnSlots(*lane, std::move(reply));
+  });
+  // The stall check covers this call too: an answer that never comes (a half-open
+  // connection) drops the connection, which fails the call, which asks again.
+  batcher_.ArmSweep(*lane);
+}
+
+void ClusterRouter::OnSlots(Lane& lane, absl::StatusOr<Reply> reply) {
+  refresh_in_flight_ = false;
+  if (!reply.ok()) return RequestRefresh();
+  auto ranges = ParseClusterSlots(**reply, lane.node.endpoint.host);
+  if (!ranges.ok()) {
+    lane.node.refused_topology = true;
+    // Start-up fails only once every seed has refused (one may still be loading).
+    const bool all_refused = std::all_of(seeds_.begin(), seeds_.end(),
+                                         [](const Node* seed) { return seed->refused_topology; });
+    if (!topology_known_ && all_refused) {
+      startup_.TopologyRefused(absl::FailedPreconditionError(fmt::format(
+          "redis at {} did not give the cluster topology ({}); for a single server use "
+          "redis://",
+          lane.node.describe, MessageOf(ranges.status()))));
+    }
+    // Asked again (a seed may still be joining its cluster); a store whose Open failed
+    // on the error above is closed before this comes round.
+    return RequestRefresh();
+  }
+  lane.node.refused_topology = false;
+  ApplyTopology(*ranges);
+  // Slots no primary serves (a cluster still being created, or a primary lost with no
+  // replica to promote): keep asking, at most once per kRefreshInterval.
+  if (std::find(owners_.begin(), owners_.end(), nullptr) != owners_.end()) {
+    return RequestRefresh();
+  }
+  // Until every slot's primary is reachable (a replica is being promoted, say), keep
+  // looking, at most once per kRefreshInterval. Primaries just found and still making
+  // their first connections are not a reason: if those fail, OnLaneDown asks.
+  for (Node* node : owner_nodes_) {
+    if (node->Unreachable()) return RequestRefresh();
+  }
+}
+
+void ClusterRouter::ApplyTopology(const std::vector<SlotRange>& ranges) {
+  std::fill(owners_.begin(), owners_.end(), nullptr);
+  owner_nodes_.clear();
+  for (const SlotRange& range : ranges) {
+    Node& node = node_source_.NodeFor(range.primary);
+    std::fill(owners_.begin() + range.first, owners_.begin() + range.last + 1, &node);
+    if (std::find(owner_nodes_.begin(), owner_nodes_.end(), &node) == owner_nodes_.end()) {
+      owner_nodes_.push_back(&node);
+    }
+  }
+  primaries_ = owner_nodes_.size();
+  // Old primaries (failed over, or removed) stop reconnecting; a later redirect to the
+  // same address gets a new node. Seeds stay, for the next CLUSTER SLOTS.
+  for (auto& node : nodes_) {
+    if (node->seed || node->retired ||
+        std::find(owner_nodes_.begin(), owner_nodes_.end(), node.get()) != owner_nodes_.end()) {
+      continue;
+    }
+    node->retired = true;
+    for (auto& lane : node->lanes) {
+      lane->connection->Stop();
+      lane->ready = false;
+    }
+    std::deque<UnitPtr> waiting;
+    waiting.swap(node->waiting);
+    Route(waiting);  // to whoever owns their slots now
+  }
+  topology_known_ = true;
+  startup_.TopologyKnown();
+  UpdateSettled();
+}
+
+// Start-up: the topology is known and every primary's connections have been tried.
+void ClusterRouter::UpdateSettled() {
+  if (!topology_known_ || settled_) return;
+  for (Node* node : owner_nodes_) {
+    for (auto& lane : node->lanes) {
+      if (!lane->ready && !lane->reported_down) return;
+    }
+  }
+  settled_ = true;
+  startup_.ClusterSettled();
+}
+
+}  // namespace floodgate::redis

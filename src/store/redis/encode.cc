@@ -1,0 +1,180 @@
+// Pure: a chunk of units -> one EVALSHA or EVAL call in the argument layouts of lua/single.lua, lua/batch.lua and lua/reservation.lua.
+#include "store/redis/encode.h"
+
+#include <algorithm>
+#include <string_view>
+#include <vector>
+
+#include "store/redis/resp.h"
+
+namespace floodgate::redis {
+
+namespace {
+
+// The distinct policies of a chunk's items (a settle's record holds its own: it names
+// none), and each item's policy number among them (1-based; 0 for a settle).
+std::vector<const Item*> DistinctPolicies(std::span<const UnitPtr> chunk,
+                                          std::vector<std::size_t>& policy_of) {
+  std::vector<const Item*> policies;
+  for (const auto& p : chunk) {
+    for (const Item& item : p->items) {
+      if (p->mode == UnitMode::kSettle) {
+        policy_of.push_back(0);
+        continue;
+      }
+      std::size_t j = 0;
+      while (j < policies.size() &&
+             !(policies[j]->kind == item.kind && policies[j]->policy == item.policy)) {
+        ++j;
+      }
+      if (j == policies.size()) policies.push_back(&item);
+      policy_of.push_back(j + 1);
+    }
+  }
+  return policies;
+}
+
+// lua/batch.lua lists a group (5 arguments, checked one by one: with its deferred
+// writes, Redis spent more on a listed group of one item than on the item) unless it
+// is the common kind, all or nothing without shadows: such a group's items after the
+// first join it by a '+' on their policy number, and a group of one is simply the
+// item's own decision (docs/multi.md: a multi-decision of one item is the single one;
+// a shadow changes only what the caller makes of it).
+bool Joined(const Unit& p) {
+  return p.mode == UnitMode::kAll &&
+         (p.items.size() == 1 || std::none_of(p.items.begin(), p.items.end(),
+                                              [](const Item& item) { return item.shadow; }));
+}
+bool Listed(const Unit& p) { return p.mode != UnitMode::kSingle && !Joined(p); }
+
+}  // namespace
+
+EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, ScriptForm form,
+                   Asking asking) {
+  const bool reservations = chunk[0]->reservation();
+  const bool single = SingleCall(chunk);
+  const ScriptId id = reservations ? ScriptId::kReservation
+                      : single     ? SingleScriptFor(chunk[0]->item().kind)
+                                   : ScriptId::kBatch;
+  std::size_t keys = 0, groups = 0;
+  for (const auto& p : chunk) {
+    keys += p->items.size() + (p->mode == UnitMode::kReserve && p->hold.lease.empty());
+    groups += Listed(*p);
+  }
+  // Decimal arguments, kept alive until the command is formatted (the vector is sized
+  // up front, so the views into it stay valid).
+  std::vector<std::string> numbers;
+  numbers.reserve(2 + keys * 7 + groups * 6);
+  const auto number = [&numbers](std::string text) -> std::string_view {
+    return numbers.emplace_back(std::move(text));
+  };
+  const auto now_arg = [](const Unit& p) {
+    return p.now_us ? std::to_string(*p.now_us) : std::string();
+  };
+  std::vector<std::string_view> args;
+  args.reserve(8 + keys * 8 + groups * 5);
+  const bool as_eval = form == ScriptForm::kBody;
+  args.push_back(as_eval ? "EVAL" : "EVALSHA");
+  args.push_back(as_eval ? scripts.body(id) : scripts.sha(id));
+  args.push_back(number(std::to_string(keys)));
+  for (const auto& p : chunk) {
+    for (const Item& item : p->items) args.push_back(item.redis_key);
+    if (p->mode == UnitMode::kReserve && p->hold.lease.empty()) args.push_back(p->hold.record_key);
+  }
+  // The distinct policies of a batch or of reservations, sent once: p, then 4 values each.
+  const auto append_policies = [&](const std::vector<const Item*>& policies) {
+    args.push_back(number(std::to_string(policies.size())));
+    for (const Item* item : policies) {
+      args.push_back(core::KeyTag(item->kind));
+      args.push_back(number(std::to_string(item->policy.limit)));
+      args.push_back(number(std::to_string(item->policy.period.count())));
+      args.push_back(number(std::to_string(item->policy.capacity())));
+    }
+  };
+  if (reservations) {  // lua/reservation.lua: the distinct policies once, then each operation
+    std::vector<std::size_t> policy_of;
+    append_policies(DistinctPolicies(chunk, policy_of));
+    args.push_back(number(std::to_string(chunk.size())));
+    std::size_t k = 0;
+    for (const auto& p : chunk) {
+      const Item& item = p->item();
+      // An acquire or release at the server clock (and a release at 0) has a short form
+      // (lua/reservation.lua: 'a', 'l'): each argument costs Redis ~1,000 instructions.
+      if (p->mode == UnitMode::kReserve && !p->hold.lease.empty()) {
+        args.push_back(p->now_us ? "A" : "a");
+        args.push_back(number(std::to_string(policy_of[k++])));
+        if (p->now_us) args.push_back(number(now_arg(*p)));
+        args.push_back(p->hold.lease);
+      } else if (p->mode == UnitMode::kSettle && !p->hold.lease.empty()) {
+        ++k;
+        if (p->now_us || item.cost != 0) {
+          args.push_back("L");
+          args.push_back(number(now_arg(*p)));
+          args.push_back(number(std::to_string(item.cost)));
+        } else {
+          args.push_back("l");
+        }
+        args.push_back(p->hold.lease);
+      } else if (p->mode == UnitMode::kReserve) {
+        args.push_back("r");
+        args.push_back(number(std::to_string(policy_of[k++])));
+        args.push_back(number(now_arg(*p)));
+        args.push_back(number(std::to_string(item.cost)));
+        args.push_back(number(std::to_string(p->hold.hold_us)));
+      } else {
+        ++k;
+        args.push_back("s");
+        args.push_back(number(now_arg(*p)));
+        args.push_back(number(std::to_string(item.cost)));
+      }
+    }
+  } else if (single) {  // lua/single.lua: kind, now, limit, period, burst, cost
+    const Unit& p = *chunk[0];
+    const Item& item = p.item();
+    args.push_back(core::KeyTag(item.kind));
+    args.push_back(number(now_arg(p)));
+    args.push_back(number(std::to_string(item.policy.limit)));
+    args.push_back(number(std::to_string(item.policy.period.count())));
+    args.push_back(number(std::to_string(item.policy.capacity())));
+    args.push_back(number(std::to_string(item.cost)));
+  } else {  // lua/batch.lua: the distinct policies once, the groups, then each item
+    std::vector<std::size_t> policy_of;
+    append_policies(DistinctPolicies(chunk, policy_of));
+    args.push_back(number(std::to_string(groups)));
+    std::size_t first = 1;
+    for (const auto& p : chunk) {
+      if (Listed(*p)) {
+        unsigned mask = 0;
+        for (std::size_t i = 0; i < p->items.size(); ++i) mask |= p->items[i].shadow << i;
+        args.push_back(number(std::to_string(first)));
+        args.push_back(number(std::to_string(p->items.size())));
+        args.push_back(p->mode == UnitMode::kAll   ? "all"
+                       : p->mode == UnitMode::kDry ? "dry"
+                                                   : "release");
+        args.push_back(number(std::to_string(mask)));
+        args.push_back(p->mode == UnitMode::kRelease ? number(std::to_string(p->group.release_at))
+                                                     : std::string_view());
+      }
+      first += p->items.size();
+    }
+    std::size_t k = 0;
+    for (const auto& p : chunk) {
+      const std::string_view now = number(now_arg(*p));
+      const bool joins = Joined(*p);
+      for (std::size_t i = 0; i < p->items.size(); ++i) {
+        const std::string policy = std::to_string(policy_of[k++]);
+        args.push_back(number(joins && i > 0 ? "+" + policy : policy));
+        args.push_back(now);
+        args.push_back(number(std::to_string(p->items[i].cost)));
+      }
+    }
+  }
+  EncodedCall call;
+  if (asking == Asking::kYes) AppendCommand(call.command, {"ASKING"});
+  call.asking_bytes = call.command.size();
+  AppendCommand(call.command, args);
+  call.keys = keys;
+  return call;
+}
+
+}  // namespace floodgate::redis

@@ -1,0 +1,99 @@
+// Start-up: what Open waits for (a ready connection, or a cluster's topology and its primaries tried) and the last connection error.
+#pragma once
+
+#include <absl/status/status.h>
+#include <fmt/format.h>
+#include <floodgate/redis_store.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <string>
+
+#include "common/strings.h"
+#include "store/redis/node.h"
+
+namespace floodgate::redis {
+
+// Written on the I/O thread, waited on by Open. Thread-safe.
+class Startup {
+ public:
+  void LaneReady() {
+    std::lock_guard lock(mu_);
+    ++ready_lanes_;
+    cv_.notify_all();
+  }
+  void LaneDown(Lane& lane, const absl::Status& status) {
+    std::lock_guard lock(mu_);
+    if (first_error_.ok()) first_error_ = status;
+    last_error_ = std::string(MessageOf(status));
+    if (!lane.reported_down) {
+      lane.reported_down = true;
+      ++failed_lanes_;
+    }
+    cv_.notify_all();
+  }
+  // Every seed refused to give the topology: Open fails with `error`.
+  void TopologyRefused(absl::Status error) {
+    std::lock_guard lock(mu_);
+    topology_error_ = std::move(error);
+    last_error_ = std::string(MessageOf(topology_error_));
+    cv_.notify_all();
+  }
+  void TopologyKnown() {
+    std::lock_guard lock(mu_);
+    topology_known_ = true;
+  }
+  // The topology is known and every primary's connections have been tried.
+  void ClusterSettled() {
+    std::lock_guard lock(mu_);
+    cluster_settled_ = true;
+    cv_.notify_all();
+  }
+
+  std::string LastError(const RedisStoreOptions& options) {
+    std::lock_guard lock(mu_);
+    return last_error_.empty() ? fmt::format("redis at {} is not connected", options.Describe())
+                               : last_error_;
+  }
+
+  // Standalone: succeeds once one of `lanes` connections is ready, fails with the first
+  // error when none gets there. Cluster: succeeds once a seed told the topology and
+  // every primary's connections were tried (`lanes`: the seeds'). With lazy_connect it
+  // waits the same way (so that a Redis that is up serves the very first decision), at
+  // most connect_timeout, and succeeds whatever came of it: the connections keep trying
+  // in the background.
+  absl::Status Wait(const RedisStoreOptions& options, std::size_t lanes) {
+    std::unique_lock lock(mu_);
+    const auto patience = options.lazy_connect ? options.connect_timeout
+                                               : options.connect_timeout + std::chrono::seconds(1);
+    const bool settled = cv_.wait_for(lock, patience, [&] {
+      if (options.cluster) return cluster_settled_ || !topology_error_.ok() || failed_lanes_ >= lanes;
+      return ready_lanes_ > 0 || failed_lanes_ >= lanes;
+    });
+    if (options.lazy_connect) return absl::OkStatus();
+    if (options.cluster) {
+      if (topology_known_) return absl::OkStatus();
+      if (!topology_error_.ok()) return topology_error_;
+    } else if (ready_lanes_ > 0) {
+      return absl::OkStatus();
+    }
+    if (!settled || first_error_.ok()) {
+      return absl::DeadlineExceededError(
+          fmt::format("redis unreachable at {}: no answer", options.Describe()));
+    }
+    return first_error_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::size_t ready_lanes_ = 0;
+  std::size_t failed_lanes_ = 0;
+  bool topology_known_ = false;
+  bool cluster_settled_ = false;
+  absl::Status topology_error_;
+  absl::Status first_error_;
+  std::string last_error_;
+};
+
+}  // namespace floodgate::redis

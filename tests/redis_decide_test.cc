@@ -1,0 +1,177 @@
+// The Redis store deciding against a real redis-server: the conformance vectors one call per decision and batched, exact capacity under contention, state sizes, TTLs, the denial cache.
+#include "redis_test_fixture.h"
+
+namespace floodgate::testing {
+namespace {
+
+TEST_F(RedisTest, ConformanceVectorsOneCallPerDecision) {
+  auto store = OpenRedis(Url("batch=1"));
+  ASSERT_NE(store, nullptr);
+  const auto cases = LoadAllVectors();
+  ASSERT_GE(cases.size(), 60u);
+  for (std::size_t i = 0; i < cases.size(); ++i) RunCase(*store, cases[i], fmt::format("c{}:", i));
+  EXPECT_EQ(store->redis_stats().batched_decisions, 0u);
+  EXPECT_EQ(store->redis_stats().degraded, 0u);
+}
+
+// Every step of a case submitted at once on one connection: they go out as batch
+// script calls, and each decision still sees the ones before it.
+TEST_F(RedisTest, ConformanceVectorsBatched) {
+  auto store = OpenRedis(Url("connections=1&batch=7"));
+  ASSERT_NE(store, nullptr);
+  const auto cases = LoadAllVectors();
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    RunCaseInFlight(*store, cases[c], fmt::format("b{}:", c));
+  }
+  EXPECT_GT(store->redis_stats().batched_decisions, 300u);
+  EXPECT_EQ(store->redis_stats().degraded, 0u);
+}
+
+// gcra in whole µs: a same-instant burst admits exactly B, one call per decision and
+// batched (the whole burst in flight at once).
+TEST_F(RedisTest, SameInstantGcraBurstsAdmitExactlyB) {
+  // A burst of up to 1,000 in flight at once: the timeout leaves room for a slow tree.
+  auto single = OpenRedis(Url("batch=1&denial_cache=0us&timeout=10s"));
+  ASSERT_NE(single, nullptr);
+  ExpectSameInstantGcraBurstsAdmitExactlyB(*single, "single:");
+  auto batched = OpenRedis(Url("connections=1&batch=64&denial_cache=0us&timeout=10s"));
+  ASSERT_NE(batched, nullptr);
+  ExpectSameInstantGcraBurstsAdmitExactlyB(*batched, "batched:");
+  EXPECT_GT(batched->redis_stats().batched_decisions, 1000u);
+}
+
+// A gcra key is one integer: Redis stores it int-encoded, in exactly the memory of a plain
+// `SET key <integer> PX <ttl>` under a key name of the same length.
+TEST_F(RedisTest, AGcraKeyCostsWhatAPlainSetOfAnIntegerCosts) {
+  auto store = OpenRedis(Url());
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("gcra:7/1m");
+  ASSERT_TRUE(store->Decide({"user:12345", policy, 1, std::nullopt}).ok());
+  const std::string key = "t:RedisTest.AGcraKeyCostsWhatAPlainSetOfAnIntegerCosts:gcra:user:12345";
+  const std::string plain(key.size(), 'p');
+  server_->Cli({"SET", plain, "1700000000123456", "PX", "60000"});
+  EXPECT_EQ(server_->Cli({"OBJECT", "ENCODING", key}), "int\n");
+  const std::string usage = server_->Cli({"MEMORY", "USAGE", key});
+  EXPECT_GT(std::atoi(usage.c_str()), 0) << usage;
+  EXPECT_EQ(usage, server_->Cli({"MEMORY", "USAGE", plain}));
+}
+
+// sliding_log stores runs (algorithms.md, revision 2): one sorted-set member per admission
+// whatever its cost, so a key never holds more members than L.
+TEST_F(RedisTest, SlidingLogKeepsOneMemberPerAdmission) {
+  auto store = OpenRedis(Url("denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const std::string prefix = "t:RedisTest.SlidingLogKeepsOneMemberPerAdmission:sl:";
+  const Policy big = *Policy::Parse("sliding_log:100000/1h");
+  auto d = store->Decide({"big", big, 100'000, std::nullopt});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(d->allowed);
+  EXPECT_EQ(d->remaining, 0);
+  EXPECT_EQ(server_->Cli({"ZCARD", prefix + "big"}), "1\n");
+  d = store->Decide({"big", big, 1, std::nullopt});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_FALSE(d->allowed);
+  EXPECT_GT(d->retry_after, std::chrono::minutes(59));
+  EXPECT_EQ(server_->Cli({"ZCARD", prefix + "big"}), "1\n");
+
+  // Costs of 1 to 4 at distinct times: every admission one member, never more than L.
+  const Policy small = *Policy::Parse("sliding_log:50/1h");
+  const std::int64_t t0 = SystemNow().time_since_epoch().count();
+  std::int64_t admissions = 0, units = 0;
+  for (int i = 0; i < 120; ++i) {
+    const std::int64_t cost = 1 + i % 4;
+    d = store->Decide({"small", small, cost, TimePoint(microseconds(t0 + i))});
+    ASSERT_TRUE(d.ok()) << d.status();
+    if (d->allowed) {
+      ++admissions;
+      units += cost;
+    }
+    EXPECT_EQ(d->remaining, 50 - units);
+    const int members = std::atoi(server_->Cli({"ZCARD", prefix + "small"}).c_str());
+    ASSERT_EQ(members, admissions) << "after decision " << i;
+    ASSERT_LE(members, 50);
+  }
+  EXPECT_GE(units, 47);  // filled: no cost of at most 4 fits any more
+}
+
+// Run totals (the members' ids) are renumbered from the oldest counted run before they
+// would grow past 10^15, far inside the 2^53 where Lua's numbers stop being exact; no
+// decision changes. The log is planted as a key admitted to for a very long time looks.
+TEST_F(RedisTest, SlidingLogRenumbersRunTotalsBeforeTheyLoseExactness) {
+  auto store = OpenRedis(Url("denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const std::string key = "t:RedisTest.SlidingLogRenumbersRunTotalsBeforeTheyLoseExactness:sl:k";
+  const std::int64_t t = SystemNow().time_since_epoch().count();
+  server_->Cli({"ZADD", key, std::to_string(t - 2000), "0999999999999990:5",
+                std::to_string(t - 1000), "0999999999999998:8"});
+  const Policy policy = *Policy::Parse("sliding_log:20/1h");
+  const TimePoint now{microseconds(t)};
+  auto d = store->Decide({"k", policy, 3, now});  // 13 counted: 16 after this
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(d->allowed);
+  EXPECT_EQ(d->remaining, 4);
+  EXPECT_EQ(server_->Cli({"ZRANGE", key, "0", "-1"}),
+            "0000000000000005:5\n0000000000000013:8\n0000000000000016:3\n");
+  // The k-th oldest unit, k = 16 + c - 20, after renumbering: k = 2 is in the first run,
+  // k = 6 in the second.
+  d = store->Decide({"k", policy, 6, now});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_FALSE(d->allowed);
+  EXPECT_EQ(d->retry_after.count(), 3'600'000'000 - 2000);
+  d = store->Decide({"k", policy, 10, now});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->retry_after.count(), 3'600'000'000 - 1000);
+}
+
+TEST_F(RedisTest, EveryAlgorithmAdmitsExactlyItsCapacityUnderContention) {
+  auto store = OpenRedis(Url("timeout=2s&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  ExpectExactCapacityUnderContention(*store);
+  EXPECT_GT(store->redis_stats().batched_decisions, 0u);
+}
+
+TEST_F(RedisTest, EveryKeyWrittenHasATtl) {
+  auto store = OpenRedis(Url());
+  ASSERT_NE(store, nullptr);
+  for (const char* text : {"gcra:5/1m", "token_bucket:5/1m", "token_bucket:5/1m,refill=interval",
+                           "sliding_log:5/1m", "sliding_window:5/1m", "fixed_window:5/1m"}) {
+    const Policy policy = *Policy::Parse(text);
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_TRUE(store->Decide({fmt::format("k{}", i % 7), policy, 1 + i % 3, std::nullopt}).ok());
+    }
+  }
+  const std::string without_ttl =
+      server_->Cli({"EVAL",
+                    "local n = 0 for _, k in ipairs(redis.call('KEYS', ARGV[1])) do "
+                    "if redis.call('PTTL', k) < 0 then n = n + 1 end end return n",
+                    "0", "t:RedisTest.EveryKeyWrittenHasATtl:*"});
+  EXPECT_EQ(without_ttl, "0\n");
+  const std::string count = server_->Cli(
+      {"EVAL", "return #redis.call('KEYS', ARGV[1])", "0", "t:RedisTest.EveryKeyWrittenHasATtl:*"});
+  EXPECT_EQ(count, "42\n");  // 7 keys x 6 algorithms
+}
+
+TEST_F(RedisTest, DeniedRepeatsComeFromTheDenialCache) {
+  auto store = OpenRedis(Url());
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("gcra:1/1h");  // a denial of ~1 h, whenever it runs
+  EXPECT_TRUE(store->Decide({"abuser", policy, 1, std::nullopt})->allowed);
+  const Decision first = *store->Decide({"abuser", policy, 1, std::nullopt});
+  EXPECT_FALSE(first.allowed);
+  const auto calls = store->redis_stats().calls;
+  for (int i = 0; i < 100; ++i) {
+    const Decision again = *store->Decide({"abuser", policy, 1, std::nullopt});
+    EXPECT_FALSE(again.allowed);
+    EXPECT_FALSE(again.degraded);
+    EXPECT_LE(again.retry_after, first.retry_after);
+    EXPECT_GT(again.retry_after.count(), 0);
+  }
+  EXPECT_EQ(store->redis_stats().calls, calls);  // no round trip
+  EXPECT_EQ(store->redis_stats().denial_cache_hits, 100u);
+  // A different cost is a different request: it goes to Redis.
+  EXPECT_FALSE(store->Decide({"abuser", policy, 0, std::nullopt})->degraded);
+  EXPECT_EQ(store->redis_stats().calls, calls + 1);
+}
+
+}  // namespace
+}  // namespace floodgate::testing

@@ -1,0 +1,203 @@
+// The script calls the Redis store sends, without a server: golden argument layouts of the single, batch and reservation scripts.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "store/redis/encode.h"
+#include "store/redis/resp.h"
+
+namespace floodgate::redis {
+namespace {
+
+using Args = std::vector<std::string>;
+
+// RESP arrays of bulk strings back into their arguments, one command after another.
+std::vector<Args> Commands(std::string_view resp) {
+  std::vector<Args> commands;
+  const auto line = [&resp]() {
+    const std::size_t end = resp.find("\r\n");
+    std::string text(resp.substr(0, end));
+    resp.remove_prefix(end + 2);
+    return text;
+  };
+  while (!resp.empty()) {
+    const std::string count = line();
+    EXPECT_EQ(count[0], '*');
+    Args args;
+    for (int n = std::stoi(count.substr(1)); n > 0; --n) {
+      const std::string size = line();
+      EXPECT_EQ(size[0], '$');
+      const std::size_t bytes = std::stoul(size.substr(1));
+      args.emplace_back(resp.substr(0, bytes));
+      EXPECT_EQ(resp.substr(bytes, 2), "\r\n");
+      resp.remove_prefix(bytes + 2);
+    }
+    commands.push_back(std::move(args));
+  }
+  return commands;
+}
+
+class RedisEncode : public testing::Test {
+ protected:
+  RedisEncode() {
+    for (int i = 0; i < kScriptCount; ++i) scripts_.set_sha(ScriptId(i), "sha" + std::to_string(i));
+  }
+
+  static Policy Gcra(std::int64_t limit, std::int64_t burst = 0) {
+    Policy policy;
+    policy.limit = limit;
+    policy.period = std::chrono::seconds(1);
+    policy.burst = burst;
+    return policy;
+  }
+  static Policy Concurrency(std::int64_t limit) {
+    Policy policy;
+    policy.algorithm = Algorithm::kConcurrency;
+    policy.limit = limit;
+    policy.period = std::chrono::seconds(30);
+    return policy;
+  }
+
+  static UnitPtr Make(UnitMode mode, std::vector<std::pair<std::string, Policy>> keys,
+                      std::int64_t cost = 1, std::optional<std::int64_t> now_us = {}) {
+    auto unit = std::make_shared<Unit>();
+    unit->mode = mode;
+    unit->now_us = now_us;
+    for (auto& [key, policy] : keys) {
+      const core::StateKind kind = core::KindOf(policy);
+      std::string redis_key = RedisKey("fg:", kind, key);
+      const std::size_t key_at = redis_key.size() - key.size();
+      unit->items.push_back(Item{std::move(redis_key), key_at, policy, cost, kind});
+    }
+    return unit;
+  }
+
+  std::vector<Args> Encoded(const std::vector<UnitPtr>& chunk, ScriptForm form = ScriptForm::kSha,
+                            Asking asking = Asking::kNo) {
+    const EncodedCall call = Encode(chunk, scripts_, form, asking);
+    std::vector<Args> commands = Commands(call.command);
+    // The script call starts right after ASKING.
+    EXPECT_EQ(Commands(std::string_view(call.command).substr(call.asking_bytes)).size(), 1u);
+    return commands;
+  }
+
+  Scripts scripts_;
+};
+
+TEST_F(RedisEncode, SingleDecisionByItsAlgorithmsScript) {
+  const auto chunk = std::vector{Make(UnitMode::kSingle, {{"u", Gcra(10, 20)}}, 3)};
+  EXPECT_TRUE(SingleCall(chunk));
+  EXPECT_EQ(Encoded(chunk), (std::vector<Args>{{"EVALSHA", "sha0", "1", "fg:gcra:u", "gcra", "",
+                                                "10", "1000000", "20", "3"}}));
+  EXPECT_EQ(Encode(chunk, scripts_, ScriptForm::kSha, Asking::kNo).keys, 1u);
+}
+
+TEST_F(RedisEncode, SingleDecisionAtTheCallersClock) {
+  const auto chunk = std::vector{Make(UnitMode::kSingle, {{"u", Gcra(10)}}, 1, 1'000'000)};
+  EXPECT_EQ(Encoded(chunk), (std::vector<Args>{{"EVALSHA", "sha0", "1", "fg:gcra:u", "gcra",
+                                                "1000000", "10", "1000000", "10", "1"}}));
+}
+
+TEST_F(RedisEncode, EvalCarriesTheScriptsBody) {
+  const auto chunk = std::vector{Make(UnitMode::kSingle, {{"u", Gcra(10)}})};
+  const auto commands = Encoded(chunk, ScriptForm::kBody);
+  ASSERT_EQ(commands.size(), 1u);
+  ASSERT_EQ(commands[0].size(), 10u);
+  EXPECT_EQ(commands[0][0], "EVAL");
+  EXPECT_EQ(commands[0][1], scripts_.body(ScriptId::kGcra));
+  EXPECT_NE(commands[0][1].find("redis.call"), std::string::npos);
+}
+
+TEST_F(RedisEncode, AskingGoesFirstInTheSameWrite) {
+  const auto chunk = std::vector{Make(UnitMode::kSingle, {{"u", Gcra(10)}})};
+  const EncodedCall call = Encode(chunk, scripts_, ScriptForm::kSha, Asking::kYes);
+  EXPECT_EQ(call.command.substr(0, call.asking_bytes), "*1\r\n$6\r\nASKING\r\n");
+  const auto commands = Encoded(chunk, ScriptForm::kSha, Asking::kYes);
+  ASSERT_EQ(commands.size(), 2u);
+  EXPECT_EQ(commands[0], Args{"ASKING"});
+  EXPECT_EQ(commands[1][0], "EVALSHA");
+}
+
+TEST_F(RedisEncode, BatchSendsEachPolicyOnce) {
+  // Two decisions under one policy, one under another, one at the caller's clock.
+  const auto chunk = std::vector{
+      Make(UnitMode::kSingle, {{"a", Gcra(10)}}),
+      Make(UnitMode::kSingle, {{"b", Gcra(5)}}, 2),
+      Make(UnitMode::kSingle, {{"c", Gcra(10)}}, 1, 42),
+  };
+  EXPECT_FALSE(SingleCall(chunk));
+  EXPECT_EQ(Encoded(chunk),
+            (std::vector<Args>{{"EVALSHA", "sha6", "3", "fg:gcra:a", "fg:gcra:b", "fg:gcra:c",
+                                "2", "gcra", "10", "1000000", "10", "gcra", "5", "1000000", "5",
+                                "0",                       // no listed groups
+                                "1", "", "1", "2", "", "2", "1", "42", "1"}}));
+}
+
+TEST_F(RedisEncode, MultiDecisionJoinsItsItems) {
+  // All or nothing without shadows: the items after the first join by '+'.
+  const auto group = Make(UnitMode::kAll, {{"a", Gcra(10)}, {"b", Gcra(5)}});
+  EXPECT_EQ(Encoded({group}),
+            (std::vector<Args>{{"EVALSHA", "sha6", "2", "fg:gcra:a", "fg:gcra:b", "2", "gcra",
+                                "10", "1000000", "10", "gcra", "5", "1000000", "5", "0", "1", "",
+                                "1", "+2", "", "1"}}));
+}
+
+TEST_F(RedisEncode, WholeMultiDecisionOfOneItemIsItsSingleDecision) {
+  const auto group = Make(UnitMode::kAll, {{"a", Gcra(10)}});
+  group->group.whole = true;
+  EXPECT_TRUE(SingleCall(std::vector{group}));
+  EXPECT_EQ(Encoded({group}), (std::vector<Args>{{"EVALSHA", "sha0", "1", "fg:gcra:a", "gcra", "",
+                                                  "10", "1000000", "10", "1"}}));
+}
+
+TEST_F(RedisEncode, ListedGroupsWithShadowsDryRunsAndReleases) {
+  const auto shadowed = Make(UnitMode::kAll, {{"a", Gcra(10)}, {"b", Gcra(5)}});
+  shadowed->items[1].shadow = true;
+  const auto dry = Make(UnitMode::kDry, {{"c", Gcra(10)}});
+  const auto release = Make(UnitMode::kRelease, {{"d", Gcra(10)}}, 4, 77);
+  release->group.release_at = 77;
+  EXPECT_EQ(Encoded({shadowed, dry, release}),
+            (std::vector<Args>{{"EVALSHA", "sha6", "4", "fg:gcra:a", "fg:gcra:b", "fg:gcra:c",
+                                "fg:gcra:d", "2", "gcra", "10", "1000000", "10", "gcra", "5",
+                                "1000000", "5",
+                                "3",                             // groups: first, count, mode,
+                                "1", "2", "all", "2", "",        // shadow mask, admitted at
+                                "3", "1", "dry", "0", "",        //
+                                "4", "1", "release", "0", "77",  //
+                                "1", "", "1", "2", "", "1", "1", "", "1", "1", "77", "4"}}));
+}
+
+TEST_F(RedisEncode, ReservationsAndLeases) {
+  const auto reserve = Make(UnitMode::kReserve, {{"r", Gcra(10)}}, 3);
+  reserve->hold.record_key = "fg:res:{x}:00000000000000ff";
+  reserve->hold.hold_us = 5'000'000;
+  const auto settle = Make(UnitMode::kSettle, {{"s", Policy{}}}, 2, 9);
+  const auto acquire = Make(UnitMode::kReserve, {{"l", Concurrency(4)}});
+  acquire->hold.lease = "00000000000000aa";
+  const auto acquire_at = Make(UnitMode::kReserve, {{"m", Concurrency(4)}}, 1, 11);
+  acquire_at->hold.lease = "00000000000000bb";
+  const auto release = Make(UnitMode::kSettle, {{"l", Concurrency(4)}}, 0);
+  release->hold.lease = "00000000000000aa.30000000.4.5";
+  const auto release_cost = Make(UnitMode::kSettle, {{"l", Concurrency(4)}}, 1);
+  release_cost->hold.lease = "00000000000000aa.30000000.4.5";
+  const std::vector chunk{reserve, settle, acquire, acquire_at, release, release_cost};
+  EXPECT_EQ(Encode(chunk, scripts_, ScriptForm::kSha, Asking::kNo).keys, 7u);
+  EXPECT_EQ(Encoded(chunk),
+            (std::vector<Args>{{
+                "EVALSHA", "sha7", "7", "fg:gcra:r", "fg:res:{x}:00000000000000ff", "fg:gcra:s",
+                "fg:cc:l", "fg:cc:m", "fg:cc:l", "fg:cc:l",          //
+                "2", "gcra", "10", "1000000", "10", "cc", "4", "30000000", "4",  //
+                "6",                                                 // operations
+                "r", "1", "", "3", "5000000",                        //
+                "s", "9", "2",                                       //
+                "a", "2", "00000000000000aa",                        //
+                "A", "2", "11", "00000000000000bb",                  //
+                "l", "00000000000000aa.30000000.4.5",                //
+                "L", "", "1", "00000000000000aa.30000000.4.5",       //
+            }}));
+}
+
+}  // namespace
+}  // namespace floodgate::redis

@@ -1,0 +1,337 @@
+// The Redis store when Redis fails: pauses, restarts, stalls, on_error, metrics, shutdown, close, the breaker, lazy connect.
+#include <floodgate/memory_store.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <future>
+#include <sstream>
+#include <thread>
+
+#include "redis_test_fixture.h"
+#include "server/config.h"
+#include "server/http_server.h"
+#include "server/service.h"
+#include "store/redis/breaker.h"
+
+namespace floodgate::testing {
+namespace {
+
+TEST_F(RedisTest, ClientPauseAnswersDegradedWithinTheTimeout) {
+  auto store = OpenRedis(Url("timeout=50ms&on_error=fail_closed"));
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("gcra:1000/1s");
+  ASSERT_FALSE(store->Decide({"k", policy, 1, std::nullopt})->degraded);
+  server_->Cli({"CLIENT", "PAUSE", "1000", "ALL"});
+  int degraded = 0;
+  milliseconds slowest{0};
+  for (int i = 0; i < 20; ++i) {
+    const auto begin = Steady::now();
+    const Decision d = *store->Decide({fmt::format("k{}", i), policy, 1, std::nullopt});
+    slowest = std::max(slowest, std::chrono::duration_cast<milliseconds>(Steady::now() - begin));
+    degraded += d.degraded;
+    if (d.degraded) {
+      EXPECT_FALSE(d.allowed);  // fail_closed
+    }
+  }
+  EXPECT_EQ(degraded, 20);
+  // Timeout + the sweep's tick + scheduling on a loaded machine (sanitizers, parallel
+  // tests); what must never happen is waiting out the 1 s pause.
+  EXPECT_LE(slowest, milliseconds(50 + 150));
+  EXPECT_TRUE(store->redis_stats().breaker_open);  // most of them never reached Redis
+  server_->Cli({"CLIENT", "UNPAUSE"});
+}
+
+TEST(RedisFailure, RestartDegradesThenRecoversWithinASecond) {
+  auto server = RedisServer::Start();
+  ASSERT_NE(server, nullptr);
+  auto store = OpenRedis(server->url("timeout=50ms&on_error=local"));
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("fixed_window:1000000/1h");
+  ASSERT_FALSE(store->Decide({"k", policy, 1, std::nullopt})->degraded);
+
+  server->Kill();
+  for (int i = 0; i < 50; ++i) {
+    const auto begin = Steady::now();
+    const Decision d = *store->Decide({"k", policy, 1, std::nullopt});
+    EXPECT_LE(Steady::now() - begin, milliseconds(50 + 150));  // timeout + scheduling margin
+    EXPECT_TRUE(d.degraded);
+    EXPECT_TRUE(d.allowed);  // the local limiter decides, and has room
+  }
+  ASSERT_TRUE(server->Restart());
+  const auto answered = TimeUntilRedisAnswers(*store, "k", policy, std::chrono::seconds(3));
+  ASSERT_TRUE(answered.has_value());
+  EXPECT_LE(*answered, std::chrono::seconds(1));
+  EXPECT_GE(store->redis_stats().reconnects, 1u);
+}
+
+TEST(RedisFailure, AConnectionThatStopsAnsweringIsReplaced) {
+  auto server = RedisServer::Start();
+  ASSERT_NE(server, nullptr);
+  auto store = OpenRedis(server->url("timeout=20ms&connections=1"));
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("gcra:1000/1s");
+  ASSERT_FALSE(store->Decide({"k", policy, 1, std::nullopt})->degraded);
+  // Paused past the stall limit (max(1 s, 20 x timeout)): the store must not wait on the
+  // silent connection forever.
+  server->Cli({"CLIENT", "PAUSE", "1800", "ALL"});
+  const auto paused = Steady::now();
+  while (Steady::now() - paused < std::chrono::milliseconds(1600)) {
+    EXPECT_TRUE(store->Decide({"k", policy, 1, std::nullopt})->degraded);
+  }
+  EXPECT_GE(store->redis_stats().reconnects, 1u);
+  EXPECT_TRUE(TimeUntilRedisAnswers(*store, "k", policy, std::chrono::seconds(5)).has_value());
+}
+
+TEST(RedisFailure, EachOnErrorModeAnswersAsConfigured) {
+  auto server = RedisServer::Start();
+  ASSERT_NE(server, nullptr);
+  auto open = OpenRedis(server->url("on_error=fail_open"));
+  auto closed = OpenRedis(server->url("on_error=fail_closed"));
+  auto local = OpenRedis(server->url("on_error=local"));
+  ASSERT_TRUE(open && closed && local);
+  server->Kill();
+  const Policy policy = *Policy::Parse("fixed_window:2/1h");
+  for (int i = 0; i < 3; ++i) {
+    const Decision o = *open->Decide({"k", policy, 1, std::nullopt});
+    EXPECT_TRUE(o.degraded && o.allowed);
+    const Decision c = *closed->Decide({"k", policy, 1, std::nullopt});
+    EXPECT_TRUE(c.degraded && !c.allowed);
+    EXPECT_GT(c.retry_after.count(), 0);
+    // The local limiter applies the same policy to the same key: 2 of 3 pass.
+    const Decision l = *local->Decide({"k", policy, 1, std::nullopt});
+    EXPECT_TRUE(l.degraded);
+    EXPECT_EQ(l.allowed, i < 2) << i;
+    EXPECT_EQ(l.remaining, i < 2 ? 1 - i : 0) << i;
+  }
+  EXPECT_EQ(local->redis_stats().degraded, 3u);
+}
+
+// floodgate's HTTP service on a Redis store, with one rule, `api`: requests for /api,
+// one limit per client IP.
+struct ServiceOnRedis {
+  std::shared_ptr<RedisStore> store;
+  std::unique_ptr<server::Service> service;
+};
+ServiceOnRedis StartService(RedisServer& redis, const std::string& options,
+                            const std::string& policy) {
+  ServiceOnRedis out;
+  out.store = OpenRedis(redis.url(options));
+  auto config = server::ParseConfig(
+      fmt::format("rules:\n  - {{name: api, match: {{path_prefix: /api}}, identify: ip, "
+                  "policy: '{}'}}\n",
+                  policy),
+      "t.yaml");
+  if (out.store == nullptr || !config.ok()) return {};
+  out.service = std::make_unique<server::Service>(
+      out.store, std::make_shared<const server::ServerConfig>(*config));
+  return out;
+}
+
+// What /metrics shows while Redis is down and on_error=local answers.
+TEST(RedisFailure, MetricsShowDegradedAnswersErrorsAndTheLocalLimitersKeys) {
+  auto server = RedisServer::Start();
+  ASSERT_NE(server, nullptr);
+  const ServiceOnRedis running =
+      StartService(*server, "timeout=50ms&on_error=local", "fixed_window:2/1h");
+  ASSERT_NE(running.service, nullptr);
+  server::Service& service = *running.service;
+  const auto call = [&](const char* target, const char* uri) {
+    server::Request request(boost::beast::http::verb::get, target, 11);
+    if (uri != nullptr) request.set("X-Original-URI", uri);
+    std::promise<server::Response> answer;
+    service.Handle(request, boost::asio::ip::make_address("192.0.2.1"),
+                   [&](server::Response r) { answer.set_value(std::move(r)); });
+    return answer.get_future().get();
+  };
+  EXPECT_EQ(call("/v1/authz", "/api").result_int(), 204);  // from Redis
+  // The log, captured: degraded answers are reported at most once a second, with a count.
+  std::ostringstream log;
+  const auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  const auto began = Steady::now();
+  server->Kill();
+  // The local limiter applies the rule from scratch: 2 allowed, then denials.
+  std::vector<int> statuses;
+  for (int i = 0; i < 4; ++i) statuses.push_back(call("/v1/authz", "/api").result_int());
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(Steady::now() - began);
+  spdlog::set_default_logger(previous);
+  EXPECT_THAT(statuses, ::testing::ElementsAre(204, 204, 429, 429));
+  std::istringstream lines(log.str());
+  int reports = 0;
+  for (std::string line; std::getline(lines, line);) {
+    reports += line.find("answered by on_error since the last report") != std::string::npos;
+  }
+  EXPECT_GE(reports, 1) << log.str();
+  EXPECT_LE(reports, 1 + seconds.count()) << log.str();
+  const std::string text = call("/metrics", nullptr).body;
+  EXPECT_THAT(text, HasSubstr("floodgate_decisions_total{rule=\"api\",result=\"allowed\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("floodgate_decisions_total{rule=\"api\",result=\"degraded\"} 4\n"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("floodgate_store_errors_total [1-9]"));
+  EXPECT_THAT(text, HasSubstr("floodgate_memory_keys 1\n"));  // the local limiter's key
+  EXPECT_THAT(
+      text, ::testing::ContainsRegex("floodgate_build_info\\{version=\"[^\"]+\",store=\"redis://"));
+}
+
+// SIGTERM's graceful shutdown: a request the store is still answering (Redis paused) is
+// answered before the server stops; nothing new is accepted meanwhile.
+TEST(RedisFailure, ShutdownFinishesARequestTheStoreIsStillAnswering) {
+  namespace beast = boost::beast;
+  namespace asio = boost::asio;
+  auto server = RedisServer::Start();
+  ASSERT_NE(server, nullptr);
+  const ServiceOnRedis running =
+      StartService(*server, "timeout=5s&denial_cache=0us", "gcra:100/1s");
+  ASSERT_NE(running.service, nullptr);
+  RedisStore* store = running.store.get();
+  server::HttpOptions options;
+  options.port = 0;
+  options.threads = 1;
+  server::HttpServer http(*running.service, options);
+  ASSERT_TRUE(http.Start().ok());
+
+  const auto calls = store->redis_stats().calls;
+  server->Cli({"CLIENT", "PAUSE", "1000", "ALL"});
+  asio::io_context io;
+  asio::ip::tcp::socket client(io);
+  client.connect({asio::ip::make_address("127.0.0.1"), http.port()});
+  beast::http::request<beast::http::empty_body> request(beast::http::verb::get, "/v1/authz", 11);
+  request.set(beast::http::field::host, "localhost");
+  request.set("X-Original-URI", "/api");
+  beast::http::write(client, request);
+  // In flight: the script call has gone to the paused Redis.
+  const auto sent_by = Steady::now() + std::chrono::seconds(5);
+  while (store->redis_stats().calls == calls && Steady::now() < sent_by) std::this_thread::yield();
+  ASSERT_GT(store->redis_stats().calls, calls);
+
+  auto shutdown = std::async(std::launch::async, [&] { http.Shutdown(std::chrono::seconds(10)); });
+  beast::flat_buffer buffer;
+  beast::http::response<beast::http::string_body> response;
+  beast::error_code ec;
+  beast::http::read(client, buffer, response, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(response.result_int(), 204);  // Redis's answer, once the pause ended
+  EXPECT_FALSE(response.keep_alive());    // and the connection closes after it
+  EXPECT_EQ(shutdown.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_EQ(store->redis_stats().degraded, 0u);
+  asio::ip::tcp::socket late(io);
+  late.connect({asio::ip::make_address("127.0.0.1"), http.port()}, ec);
+  EXPECT_TRUE(ec) << "a connection was accepted after the shutdown";
+}
+
+// Close answers what is still waiting (Cancelled), at once; later decisions get on_error.
+TEST(RedisClose, AnswersEverythingStillPending) {
+  auto server = RedisServer::Start();  // its own: it stays paused
+  ASSERT_NE(server, nullptr);
+  auto store = OpenRedis(server->url("timeout=10s&on_error=fail_closed"));
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("gcra:1000/1s");
+  ASSERT_FALSE(store->Decide({"k", policy, 1, std::nullopt})->degraded);
+  // Long enough that a loaded machine (sanitizers, parallel tests) still submits inside it.
+  server->Cli({"CLIENT", "PAUSE", "5000", "ALL"});
+  std::vector<std::promise<absl::StatusOr<Decision>>> answers(20);
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    store->DecideAsync({fmt::format("k{}", i), policy, 1, std::nullopt},
+                       [&answers, i](absl::StatusOr<Decision> d) { answers[i].set_value(d); });
+  }
+  const auto begin = Steady::now();
+  store->Close();
+  for (auto& answer : answers) {
+    auto got = answer.get_future();
+    ASSERT_EQ(got.wait_for(std::chrono::seconds(1)), std::future_status::ready);
+    const absl::StatusOr<Decision> result = got.get();
+    EXPECT_TRUE(absl::IsCancelled(result.status()))
+        << result.status() << (result.ok() && result->degraded ? " (degraded)" : "");
+  }
+  EXPECT_LT(Steady::now() - begin, std::chrono::seconds(1));  // not the 10 s timeout
+  auto after = store->Decide({"k", policy, 1, std::nullopt});
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_TRUE(after->degraded);
+  EXPECT_FALSE(after->allowed);
+}
+
+TEST(RedisBreaker, AProbeWhoseOutcomeNeverCameIsReplaced) {
+  using Clock = redis::Breaker::Clock;
+  redis::Breaker breaker(2, milliseconds(100));
+  const Clock::time_point t0 = Clock::now();
+  breaker.Failure(t0);
+  breaker.Failure(t0);
+  EXPECT_FALSE(breaker.Allow(t0 + milliseconds(50)));   // open
+  EXPECT_TRUE(breaker.Allow(t0 + milliseconds(110)));   // half-open: one probe
+  EXPECT_FALSE(breaker.Allow(t0 + milliseconds(120)));  // only one
+  EXPECT_TRUE(breaker.Allow(t0 + milliseconds(215)));   // that probe was lost: another
+  breaker.Success();
+  EXPECT_TRUE(breaker.Allow(t0 + milliseconds(216)));  // closed
+  EXPECT_TRUE(breaker.Allow(t0 + milliseconds(217)));
+}
+
+TEST(RedisFailure, UnreachableServerIsAClearError) {
+  const int port = FreeLoopbackPort();
+  auto store =
+      RedisStore::Open(*RedisStoreOptions::FromUrl(fmt::format("redis://127.0.0.1:{}", port)));
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(std::string(MessageOf(store.status())),
+            fmt::format("redis unreachable at 127.0.0.1:{}: connection refused", port));
+}
+
+// lazy_connect (what `floodgate serve` uses): the store opens with no Redis there, says
+// why in Health(), answers every decision by on_error within the timeout, and switches
+// to Redis within a second of it answering, deciding exactly from then on.
+TEST(RedisLazyConnect, OpensWithoutRedisThenSwitchesWithinASecondOfItAnswering) {
+  const int port = FreeLoopbackPort();
+  auto opened = RedisStore::Open(*RedisStoreOptions::FromUrl(
+      fmt::format("redis://127.0.0.1:{}?lazy_connect=1&on_error=fail_closed&timeout=50ms", port)));
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  RedisStore& store = **opened;
+  const absl::Status health = store.Health();
+  EXPECT_EQ(std::string(MessageOf(health)),
+            fmt::format("redis unreachable at 127.0.0.1:{}: connection refused", port));
+  EXPECT_FALSE(store.Ping());
+  const Policy policy = *Policy::Parse("fixed_window:5/1h");
+  // Redis stays away for 1.5 s, long enough for the reconnect backoff to reach its cap
+  // (500 ms): decisions meanwhile, a few hundred at most.
+  const auto down_until = Steady::now() + milliseconds(1500);
+  for (int i = 0; i < 300 && Steady::now() < down_until; ++i) {
+    const auto begin = Steady::now();
+    const auto d = store.Decide({"k", policy, 1, std::nullopt});
+    EXPECT_LE(Steady::now() - begin, milliseconds(50 + 150));  // timeout + scheduling margin
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_TRUE(d->degraded);
+    EXPECT_FALSE(d->allowed);                      // fail_closed
+    std::this_thread::sleep_for(milliseconds(5));  // pacing the load, not synchronisation
+  }
+
+  auto server = RedisServer::Start({}, port);
+  ASSERT_NE(server, nullptr);
+  const auto answered = TimeUntilRedisAnswers(store, "probe", policy, std::chrono::seconds(3));
+  ASSERT_TRUE(answered.has_value());
+  EXPECT_LE(*answered, std::chrono::seconds(1));
+  EXPECT_TRUE(store.Health().ok()) << store.Health();
+  EXPECT_TRUE(store.Ping());
+  for (int i = 0; i < 8; ++i) {
+    const auto d = store.Decide({"exact", policy, 1, std::nullopt});
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_FALSE(d->degraded);
+    EXPECT_EQ(d->allowed, i < 5) << i;
+  }
+  EXPECT_EQ(server->Cli({"EXISTS", "fg:fw:exact"}), "1\n");
+}
+
+// Without lazy_connect (the library's default, and `floodgate check` / `replay`), a store
+// with no Redis is an error at once, as before.
+TEST(RedisLazyConnect, OffByDefaultSoOpenFailsFast) {
+  const int port = FreeLoopbackPort();
+  const auto begin = Steady::now();
+  auto store = RedisStore::Open(
+      *RedisStoreOptions::FromUrl(fmt::format("redis://127.0.0.1:{}?lazy_connect=0", port)));
+  EXPECT_FALSE(store.ok());
+  EXPECT_LE(Steady::now() - begin, std::chrono::seconds(1));
+  EXPECT_FALSE(RedisStoreOptions::FromUrl("redis://h:1?lazy_connect=yes").ok());
+}
+
+}  // namespace
+}  // namespace floodgate::testing
