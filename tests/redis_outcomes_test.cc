@@ -204,7 +204,18 @@ TEST_P(RedisOutcomes, DenialsAtTheServersClockAreRemembered) {
 }
 
 INSTANTIATE_TEST_SUITE_P(OnError, RedisOutcomes,
-                         testing::Values(OnError::kFailOpen, OnError::kFailClosed, OnError::kLocal));
+                         testing::Values(OnError::kFailOpen, OnError::kFailClosed, OnError::kLocal),
+                         [](const testing::TestParamInfo<OnError>& info) -> std::string {
+                           switch (info.param) {
+                             case OnError::kFailOpen:
+                               return "FailOpen";
+                             case OnError::kFailClosed:
+                               return "FailClosed";
+                             case OnError::kLocal:
+                               break;
+                           }
+                           return "Local";
+                         });
 
 }  // namespace
 }  // namespace floodgate::redis
