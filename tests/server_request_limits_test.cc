@@ -1,5 +1,4 @@
-// Which limits and keys a request meets, without a store: rule keys, identities, plans,
-// the anonymous cookie, and when the single decision serves a request.
+// Which limits and keys a request meets, tested without a store: keys, identities, shapes.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

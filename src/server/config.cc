@@ -1,3 +1,5 @@
+// The service's YAML config: parsed and checked, every error naming file, line and reason.
+
 #include "server/config.h"
 
 #include <absl/status/status.h>

@@ -1,3 +1,5 @@
+// The rate-limit response headers, formatted in one place for every endpoint.
+
 #include "server/headers.h"
 
 #include <fmt/format.h>

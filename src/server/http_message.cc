@@ -1,5 +1,4 @@
-// HTTP messages as the service reads and writes them: responses, errors, header, cookie
-// and query helpers, the client's address.
+// HTTP messages: responses, errors, header, cookie and query helpers, the client's address.
 
 #include "server/http_message.h"
 

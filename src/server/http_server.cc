@@ -1,3 +1,5 @@
+// The HTTP/1.1 server on Beast: connections, keep-alive, limits, timeouts, shutdown.
+
 #include "server/http_server.h"
 
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// The service's Prometheus metrics: counters by rule and limit, latency, the exposition text.
+
 #include "server/metrics.h"
 
 #include <floodgate/version.h>

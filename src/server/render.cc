@@ -1,5 +1,4 @@
-// What the service answers about decisions: Decision and MultiDecision JSON, headers,
-// store errors.
+// What the service answers about decisions: Decision JSON, headers, store errors.
 
 #include "server/render.h"
 

@@ -1,5 +1,4 @@
-// The holding endpoints: /v1/reserve, /v1/settle (docs/reservations.md), /v1/acquire,
-// /v1/release (docs/leases.md), and the settle hook a proxy calls after the response.
+// The holding endpoints: /v1/reserve, /v1/settle, /v1/acquire, /v1/release, the settle hook.
 
 #include <absl/strings/ascii.h>
 #include <absl/strings/str_split.h>

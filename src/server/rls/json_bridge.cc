@@ -1,5 +1,4 @@
-// Upstream's HTTP front end of Envoy's rate limit service: POST /json, a RateLimitRequest
-// as protobuf JSON in and the RateLimitResponse out.
+// POST /json: upstream's HTTP front end of Envoy's rate limit service, protobuf JSON.
 
 #include "server/rls/json_bridge.h"
 
