@@ -1,4 +1,4 @@
-// make bench, accuracy part.
+// make bench, accuracy part: each algorithm against the exact log, a racy limiter against ours.
 //
 // 1. On a bursty trace (clients idle for a while, then firing bursts), how far each
 //    algorithm strays from the exact sliding log under the same limit: requests it

@@ -1,3 +1,5 @@
+-- A bare lease acquire on a sorted set: the floor bench/reserve_bench.py measures against.
+--
 -- The least Lua that acquires leases on the sorted set the issue prescribes (docs/leases.md:
 -- one member per lease, scored by its acquire time) and keeps nothing else: no record per
 -- lease, so a release must be handed the key, the member and the acquire time (the lease

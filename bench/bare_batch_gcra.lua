@@ -1,6 +1,7 @@
--- The least Lua that decides a batch of gcra keys: the floor that lua/batch.lua's Redis
--- CPU per decision is measured against (bench/redis_bench.py drives it with
--- redis-benchmark, a fixed number of keys per call). Not loaded by floodgate.
+-- A bare batch of gcra decisions: the floor lua/batch.lua's Redis CPU is measured against.
+--
+-- bench/redis_bench.py drives it with redis-benchmark, a fixed number of keys per call. Not loaded
+-- by floodgate.
 --
 -- Same calling convention as lua/batch.lua, so Redis parses exactly the arguments
 -- floodgate sends: KEYS[i] = the key of decision i;
@@ -8,7 +9,7 @@
 --           n x (policy number, now, cost)}
 -- (g is 0 here: one limit per decision, no multi-decision group).
 -- and the same reply: 4 integers per decision (allowed, remaining, retry_after_us,
--- reset_after_us). Same gcra as lua/gcra.lua in whole µs (algorithms.md, revision 2):
+-- reset_after_us). Same gcra as lua/gcra.lua in whole µs (docs/algorithms.md, revision 2):
 -- E = ceil(P / L), tau = B * E, tat = max(stored or now, now); a cost above B is denied;
 -- new = tat + c * E, diff = now + tau - new, admitted iff diff >= 0, which stores new
 -- with PX ceil((new - now) / 1000) ms. What it leaves out is what a floor may: argument

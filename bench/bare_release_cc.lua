@@ -1,5 +1,6 @@
--- The least Lua that releases bench/bare_acquire_cc.lua's leases (see there): the floor of
--- a release on the issue's sorted set, with no record to read or delete.
+-- A bare lease release on a sorted set: the floor bench/reserve_bench.py measures against.
+--
+-- It releases bench/bare_acquire_cc.lua's leases (see there), with no record to read or delete.
 --
 --   KEYS = the concurrency keys; ARGV = {N, T (µs), n x (member, acquire time)}
 -- Reply: 6 integers per release (done: 0 when no such lease is held; allowed, limit,

@@ -1,7 +1,8 @@
--- The least Lua that reserves on gcra keys with a record per reservation: with
--- bench/bare_settle_gcra.lua, the floor that lua/reservation.lua's Redis CPU per
--- reserve + settle is measured against (bench/reserve_bench.py), as
--- bench/bare_batch_gcra.lua is for a check. Not loaded by floodgate.
+-- A bare gcra reserve with a record per reservation: a floor for lua/reservation.lua.
+--
+-- With bench/bare_settle_gcra.lua, the floor that lua/reservation.lua's Redis CPU per reserve +
+-- settle is measured against (bench/reserve_bench.py), as bench/bare_batch_gcra.lua is for a check.
+-- Not loaded by floodgate.
 --
 -- Same arguments as lua/reservation.lua, so Redis parses what floodgate sends:
 --   ARGV = {p, p x (kind, limit, period_us, burst), n, n x (r, policy number, now,
@@ -11,10 +12,10 @@
 -- (E = ceil(P / L), tau = B * E, admitted iff now + tau - (tat + c * E) >= 0); an
 -- admitted reserve writes the key and a record of what its settle needs (E, tau, L,
 -- the tat it left, the estimate, when the hold ends: 6 packed doubles; then the key)
--- that expires with the hold. What it leaves out is what a floor may: argument validation (every operation is
--- a reserve, `now` is always the server clock, read once), the other algorithms, and
--- the helper calls. Loaded alone, as a floor must be, so it repeats bare_batch_gcra.lua's
--- policy loop rather than share it.
+-- that expires with the hold. What it leaves out is what a floor may: argument validation
+-- (every operation is a reserve, `now` is always the server clock, read once), the other
+-- algorithms, and the helper calls. Loaded alone, as a floor must be, so it repeats
+-- bare_batch_gcra.lua's policy loop rather than share it.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local p = tonumber(ARGV[1])

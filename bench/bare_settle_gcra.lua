@@ -1,5 +1,6 @@
--- The least Lua that settles bench/bare_reserve_gcra.lua's reservations (see there): the
--- floor that lua/reservation.lua's settles are measured against. Not loaded by floodgate.
+-- A bare gcra settle: the floor lua/reservation.lua's settles are measured against.
+--
+-- It settles bench/bare_reserve_gcra.lua's reservations (see there). Not loaded by floodgate.
 --
 -- Same arguments as lua/reservation.lua's settles: ARGV = {0, n, n x (s, now, actual)},
 -- 1 KEY per operation: the record's; the same reply: 6 integers per operation, then the

@@ -1,13 +1,14 @@
--- The least Lua that decides ONE gcra decision per call: what a user writing a lean
--- one-script-per-decision limiter would run, and so the strongest honest ceiling for
--- gcra in bench/redis_bench.py (driven with redis-benchmark next to lua/single.lua, the
--- better of the two is the ceiling). Not loaded by floodgate.
+-- One bare gcra decision per call: the ceiling's script in bench/redis_bench.py.
+--
+-- What a user writing a lean one-script-per-decision limiter would run, and so the strongest honest
+-- ceiling for gcra (driven with redis-benchmark next to lua/single.lua, the better of the two is
+-- the ceiling). Not loaded by floodgate.
 --
 -- Same calling convention as lua/single.lua, so Redis parses exactly the arguments
 -- floodgate sends: KEYS[1] = the key;
 --   ARGV = {kind, now ('' = the server clock), limit, period_us, burst, cost}
 -- and the same reply: {allowed, remaining, retry_after_us, reset_after_us}. Same gcra as
--- lua/gcra.lua in whole µs (algorithms.md, revision 2): E = ceil(P / L), tau = B * E,
+-- lua/gcra.lua in whole µs (docs/algorithms.md, revision 2): E = ceil(P / L), tau = B * E,
 -- tat = max(stored or now, now); a cost of 0 peeks, a cost above B is denied with
 -- retry -1; new = tat + c * E, diff = now + tau - new, admitted iff diff >= 0, which
 -- stores new with PX ceil((new - now) / 1000) ms. What it leaves out is what lua/single.lua

@@ -1,3 +1,5 @@
+// The bare baseline the memory store is measured against: gcra in a flat hash map.
+
 #include "baseline_map.h"
 
 #include <absl/container/flat_hash_map.h>

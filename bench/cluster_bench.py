@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""make bench, Redis Cluster part: `floodgate bench` on a 3-primary Redis Cluster next to
-the same run on one standalone redis-server, in the same process tree, with the ratio.
+"""make bench, Redis Cluster part: 3 primaries next to one standalone redis-server.
+
+The same `floodgate bench` run on a 3-primary Redis Cluster and on one standalone redis-server, in
+the same process tree, with the ratio.
 
 Each round runs standalone and cluster back to back (alternating which goes first),
 batching off (batch=1) and on (batch=64), gcra over 100,000 keys. Besides decisions/s,

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""make bench, HTTP part: `floodgate serve` under wrk, next to Debian's nginx with
-limit_req on the same machine and the same wrk settings.
+"""make bench, HTTP part: `floodgate serve` under wrk, next to nginx's limit_req and Express.
+
+Debian's nginx runs limit_req on the same machine, under the same wrk settings.
 
 Every request carries a random client id out of 100,000 (X-Client-Id), so each side
 keeps 100,000 limiter keys. nginx runs limit_req on its shared-memory zone and answers
@@ -9,8 +10,8 @@ rewrite phase, before limit_req's preaccess phase runs, and limits nothing.) flo
 answers /v1/authz (a GET, as nginx's auth_request sends) and /v1/check (a JSON POST), on
 memory:// and on Redis. Express with rate-limiter-flexible on the same Redis
 (bench/express, what a Node user would deploy, ioredis auto-pipelining on; installed here
-with `npm ci`) answers the same /v1/authz requests. nginx workers, floodgate threads and Node processes are the same
-number, --server-threads.
+with `npm ci`) answers the same /v1/authz requests. nginx workers, floodgate threads and Node
+processes are the same number, --server-threads.
 Before anything is measured, every server is sent requests over the limit on one client
 id, through the very path and limit that are measured, and the bench refuses to run
 unless each one first allows and then denies (prove_limits).

@@ -1,5 +1,7 @@
-// Is JSON parsing a meaningful part of a /v1/check? The body parse (simdjson, as the
-// service does it) next to the memory-store decision it precedes, in the same run.
+// make bench, JSON part: parsing a /v1/check body next to the decision it precedes.
+//
+// Is JSON parsing a meaningful part of a /v1/check? The body parse (simdjson, as the service does
+// it) and the memory-store decision are measured in the same run.
 #include <benchmark/benchmark.h>
 #include <floodgate/memory_store.h>
 #include <simdjson.h>

@@ -1,8 +1,9 @@
-// make bench, memory store part: floodgate's memory:// gcra against the bare baseline
-// map (bench/baseline_map.cc), as ratios measured pair by pair in the same process, and
-// the resident memory each algorithm's state costs per key. With --multi, instead: what
-// a decision over two limits (Limiter::CheckAll) costs next to a one-limit decision
-// (Limiter::Check), measured the same way (MeasureMulti).
+// make bench, memory store part: memory:// gcra against a bare map, and memory per key.
+//
+// floodgate's memory:// gcra against the bare baseline map (bench/baseline_map.cc), as ratios
+// measured pair by pair in the same process, and the resident memory each algorithm's state costs
+// per key. With --multi, instead: what a decision over two limits (Limiter::CheckAll) costs next to
+// a one-limit decision (Limiter::Check), measured the same way (MeasureMulti).
 //
 //   memory_bench [--rounds N] [--seconds S] [--markdown FILE] [--csv FILE]
 //   memory_bench --multi [--rounds N] [--seconds S] [--markdown FILE] [--csv FILE]

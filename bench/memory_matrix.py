@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""make bench, in-process part: every algorithm on memory://, 1 key and 100,000 keys
-(uniform and Zipf 1.1), 1 and 2 threads, through `floodgate bench` (each decision timed
-on its own, clock reads included): decisions/s and p50/p99/p999 latency, medians of
-several runs.
+"""make bench, in-process part: every algorithm on memory://, decisions/s and latency.
+
+Every algorithm on memory://, 1 key and 100,000 keys (uniform and Zipf 1.1), 1 and 2 threads,
+through `floodgate bench` (each decision timed on its own, clock reads included): decisions/s and
+p50/p99/p999 latency, medians of several runs.
 """
 import argparse
 import json

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""make bench, several limits in one decision (docs/multi.md), on Redis: what a request
-decided over two limits costs next to a request decided over one, batching on.
+"""make bench, multi part: a request decided over two limits against one, on Redis.
+
+Several limits in one decision (docs/multi.md), on Redis: what a request decided over two limits
+costs next to a request decided over one, batching on.
 
 `floodgate bench` against a redis-server it starts (and, unless --no-cluster, a
 3-primary Redis Cluster), 100,000 keys, four runs back to back in each round (the
@@ -14,7 +16,7 @@ order reversed every other round):
              service keys a rule's limits (one script call; on a cluster, one slot);
   apart      the same two keys with --one-by-one: a single decision on each, not all or
              nothing, in the same batches: the floor of any two-limit decision that keeps
-             each limit's state under a key of its own (algorithms.md, "Store keys").
+             each limit's state under a key of its own (docs/algorithms.md, "Store keys").
 The cost ratio, one-limit requests/s over two-limit requests/s, is taken within each
 round and its median reported, with the medians of every run; so is the floor, one-limit
 requests/s over apart requests/s. Besides requests/s: the

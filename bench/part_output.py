@@ -1,5 +1,7 @@
-"""Where each part of `make bench` leaves its answer: a markdown section (printed too)
-and CSV files, in the results directory that bench/report.py assembles."""
+"""Where each part of `make bench` leaves its answer: a markdown section and CSV files.
+
+The section is printed too; both go to the results directory that bench/report.py assembles.
+"""
 import csv
 import os
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""make bench, Redis part: floodgate's Redis store against the ceiling of one script
-call per decision, measured in the same run, with the Redis CPU each decision costs.
+"""make bench, Redis part: floodgate's Redis store against one script call per decision.
+
+That ceiling is measured in the same run, with the Redis CPU each decision costs.
 
 For each algorithm and for 1 and 100,000 keys, one round runs, back to back (in the
 reverse order every other round):

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""make bench, reservations and leases (docs/reservations.md, docs/leases.md): what a
-request that reserves and settles, or acquires and releases, costs next to one Check.
+"""make bench, reservations and leases: what holding costs next to one Check.
+
+Reservations (docs/reservations.md) and leases (docs/leases.md): what a request that reserves and
+settles, or acquires and releases, costs next to one Check.
 
 `floodgate bench` on memory:// (1 thread, decided inline) and on a redis-server it starts
 (batching on, 1,024 in flight), 100,000 keys, five runs back to back in each round (the

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""make bench, RLS part: Envoy's rate limit service (RLS v3, gRPC) against floodgate's own
-HTTP `/v1/check`, the same decisions on memory://, the same server.
+"""make bench, RLS part: Envoy's rate limit service over gRPC against HTTP `/v1/check`.
+
+Envoy's rate limit service (RLS v3, gRPC) against floodgate's own HTTP `/v1/check`, the same
+decisions on memory://, the same server.
 
 One `floodgate serve` on memory:// answers both: gRPC ShouldRateLimit for domain "bench",
 descriptor remote_address=c<random of 100,000> under upstream's rule `SECOND: 1000`

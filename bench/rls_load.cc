@@ -1,9 +1,10 @@
-// A gRPC load generator for Envoy's rate limit service (RLS v3): `--concurrency` calls in
-// flight over `--connections` HTTP/2 connections, each call's answer starting the next
-// (gRPC's completion-queue client API: no thread per call), until `--duration` has passed or
-// `--requests` were sent. One descriptor per request, `--key` with a value out of
-// `--values` (random), in `--domain`. Prints requests/s, p50/p99 and the answers' codes
-// (JSON with --json), as bench/rls_bench.py reads them.
+// A gRPC load generator for Envoy's rate limit service (RLS v3), for bench/rls_bench.py.
+//
+// `--concurrency` calls in flight over `--connections` HTTP/2 connections, each call's answer
+// starting the next (gRPC's completion-queue client API: no thread per call), until `--duration`
+// has passed or `--requests` were sent. One descriptor per request, `--key` with a value out of
+// `--values` (random), in `--domain`. Prints requests/s, p50/p99 and the answers' codes (JSON with
+// --json), as bench/rls_bench.py reads them.
 #include <absl/synchronization/mutex.h>
 #include <fmt/format.h>
 #include <grpcpp/create_channel.h>

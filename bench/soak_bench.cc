@@ -1,8 +1,9 @@
-// make bench, soak part: 10 minutes of mixed traffic over 10 million distinct keys on
-// memory:// with its default bound (max_keys = 1,000,000). Two threads decide as fast as
-// they can: every algorithm (chosen by key), costs 0 to 3, keys drawn so that most are
-// seen a few times and the set never stops growing past the bound. Every 5 s it samples
-// decisions/s, RSS, keys held, evictions and expiries.
+// make bench, soak part: memory:// under 10 minutes of mixed traffic over 10 million keys.
+//
+// The store keeps its default bound (max_keys = 1,000,000). Two threads decide as fast as they can:
+// every algorithm (chosen by key), costs 0 to 3, keys drawn so that most are seen a few times and
+// the set never stops growing past the bound. Every 5 s it samples decisions/s, RSS, keys held,
+// evictions and expiries.
 //
 // Fails (exit 1) when RSS passes the bound's budget, when throughput in the last minute
 // falls below 80% of the second minute's (after warm-up), or when evictions never move.

@@ -1,7 +1,9 @@
--- Driver: n decisions in one call, in order, each exactly as if it ran alone (a later
--- decision on the same key sees the earlier one's write), except the groups, whose items
--- are decided together (docs/multi.md). KEYS[i] = the key of decision i. The decisions
--- of a batch usually share their policy, so policies are sent once:
+-- Driver: a batch of decisions in one call, in order, multi-decision groups decided together.
+--
+-- n decisions, each exactly as if it ran alone (a later decision on the same key sees the earlier
+-- one's write), except the groups, whose items are decided together (docs/multi.md). KEYS[i] = the
+-- key of decision i. The decisions of a batch usually share their policy, so policies are sent
+-- once:
 --   ARGV = {p, then p policies of 4 values (kind, limit, period_us, burst),
 --           g, then g listed groups of 5 values (first item, item count, mode, shadow
 --           mask, at),

@@ -1,5 +1,7 @@
--- floodgate Redis scripts: shared helpers. The contract is docs/algorithms.md;
--- src/core is the other definition, and tests/vectors proves the two agree.
+-- Shared helpers of floodgate's Redis scripts, the first part of every loaded script.
+--
+-- The contract is docs/algorithms.md; src/core is the other definition, and tests/vectors proves
+-- the two agree.
 --
 -- The loaded scripts are plain concatenations, one Lua chunk each:
 --   common.lua .. <algorithm>.lua .. single.lua      (one per algorithm; token_bucket.lua
@@ -9,7 +11,7 @@
 -- So everything here is a chunk-level local seen by the files after it, there is no
 -- top-level return before the driver's, and the chunk keeps few locals (Lua allows 200).
 --
--- Numbers: Lua 5.1 has only doubles, like the C++ `double` steps of algorithms.md, so the
+-- Numbers: Lua 5.1 has only doubles, like the C++ `double` steps of docs/algorithms.md, so the
 -- arithmetic in the algorithm files follows src/core operation by operation. µs times
 -- have 16 digits and tostring() keeps 14, so every number handed to redis.call goes
 -- through int_string (exact for integers below 2^53), never a raw Lua number.
@@ -54,7 +56,7 @@ local SORTED_SET = {}
 
 local FG = {}
 
--- Input ranges: algorithms.md, "Units and inputs" (include/floodgate/policy.h).
+-- Input ranges: docs/algorithms.md, "Units and inputs" (include/floodgate/policy.h).
 FG.MAX_LIMIT = 1000000000
 FG.MAX_BURST = 1000000000
 FG.MAX_COST = 1000000000
@@ -64,7 +66,7 @@ FG.MAX_SLIDING_LOG_LIMIT = 100000
 -- How far below empty an overcharge may take a key (core::kMaxSettleWaitUs): 10 years.
 FG.MAX_SETTLE_WAIT = 10 * 366 * 86400 * 1000000
 -- Every time must be an integer a double holds exactly, or the µs arithmetic (sums and
--- differences of times, which algorithms.md requires exact) would round.
+-- differences of times, which docs/algorithms.md requires exact) would round.
 FG.MAX_TIME = 9007199254740991            -- 2^53 - 1
 
 local function int_string(x)
@@ -225,7 +227,7 @@ local function defer_call(write)
   defer(false, write, false)
 end
 
--- Saves a string state with a TTL of ttl_us (algorithms.md, "Store keys": every key has
+-- Saves a string state with a TTL of ttl_us (docs/algorithms.md, "Store keys": every key has
 -- a TTL). ttl_us <= 0 means the saved state would be the fresh one, so the key goes.
 local function save(key, value, ttl_us)
   if deferring then

@@ -1,7 +1,9 @@
--- concurrency (docs/leases.md): the leases held on a key. A lease counts from its acquire
--- s while s > now - T (T the lease time): docs/algorithms.md's "sliding_log (exact sliding
--- window)" with L = N and P = T, each lease one unit, so the same decisions as
--- lua/sliding_log.lua and DecideSlidingLog in src/core/windows.h, which memory:// runs for this kind too.
+-- concurrency (docs/leases.md): the leases held on a key, decided as a sliding log of leases.
+--
+-- A lease counts from its acquire s while s > now - T (T the lease time): docs/algorithms.md's
+-- "sliding_log (exact sliding window)" with L = N and P = T, each lease one unit, so the same
+-- decisions as lua/sliding_log.lua and DecideSlidingLog in src/core/sliding_log.cc, which memory://
+-- runs for this kind too.
 --
 -- State: a sorted set with one member per lease, scored by its acquire time. The member
 -- is the lease itself: '<16 random characters>.<T>.<N>.<acquire time>' (LEASE_MEMBER),

@@ -1,5 +1,5 @@
--- fixed_window: algorithms.md, "fixed_window"; the same steps as DecideFixedWindow in
--- src/core/windows.h.
+-- fixed_window: one counter per window, as DecideFixedWindow in src/core/windows.h.
+-- The contract: docs/algorithms.md, "fixed_window".
 -- State: struct '<dI4' (w, count), 12 bytes; count <= L <= 10^9 fits 32 bits.
 DECIDERS['fw'] = function(key, now, p, cost)
   local limit, period = p.limit, p.period

@@ -1,5 +1,5 @@
--- gcra: algorithms.md, "gcra (Generic Cell Rate Algorithm; the default)", revision 2;
--- the same steps as src/core/gcra.h.
+-- gcra: the Generic Cell Rate Algorithm in whole µs, the same steps as src/core/gcra.h.
+-- The contract: docs/algorithms.md, "gcra (Generic Cell Rate Algorithm; the default)", revision 2.
 -- Every quantity is a whole number of µs below 2^53, so Lua's doubles hold them exactly
 -- and sums, differences and products of them are exact too. The two divisions are
 -- floor(a / b) of such integers: the true quotient is never closer than 1/b to the next

@@ -1,5 +1,7 @@
--- Driver: reservations (docs/reservations.md), n operations in one call, in order, each
--- exactly as if it ran alone. Assembled after common.lua and every algorithm file.
+-- Driver: reserves, settles, acquires and releases, n operations in one call, in order.
+--
+-- Each exactly as if it ran alone (docs/reservations.md, docs/leases.md). Assembled after
+-- common.lua and every algorithm file.
 -- The reserves of a call usually share their policy, so policies are sent once:
 --   ARGV = {p, then p policies of 4 values (kind, limit, period_us, burst),
 --           n, then per operation either

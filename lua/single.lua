@@ -1,4 +1,6 @@
--- Driver: one decision. KEYS[1] = the store key (algorithms.md, "Store keys");
+-- Driver: one decision per call (batching off).
+--
+-- KEYS[1] = the store key (docs/algorithms.md, "Store keys");
 -- ARGV = {kind, now ('' = the server clock), limit, period_us, burst, cost}.
 -- Returns {allowed (1|0), remaining, retry_after_us, reset_after_us}; the caller adds
 -- limit. Assembled after common.lua and the algorithm file(s) that define DECIDERS.

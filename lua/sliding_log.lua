@@ -1,5 +1,7 @@
--- sliding_log: algorithms.md, "sliding_log (exact sliding window)", revision 2; the same
--- decisions as DecideSlidingLog in src/core/windows.h.
+-- sliding_log: the exact sliding window as a sorted set of runs, as DecideSlidingLog decides.
+--
+-- The contract: docs/algorithms.md, "sliding_log (exact sliding window)", revision 2; the same
+-- decisions as DecideSlidingLog in src/core/sliding_log.cc.
 --
 -- State: a sorted set with one member per admission (a run of units admitted together),
 -- score = its time in µs, so memory and script time follow admissions, never units: a
@@ -74,7 +76,7 @@ local function sl_append(key, now, before, newest_total, cost, period)
     newest_total = newest_total - before
   end
   redis.call('ZADD', key, int_string(now), sl_member(newest_total + cost, cost))
-  -- The newest counted run is now: reset = TTL = P (algorithms.md: keys expire after P).
+  -- The newest counted run is now: reset = TTL = P (docs/algorithms.md: keys expire after P).
   expire(key, period)
 end
 

@@ -1,5 +1,5 @@
--- sliding_window: algorithms.md, "sliding_window (two-counter approximation, O(1)
--- memory)"; the same steps as DecideSlidingWindow in src/core/windows.h.
+-- sliding_window: two counters, the same steps as DecideSlidingWindow (src/core/windows.h).
+-- The contract: docs/algorithms.md, "sliding_window (two-counter approximation, O(1) memory)".
 -- State: struct '<dI4I4' (w, cur, prev), 16 bytes; both counts <= L <= 10^9.
 
 -- When the state (w, cur, prev) would be the fresh one again, from time t: once window w

@@ -1,7 +1,9 @@
--- token_bucket: algorithms.md, "token_bucket", both refill modes; the same steps as
--- src/core/token_bucket.h, double operation for double operation. Capacity C = burst;
--- missing state = a full bucket (tokens = C, last = now). Time going backwards is clamped:
--- now = max(now, last), so no refill is counted twice and waits are never negative.
+-- token_bucket, both refill modes: the same steps as src/core/token_bucket.h.
+--
+-- The contract: docs/algorithms.md, "token_bucket"; double operation for double operation as the
+-- C++. Capacity C = burst; missing state = a full bucket (tokens = C, last = now). Time going
+-- backwards is clamped: now = max(now, last), so no refill is counted twice and waits are never
+-- negative.
 
 -- refill: smooth. level(d): the level after waiting d more µs with no traffic, from the
 -- state (t0, last) at the (clamped) decision time now.
@@ -10,7 +12,7 @@ local function tb_level(cap, limit, period, t0, last, now, d)
 end
 
 -- wait(x): the smallest whole d >= 0 with level(d) >= x. The closed form may be off by
--- one from double rounding, so step it down, then up (algorithms.md: "step d down while
+-- one from double rounding, so step it down, then up (docs/algorithms.md: "step d down while
 -- level(d - 1) >= x and up while level(d) < x").
 local function tb_wait(cap, limit, period, t0, last, now, x)
   local d = max(0, ceil((x - t0) * period / limit - (now - last)))

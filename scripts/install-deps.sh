@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages floodgate needs, only those missing. `apt-get update`
-# runs only when something is missing, so a ready machine does no network I/O.
+# Installs the Debian packages floodgate needs, only those missing.
+# `apt-get update` runs only when something is missing, so a ready machine does no network I/O.
 set -euo pipefail
 
 packages=(

@@ -1,3 +1,5 @@
+// Limiter: the application's calls, each handed to its store.
+
 #include <floodgate/limiter.h>
 
 namespace floodgate {

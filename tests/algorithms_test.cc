@@ -1,5 +1,6 @@
-// Unit tests per algorithm (algorithms.md), driven through the Limiter facade on
-// memory:// with explicit times, plus direct checks of the pure core functions.
+// Unit tests per algorithm (docs/algorithms.md), through the Limiter and the pure core.
+//
+// The Limiter runs on memory:// with explicit times; the pure core functions are checked directly.
 #include "core/algorithms.h"
 
 #include <floodgate/limiter.h>

@@ -1,6 +1,7 @@
-// Many threads on one store: decisions on one key are atomic, and the shards' own
-// bookkeeping (insert, expiry, eviction) holds up under contention. Also built with
-// ThreadSanitizer by `make test`.
+// Many threads on one store: atomic decisions on one key, shard bookkeeping under contention.
+//
+// The shards' own bookkeeping is insert, expiry and eviction. Also built with ThreadSanitizer by
+// `make test`.
 #include <floodgate/memory_store.h>
 #include <gtest/gtest.h>
 

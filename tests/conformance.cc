@@ -1,3 +1,5 @@
+// The conformance vectors loaded from tests/vectors and run through the Store interface.
+
 #include "conformance.h"
 
 #include <fmt/format.h>
@@ -461,7 +463,7 @@ void ExpectSameInstantGcraBurstsAdmitExactlyB(Store& store, const std::string& k
     ASSERT_TRUE(policy.ok()) << policies[p] << ": " << policy.status();
     const std::int64_t burst = policy->capacity();
     const std::int64_t emission =
-        (policy->period.count() + policy->limit - 1) / policy->limit;  // algorithms.md: E
+        (policy->period.count() + policy->limit - 1) / policy->limit;  // docs/algorithms.md: E
     const std::string key = fmt::format("{}burst{}", key_prefix, p);
     std::vector<std::promise<absl::StatusOr<Decision>>> results(burst + 1);
     for (std::int64_t i = 0; i <= burst; ++i) {

@@ -1,7 +1,8 @@
 #pragma once
 
-// The table-driven conformance vectors of tests/vectors (written from algorithms.md),
-// run through the Store interface so that every store is held to the same answers.
+// The conformance vectors of tests/vectors, run through the Store interface on any store.
+//
+// Written from docs/algorithms.md, so that every store is held to the same answers.
 
 #include <floodgate/store.h>
 
@@ -116,7 +117,7 @@ void ExpectExactCapacityUnderContention(Store& store);
 // rate spent nor a lease held.
 void ExpectExactLeasesUnderContention(Store& store, const std::string& key_prefix);
 
-// gcra in whole µs (algorithms.md, revision 2): for a table of policies whose limit does
+// gcra in whole µs (docs/algorithms.md, revision 2): for a table of policies whose limit does
 // not divide the period (and some that do), B + 1 cost-1 requests at one instant, all in
 // flight at once, admit exactly B, and the one after waits exactly E = ceil(P / L).
 void ExpectSameInstantGcraBurstsAdmitExactlyB(Store& store, const std::string& key_prefix);

@@ -1,5 +1,6 @@
-// The conformance vectors on memory://, one store per case and one store shared by all
-// cases (with key prefixes, as the Redis stores will run them).
+// The conformance vectors on memory://, one store per case and one shared by all cases.
+//
+// The shared store uses key prefixes, as the Redis stores will run them.
 #include "conformance.h"
 
 #include <floodgate/memory_store.h>

@@ -1,3 +1,5 @@
+// The memory store: state per key and algorithm, expiry, eviction, bounds, long keys, URLs.
+
 #include <floodgate/limiter.h>
 #include <floodgate/memory_store.h>
 #include <gmock/gmock.h>

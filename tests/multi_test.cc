@@ -1,6 +1,8 @@
-// Multi-decisions on memory:// (docs/multi.md): refused input, counter pollution against a
-// limiter that checks limits one after another, exact admission from many threads, and no
-// deadlock whatever order the items come in. The vectors run in conformance_test.
+// Multi-decisions on memory:// (docs/multi.md): input, pollution, exact admission, no deadlock.
+//
+// Refused input, counter pollution against a limiter that checks limits one after another, exact
+// admission from many threads, and no deadlock whatever order the items come in. The vectors run in
+// conformance_test.
 #include <floodgate/limiter.h>
 #include <floodgate/memory_store.h>
 #include <gmock/gmock.h>

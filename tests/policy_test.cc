@@ -1,3 +1,5 @@
+// Policy strings: parsed, printed back, and refused with a message naming the bad part.
+
 #include <floodgate/policy.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

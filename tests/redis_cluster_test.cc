@@ -1,7 +1,8 @@
-// The Redis store on a Redis Cluster of real redis-server processes (3 primaries + 3
-// replicas, created by redis-cli): slot routing checked against the servers, the
-// conformance vectors spread over every primary, exact counts under contention, a
-// primary killed under load, and slots migrated while decisions run.
+// The Redis store on a real Redis Cluster (3 primaries + 3 replicas, created by redis-cli).
+//
+// Slot routing checked against the servers, the conformance vectors spread over every primary,
+// exact counts under contention, a primary killed under load, and slots migrated while decisions
+// run.
 #include <floodgate/redis_store.h>
 #include <fmt/format.h>
 #include <gmock/gmock.h>

@@ -1,4 +1,7 @@
-// The Redis store deciding against a real redis-server: the conformance vectors one call per decision and batched, exact capacity under contention, state sizes, TTLs, the denial cache.
+// The Redis store deciding against a real redis-server.
+//
+// The conformance vectors one call per decision and batched, exact capacity under contention, state
+// sizes, TTLs, the denial cache.
 #include "redis_test_fixture.h"
 
 namespace floodgate::testing {
@@ -56,7 +59,7 @@ TEST_F(RedisTest, AGcraKeyCostsWhatAPlainSetOfAnIntegerCosts) {
   EXPECT_EQ(usage, server_->Cli({"MEMORY", "USAGE", plain}));
 }
 
-// sliding_log stores runs (algorithms.md, revision 2): one sorted-set member per admission
+// sliding_log stores runs (docs/algorithms.md, revision 2): one sorted-set member per admission
 // whatever its cost, so a key never holds more members than L.
 TEST_F(RedisTest, SlidingLogKeepsOneMemberPerAdmission) {
   auto store = OpenRedis(Url("denial_cache=0us"));

@@ -1,4 +1,6 @@
-// The script calls the Redis store sends, without a server: golden argument layouts of the single, batch and reservation scripts.
+// The script calls the Redis store sends, without a server: golden argument layouts.
+//
+// Of the single, batch and reservation scripts.
 #include <gtest/gtest.h>
 
 #include <memory>

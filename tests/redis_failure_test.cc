@@ -1,4 +1,6 @@
-// The Redis store when Redis fails: pauses, restarts, stalls, on_error, metrics, shutdown, close, the breaker, lazy connect.
+// The Redis store when Redis fails: pauses, restarts, stalls, on_error, the breaker.
+//
+// Also the metrics, shutdown, close and lazy connect.
 #include <floodgate/memory_store.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>

@@ -1,4 +1,6 @@
-// Holds on a real redis-server: reservations (docs/reservations.md) and leases (docs/leases.md), their ids, settles and on_error.
+// Reservations and leases on a real redis-server: their ids, settles, releases and on_error.
+//
+// docs/reservations.md and docs/leases.md are the contract.
 #include <sstream>
 #include <thread>
 

@@ -1,4 +1,7 @@
-// Multi-decisions (docs/multi.md) on a real redis-server: the vectors, batches shared with single decisions, on_error, the denial cache, leases under contention.
+// Multi-decisions (docs/multi.md) on a real redis-server.
+//
+// The vectors, batches shared with single decisions, on_error, the denial cache, leases under
+// contention.
 #include <future>
 
 #include "redis_test_fixture.h"

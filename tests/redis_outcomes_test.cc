@@ -1,4 +1,6 @@
-// How the Redis store answers a unit, without a server: the on_error x unit-mode table, the breaker, the denial cache, the counters.
+// How the Redis store answers a unit, without a server: the on_error x unit-mode table.
+//
+// Also the breaker, the denial cache and the counters.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -46,7 +48,7 @@ class RedisOutcomes : public testing::TestWithParam<OnError> {
   Node node_;
 };
 
-// What on_error says for a decision Redis could not give (docs/service.md, "Failure").
+// What on_error says for a decision Redis could not give (docs/service.md, "Failure modes").
 void ExpectOnErrorAnswer(OnError on_error, const Decision& d) {
   EXPECT_TRUE(d.degraded);
   EXPECT_EQ(d.limit, 4);

@@ -1,4 +1,7 @@
-// What goes over the wire to Redis: hostile keys, the scripts' argument checks, NOSCRIPT, authentication, RESP reading and formatting, URLs.
+// What goes over the wire to Redis, and what comes back.
+//
+// Hostile keys, the scripts' argument checks, NOSCRIPT, authentication, RESP reading and
+// formatting, URLs.
 #include <hiredis/hiredis.h>
 
 #include <atomic>

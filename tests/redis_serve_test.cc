@@ -1,6 +1,7 @@
-// `floodgate serve` as a process on a Redis store that is not there yet: it must start at
-// once, answer by on_error, say why in its log (at most once a second), and switch to
-// Redis within a second of Redis answering, standalone and on a cluster.
+// `floodgate serve` as a process on a Redis store that is not there yet.
+//
+// It must start at once, answer by on_error, say why in its log (at most once a second), and switch
+// to Redis within a second of Redis answering, standalone and on a cluster.
 #include <fcntl.h>
 #include <floodgate/policy.h>
 #include <floodgate/reservation.h>

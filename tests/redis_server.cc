@@ -1,3 +1,5 @@
+// Real redis-servers and Redis Clusters for tests: started, waited for, stopped by PID.
+
 #include "redis_server.h"
 
 #include <arpa/inet.h>

@@ -1,7 +1,8 @@
 #pragma once
 
-// A real redis-server (Debian's package) for tests: started on a free loopback port in
-// its own temp dir, stopped by its PID. No mocks stand in for Redis.
+// Real redis-servers and Redis Clusters for tests, each on free loopback ports.
+//
+// Debian's package, started in its own temp dir, stopped by its PID. No mocks stand in for Redis.
 
 #include <floodgate/redis_store.h>
 #include <sys/types.h>

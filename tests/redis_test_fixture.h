@@ -1,5 +1,6 @@
-// What the Redis store's tests share: a redis-server per suite, a key prefix per test, and lua/batch.lua as loaded.
 #pragma once
+
+// What the Redis store's tests share: a server per suite, a prefix per test, lua/batch.lua.
 
 #include <floodgate/redis_store.h>
 #include <fmt/format.h>

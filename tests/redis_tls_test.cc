@@ -1,7 +1,8 @@
-// TLS to Redis (rediss://) against a real redis-server serving TLS on loopback, with
-// certificates this test generates (openssl): verification against ca= or the system
-// trust store (SSL_CERT_FILE), client certificates, and the failures that must be
-// clear errors: an unknown CA, a certificate for another host, a missing client cert.
+// TLS to Redis (rediss://) against a real redis-server serving TLS on loopback.
+//
+// With certificates this test generates (openssl): verification against ca= or the system trust
+// store (SSL_CERT_FILE), client certificates, and the failures that must be clear errors: an
+// unknown CA, a certificate for another host, a missing client cert.
 #include <floodgate/redis_store.h>
 #include <fmt/format.h>
 #include <gmock/gmock.h>

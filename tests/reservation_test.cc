@@ -1,6 +1,7 @@
-// Reservations on memory:// (docs/reservations.md): refused input, unknown ids, the bound
-// on reservations held, ids that find their shard, and exact accounting when many threads
-// reserve and settle on one key. The vectors run in conformance_test.
+// Reservations on memory:// (docs/reservations.md): input, ids, bounds, exact accounting.
+//
+// Refused input, unknown ids, the bound on reservations held, ids that find their shard, and exact
+// accounting when many threads reserve and settle on one key. The vectors run in conformance_test.
 #include <floodgate/limiter.h>
 #include <floodgate/memory_store.h>
 #include <fmt/format.h>

@@ -1,5 +1,6 @@
-// envoyproxy/ratelimit's configuration as floodgate reads it: upstream's errors (text,
-// file, line) and upstream's matching (GetLimit).
+// envoyproxy/ratelimit's configuration as floodgate reads it: upstream's errors and matching.
+//
+// Errors as upstream words them (text, file, line); matching as upstream's GetLimit.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,6 +1,7 @@
-// The RLS engine on real stores with real protobuf messages: upstream's answers
-// (statuses, counts per unit, hits_addend, overrides, shadow, replaces, unlimited,
-// headers), floodgate's extensions and failure behaviour. Time is fixed per test.
+// The RLS engine on real stores with real protobuf messages.
+//
+// Upstream's answers (statuses, counts per unit, hits_addend, overrides, shadow, replaces,
+// unlimited, headers), floodgate's extensions and failure behaviour. Time is fixed per test.
 
 #include "server/rls/rls_engine.h"
 

@@ -1,8 +1,8 @@
-// The RLS v3 transport in process, on test-double engines (the engine's semantics are
-// tested with the engine): the gRPC server over a real loopback channel (inline and
-// asynchronous answers, status mapping, health, graceful shutdown), POST /json and
-// GET /healthcheck on the HTTP service, and upstream's Redis settings mapped onto a
-// store URL.
+// The RLS v3 transport in process, on test-double engines: gRPC, POST /json, /healthcheck.
+//
+// The engine's semantics are tested with the engine. Here: the gRPC server over a real loopback
+// channel (inline and asynchronous answers, status mapping, health, graceful shutdown), POST /json
+// and GET /healthcheck on the HTTP service, and upstream's Redis settings mapped onto a store URL.
 #include <floodgate/memory_store.h>
 #include <gmock/gmock.h>
 #include <google/protobuf/util/json_util.h>

@@ -1,6 +1,7 @@
-// Upstream's config layout and reloads: every file of <root>/<subdirectory>/config, a
-// file change, a Kubernetes ConfigMap symlink swap, a bad file keeping the old config;
-// and upstream's environment variables.
+// Upstream's config layout and reloads, and upstream's environment variables.
+//
+// Every file of <root>/<subdirectory>/config, a file change, a Kubernetes ConfigMap symlink swap, a
+// bad file keeping the old config.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,7 +1,8 @@
-// The RLS engine on real redis-servers (single and Cluster): answers arrive on the
-// store's I/O thread, several descriptors of one request decided concurrently, the
-// server's clock, all_or_nothing across cluster slots, and a killed Redis answered by
-// on_error within the timeout.
+// The RLS engine on real redis-servers (single and Cluster).
+//
+// Answers arrive on the store's I/O thread, several descriptors of one request decided
+// concurrently, the server's clock, all_or_nothing across cluster slots, and a killed Redis
+// answered by on_error within the timeout.
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,9 @@
 #pragma once
 
-// RateLimitRequests built from a short description, for the RLS tests (engine, served
-// process): entries per descriptor, and optionally a descriptor's own hits_addend and
-// limit override.
+// RateLimitRequests built from a short description, for the RLS tests.
+//
+// For the engine and the served process: entries per descriptor, and optionally a descriptor's own
+// hits_addend and limit override.
 
 #include <cstdint>
 #include <optional>

@@ -1,5 +1,6 @@
-// `floodgate serve --grpc-listen` as a process, spoken to over the real wire with the
-// generated C++ stubs, as Envoy speaks to it (RLS v3) and as upstream's HTTP clients do
+// `floodgate serve --grpc-listen` as a process, spoken to over the real wire.
+//
+// With the generated C++ stubs, as Envoy speaks to it (RLS v3) and as upstream's HTTP clients do
 // (POST /json, GET /healthcheck).
 //
 // Two groups:

@@ -1,7 +1,8 @@
 #pragma once
 
-// `floodgate serve` as a process for end-to-end tests (FLOODGATE_BINARY): spawned with
-// its own log file, polled (bounded) until it listens, stopped by its PID.
+// `floodgate serve` as a process for end-to-end tests (FLOODGATE_BINARY).
+//
+// Spawned with its own log file, polled (bounded) until it listens, stopped by its PID.
 
 #include <fcntl.h>
 #include <signal.h>

@@ -1,6 +1,7 @@
-// The service with several limits per request (docs/multi.md): stacked limits of a rule,
-// every matching rule, shadow limits, overrides and plans, /v1/check "items", and the
-// headers, bodies and metrics they produce. Requests are handled without sockets.
+// The service with several limits per request (docs/multi.md), without sockets.
+//
+// Stacked limits of a rule, every matching rule, shadow limits, overrides and plans, /v1/check
+// "items", and the headers, bodies and metrics they produce.
 #include <floodgate/memory_store.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

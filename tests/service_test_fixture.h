@@ -1,7 +1,8 @@
 #pragma once
 
-// The HTTP service's tests share this: a config with four rules, and a Service on a
-// memory:// store called without sockets.
+// What the HTTP service's tests share: a config with four rules, a Service on memory://.
+//
+// The Service is called without sockets.
 
 #include <floodgate/memory_store.h>
 #include <fmt/format.h>

@@ -1,6 +1,7 @@
-// make bench: the server a Node user would deploy in front of an API, for the HTTP
-// comparison. Express, and rate-limiter-flexible's Redis limiter keyed by the client id
-// header, with the same headers and 429 body floodgate sends.
+// make bench: Express with rate-limiter-flexible on Redis, the Node side of the HTTP bench.
+//
+// The server a Node user would deploy in front of an API: Express, and rate-limiter-flexible's
+// Redis limiter keyed by the client id header, with the same headers and 429 body floodgate sends.
 // Usage: node server.js <listen port> <redis port> [processes]
 // With processes > 1, node:cluster forks that many workers sharing the port, as a Node
 // user runs one process per core (cluster, or pm2 -i N); the limiter state is in Redis,

@@ -1,5 +1,6 @@
-// Limit a login endpoint to 3 attempts per user per 15 minutes, in process; then two
-// stacked limits decided together, all or nothing.
+// Embedding example: a login limit of 3 attempts per user per 15 minutes, in process.
+//
+// Then two stacked limits decided together, all or nothing.
 #include <floodgate/floodgate.h>
 
 #include <cstdio>

@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
-"""Regenerates sample.jsonl: two minutes of traffic from 40 ordinary users, 3 steady
-scrapers and 2 bursty bulk clients (some requests cost 5). Deterministic (seeded)."""
+"""Regenerates sample.jsonl, the sample replay trace. Deterministic (seeded).
+
+Two minutes of traffic from 40 ordinary users, 3 steady scrapers and 2 bursty bulk clients (some
+requests cost 5).
+"""
 import json
 import random
 

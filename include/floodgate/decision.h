@@ -1,12 +1,14 @@
 #pragma once
 
+// Decision: what a limiter answers about one request, and its JSON form.
+
 #include <chrono>
 #include <cstdint>
 #include <string>
 
 namespace floodgate {
 
-// The answer to one request (algorithms.md, "Decision"; service.md, "Decision JSON").
+// The answer to one request (docs/algorithms.md, "Decision"; docs/service.md, "Decision JSON").
 struct Decision {
   // retry_after when the cost can never be admitted under the policy.
   static constexpr std::chrono::microseconds kNever{-1};
@@ -25,7 +27,7 @@ struct Decision {
   friend bool operator==(const Decision&, const Decision&) = default;
 };
 
-// One Decision as the JSON object of service.md, e.g.
+// One Decision as the JSON object of docs/service.md, e.g.
 // {"allowed":true,"limit":10,"remaining":9,"retry_after_us":0,"reset_after_us":100000}
 std::string ToJson(const Decision& decision);
 

@@ -1,5 +1,7 @@
 #pragma once
 
+// Limiter: what applications call with a key, a policy and a cost.
+
 #include <floodgate/store.h>
 
 #include <memory>

@@ -1,5 +1,7 @@
 #pragma once
 
+// The in-process store (memory://): its options, parsed from its URL, and the store.
+
 #include <floodgate/store.h>
 
 #include <cstddef>

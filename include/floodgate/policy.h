@@ -1,5 +1,7 @@
 #pragma once
 
+// Policy: an algorithm with its limit, period and burst, parsed from a policy string.
+
 #include <absl/status/statusor.h>
 
 #include <chrono>
@@ -22,7 +24,7 @@ enum class Algorithm : std::uint8_t {
 
 enum class Refill : std::uint8_t { kSmooth, kInterval };
 
-// Ranges from algorithms.md ("Units and inputs") and service.md.
+// Ranges from docs/algorithms.md ("Units and inputs") and docs/service.md.
 inline constexpr std::int64_t kMaxLimit = 1'000'000'000;
 inline constexpr std::int64_t kMaxBurst = 1'000'000'000;
 inline constexpr std::int64_t kMaxCost = 1'000'000'000;
@@ -51,15 +53,15 @@ struct Policy {
   std::int64_t burst = 0;
   Refill refill = Refill::kSmooth;  // token_bucket only
 
-  // Parses `ALGORITHM:LIMIT/PERIOD[,burst=B][,refill=smooth|interval]` (service.md), or
+  // Parses `ALGORITHM:LIMIT/PERIOD[,burst=B][,refill=smooth|interval]` (docs/service.md), or
   // `concurrency:N[,lease=DURATION]` (limit N, period the lease time, 30s by default).
   // Errors name the offending part, e.g. "burst must be >= 1, got 0".
   static absl::StatusOr<Policy> Parse(std::string_view text);
 
-  // OK when every field is within the ranges of algorithms.md.
+  // OK when every field is within the ranges of docs/algorithms.md.
   absl::Status Validate() const;
 
-  // B of algorithms.md: the burst, or the limit when no burst is set.
+  // B of docs/algorithms.md: the burst, or the limit when no burst is set.
   std::int64_t capacity() const { return burst == 0 ? limit : burst; }
 
   // The canonical policy string; Parse(ToString()) == *this.

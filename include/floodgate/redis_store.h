@@ -1,5 +1,7 @@
 #pragma once
 
+// The Redis store (redis://, rediss://, redis-cluster://): options, on_error, stats.
+
 #include <floodgate/store.h>
 
 #include <chrono>
@@ -10,7 +12,7 @@
 
 namespace floodgate {
 
-// What a store answers when Redis fails or exceeds its timeout (service.md, "Failure
+// What a store answers when Redis fails or exceeds its timeout (docs/service.md, "Failure
 // modes"). Every such answer carries degraded = true.
 enum class OnError : std::uint8_t {
   kFailOpen,    // allow

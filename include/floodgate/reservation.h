@@ -1,7 +1,9 @@
 #pragma once
 
-// Reservations: a cost known only afterwards is reserved as an estimate and settled at
-// the actual cost (docs/reservations.md is the contract).
+// Reservations and leases: hold a cost now, settle or release it later.
+//
+// Reservations: a cost known only afterwards is reserved as an estimate and settled at the actual
+// cost (docs/reservations.md is the contract).
 
 #include <floodgate/decision.h>
 #include <floodgate/policy.h>

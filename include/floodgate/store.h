@@ -1,5 +1,7 @@
 #pragma once
 
+// Store: the interface every store implements, the request types, and OpenStore by URL.
+
 #include <absl/functional/any_invocable.h>
 #include <absl/status/statusor.h>
 #include <floodgate/decision.h>
@@ -157,7 +159,7 @@ absl::Status ValidateReserveRequest(const ReserveRequest& request);
 absl::Status ValidateSettleRequest(const SettleRequest& request);
 absl::Status ValidateAcquireRequest(const AcquireRequest& request);
 
-// Opens a store from its URL (service.md, "Store URLs"). Unknown schemes and bad
+// Opens a store from its URL (docs/service.md, "Store URLs"). Unknown schemes and bad
 // options are errors that name the offending part.
 absl::StatusOr<std::unique_ptr<Store>> OpenStore(std::string_view url);
 

@@ -1,10 +1,12 @@
 #pragma once
 
+// Decision time: whole microseconds on the Unix epoch, and the latest time allowed.
+
 #include <chrono>
 
 namespace floodgate {
 
-// Decision times are whole microseconds on the Unix epoch (algorithms.md, "Units and
+// Decision times are whole microseconds on the Unix epoch (docs/algorithms.md, "Units and
 // inputs"): every store, Redis included, agrees on that clock.
 using TimePoint = std::chrono::sys_time<std::chrono::microseconds>;
 

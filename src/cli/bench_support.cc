@@ -1,3 +1,5 @@
+// Pieces shared by `floodgate bench` and bench/: keys, timed loops, the latency histogram.
+
 #include "cli/bench_support.h"
 
 #include <algorithm>

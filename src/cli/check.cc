@@ -1,4 +1,5 @@
-// floodgate check --policy POLICY [--store URL] [--cost N] KEY  (service.md, "Command line")
+// floodgate check: decide one request and print its Decision JSON; the exit code says which.
+// floodgate check --policy POLICY [--store URL] [--cost N] KEY (docs/service.md, "check")
 #include <floodgate/limiter.h>
 #include <fmt/core.h>
 

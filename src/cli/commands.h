@@ -1,5 +1,7 @@
 #pragma once
 
+// The CLI's subcommands, each added to the top-level app, and the exit codes they share.
+
 #include <CLI/CLI.hpp>
 #include <functional>
 
@@ -17,7 +19,7 @@ Command AddReplay(CLI::App& app);
 Command AddBench(CLI::App& app);
 Command AddServe(CLI::App& app);
 
-// Exit codes shared by every subcommand (service.md, "Command line").
+// Exit codes shared by every subcommand (docs/service.md, "Command line").
 inline constexpr int kExitAllowed = 0;
 inline constexpr int kExitDenied = 1;
 inline constexpr int kExitError = 2;

@@ -1,3 +1,5 @@
+// The floodgate binary: parses the command line and runs the chosen subcommand.
+
 #include <floodgate/version.h>
 
 #include <string>

@@ -1,5 +1,6 @@
+// floodgate replay: decide every line of a recorded trace at its own time.
 // floodgate replay --policy POLICY [--store URL] [--input FILE|-] [--output FILE|-]
-// (service.md, "Command line"): decide every line of a recorded trace at its own time.
+// (docs/service.md, "replay").
 #include <floodgate/store.h>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -61,7 +62,7 @@ class Progress {
 };
 
 // A replay never touches live state: on a shared store its keys get a fresh random
-// prefix (service.md, "replay"). It uses one connection, so decisions in flight reach
+// prefix (docs/service.md, "replay"). It uses one connection, so decisions in flight reach
 // the store in trace order, and a patient timeout unless the URL sets one: a replay
 // wants the store's answers, not on_error's. The embedded store is private anyway.
 std::string ReplayStoreUrl(const std::string& url) {

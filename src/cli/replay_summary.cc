@@ -1,3 +1,5 @@
+// The counts of a replay, per key up to a bound, and the summary printed at its end.
+
 #include "cli/replay_summary.h"
 
 #include <fmt/format.h>

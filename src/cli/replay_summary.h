@@ -1,5 +1,7 @@
 #pragma once
 
+// The counts of a replay, per key up to a bound, and the summary printed at its end.
+
 #include <absl/container/flat_hash_map.h>
 #include <floodgate/decision.h>
 

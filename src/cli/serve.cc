@@ -1,5 +1,7 @@
+// floodgate serve: the HTTP service and, with --grpc-listen, Envoy's rate limit service.
+//
 // floodgate serve [--config FILE] [--listen HOST:PORT] [--grpc-listen HOST:PORT]
-// [--store URL] [--threads N] (service.md, "Command line"; config keys in "Config file";
+// [--store URL] [--threads N] (docs/service.md, "serve"; config keys in "Config file";
 // Envoy's rate limit service over gRPC: docs/envoy.md).
 #include <absl/synchronization/mutex.h>
 #include <floodgate/redis_store.h>

@@ -1,3 +1,5 @@
+// Replay traces: one JSON Lines event parsed, and a trace read line by line.
+
 #include "cli/trace.h"
 
 #include <absl/status/status.h>

@@ -1,6 +1,6 @@
 #pragma once
 
-// Replay traces: JSON Lines `{"t": <µs>, "key": "...", "cost": 1}` (service.md, "replay").
+// Replay traces: JSON Lines `{"t": <µs>, "key": "...", "cost": 1}` (docs/service.md, "replay").
 
 #include <absl/status/statusor.h>
 #include <simdjson.h>

@@ -1,5 +1,7 @@
 #pragma once
 
+// SpinLock: the lock of a memory shard, whose critical section is one key's decision.
+
 #include <atomic>
 #include <thread>
 

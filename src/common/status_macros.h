@@ -1,7 +1,6 @@
 #pragma once
 
-// Early returns for absl::Status / absl::StatusOr in parsers, where every step can fail
-// with a message for the user.
+// Early-return macros for absl::Status / StatusOr, for parsers where every step can fail.
 
 // Assigns the value of a StatusOr expression to `lhs`, or returns its error.
 #define FG_ASSIGN(lhs, expr)                      \

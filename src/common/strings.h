@@ -1,5 +1,7 @@
 #pragma once
 
+// Crossing between std::string_view and Debian's absl::string_view, which do not convert.
+//
 // Debian builds abseil with its own absl::string_view (ABSL_OPTION_USE_STD_STRING_VIEW
 // is 0), which does not convert to or from std::string_view. Our code speaks
 // std::string_view and formats with fmt; these helpers cross the boundary.

@@ -1,14 +1,15 @@
 #pragma once
 
-// The five algorithms of algorithms.md as pure functions of (policy, state, now, cost).
-// No I/O, no clocks, no locks: stores fetch the state, call one of these, and save what
-// they are told to save. lua/ holds the only other definition; tests/vectors proves the
-// two agree.
+// The five algorithms as pure functions of (policy, state, now, cost): the C++ definition.
+//
+// The contract is docs/algorithms.md. No I/O, no clocks, no locks: stores fetch the state, call one
+// of these, and save what they are told to save. lua/ holds the only other definition;
+// tests/vectors proves the two agree.
 //
 // Conventions shared by every function here:
 // - Times are integer µs on the Unix epoch; `cost` is 0..kMaxCost; the policy is valid.
 // - `stored` is the key's state, or null when it has none (the missing state of
-//   algorithms.md). The answer is written into `decision`, every field of it; what the
+//   docs/algorithms.md). The answer is written into `decision`, every field of it; what the
 //   store must save comes back as an Outcome.
 // - cost 0 is a peek: always allowed, never asks for a write.
 // - `remaining` is clamped to >= 0.
@@ -36,7 +37,7 @@ struct GcraState {
   std::int64_t tat;  // theoretical arrival time
 };
 
-// E of algorithms.md's gcra: P / L rounded up to a whole µs. Policy::Validate refuses the
+// E of docs/algorithms.md's gcra: P / L rounded up to a whole µs. Policy::Validate refuses the
 // policies where the rounding slows the rate by more than 0.1%.
 constexpr std::int64_t GcraEmissionUs(const Policy& policy) {
   return (policy.period.count() + policy.limit - 1) / policy.limit;
@@ -70,7 +71,7 @@ struct Outcome {
   // Set when the state must be saved. With ttl_us <= 0 the saved state is the fresh
   // state, so the store may delete the key instead.
   std::optional<State> write;
-  std::int64_t ttl_us = 0;  // the key is fresh again after this long (algorithms.md TTLs)
+  std::int64_t ttl_us = 0;  // the key is fresh again after this long (docs/algorithms.md TTLs)
 };
 
 inline Outcome<GcraState> DecideGcra(const Policy& policy, const GcraState* stored,

@@ -1,7 +1,8 @@
 #pragma once
 
-// Rounding helpers for the double arithmetic of algorithms.md. Every value passed here
-// is bounded by the policy ranges (see kMaxBurstWindow), far inside int64.
+// Rounding helpers for the double arithmetic of docs/algorithms.md.
+//
+// Every value passed here is bounded by the policy ranges (see kMaxBurstWindow), far inside int64.
 
 #include <floodgate/decision.h>
 

@@ -1,3 +1,5 @@
+// A Decision as the JSON object of docs/service.md, "Decision JSON".
+
 #include <floodgate/decision.h>
 #include <fmt/format.h>
 

@@ -1,6 +1,8 @@
 #pragma once
 
-// gcra: algorithms.md, "gcra (Generic Cell Rate Algorithm; the default)", revision 2.
+// gcra: the Generic Cell Rate Algorithm in whole µs, the same steps as lua/gcra.lua.
+//
+// docs/algorithms.md, "gcra (Generic Cell Rate Algorithm; the default)", revision 2.
 // Every quantity is a whole number of µs, so a burst of B at one instant admits exactly
 // B whatever P/L is (a fractional emission interval rounded up on every store lost up to
 // 1 µs per admission, and the B-th request of a burst fell just short of tau).

@@ -1,3 +1,5 @@
+// A multi-decision that holds reservations or leases, on a store that cannot do it atomically.
+//
 // A multi-decision that holds reservations or leases (HoldOf(item) > 0), on a store that
 // cannot hold them in the same atomic step as the other items (Redis: a reservation's
 // record is written by the reservations' script, the other items by the decisions' one).

@@ -1,3 +1,5 @@
+// How a multi-decision's item decisions combine (see core/multi.h), and its summary.
+
 #include "core/multi.h"
 
 #include <algorithm>

@@ -1,8 +1,9 @@
 #pragma once
 
-// How a multi-decision's item decisions combine (docs/multi.md, "Decision" and "The
-// answer"): the one definition every store uses. The scripts in lua/ implement only the
-// first rule (what is consumed); the combination is computed here from what they return.
+// How a multi-decision's item decisions combine: the one definition every store uses.
+//
+// docs/multi.md, "Decision" and "The answer", is the contract. The scripts in lua/ implement only
+// the first rule (what is consumed); the combination is computed here from what they return.
 
 #include <floodgate/multi.h>
 

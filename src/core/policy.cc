@@ -1,4 +1,5 @@
-// Policy strings: service.md, "Policy strings". Ranges: algorithms.md, "Units and inputs".
+// Policy strings: parsed, checked against the ranges, and written back in canonical form.
+// docs/service.md, "Policy strings"; ranges: docs/algorithms.md, "Units and inputs".
 #include <absl/status/status.h>
 #include <floodgate/policy.h>
 #include <fmt/format.h>
@@ -65,7 +66,7 @@ std::string FormatPeriod(microseconds period) {
   return fmt::format("{}us", period.count());  // unreachable: "us" divides everything
 }
 
-// gcra decides in whole µs (algorithms.md, revision 2): E = ceil(P / L). Where L does
+// gcra decides in whole µs (docs/algorithms.md, revision 2): E = ceil(P / L). Where L does
 // not divide P the rate comes out a little slower than asked; past 0.1% that is no longer
 // the policy the user wrote, so it is refused rather than silently changed. The spec's
 // other gcra bound, tau = B * E <= 3.2e14 µs, needs no check of its own: the burst window

@@ -1,5 +1,7 @@
 #pragma once
 
+// Settling reservations: pure functions that charge or refund what the actual cost changed.
+//
 // Reservations: a cost reserved as an estimate, settled later at the actual cost
 // (docs/reservations.md is the contract). Pure functions, as core/algorithms.h: a
 // reservation is decided by the algorithm itself at cost = estimate; what it remembers of

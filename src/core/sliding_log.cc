@@ -1,3 +1,5 @@
+// The sliding log: its ring buffer of runs, and DecideSlidingLog over it.
+
 #include "core/sliding_log.h"
 
 #include <algorithm>
@@ -78,7 +80,7 @@ void SlidingLog::Resize(std::size_t capacity) {
   head_ = 0;
 }
 
-// sliding_log: algorithms.md, "sliding_log (exact sliding window)".
+// sliding_log: docs/algorithms.md, "sliding_log (exact sliding window)".
 std::int64_t DecideSlidingLog(const Policy& policy, SlidingLog& log, std::int64_t now,
                               std::int64_t cost, Decision& decision, bool append) {
   const std::int64_t period = policy.period.count();

@@ -1,5 +1,7 @@
 #pragma once
 
+// The sliding log's state: a ring buffer of runs of units, bounded by the policy's limit.
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>

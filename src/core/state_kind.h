@@ -1,5 +1,7 @@
 #pragma once
 
+// StateKind: which state layout a policy keeps, and the tag its store keys carry.
+
 #include <floodgate/policy.h>
 
 #include <cstdint>
@@ -42,7 +44,7 @@ constexpr StateKind KindOf(const Policy& policy) {
   return StateKind::kGcra;
 }
 
-// The <algorithm-tag> of a store key `<prefix><algorithm-tag>:<key>` (algorithms.md,
+// The <algorithm-tag> of a store key `<prefix><algorithm-tag>:<key>` (docs/algorithms.md,
 // "Store keys"). Short, because Redis keeps one per key.
 constexpr std::string_view KeyTag(StateKind kind) {
   switch (kind) {

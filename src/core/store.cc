@@ -1,3 +1,5 @@
+// What every Store shares: request validation and the calls built on a store's own ones.
+
 #include <absl/status/status.h>
 #include <absl/strings/escaping.h>
 #include <floodgate/store.h>

@@ -1,7 +1,8 @@
 #pragma once
 
-// token_bucket: algorithms.md, "token_bucket", both refill modes. Included by
-// core/algorithms.h, which declares them.
+// token_bucket, both refill modes: the same steps as lua/token_bucket.lua.
+//
+// docs/algorithms.md, "token_bucket". Included by core/algorithms.h, which declares them.
 
 #include <algorithm>
 

@@ -1,8 +1,9 @@
 #pragma once
 
-// The window algorithms: docs/algorithms.md, "sliding_window (two-counter approximation,
-// O(1) memory)" and "fixed_window". Included by core/algorithms.h, which declares them
-// (sliding_log is in core/sliding_log.cc).
+// sliding_window and fixed_window: the same steps as their lua/ scripts.
+//
+// docs/algorithms.md, "sliding_window (two-counter approximation, O(1) memory)" and "fixed_window".
+// Included by core/algorithms.h, which declares them (sliding_log is in core/sliding_log.cc).
 
 #include <algorithm>
 

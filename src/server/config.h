@@ -1,7 +1,6 @@
 #pragma once
 
-// The service's configuration (service.md, "Config file"): parsed once, immutable,
-// swapped whole on SIGHUP.
+// The service's configuration (docs/service.md, "Config file"): immutable, swapped on SIGHUP.
 
 #include <absl/status/statusor.h>
 #include <floodgate/multi.h>

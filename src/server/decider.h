@@ -1,7 +1,9 @@
 #pragma once
 
-// Deciding a request's limits, in one place for every endpoint: one decision or all at
-// once, the store's latency, counting in the metrics, the degraded and shadow logs.
+// Deciding a request's limits, in one place for every endpoint.
+//
+// One decision or all at once, the store's latency, counting in the metrics, the degraded and
+// shadow logs.
 
 #include <floodgate/store.h>
 

@@ -1,8 +1,9 @@
 #pragma once
 
-// The rate-limit response headers, formatted in one place for every endpoint
-// (service.md, "Rate-limit headers"): X-RateLimit-*, IETF RateLimit-Policy/RateLimit,
-// and Retry-After on denial.
+// The rate-limit response headers, formatted in one place for every endpoint.
+//
+// docs/service.md, "Rate-limit headers": X-RateLimit-*, IETF RateLimit-Policy/RateLimit, and
+// Retry-After on denial.
 
 #include <floodgate/decision.h>
 #include <floodgate/policy.h>

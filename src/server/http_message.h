@@ -1,7 +1,9 @@
 #pragma once
 
-// HTTP messages as the service reads and writes them: the request type, the response,
-// JSON error bodies, header, cookie and query helpers, and the client's address.
+// HTTP messages as the service reads and writes them, and the client's address.
+//
+// The request type, the response, JSON error bodies, header, cookie and query helpers, and the
+// client's address.
 
 #include <boost/asio/ip/address.hpp>
 #include <boost/beast/http.hpp>

@@ -1,5 +1,7 @@
 #pragma once
 
+// The HTTP/1.1 server on Beast: its options, its threads on one port, and a graceful shutdown.
+
 #include <absl/status/status.h>
 
 #include <atomic>

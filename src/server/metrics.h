@@ -1,7 +1,9 @@
 #pragma once
 
-// Prometheus metrics of the service (every name prefixed floodgate_). Labels are rule
-// names and fixed words, never a client key: the series count is bounded by the config.
+// The service's Prometheus metrics, every name prefixed floodgate_.
+//
+// Labels are rule names and fixed words, never a client key: the series count is bounded by the
+// config.
 
 #include <absl/container/flat_hash_map.h>
 #include <floodgate/store.h>

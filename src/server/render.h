@@ -1,7 +1,8 @@
 #pragma once
 
-// What the service answers about decisions: Decision and MultiDecision JSON, the
-// rate-limit and held-id headers, and store errors as HTTP errors.
+// What the service answers about decisions: JSON, headers, and store errors as HTTP errors.
+//
+// Decision and MultiDecision JSON, the rate-limit and held-id headers.
 
 #include <absl/status/status.h>
 #include <floodgate/decision.h>

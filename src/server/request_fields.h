@@ -1,8 +1,9 @@
 #pragma once
 
-// The fields of a decision request's JSON body, parsed in one place with one strictness
-// for every endpoint: each field of its type and range, a field the endpoint does not
-// take refused by name.
+// The fields of a decision request's JSON body, parsed in one place with one strictness.
+//
+// For every endpoint: each field of its type and range, a field the endpoint does not take refused
+// by name.
 
 #include <absl/status/status.h>
 #include <absl/status/statusor.h>

@@ -1,7 +1,8 @@
 #pragma once
 
-// Which limits and keys a request meets (docs/multi.md): a rule's limits keyed by the
-// client's identity, the rules an authz request matches. Pure: no store, no I/O.
+// Which limits and keys a request meets: a rule's limits keyed by the client's identity.
+//
+// Also the rules an authz request matches (docs/multi.md). Pure: no store, no I/O.
 
 #include <floodgate/multi.h>
 #include <floodgate/policy.h>

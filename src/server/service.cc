@@ -1,4 +1,4 @@
-// The HTTP API's routing table (service.md, "HTTP API") and its config reload.
+// The HTTP API's routing table (docs/service.md, "HTTP API") and its config reload.
 
 #include "server/service.h"
 

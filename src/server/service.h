@@ -1,9 +1,10 @@
 #pragma once
 
-// The HTTP API of `floodgate serve` (service.md, "HTTP API"), independent of sockets:
-// a parsed request and the peer address in, a response out through a callback (store
-// decisions may complete on the store's I/O thread). Routes each path to its endpoint
-// and keeps the config in force.
+// The HTTP API of `floodgate serve`, independent of sockets: routing and the config in force.
+//
+// docs/service.md, "HTTP API". A parsed request and the peer address in, a response out through a
+// callback (store decisions may complete on the store's I/O thread). Routes each path to its
+// endpoint and keeps the config in force.
 
 #include <floodgate/store.h>
 

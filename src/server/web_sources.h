@@ -1,6 +1,6 @@
 #pragma once
 
-// web/, embedded at build time (cmake/embed_files.cmake).
+// The demo page's files (web/), embedded at build time (cmake/embed_files.cmake).
 
 #include <string_view>
 

@@ -1,3 +1,5 @@
+// OpenStore: a store from its URL (memory://, redis://, rediss://, redis-cluster://).
+
 #include <absl/status/status.h>
 #include <floodgate/memory_store.h>
 #include <floodgate/redis_store.h>

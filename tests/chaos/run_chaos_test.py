@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Chaos under load: `floodgate serve` on a real Redis, under steady HTTP load from a
-bounded client (4 keep-alive connections), while Redis is killed and restarted, paused
-past the timeout (CLIENT PAUSE), loses its scripts (SCRIPT FLUSH), runs out of memory
-(CONFIG SET maxmemory), and the server is sent SIGHUP with a broken config.
+"""Chaos under load: `floodgate serve` on a real Redis while Redis fails and the config breaks.
+
+Steady HTTP load from a bounded client (4 keep-alive connections), while Redis is killed and
+restarted, paused past the timeout (CLIENT PAUSE), loses its scripts (SCRIPT FLUSH), runs out of
+memory (CONFIG SET maxmemory), and the server is sent SIGHUP with a broken config.
 
 Asserts: the server never crashes or stops answering; every answer arrives within the
 store timeout plus a margin; every degraded answer is what on_error says (fail_closed: a

@@ -95,7 +95,8 @@ async function logRows(page) {
     .map((tr) => ({ result: tr.dataset.result, cells: Array.from(tr.cells).map((td) => td.textContent.trim()) })));
 }
 
-// Every POST /v1/check the page makes, as the server answered it: { sent, status, headers, answer }.
+// Every POST /v1/check the page makes, as the server answered it:
+// { sent, status, headers, answer }.
 const checkCalls = [];
 const callWaiters = [];
 
@@ -159,7 +160,8 @@ async function main() {
   const foreign = [];
   page.on('pageerror', (e) => pageErrors.push(String(e)));
   page.on('console', (m) => {
-    // Chromium logs every non-2xx fetch ("Failed to load resource"); the 400 check below causes one on purpose.
+    // Chromium logs every non-2xx fetch ("Failed to load resource"); the 400 check below causes
+    // one on purpose.
     if (m.type() === 'error' && !/Failed to load resource/.test(m.text())) pageErrors.push(`console: ${m.text()}`);
   });
   recordCheckCalls(page);
@@ -368,7 +370,8 @@ async function main() {
   `a peek (cost 0) after the burst shows "${loose.name}" still at ${looseLimit - 4}: the denials took nothing`,
   `page ${JSON.stringify(peekRow)}, server ${JSON.stringify(peekWire)}`);
 
-  // The raw panels show the real multi-decision request (the peek) and the server's headers for both limits.
+  // The raw panels show the real multi-decision request (the peek) and the server's headers for
+  // both limits.
   const lastReq = await text(page, 'last-request');
   const lastSent = JSON.parse(lastReq.slice(lastReq.indexOf('{')));
   check(/^POST v1\/check/.test(lastReq) && JSON.stringify(lastSent.items.map((it) => it.name)) ===

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs the demo page's browser test against a real `floodgate serve` on a free loopback
-# port, on memory:// or on a real redis-server started here (and stopped by its PID).
+# Runs the demo page's browser test against a real `floodgate serve` on a loopback port.
+# The store is memory:// or a real redis-server started here (and stopped by its PID).
 # Usage: run_e2e.sh FLOODGATE_BINARY WORK_DIR [memory|redis]
 # playwright-core comes from npm (no browser download: Debian's /usr/bin/chromium);
 # the screenshot is left in WORK_DIR/demo.png as the test's artifact.

@@ -1,5 +1,6 @@
-// libFuzzer: the YAML config parser. Any text either gives a config or an error naming
-// the source; it never crashes, throws, or hangs.
+// libFuzzer: the YAML config parser.
+//
+// Any text either gives a config or an error naming the source; it never crashes, throws, or hangs.
 #include <cstdlib>
 #include <string>
 #include <string_view>

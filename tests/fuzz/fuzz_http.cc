@@ -1,7 +1,8 @@
-// libFuzzer: the HTTP request -> response path of `floodgate serve`: arbitrary bytes
-// through Beast's request parser with the server's limits, and every request it accepts
-// through the service (rules, identities, JSON bodies) on a memory store. Each request
-// must get exactly one well-formed response.
+// libFuzzer: the HTTP request -> response path of `floodgate serve`.
+//
+// Arbitrary bytes through Beast's request parser with the server's limits, and every request it
+// accepts through the service (rules, identities, JSON bodies) on a memory store. Each request must
+// get exactly one well-formed response.
 #include <floodgate/memory_store.h>
 
 #include <boost/asio/ip/address.hpp>

@@ -1,5 +1,7 @@
-// libFuzzer: the policy parser. Any text either fails with a message or gives a policy
-// whose canonical string parses back to the same policy.
+// libFuzzer: the policy parser.
+//
+// Any text either fails with a message or gives a policy whose canonical string parses back to the
+// same policy.
 #include <floodgate/policy.h>
 
 #include <cstdlib>

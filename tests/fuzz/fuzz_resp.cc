@@ -1,6 +1,7 @@
-// libFuzzer: the replies our Redis client accepts. Arbitrary bytes go through the RESP
-// reader, and every reply it yields through the decision decoder, for 1 to 3 decisions,
-// with and without the batch script's trailing clock.
+// libFuzzer: the replies our Redis client accepts, through the RESP reader and the decoder.
+//
+// Arbitrary bytes go through the RESP reader, and every reply it yields through the decision
+// decoder, for 1 to 3 decisions, with and without the batch script's trailing clock.
 #include <cstdlib>
 #include <vector>
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Debian's nginx with examples/nginx/nginx.conf (auth_request to /v1/authz) in front of
-# a tiny upstream, and a real `floodgate serve`, all on free loopback ports.
+# Debian's nginx in front of a real `floodgate serve`, asking /v1/authz with auth_request.
+# examples/nginx/nginx.conf and a tiny upstream, all on free loopback ports.
 # Checks: under the limit 200 with X-RateLimit-*; over it 429 with Retry-After; an
 # in-flight limit whose leases nginx's post_action releases; a cost reserved at
 # auth_request and settled by post_action at what the API reports.

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""`floodgate serve --grpc-listen` spoken to by Python's grpcio (Debian's python3-grpcio),
-with stubs protoc generated from proto/ at build time (PYTHONPATH): the wire format as
-any client of upstream's service sees it. Tests named *_engine check the engine's
+"""`floodgate serve --grpc-listen` spoken to by Python's grpcio: the RLS wire format.
+
+Debian's python3-grpcio, with stubs protoc generated from proto/ at build time (PYTHONPATH): the
+wire format as any client of upstream's service sees it. Tests named *_engine check the engine's
 answers (upstream's semantics); the others the transport."""
 
 import json

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# `floodgate serve` as a process: a bad config refuses to start (file, line, reason);
-# SIGHUP reloads a good file and keeps the old config when the new one is bad; /readyz
-# follows the store; SIGTERM finishes and exits 0.
+# `floodgate serve` as a process: refusing a bad config, SIGHUP reloads, /readyz, SIGTERM.
+#
+# A bad config refuses to start (file, line, reason); SIGHUP reloads a good file and keeps the old
+# config when the new one is bad; /readyz follows the store; SIGTERM finishes and exits 0.
 # Usage: run_serve_test.sh FLOODGATE_BINARY WORK_DIR
 set -euo pipefail
 binary=$1

@@ -1,8 +1,9 @@
 #pragma once
 
-// The decision endpoints of the HTTP API (service.md, "HTTP API"), each a function of the
-// request, the config in force and the decider; each calls `respond` exactly once,
-// inline or later on the store's thread.
+// The decision endpoints of the HTTP API (docs/service.md, "HTTP API").
+//
+// Each is a function of the request, the config in force and the decider; each calls `respond`
+// exactly once, inline or later on the store's thread.
 
 #include <boost/asio/ip/address.hpp>
 

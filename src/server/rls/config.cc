@@ -1,3 +1,5 @@
+// envoyproxy/ratelimit's config files read as upstream reads them, errors in upstream's words.
+
 #include "server/rls/config.h"
 
 #include <absl/status/status.h>

@@ -1,7 +1,8 @@
 #pragma once
 
-// envoyproxy/ratelimit's configuration, read unchanged (docs/envoy.md, "Configuration"),
-// plus floodgate's opt-in extensions (algorithm, burst, refill, period, all_or_nothing).
+// envoyproxy/ratelimit's configuration, read unchanged, plus floodgate's opt-in extensions.
+//
+// docs/envoy.md, "Configuration". The extensions: algorithm, burst, refill, period, all_or_nothing.
 // Parsed once, immutable, shared by the requests that use it while a reload swaps it.
 
 #include <absl/container/flat_hash_map.h>

@@ -1,3 +1,5 @@
+// RlsEngine: descriptors to store keys, upstream's limits decided, upstream's answers built.
+
 #include <absl/status/status.h>
 #include <fmt/format.h>
 #include <openssl/sha.h>

@@ -1,9 +1,10 @@
 #pragma once
 
-// Envoy's rate limit service (RLS v3) on floodgate's stores: envoyproxy/ratelimit's
-// configuration and answers, decided by floodgate's algorithms (docs/envoy.md is the
-// contract). Independent of the transport: the gRPC server and the HTTP `POST /json`
-// endpoint both hand requests to an Engine.
+// Envoy's rate limit service (RLS v3) on floodgate's stores, independent of the transport.
+//
+// envoyproxy/ratelimit's configuration and answers, decided by floodgate's algorithms
+// (docs/envoy.md is the contract). The gRPC server and the HTTP `POST /json` endpoint both hand
+// requests to an Engine.
 
 #include <absl/functional/any_invocable.h>
 #include <absl/status/status.h>

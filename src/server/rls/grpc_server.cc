@@ -1,3 +1,5 @@
+// Envoy's rate limit service over gRPC and the gRPC health service: transport only.
+
 #include "server/rls/grpc_server.h"
 
 #include <fmt/format.h>

@@ -1,8 +1,9 @@
 #pragma once
 
-// Envoy's rate limit service over gRPC (RLS v3, `/envoy.service.ratelimit.v3.
-// RateLimitService/ShouldRateLimit`) and the standard gRPC health service, for
-// `floodgate serve --grpc-listen`. Transport only: every request goes to an Engine.
+// Envoy's rate limit service over gRPC (RLS v3) and gRPC health, for `serve --grpc-listen`.
+//
+// `/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit` and the standard gRPC health
+// service. Transport only: every request goes to an Engine.
 
 #include <absl/status/status.h>
 #include <grpcpp/completion_queue.h>

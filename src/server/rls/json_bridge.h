@@ -1,7 +1,8 @@
 #pragma once
 
-// POST /json, as upstream's (envoyproxy/ratelimit) HTTP port offers it: a RateLimitRequest
-// as protobuf JSON in, the RateLimitResponse out, decided by the RLS engine.
+// POST /json, as upstream's (envoyproxy/ratelimit) HTTP port offers it, on the RLS engine.
+//
+// A RateLimitRequest as protobuf JSON in, the RateLimitResponse out.
 
 #include "server/http_message.h"
 

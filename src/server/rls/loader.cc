@@ -1,3 +1,5 @@
+// Finding, loading and reloading envoyproxy/ratelimit's config files; upstream's settings.
+
 #include "server/rls/loader.h"
 
 #include <absl/status/status.h>

@@ -1,9 +1,10 @@
 #pragma once
 
-// Where envoyproxy/ratelimit's config files live and how they are reloaded
-// (docs/envoy.md, "Where the files are, and reloads"): every file under
-// <runtime_root>/<runtime_subdirectory>/config/,
-// read again when any of them changes, a Kubernetes ConfigMap's symlink swap included.
+// Where envoyproxy/ratelimit's config files live and how they are reloaded.
+//
+// docs/envoy.md, "Where the files are, and reloads": every file under
+// <runtime_root>/<runtime_subdirectory>/config/, read again when any of them changes, a Kubernetes
+// ConfigMap's symlink swap included.
 
 #include <absl/functional/any_invocable.h>
 #include <absl/functional/function_ref.h>

@@ -1,3 +1,5 @@
+// The rate limit service's counters and their Prometheus text.
+
 #include "server/rls/metrics.h"
 
 #include <fmt/format.h>

@@ -1,10 +1,11 @@
 #pragma once
 
-// Counters of the rate limit service, as upstream keeps them (docs/envoy.md, "Metrics"):
-// per limit, named by upstream's stats key ("domain.key_value.key2"), the hits counted,
-// over the limit, within it, over in shadow mode, and answered degraded. The series are
-// bounded by the config: a request's values join the name only for `detailed_metric`
-// rules, as upstream. The transport renders them on /metrics.
+// Counters of the rate limit service, as upstream keeps them (docs/envoy.md, "Metrics").
+//
+// Per limit, named by upstream's stats key ("domain.key_value.key2"): the hits counted, over the
+// limit, within it, over in shadow mode, and answered degraded. The series are bounded by the
+// config: a request's values join the name only for `detailed_metric` rules, as upstream. The
+// transport renders them on /metrics.
 
 #include <absl/container/flat_hash_map.h>
 

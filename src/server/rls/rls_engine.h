@@ -1,7 +1,8 @@
 #pragma once
 
-// The Engine on a floodgate Store: envoyproxy/ratelimit's answers (docs/envoy.md), decided
-// by floodgate's algorithms.
+// The Engine on a floodgate Store: envoyproxy/ratelimit's answers by floodgate's algorithms.
+//
+// docs/envoy.md is the contract.
 
 #include <floodgate/store.h>
 #include <floodgate/time.h>

@@ -1,6 +1,8 @@
-// The RLS engine `serve` runs (see serve_engine.h): upstream's environment with the
-// `rls:` section on top, the config directory loaded once (a bad one refuses to start)
-// and watched for changes, decisions by RlsEngine on the serve's store.
+// The RLS engine `serve` runs: its environment, its config directory, its store.
+//
+// Upstream's environment with the `rls:` section on top, the config directory loaded once (a bad
+// one refuses to start) and watched for changes, decisions by RlsEngine on the serve's store (see
+// serve_engine.h).
 #include "server/rls/serve_engine.h"
 
 #include <fmt/format.h>

@@ -1,7 +1,6 @@
 #pragma once
 
-// The seam between `floodgate serve` and the RLS engine: the one place that builds the
-// Engine serve runs.
+// The seam between `floodgate serve` and the RLS engine: the one place that builds it.
 
 #include <absl/status/statusor.h>
 #include <floodgate/store.h>

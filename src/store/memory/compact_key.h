@@ -1,5 +1,7 @@
 #pragma once
 
+// How a memory shard holds its keys: 16 bytes each, inline or in a compacting arena.
+
 #include <cstdint>
 #include <cstring>
 #include <memory>

@@ -1,5 +1,7 @@
 #pragma once
 
+// A memory shard's entries: one key's 40-byte state, stored densely in fixed-size chunks.
+
 #include <cstdint>
 #include <limits>
 #include <memory>

@@ -1,3 +1,5 @@
+// MemoryStore (memory://): options from the URL, shards, and the Store calls on them.
+
 #include <absl/container/fixed_array.h>
 #include <absl/status/status.h>
 #include <floodgate/memory_store.h>

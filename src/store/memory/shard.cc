@@ -1,3 +1,5 @@
+// A memory shard: keys decided under its lock, expiry sweeps, CLOCK eviction, reservations.
+
 #include "store/memory/shard.h"
 
 #include <absl/hash/hash.h>

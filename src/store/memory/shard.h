@@ -1,5 +1,7 @@
 #pragma once
 
+// A memory shard: keys decided under its lock, expiry sweeps, CLOCK eviction, reservations.
+
 #include <absl/container/flat_hash_map.h>
 #include <absl/container/flat_hash_set.h>
 #include <absl/random/random.h>

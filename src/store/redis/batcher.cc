@@ -1,4 +1,4 @@
-// The per-lane hot path: enqueue, flush in batches, send, decode the replies, NOSCRIPT -> EVAL, the deadline sweep and the stall abort.
+// The per-lane hot path: enqueue, flush, send, decode, NOSCRIPT -> EVAL, deadlines, stalls.
 #include "store/redis/batcher.h"
 
 #include <fmt/format.h>

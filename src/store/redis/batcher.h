@@ -1,5 +1,6 @@
-// The per-lane hot path: enqueue, flush in batches, send, decode the replies, NOSCRIPT -> EVAL, the deadline sweep and the stall abort.
 #pragma once
+
+// The per-lane hot path: enqueue, flush, send, decode, NOSCRIPT -> EVAL, deadlines, stalls.
 
 #include <floodgate/redis_store.h>
 

@@ -1,5 +1,7 @@
 #pragma once
 
+// A circuit breaker for a Redis node: fail fast while Redis is down, one probe to close.
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>

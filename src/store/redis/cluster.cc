@@ -1,3 +1,5 @@
+// Redis Cluster's routing rules as pure functions: key slots, CLUSTER SLOTS, redirects.
+
 #include "store/redis/cluster.h"
 
 #include <absl/status/status.h>

@@ -1,7 +1,8 @@
 #pragma once
 
-// Redis Cluster's routing rules, as pure functions: which slot a key lives in, what a
-// CLUSTER SLOTS reply says, and what a redirect error asks for.
+// Redis Cluster's routing rules as pure functions: key slots, CLUSTER SLOTS, redirects.
+//
+// Which slot a key lives in, what a CLUSTER SLOTS reply says, and what a redirect error asks for.
 
 #include <absl/status/statusor.h>
 #include <floodgate/redis_store.h>

@@ -1,4 +1,4 @@
-// Redis Cluster only: the slot map and its refresh, routing by slot, and the redirect policy (MOVED, ASK, TRYAGAIN, CLUSTERDOWN).
+// Redis Cluster only: slot map, refresh, routing, MOVED/ASK/TRYAGAIN/CLUSTERDOWN in one place.
 #include "store/redis/cluster_router.h"
 
 #include <fmt/format.h>

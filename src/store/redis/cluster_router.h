@@ -1,5 +1,6 @@
-// Redis Cluster only: the slot map and its refresh, routing by slot, and the redirect policy (MOVED, ASK, TRYAGAIN, CLUSTERDOWN) in one place.
 #pragma once
+
+// Redis Cluster only: slot map, refresh, routing, MOVED/ASK/TRYAGAIN/CLUSTERDOWN in one place.
 
 #include <floodgate/redis_store.h>
 

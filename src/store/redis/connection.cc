@@ -1,3 +1,5 @@
+// One connection to a Redis server on Asio: connect, TLS, pipelined commands, reconnects.
+
 #include "store/redis/connection.h"
 
 #include <absl/status/status.h>

@@ -1,5 +1,7 @@
 #pragma once
 
+// One connection to a Redis server on Asio: connect, TLS, pipelined commands, reconnects.
+
 #include <absl/functional/any_invocable.h>
 #include <absl/status/statusor.h>
 

@@ -1,5 +1,6 @@
-// The Redis store's counters, shared by its parts and read by RedisStore::redis_stats.
 #pragma once
+
+// The Redis store's counters, shared by its parts and read by RedisStore::redis_stats.
 
 #include <atomic>
 #include <cstdint>

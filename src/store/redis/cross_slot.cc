@@ -1,4 +1,4 @@
-// Multi-decisions across Redis Cluster slots: reserve in order, unwind, release, abort (docs/multi.md).
+// Multi-decisions across Cluster slots (docs/multi.md): reserve in order, unwind, release.
 #include "store/redis/cross_slot.h"
 
 #include <algorithm>

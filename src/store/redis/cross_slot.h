@@ -1,5 +1,6 @@
-// Multi-decisions (docs/multi.md) across Redis Cluster slots: reserve slot by slot in order, unwind, release, abort.
 #pragma once
+
+// Multi-decisions across Cluster slots (docs/multi.md): reserve in order, unwind, release.
 
 #include <absl/container/inlined_vector.h>
 #include <floodgate/multi.h>

@@ -1,3 +1,5 @@
+// What a decision script's reply means, checked before it is believed (see decode.h).
+
 #include "store/redis/decode.h"
 
 #include <absl/status/status.h>

@@ -1,8 +1,10 @@
 #pragma once
 
-// What a decision script's reply means: 4 integers per decision (allowed, remaining,
-// retry_after µs, reset_after µs), as lua/common.lua's FG.result returns them. Pure,
-// so that any reply a server (or an attacker between us and it) can send is fuzzed.
+// What a decision script's reply means, checked before it is believed.
+//
+// 4 integers per decision (allowed, remaining, retry_after µs, reset_after µs), as lua/common.lua's
+// FG.result returns them. Pure, so that any reply a server (or an attacker between us and it) can
+// send is fuzzed.
 
 #include <absl/status/statusor.h>
 #include <floodgate/decision.h>

@@ -1,3 +1,5 @@
+// The denial cache: Redis's denials answered locally until their retry_after lapses.
+
 #include "store/redis/denial_cache.h"
 
 #include <absl/hash/hash.h>

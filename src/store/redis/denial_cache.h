@@ -1,5 +1,7 @@
 #pragma once
 
+// The denial cache: Redis's denials answered locally until their retry_after lapses.
+
 #include <absl/container/flat_hash_map.h>
 #include <floodgate/decision.h>
 #include <floodgate/policy.h>

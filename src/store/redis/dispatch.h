@@ -1,5 +1,6 @@
-// The small interfaces through which the store's parts hand units back: to be sent, to be sent again after a redirect, or to a node found by one.
 #pragma once
+
+// How the store's parts hand units on: to be sent, sent again after a redirect, or rerouted.
 
 #include <absl/status/status.h>
 #include <floodgate/redis_store.h>

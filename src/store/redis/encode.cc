@@ -1,4 +1,4 @@
-// Pure: a chunk of units -> one EVALSHA or EVAL call in the argument layouts of lua/single.lua, lua/batch.lua and lua/reservation.lua.
+// Pure: a chunk of units -> one EVALSHA/EVAL call in the single, batch or reservation layout.
 #include "store/redis/encode.h"
 
 #include <algorithm>

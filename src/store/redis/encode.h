@@ -1,5 +1,6 @@
-// Pure: a chunk of units -> one EVALSHA or EVAL call (after ASKING when asked), in the argument layouts of the single, batch and reservation scripts; the mirror of decode.h.
 #pragma once
+
+// Pure: a chunk of units -> one EVALSHA/EVAL call (after ASKING if asked); decode.h's mirror.
 
 #include <cstddef>
 #include <cstdint>

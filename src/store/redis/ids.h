@@ -1,5 +1,6 @@
-// Reservation and lease ids (docs/reservations.md, docs/leases.md): made and parsed here.
 #pragma once
+
+// Reservation and lease ids (docs/reservations.md, docs/leases.md): made and parsed here.
 
 #include <absl/status/statusor.h>
 #include <floodgate/policy.h>

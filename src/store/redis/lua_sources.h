@@ -1,7 +1,8 @@
 #pragma once
 
-// The Lua sources of lua/, embedded at build time (cmake/embed_lua.cmake). Scripts are
-// assembled by concatenation: common + algorithm(s) + a driver (single, batch or
+// The Lua sources of lua/, embedded at build time (cmake/embed_lua.cmake).
+//
+// Scripts are assembled by concatenation: common + algorithm(s) + a driver (single, batch or
 // reservation).
 
 #include <string>

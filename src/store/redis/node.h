@@ -1,5 +1,6 @@
-// A lane (one connection, its queue, its deadlines) and a node (a server: its lanes, its breaker, the choice of a lane).
 #pragma once
+
+// A lane (a connection, its queue, its deadlines) and a node (a server: lanes, breaker).
 
 #include <absl/status/status.h>
 #include <floodgate/redis_store.h>

@@ -1,4 +1,4 @@
-// Answering a unit: Redis's answer or on_error's, with the breaker, the denial cache and the counters.
+// Answering a unit: Redis's answer or on_error's, with breaker, denial cache and counters.
 #include "store/redis/outcomes.h"
 
 #include <fmt/format.h>

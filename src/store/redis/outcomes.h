@@ -1,5 +1,6 @@
-// Answering a unit: Redis's answer or on_error's (open, closed, local), with the breaker, the denial cache and the counters.
 #pragma once
+
+// Answering a unit: Redis's answer or on_error's, with breaker, denial cache and counters.
 
 #include <absl/status/statusor.h>
 #include <floodgate/memory_store.h>

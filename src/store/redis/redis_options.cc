@@ -1,4 +1,5 @@
-// redis://[user:password@]host:port[/db][?option=value&...]  (service.md, "Store URLs")
+// RedisStoreOptions from a store URL (docs/service.md, "Store URLs").
+// redis://[user:password@]host:port[/db][?option=value&...]
 #include <absl/status/status.h>
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-// RedisStore: the facade over the Redis store's parts, and the owner of its I/O thread, options and nodes.
+// RedisStore: the facade over the Redis store's parts, owning its I/O thread, options, nodes.
 #include <absl/random/random.h>
 #include <absl/status/status.h>
 #include <floodgate/redis_store.h>

@@ -1,3 +1,5 @@
+// RESP: commands formatted by hand, replies read by hiredis's reader.
+
 #include "store/redis/resp.h"
 
 #include <absl/status/status.h>

@@ -1,7 +1,8 @@
 #pragma once
 
-// RESP: hiredis's reader parses replies; commands are formatted here (see resp.cc for
-// why). We use no hiredis sockets; the bytes travel over our own Asio connection.
+// RESP: commands formatted here (resp.cc says why), replies read by hiredis's reader.
+//
+// We use no hiredis sockets; the bytes travel over our own Asio connection.
 
 #include <absl/status/statusor.h>
 #include <hiredis/hiredis.h>

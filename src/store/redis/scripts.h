@@ -1,5 +1,6 @@
-// The Lua scripts the store runs (assembled from lua/, their bodies and SHAs) and the handshake that loads them.
 #pragma once
+
+// The Lua scripts the store runs (from lua/: bodies, SHAs) and the handshake that loads them.
 
 #include <absl/status/status.h>
 #include <floodgate/redis_store.h>

@@ -1,5 +1,6 @@
-// Start-up: what Open waits for (a ready connection, or a cluster's topology and its primaries tried) and the last connection error.
 #pragma once
+
+// Start-up: what Open waits for (a connection, or a cluster's topology) and the last error.
 
 #include <absl/status/status.h>
 #include <fmt/format.h>

@@ -1,5 +1,6 @@
-// The Redis store's currency: an item, a unit (what travels through Redis as one part of a script call) and its result.
 #pragma once
+
+// The Redis store's currency: an item, a unit (one part of a script call) and its result.
 
 #include <absl/container/inlined_vector.h>
 #include <absl/functional/any_invocable.h>
