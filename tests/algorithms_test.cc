@@ -7,12 +7,12 @@
 #include <floodgate/memory_store.h>
 #include <gtest/gtest.h>
 
+#include "test_time.h"
+
 namespace floodgate {
 namespace {
 
 using std::chrono::microseconds;
-
-constexpr std::int64_t T0 = 1'700'000'000'000'000;  // a whole second, hour and day
 
 class AlgorithmTest : public ::testing::Test {
  protected:

@@ -11,13 +11,14 @@
 #include <thread>
 #include <vector>
 
+#include "test_time.h"
+
 namespace floodgate {
 namespace {
 
 using std::chrono::microseconds;
 
 constexpr int kThreads = 8;
-constexpr std::int64_t T0 = 1'700'000'000'000'000;
 
 // Runs `attempts` cost-1 decisions per thread on one key, all threads released at once;
 // returns how many were admitted.

@@ -10,14 +10,13 @@
 
 #include "common/strings.h"
 #include "store/memory/compact_key.h"
+#include "test_time.h"
 
 namespace floodgate {
 namespace {
 
 using std::chrono::microseconds;
 using ::testing::HasSubstr;
-
-constexpr std::int64_t T0 = 1'700'000'000'000'000;
 
 // A store whose clock the test moves by hand.
 class ManualClockStore {

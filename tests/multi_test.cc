@@ -13,14 +13,13 @@
 #include <thread>
 
 #include "common/strings.h"
+#include "test_time.h"
 
 namespace floodgate {
 namespace {
 
 using std::chrono::microseconds;
 using ::testing::HasSubstr;
-
-constexpr std::int64_t T0 = 1'700'000'000'000'000;
 
 TEST(MultiRequests, AreRefusedWithTheReason) {
   MemoryStore store;
