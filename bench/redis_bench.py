@@ -29,11 +29,14 @@ for these runs, so every decision costs a script call like redis-benchmark's (wi
 key and the cache on, repeats of a denial never reach Redis at all; that row is reported
 separately).
 
-Then: latency at a fixed offered load (open loop), and Redis memory per key for each
-algorithm against a plain `SET key <integer> PX <ttl>` for the same key names.
+Then: the same server over its unix socket against TCP (gcra, batching off and on, Redis
+and client CPU per decision); latency at a fixed offered load (open loop), and Redis memory
+per key for each algorithm against a plain `SET key <integer> PX <ttl>` for the same key
+names.
 Starts its own redis-server on a free loopback port and stops it at the end. Every
 redis-benchmark and floodgate run is bounded in requests and in time.
-Short run: --algorithms gcra --keys 100000 --rounds 1 --seconds 2.
+Short run: --algorithms gcra --keys 100000 --rounds 1 --seconds 2. The unix socket
+against TCP alone: --transport-only.
 """
 import argparse
 import collections
@@ -87,15 +90,17 @@ def free_port():
 
 class Redis:
     """A redis-server on loopback in its own temp dir (a free port unless given), with
-    `extra_args` (cluster mode, say); waits until it answers PING."""
+    `extra_args` (cluster mode, say), and on a unix socket too (`self.socket`), so that
+    one server can be measured over both; waits until it answers PING."""
 
     def __init__(self, port=None, extra_args=()):
         self.dir = tempfile.mkdtemp(prefix="floodgate-bench-redis-")
         self.port = port or free_port()
+        self.socket = os.path.join(self.dir, "redis.sock")
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
              "--save", "", "--appendonly", "no", "--logfile", os.path.join(self.dir, "log"),
-             *extra_args])
+             "--unixsocket", self.socket, "--unixsocketperm", "700", *extra_args])
         deadline = time.time() + 10
         while time.time() < deadline:
             if self.cli("PING").strip() == "PONG":
@@ -128,6 +133,9 @@ class Redis:
 
     def url(self, options=""):
         return f"redis://127.0.0.1:{self.port}" + (f"?{options}" if options else "")
+
+    def unix_url(self, options=""):
+        return f"redis+unix://{self.socket}" + (f"?{options}" if options else "")
 
     def stop(self):
         self.proc.kill()
@@ -303,6 +311,66 @@ def floodgate_depths(binary, redis, options, policy, keys, seconds, depth_list):
                            cpu_us=r["redis_cpu_us"], client_us=r["client_cpu_us"],
                            per_call=r["decisions"] / max(1, r["store_calls"])))
     return points
+
+
+TRANSPORTS = ("tcp", "unix")
+
+
+def transport_rows(binary, redis, key_counts, rounds, seconds):
+    """gcra through `floodgate bench` over TCP and over the unix socket of the same server,
+    batching off and on, at one depth (1x256), alternating which goes first: medians of
+    `rounds` of decisions/s and of Redis and client CPU per decision."""
+    rows = []
+    for keys in key_counts:
+        for batch in (1, BATCH):
+            got = {t: [] for t in TRANSPORTS}
+            for r in range(rounds):
+                for transport in (TRANSPORTS if r % 2 == 0 else TRANSPORTS[::-1]):
+                    options = f"batch={batch}&denial_cache=0us&timeout=1s&prefix=ft{batch}:"
+                    url = redis.unix_url(options) if transport == "unix" else redis.url(options)
+                    result = floodgate_bench(binary, url, "gcra:1000/1s", keys, seconds,
+                                             concurrency=256, threads=1, redis=redis)
+                    if result["degraded"]:
+                        raise SystemExit(f"floodgate bench over {transport}: "
+                                         f"{result['degraded']} decisions timed out: {result}")
+                    got[transport].append(result)
+            for transport in TRANSPORTS:
+                runs = got[transport]
+                rows.append(dict(
+                    keys=keys, batch=batch, transport=transport,
+                    rate=statistics.median(r["decisions_per_sec"] for r in runs),
+                    cpu=statistics.median(r["redis_cpu_us"] for r in runs),
+                    client=statistics.median(r["client_cpu_us"] for r in runs),
+                    per_call=statistics.median(r["decisions"] / max(1, r["store_calls"])
+                                               for r in runs)))
+            tcp, unix = rows[-2], rows[-1]
+            print(f"  transport gcra {keys:>6} keys batch={batch:<3} decisions/s tcp "
+                  f"{tcp['rate']:,.0f} unix {unix['rate']:,.0f}; Redis CPU µs/decision tcp "
+                  f"{tcp['cpu']:.2f} unix {unix['cpu']:.2f}; client tcp {tcp['client']:.2f} "
+                  f"unix {unix['client']:.2f}", file=sys.stderr)
+    return rows
+
+
+def transport_section(rows, rounds, seconds):
+    """The markdown and CSV of transport_rows()."""
+    md = ["\nOver the unix socket against TCP loopback: the same redis-server, gcra, "
+          "`floodgate bench` at 1 thread x 256 in flight (2 connections, denial cache off), "
+          f"batching off (batch=1) and on (batch={BATCH}), alternating which goes first; "
+          f"medians of {rounds} runs of {seconds:g} s. Redis CPU per decision as above; "
+          "client CPU is the floodgate process's.\n",
+          "| keys | calls | transport | decisions/s | decisions / call | Redis CPU / decision | "
+          "client CPU / decision |",
+          "|---:|---|---|---:|---:|---:|---:|"]
+    for r in rows:
+        md.append(f"| {r['keys']:,} | {'batch' if r['batch'] > 1 else 'single'} | "
+                  f"{r['transport']} | {r['rate']:,.0f} | {r['per_call']:.1f} | "
+                  f"{us(r['cpu'], 2)} | {us(r['client'], 2)} |")
+    csvs = {"redis_transport.csv": (
+        ["keys", "batch", "transport", "decisions_per_sec", "decisions_per_call",
+         "redis_cpu_us_per_decision", "client_cpu_us_per_decision"],
+        [[r["keys"], r["batch"], r["transport"], f"{r['rate']:.0f}", f"{r['per_call']:.2f}",
+          f"{r['cpu']:.4f}", f"{r['client']:.4f}"] for r in rows])}
+    return md, csvs
 
 
 def resp(*args):
@@ -484,6 +552,8 @@ def main():
                         help=f"redis-benchmark CLIENTSxPIPELINE for calls of {BATCH} decisions")
     parser.add_argument("--floodgate-depths", default=FLOODGATE_DEPTHS,
                         help="floodgate bench THREADSxCONCURRENCY")
+    parser.add_argument("--transport-only", action="store_true",
+                        help="only the unix socket against TCP (redis_transport.md)")
     args = parser.parse_args()
     wanted = {a.strip() for a in args.algorithms.split(",") if a.strip()}
     chosen = [a for a in ALGORITHMS if not wanted or a[0] in wanted or a[1] in wanted]
@@ -494,6 +564,14 @@ def main():
         depths(d) for d in (args.ceiling_depths, args.batch_depths, args.floodgate_depths))
 
     redis = Redis()
+    if args.transport_only:
+        try:
+            rows = transport_rows(args.floodgate, redis, key_counts, args.rounds, args.seconds)
+        finally:
+            redis.stop()
+        md, csvs = transport_section(rows, args.rounds, args.seconds)
+        part_output.save(args.out, "redis_transport.md", md, csvs)
+        return
     rows, detail, latency, memory = [], [], [], []
     try:
         version = redis.info("server")["redis_version"]
@@ -553,6 +631,7 @@ def main():
                       + f", batch {row['cpu_on']:.2f}"
                       + (f", bare batch {row['cpu_bare']:.2f}" if row["cpu_bare"] else ""),
                       file=sys.stderr)
+        transport = transport_rows(args.floodgate, redis, key_counts, args.rounds, args.seconds)
         cached = floodgate_bench(args.floodgate, redis.url("prefix=fbc:"), "fixed_window:1000/1s",
                                  1, args.seconds)
         for batch in (1, BATCH):
@@ -640,6 +719,8 @@ def main():
                   f"{us(r['client_on'], 2)} |")
     md.append("\nEvery depth of every run (decisions/s, p99, Redis and client CPU per "
               "decision) is in `redis_depths.csv`.\n")
+    transport_md, transport_csvs = transport_section(transport, args.rounds, args.seconds)
+    md += transport_md
     md.append(f"One key under `fixed_window:1000/1s` with the denial cache on (the default): "
               f"{cached['decisions_per_sec']:,.0f} decisions/s, since repeated denials are "
               f"answered in process.\n")
@@ -703,7 +784,7 @@ def main():
             ["algorithm", "floodgate_bytes_per_key", "plain_set_bytes_per_key", "ratio"],
             [[m["algorithm"], f"{m['ours']:.1f}", f"{m['plain']:.1f}", f"{m['ratio']:.4f}"]
              for m in memory]),
-    })
+    } | transport_csvs)
 
 
 if __name__ == "__main__":

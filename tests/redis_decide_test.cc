@@ -10,24 +10,13 @@ namespace {
 TEST_F(RedisTest, ConformanceVectorsOneCallPerDecision) {
   auto store = OpenRedis(Url("batch=1"));
   ASSERT_NE(store, nullptr);
-  const auto cases = LoadAllVectors();
-  ASSERT_GE(cases.size(), 60u);
-  for (std::size_t i = 0; i < cases.size(); ++i) RunCase(*store, cases[i], fmt::format("c{}:", i));
-  EXPECT_EQ(store->redis_stats().batched_decisions, 0u);
-  EXPECT_EQ(store->redis_stats().degraded, 0u);
+  ExpectVectorsOneCallPerDecision(*store);
 }
 
-// Every step of a case submitted at once on one connection: they go out as batch
-// script calls, and each decision still sees the ones before it.
 TEST_F(RedisTest, ConformanceVectorsBatched) {
   auto store = OpenRedis(Url("connections=1&batch=7"));
   ASSERT_NE(store, nullptr);
-  const auto cases = LoadAllVectors();
-  for (std::size_t c = 0; c < cases.size(); ++c) {
-    RunCaseInFlight(*store, cases[c], fmt::format("b{}:", c));
-  }
-  EXPECT_GT(store->redis_stats().batched_decisions, 300u);
-  EXPECT_EQ(store->redis_stats().degraded, 0u);
+  ExpectVectorsBatched(*store);
 }
 
 // gcra in whole µs: a same-instant burst admits exactly B, one call per decision and

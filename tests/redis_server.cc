@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,23 +35,40 @@ std::string ShellQuote(const std::string& s) {
   return out + "'";
 }
 
+// A socket connected to 127.0.0.1:port, or to the unix socket when one is given; -1 if
+// nothing listens there.
+int ConnectTo(int port, const std::string& unix_socket) {
+  const int fd = socket(unix_socket.empty() ? AF_INET : AF_UNIX, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  int connected = -1;
+  if (unix_socket.empty()) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  } else if (unix_socket.size() < sizeof(sockaddr_un::sun_path)) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, unix_socket.c_str(), unix_socket.size() + 1);
+    connected = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  }
+  if (connected == 0) return fd;
+  close(fd);
+  return -1;
+}
+
 // One PING over a fresh socket; true on +PONG (or a NOAUTH error: up, but locked).
-bool Pings(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+bool Pings(int port, const std::string& unix_socket) {
+  const int fd = ConnectTo(port, unix_socket);
   if (fd < 0) return false;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   bool ok = false;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    const char ping[] = "*1\r\n$4\r\nPING\r\n";
-    char reply[64] = {};
-    timeval tv{1, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    if (write(fd, ping, sizeof ping - 1) == sizeof ping - 1 && read(fd, reply, sizeof reply) > 0) {
-      ok = std::strncmp(reply, "+PONG", 5) == 0 || std::strncmp(reply, "-NOAUTH", 7) == 0;
-    }
+  const char ping[] = "*1\r\n$4\r\nPING\r\n";
+  char reply[64] = {};
+  timeval tv{1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (write(fd, ping, sizeof ping - 1) == sizeof ping - 1 && read(fd, reply, sizeof reply) > 0) {
+    ok = std::strncmp(reply, "+PONG", 5) == 0 || std::strncmp(reply, "-NOAUTH", 7) == 0;
   }
   close(fd);
   return ok;
@@ -150,8 +168,14 @@ std::unique_ptr<RedisServer> RedisServer::StartClusterNode(int port) {
                    PortOr(port, &FreeClusterNodePort));
 }
 
+std::unique_ptr<RedisServer> RedisServer::StartOnUnixSocket(std::vector<std::string> extra_args) {
+  return StartWith(
+      std::move(extra_args), [] { return 0; }, true);
+}
+
 std::unique_ptr<RedisServer> RedisServer::StartWith(std::vector<std::string> extra_args,
-                                                    const std::function<int()>& pick_port) {
+                                                    const std::function<int()>& pick_port,
+                                                    bool on_unix_socket) {
   std::unique_ptr<RedisServer> server(new RedisServer());
   server->extra_args_ = std::move(extra_args);
   std::string dir = (std::filesystem::temp_directory_path() / "floodgate-redis-XXXXXX").string();
@@ -160,6 +184,11 @@ std::unique_ptr<RedisServer> RedisServer::StartWith(std::vector<std::string> ext
     return nullptr;
   }
   server->dir_ = dir;
+  if (on_unix_socket) {
+    server->unix_socket_ = dir + "/redis.sock";
+    server->extra_args_.insert(server->extra_args_.end(),
+                               {"--unixsocket", server->unix_socket_, "--unixsocketperm", "700"});
+  }
   // A port can be taken between probing and binding; try a few.
   for (int attempt = 0; attempt < 5; ++attempt) {
     server->port_ = pick_port();
@@ -200,7 +229,7 @@ bool RedisServer::WaitReady(std::chrono::milliseconds limit) const {
   // Polls until the server answers (bounded): readiness is the condition waited for.
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (Pings(port_)) return true;
+    if (Pings(port_, unix_socket_)) return true;
     int status = 0;
     if (waitpid(pid_, &status, WNOHANG) == pid_) return false;  // it exited
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -214,7 +243,9 @@ RedisServer::~RedisServer() {
 }
 
 std::string RedisServer::url(const std::string& options) const {
-  return fmt::format("redis://127.0.0.1:{}{}{}", port_, options.empty() ? "" : "?", options);
+  const std::string where = unix_socket_.empty() ? fmt::format("redis://127.0.0.1:{}", port_)
+                                                 : "redis+unix://" + unix_socket_;
+  return fmt::format("{}{}{}", where, options.empty() ? "" : "?", options);
 }
 
 void RedisServer::Kill() {
@@ -231,7 +262,8 @@ bool RedisServer::Restart() {
 }
 
 std::string RedisServer::Cli(const std::vector<std::string>& args) const {
-  std::string command = fmt::format("redis-cli -h 127.0.0.1 -p {}", port_);
+  std::string command = unix_socket_.empty() ? fmt::format("redis-cli -h 127.0.0.1 -p {}", port_)
+                                             : "redis-cli -s " + ShellQuote(unix_socket_);
   for (const auto& a : args) command += " " + ShellQuote(a);
   command += " 2>&1";
   return RunShell(command);

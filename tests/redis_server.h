@@ -1,6 +1,6 @@
 #pragma once
 
-// Real redis-servers and Redis Clusters for tests, each on free loopback ports.
+// Real redis-servers and Redis Clusters for tests, each on free loopback ports (or a unix socket).
 //
 // Debian's package, started in its own temp dir, stopped by its PID. No mocks stand in for Redis.
 
@@ -24,11 +24,15 @@ class RedisServer {
   // A cluster node on `port`, or on a port where it and port + 10000 (the cluster bus)
   // are both free when 0.
   static std::unique_ptr<RedisServer> StartClusterNode(int port = 0);
+  // A server on a unix socket only (`--port 0`: no TCP at all), <its temp dir>/redis.sock.
+  static std::unique_ptr<RedisServer> StartOnUnixSocket(std::vector<std::string> extra_args = {});
   ~RedisServer();
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
 
   int port() const { return port_; }
+  const std::string& unix_socket() const { return unix_socket_; }  // empty: TCP
+  // redis://127.0.0.1:PORT or redis+unix:///PATH, then ?options when given.
   std::string url(const std::string& options = "") const;
 
   // SIGKILL, like a crash; Restart() brings it back on the same port.
@@ -42,13 +46,15 @@ class RedisServer {
  private:
   RedisServer() = default;
   static std::unique_ptr<RedisServer> StartWith(std::vector<std::string> extra_args,
-                                                const std::function<int()>& pick_port);
+                                                const std::function<int()>& pick_port,
+                                                bool on_unix_socket = false);
   bool Launch();
   bool WaitReady(std::chrono::milliseconds limit) const;
 
   std::vector<std::string> extra_args_;
   std::string dir_;
   int port_ = 0;
+  std::string unix_socket_;
   pid_t pid_ = -1;
 };
 

@@ -26,26 +26,55 @@ using Steady = std::chrono::steady_clock;
 // lua/batch.lua as the store loads it (redis::lua::DriverScript).
 inline std::string BatchScript() { return redis::lua::DriverScript(redis::lua::k_batch); }
 
-class RedisTest : public ::testing::Test {
+// The conformance vectors on a store opened with batch=1: none batched, none degraded.
+inline void ExpectVectorsOneCallPerDecision(RedisStore& store) {
+  const auto cases = LoadAllVectors();
+  ASSERT_GE(cases.size(), 60u);
+  for (std::size_t i = 0; i < cases.size(); ++i) RunCase(store, cases[i], fmt::format("c{}:", i));
+  EXPECT_EQ(store.redis_stats().batched_decisions, 0u);
+  EXPECT_EQ(store.redis_stats().degraded, 0u);
+}
+
+// Every step of a case submitted at once on one connection (a store opened with
+// connections=1&batch=7): they go out as batch script calls, and each decision still
+// sees the ones before it.
+inline void ExpectVectorsBatched(RedisStore& store) {
+  const auto cases = LoadAllVectors();
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    RunCaseInFlight(store, cases[c], fmt::format("b{}:", c));
+  }
+  EXPECT_GT(store.redis_stats().batched_decisions, 300u);
+  EXPECT_EQ(store.redis_stats().degraded, 0u);
+}
+
+// `server`'s URL for the running test. Keys of every test live under their own prefix.
+// Tests here count exact answers from Redis, so unless one sets its own timeout, a call
+// may take 10 s: under a loaded `ctest -j` the 50 ms default let a slow call be answered
+// by on_error (degraded, from the local limiter), which read as a wrong count.
+inline std::string PerTestUrl(const RedisServer& server, const std::string& options) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string query = fmt::format("prefix=t:{}.{}:", info->test_suite_name(), info->name());
+  if (!options.starts_with("timeout=") && options.find("&timeout=") == std::string::npos) {
+    query += "&timeout=10s";
+  }
+  return server.url(options.empty() ? query : query + "&" + options);
+}
+
+// One redis-server per suite: on TCP loopback (RedisTest), or on a unix socket only.
+template <bool kUnixSocket>
+class RedisServerTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { server_ = RedisServer::Start(); }
+  static void SetUpTestSuite() {
+    server_ = kUnixSocket ? RedisServer::StartOnUnixSocket() : RedisServer::Start();
+  }
   static void TearDownTestSuite() { server_.reset(); }
   void SetUp() override { ASSERT_NE(server_, nullptr); }
 
-  // Keys of every test live under their own prefix. Tests here count exact answers from
-  // Redis, so unless one sets its own timeout, a call may take 10 s: under a loaded
-  // `ctest -j` the 50 ms default let a slow call be answered by on_error (degraded, from
-  // the local limiter), which read as a wrong count.
-  static std::string Url(const std::string& options = "") {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string query = fmt::format("prefix=t:{}.{}:", info->test_suite_name(), info->name());
-    if (!options.starts_with("timeout=") && options.find("&timeout=") == std::string::npos) {
-      query += "&timeout=10s";
-    }
-    return server_->url(options.empty() ? query : query + "&" + options);
-  }
+  static std::string Url(const std::string& options = "") { return PerTestUrl(*server_, options); }
 
   static inline std::unique_ptr<RedisServer> server_;
 };
+using RedisTest = RedisServerTest<false>;
+using RedisUnixTest = RedisServerTest<true>;
 
 }  // namespace floodgate::testing

@@ -408,15 +408,40 @@ TEST(UpstreamRedisEnv, MapsOntoOurStoreUrl) {
   EXPECT_EQ(UrlFrom({{"REDIS_URL", "h:6380"}, {"REDIS_TLS", "true"}}).value(), "rediss://h:6380");
 }
 
+// Upstream's default REDIS_SOCKET_TYPE is unix, with REDIS_URL the socket's path; a
+// cluster is dialled over TCP whatever the socket type says, as upstream does.
+TEST(UpstreamRedisEnv, MapsAUnixSocketOntoRedisPlusUnix) {
+  EXPECT_EQ(UrlFrom({{"REDIS_URL", "/var/run/nutcracker/ratelimit.sock"}}).value(),
+            "redis+unix:///var/run/nutcracker/ratelimit.sock");
+  const auto url = UrlFrom({{"REDIS_SOCKET_TYPE", "unix"},
+                            {"REDIS_URL", "/run/my redis/r%.sock"},
+                            {"REDIS_AUTH", "user:p@ss"},
+                            {"REDIS_POOL_SIZE", "4"}})
+                       .value();
+  ASSERT_TRUE(url.has_value());
+  EXPECT_EQ(*url, "redis+unix://user:p%40ss@/run/my%20redis/r%25.sock?connections=4");
+  const auto options = RedisStoreOptions::FromUrl(*url);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->unix_socket, "/run/my redis/r%.sock");
+  EXPECT_EQ(options->password, "p@ss");
+  EXPECT_EQ(
+      UrlFrom({{"REDIS_SOCKET_TYPE", "UNIX"}, {"REDIS_URL", "a:1,b:2"}, {"REDIS_TYPE", "cluster"}})
+          .value(),
+      "redis-cluster://a:1,b:2");
+}
+
 TEST(UpstreamRedisEnv, RefusesWhatCannotMap) {
   const auto refused = [](std::map<std::string, std::string> env, const std::string& why) {
     const auto url = UrlFrom(std::move(env));
     ASSERT_FALSE(url.ok());
     EXPECT_THAT(std::string(url.status().message()), ::testing::HasSubstr(why));
   };
-  refused({{"REDIS_URL", "/var/run/nutcracker/ratelimit.sock"}}, "unix socket");
-  refused({{"REDIS_URL", "h:1"}, {"REDIS_SOCKET_TYPE", "unix"}}, "unix socket");
-  refused({{"REDIS_URL", "h:1"}, {"REDIS_SOCKET_TYPE", "udp"}}, "REDIS_SOCKET_TYPE must be tcp");
+  refused({{"REDIS_URL", "/var/run/nutcracker/ratelimit.sock"}, {"REDIS_TLS", "true"}},
+          "Redis serves TLS on TCP only");
+  refused({{"REDIS_URL", "/r.sock"}, {"REDIS_TYPE", "cluster"}}, "a cluster is reached over TCP");
+  refused({{"REDIS_URL", "h:1"}, {"REDIS_SOCKET_TYPE", "unix"}}, "the socket's absolute path");
+  refused({{"REDIS_URL", "h:1"}, {"REDIS_SOCKET_TYPE", "udp"}},
+          "REDIS_SOCKET_TYPE must be tcp or unix");
   refused({{"REDIS_URL", "h:1"}, {"REDIS_TYPE", "SENTINEL"}},
           "REDIS_TYPE must be SINGLE or CLUSTER");
   refused({{"REDIS_URL", "a:1,b:2"}}, "set REDIS_TYPE=cluster");

@@ -219,10 +219,22 @@ TEST(RlsServe, TakesTheGrpcAddressFromUpstreamsEnvironment) {
 
 TEST(RlsServe, RefusesUpstreamRedisSettingsItCannotMap) {
   const int http_port = FreeLoopbackPort();
-  ServeProcess serve({"--listen", fmt::format("127.0.0.1:{}", http_port)},
-                     {"REDIS_URL=/var/run/nutcracker/ratelimit.sock", "FLOODGATE_STORE="});
+  ServeProcess serve(
+      {"--listen", fmt::format("127.0.0.1:{}", http_port)},
+      {"REDIS_URL=/var/run/nutcracker/ratelimit.sock", "REDIS_TLS=true", "FLOODGATE_STORE="});
   EXPECT_FALSE(serve.WaitListening(http_port, kStartLimit));
-  EXPECT_THAT(serve.Log(), ::testing::HasSubstr("unix socket"));
+  EXPECT_THAT(serve.Log(), ::testing::HasSubstr("Redis serves TLS on TCP only"));
+}
+
+// Upstream's unix socket settings reach a redis-server that listens on nothing else.
+TEST(RlsServe, ServesOnUpstreamsUnixSocketSettings) {
+  auto redis = RedisServer::StartOnUnixSocket();
+  ASSERT_NE(redis, nullptr);
+  RlsServe serve(
+      {}, {"REDIS_SOCKET_TYPE=unix", "REDIS_URL=" + redis->unix_socket(), "FLOODGATE_STORE="});
+  ASSERT_TRUE(serve.StartReady()) << serve.process->Log();
+  EXPECT_EQ(serve.client->Health("ratelimit"), HealthCheckResponse::SERVING);
+  EXPECT_THAT(serve.process->Log(), ::testing::HasSubstr("redis+unix://" + redis->unix_socket()));
 }
 
 TEST(RlsServe, SigtermStopsCleanly) {

@@ -1,6 +1,6 @@
 #pragma once
 
-// The Redis store (redis://, rediss://, redis-cluster://): options, on_error, stats.
+// The Redis store (redis://, rediss://, redis+unix://, redis-cluster://): options and stats.
 
 #include <floodgate/store.h>
 
@@ -33,6 +33,9 @@ struct RedisStoreOptions {
   // first of them). Every decision goes to the primary owning its key's slot.
   bool cluster = false;
   std::vector<RedisEndpoint> seeds;
+  // A unix-domain socket (redis+unix:///path), instead of host and port: one server,
+  // never a cluster, never TLS (Redis serves TLS on TCP only). Empty: TCP.
+  std::string unix_socket;
   std::string user;      // ACL user; empty: the default user
   std::string password;  // empty: no AUTH
   int db = 0;
@@ -77,6 +80,7 @@ struct RedisStoreOptions {
   //   &batch=64&prefix=fg:&connect_timeout=1s&denial_cache=10ms&lazy_connect=1]
   // redis-cluster://[user:password@]host:port[,host:port...][?the same options]
   // rediss://... (TLS), or tls=1; with ca=FILE, cert=FILE, key=FILE, sni=NAME
+  // redis+unix://[user:password@]/path/to/redis.sock[?db=N&the same options, no TLS]
   static absl::StatusOr<RedisStoreOptions> FromUrl(std::string_view url);
   // The URL with the password masked, for logs.
   std::string Describe() const;

@@ -584,18 +584,6 @@ absl::StatusOr<std::optional<std::string>> StoreUrlFromUpstreamRedisEnv(
   const auto refuse = [](std::string_view why) {
     return absl::InvalidArgumentError(fmt::format("upstream Redis settings: {}", why));
   };
-  // Upstream's default socket type is unix; an explicit tcp, or a host:port URL, is ours.
-  std::string socket_type = get("REDIS_SOCKET_TYPE");
-  absl::AsciiStrToLower(&socket_type);
-  if (socket_type == "unix" || (socket_type.empty() && url.starts_with('/'))) {
-    return refuse(
-        fmt::format("REDIS_URL \"{}\" is a unix socket; floodgate speaks TCP only (set "
-                    "REDIS_SOCKET_TYPE=tcp and REDIS_URL=host:port)",
-                    url));
-  }
-  if (!socket_type.empty() && socket_type != "tcp") {
-    return refuse(fmt::format("REDIS_SOCKET_TYPE must be tcp, got \"{}\"", socket_type));
-  }
   std::string type = get("REDIS_TYPE");
   absl::AsciiStrToLower(&type);
   if (type.empty()) type = "single";
@@ -603,10 +591,33 @@ absl::StatusOr<std::optional<std::string>> StoreUrlFromUpstreamRedisEnv(
     return refuse(
         fmt::format("REDIS_TYPE must be SINGLE or CLUSTER, got \"{}\"", get("REDIS_TYPE")));
   }
+  // Upstream's default socket type is unix; an explicit tcp, or a host:port URL, is TCP.
+  std::string socket_type = get("REDIS_SOCKET_TYPE");
+  absl::AsciiStrToLower(&socket_type);
+  if (!socket_type.empty() && socket_type != "tcp" && socket_type != "unix") {
+    return refuse(fmt::format("REDIS_SOCKET_TYPE must be tcp or unix, got \"{}\"", socket_type));
+  }
+  // Upstream dials a cluster's nodes over TCP whatever REDIS_SOCKET_TYPE says (radix's
+  // cluster client asks its pool for "tcp"), so only a single server takes a socket path.
+  const bool unix_socket =
+      type == "single" && (socket_type == "unix" || (socket_type.empty() && url.starts_with('/')));
+  if (type == "cluster" && url.starts_with('/')) {
+    return refuse(fmt::format(
+        "REDIS_URL \"{}\" is a unix socket; a cluster is reached over TCP (host:port,...)", url));
+  }
+  if (unix_socket && !url.starts_with('/')) {
+    return refuse(fmt::format(
+        "REDIS_SOCKET_TYPE=unix takes REDIS_URL as the socket's absolute path, got \"{}\" (for "
+        "host:port set REDIS_SOCKET_TYPE=tcp)",
+        url));
+  }
   if (type == "single" && url.find(',') != std::string::npos) {
     return refuse(fmt::format("REDIS_URL \"{}\" lists several hosts: set REDIS_TYPE=cluster", url));
   }
   const bool tls = truthy(get("REDIS_TLS"));
+  if (unix_socket && tls) {
+    return refuse("REDIS_TLS=true with a unix socket: Redis serves TLS on TCP only");
+  }
   // REDIS_AUTH is a password, or user:password; escaped for the URL's userinfo.
   std::string auth;
   if (const std::string secret = get("REDIS_AUTH"); !secret.empty()) {
@@ -616,8 +627,16 @@ absl::StatusOr<std::optional<std::string>> StoreUrlFromUpstreamRedisEnv(
                                             PercentEncode(secret.substr(colon + 1));
     auth += "@";
   }
-  std::string out = type == "cluster" ? "redis-cluster://" : (tls ? "rediss://" : "redis://");
-  out += auth + url;
+  std::string out;
+  if (unix_socket) {
+    // The path's own '%', '?', '#' and spaces escaped; its '/' kept.
+    std::string path;
+    for (const char c : url) path += c == '/' ? std::string(1, c) : PercentEncode({&c, 1});
+    out = "redis+unix://" + auth + path;
+  } else {
+    out = type == "cluster" ? "redis-cluster://" : (tls ? "rediss://" : "redis://");
+    out += auth + url;
+  }
   std::vector<std::string> options;
   if (type == "cluster" && tls) options.emplace_back("tls=1");
   if (const std::string pool = get("REDIS_POOL_SIZE"); !pool.empty()) {

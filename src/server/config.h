@@ -125,10 +125,10 @@ absl::StatusOr<ServerConfig> LoadConfig(const std::string& path);
 absl::StatusOr<ServerConfig> ParseConfig(std::string_view yaml, const std::string& source);
 
 // The store URL envoyproxy/ratelimit's Redis environment variables describe (REDIS_URL
-// as host:port, REDIS_TYPE single|cluster, REDIS_AUTH, REDIS_TLS, REDIS_TLS_CACERT,
-// REDIS_TLS_CLIENT_CERT/KEY, REDIS_POOL_SIZE, REDIS_SOCKET_TYPE tcp), read through `env`
-// (nullptr: unset); nullopt when REDIS_URL is unset; an error for what floodgate cannot
-// map (a unix socket, sentinel). A REDIS_URL with a scheme is floodgate's own URL, as is.
+// as host:port, or a socket path with REDIS_SOCKET_TYPE unix; REDIS_TYPE single|cluster,
+// REDIS_AUTH, REDIS_TLS, REDIS_TLS_CACERT, REDIS_TLS_CLIENT_CERT/KEY, REDIS_POOL_SIZE), read
+// through `env` (nullptr: unset); nullopt when REDIS_URL is unset; an error for what cannot
+// map (sentinel, TLS on a socket). A REDIS_URL with a scheme is floodgate's own URL, as is.
 absl::StatusOr<std::optional<std::string>> StoreUrlFromUpstreamRedisEnv(
     const std::function<const char*(const char*)>& env);
 

@@ -1,4 +1,4 @@
-// OpenStore: a store from its URL (memory://, redis://, rediss://, redis-cluster://).
+// OpenStore: a store from its URL (memory://, or one of the Redis store's schemes).
 
 #include <absl/status/status.h>
 #include <floodgate/memory_store.h>
@@ -14,15 +14,19 @@ bool IsMemory(std::string_view url) { return url.empty() || url.starts_with("mem
 
 bool IsRedis(std::string_view url) {
   return url.starts_with("redis://") || url.starts_with("rediss://") ||
+         url.starts_with("redis+unix://") || url.starts_with("rediss+unix://") ||
          url.starts_with("redis-cluster://");
 }
 
 absl::Status Unsupported(std::string_view url) {
   const std::size_t scheme = url.find("://");
+  // unix:// (redis-py's and go-redis's form) names a transport, not a store.
+  const bool socket = url.starts_with("unix://");
   return absl::InvalidArgumentError(
-      fmt::format("unsupported store \"{}\" in \"{}\" (known: memory://, redis://, "
-                  "rediss://, redis-cluster://)",
-                  url.substr(0, scheme == std::string_view::npos ? url.size() : scheme), url));
+      fmt::format("unsupported store \"{}\" in \"{}\" ({}known: memory://, redis://, "
+                  "rediss://, redis+unix://, redis-cluster://)",
+                  url.substr(0, scheme == std::string_view::npos ? url.size() : scheme), url,
+                  socket ? "Redis on a unix socket is redis+unix:///path; " : ""));
 }
 
 }  // namespace

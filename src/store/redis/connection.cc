@@ -1,4 +1,4 @@
-// One connection to a Redis server on Asio: connect, TLS, pipelined commands, reconnects.
+// One connection to a Redis server on Asio: TCP, TLS or a unix socket, pipelined, reconnecting.
 
 #include "store/redis/connection.h"
 
@@ -30,11 +30,24 @@ Connection::Connection(asio::io_context& io, ConnectionOptions options, Hooks ho
       hooks_(std::move(hooks)),
       resolver_(io),
       socket_(io),
+      over_unix_(!options_.unix_socket.empty()),
+      unix_socket_(io),
       timer_(io),
       backoff_(options_.reconnect_min),
       read_buffer_(64 * 1024) {}
 
-std::string Connection::address() const { return HostPort(options_.host, options_.port); }
+std::string Connection::address() const {
+  return over_unix_ ? options_.unix_socket : HostPort(options_.host, options_.port);
+}
+
+void Connection::CloseSocket() {
+  boost::system::error_code ignored;
+  if (over_unix_) {
+    unix_socket_.close(ignored);
+  } else {
+    tcp().close(ignored);
+  }
+}
 
 void Connection::Start() {
   if (state_ == State::kIdle) Connect();
@@ -45,8 +58,7 @@ void Connection::Stop() {
   ++generation_;
   timer_.cancel();
   resolver_.cancel();
-  boost::system::error_code ignored;
-  tcp().close(ignored);
+  CloseSocket();
   auto handlers = std::move(handlers_);
   handlers_.clear();
   sent_at_.clear();
@@ -67,6 +79,7 @@ void Connection::Connect() {
         "redis unreachable at {}: no connection within {} ms", address(),
         std::chrono::duration_cast<std::chrono::milliseconds>(options_.connect_timeout).count())));
   });
+  if (over_unix_) return ConnectUnix(generation);
   resolver_.async_resolve(options_.host, std::to_string(options_.port),
                           [this, generation](const boost::system::error_code& ec,
                                              asio::ip::tcp::resolver::results_type results) {
@@ -82,6 +95,17 @@ void Connection::Connect() {
                                   OnConnected();
                                 });
                           });
+}
+
+// No name to resolve and no TLS: the socket file answers at once, or the attempt fails
+// (no such file, or nobody listening) well within the connect timeout.
+void Connection::ConnectUnix(std::uint64_t generation) {
+  unix_socket_.async_connect(asio::local::stream_protocol::endpoint(options_.unix_socket),
+                             [this, generation](const boost::system::error_code& ec) {
+                               if (generation != generation_) return;
+                               if (ec) return Fail(Unreachable(address(), ec));
+                               OnConnected();
+                             });
 }
 
 void Connection::Handshake() {
@@ -106,8 +130,10 @@ void Connection::Handshake() {
 }
 
 void Connection::OnConnected() {
-  boost::system::error_code ignored;
-  tcp().set_option(asio::ip::tcp::no_delay(true), ignored);
+  if (!over_unix_) {  // a unix socket has no Nagle to turn off
+    boost::system::error_code ignored;
+    tcp().set_option(asio::ip::tcp::no_delay(true), ignored);
+  }
   state_ = State::kHandshake;
   reader_.Reset();
   StartRead();
@@ -210,8 +236,7 @@ void Connection::Fail(absl::Status status) {
   if (state_ == State::kStopped || state_ == State::kBackoff) return;
   ++generation_;
   timer_.cancel();
-  boost::system::error_code ignored;
-  tcp().close(ignored);
+  CloseSocket();
   pending_writes_.clear();
   writing_.clear();
   write_in_flight_ = false;

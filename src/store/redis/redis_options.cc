@@ -1,7 +1,8 @@
 // RedisStoreOptions from a store URL (docs/service.md, "Store URLs").
-// redis://[user:password@]host:port[/db][?option=value&...]
+// redis://[user:password@]host:port[/db][?option=value&...], redis+unix:///path[?db=N&...]
 #include <absl/status/status.h>
 #include <fmt/format.h>
+#include <sys/un.h>
 
 #include <charconv>
 #include <tuple>
@@ -64,45 +65,33 @@ absl::StatusOr<RedisEndpoint> ParseEndpoint(std::string_view url, std::string_vi
   return endpoint;
 }
 
-}  // namespace
+// user:password, or a password alone (redis://secret@host, as redis-cli reads it).
+absl::Status ParseUserinfo(std::string_view url, std::string_view userinfo,
+                           RedisStoreOptions& options) {
+  const std::size_t colon = userinfo.find(':');
+  auto user = PercentDecode(userinfo.substr(0, colon));
+  auto password = PercentDecode(colon == std::string_view::npos ? std::string_view()
+                                                                : userinfo.substr(colon + 1));
+  if (!user || !password) return Bad(url, "bad %-escape in user or password");
+  if (colon == std::string_view::npos) {
+    options.password = *user;
+  } else {
+    options.user = *user;
+    options.password = *password;
+  }
+  return absl::OkStatus();
+}
 
-absl::StatusOr<RedisStoreOptions> RedisStoreOptions::FromUrl(std::string_view url) {
-  RedisStoreOptions options;
-  std::string_view rest;
-  for (const auto& [scheme, cluster, tls] :
-       {std::tuple{"redis://", false, false}, std::tuple{"rediss://", false, true},
-        std::tuple{"redis-cluster://", true, false}}) {
-    if (url.starts_with(scheme)) {
-      rest = url.substr(std::string_view(scheme).size());
-      options.cluster = cluster;
-      options.tls = tls;
-      break;
-    }
-  }
-  if (rest.data() == nullptr) {
+// [user:password@]host:port[,host:port...][/db] of redis://, rediss:// and redis-cluster://.
+absl::Status ParseHosts(std::string_view url, std::string_view rest, RedisStoreOptions& options) {
+  if (options.cluster && rest.starts_with('/')) {
     return Bad(url,
-               "expected redis://host:port, rediss://host:port or "
-               "redis-cluster://host:port[,host:port...]");
-  }
-  std::string_view query;
-  if (const std::size_t q = rest.find('?'); q != std::string_view::npos) {
-    query = rest.substr(q + 1);
-    rest = rest.substr(0, q);
+               "Redis Cluster is reached over TCP (its nodes announce host:port), not "
+               "over a unix socket");
   }
   if (const std::size_t at = rest.rfind('@'); at != std::string_view::npos) {
-    const std::string_view userinfo = rest.substr(0, at);
+    if (absl::Status s = ParseUserinfo(url, rest.substr(0, at), options); !s.ok()) return s;
     rest = rest.substr(at + 1);
-    const std::size_t colon = userinfo.find(':');
-    auto user = PercentDecode(userinfo.substr(0, colon));
-    auto password = PercentDecode(colon == std::string_view::npos ? std::string_view()
-                                                                  : userinfo.substr(colon + 1));
-    if (!user || !password) return Bad(url, "bad %-escape in user or password");
-    if (colon == std::string_view::npos) {
-      options.password = *user;  // redis://secret@host: a password, as redis-cli reads it
-    } else {
-      options.user = *user;
-      options.password = *password;
-    }
   }
   if (const std::size_t slash = rest.find('/'); slash != std::string_view::npos) {
     const std::string_view db = rest.substr(slash + 1);
@@ -114,27 +103,97 @@ absl::StatusOr<RedisStoreOptions> RedisStoreOptions::FromUrl(std::string_view ur
     }
     rest = rest.substr(0, slash);
   }
-  if (options.cluster) {
-    absl::Status seeds;
-    ForEachItem(rest, ',', [&](std::string_view item) {
-      auto endpoint = ParseEndpoint(url, item);
-      if (!endpoint.ok()) {
-        if (seeds.ok()) seeds = endpoint.status();
-        return;
-      }
-      options.seeds.push_back(*std::move(endpoint));
-    });
-    if (!seeds.ok()) return seeds;
-    if (options.seeds.empty()) return Bad(url, "missing host");
-    options.host = options.seeds.front().host;
-    options.port = options.seeds.front().port;
-  } else {
+  if (!options.cluster) {
     auto endpoint = ParseEndpoint(url, rest);
     if (!endpoint.ok()) return endpoint.status();
     options.host = endpoint->host;
     options.port = endpoint->port;
     options.seeds = {*endpoint};
+    return absl::OkStatus();
   }
+  absl::Status seeds;
+  ForEachItem(rest, ',', [&](std::string_view item) {
+    auto endpoint = ParseEndpoint(url, item);
+    if (!endpoint.ok()) {
+      if (seeds.ok()) seeds = endpoint.status();
+      return;
+    }
+    options.seeds.push_back(*std::move(endpoint));
+  });
+  if (!seeds.ok()) return seeds;
+  if (options.seeds.empty()) return Bad(url, "missing host");
+  options.host = options.seeds.front().host;
+  options.port = options.seeds.front().port;
+  return absl::OkStatus();
+}
+
+// [user:password@]/absolute/path: the host is empty (a socket names no host), as in
+// redis-py's and go-redis's unix:// URLs. The database is the db= option.
+absl::Status ParseUnixSocket(std::string_view url, std::string_view rest,
+                             RedisStoreOptions& options) {
+  const std::size_t slash = rest.find('/');
+  if (slash == std::string_view::npos) {
+    return Bad(url, "expected an absolute socket path: redis+unix:///path/to/redis.sock");
+  }
+  if (const std::string_view authority = rest.substr(0, slash); !authority.empty()) {
+    if (!authority.ends_with('@')) {
+      return Bad(url, fmt::format("a unix socket has no host, got \"{}\": write "
+                                  "redis+unix:///path (three slashes) or "
+                                  "redis+unix://user:password@/path ('/' in a password as %2F)",
+                                  authority));
+    }
+    if (absl::Status s = ParseUserinfo(url, authority.substr(0, authority.size() - 1), options);
+        !s.ok()) {
+      return s;
+    }
+  }
+  auto path = PercentDecode(rest.substr(slash));
+  if (!path) return Bad(url, "bad %-escape in the socket path");
+  if (*path == "/") return Bad(url, "missing socket path");
+  // sockaddr_un holds the path and its NUL: a longer one cannot be dialled at all.
+  if (constexpr std::size_t kMax = sizeof(sockaddr_un::sun_path) - 1; path->size() > kMax) {
+    return Bad(url, fmt::format("the socket path is {} bytes, more than the {} a unix socket "
+                                "address holds",
+                                path->size(), kMax));
+  }
+  options.unix_socket = *std::move(path);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<RedisStoreOptions> RedisStoreOptions::FromUrl(std::string_view url) {
+  RedisStoreOptions options;
+  std::string_view rest;
+  bool unix_socket = false;
+  for (const auto& [scheme, cluster, tls, over_socket] :
+       {std::tuple{"redis://", false, false, false}, std::tuple{"rediss://", false, true, false},
+        std::tuple{"redis-cluster://", true, false, false},
+        std::tuple{"redis+unix://", false, false, true}}) {
+    if (url.starts_with(scheme)) {
+      rest = url.substr(std::string_view(scheme).size());
+      options.cluster = cluster;
+      options.tls = tls;
+      unix_socket = over_socket;
+      break;
+    }
+  }
+  if (rest.data() == nullptr) {
+    if (url.starts_with("rediss+unix://")) {
+      return Bad(url, "Redis serves TLS on TCP only: a unix socket is redis+unix://");
+    }
+    return Bad(url,
+               "expected redis://host:port, rediss://host:port, redis+unix:///path/to/socket or "
+               "redis-cluster://host:port[,host:port...]");
+  }
+  std::string_view query;
+  if (const std::size_t q = rest.find('?'); q != std::string_view::npos) {
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+  }
+  const absl::Status where =
+      unix_socket ? ParseUnixSocket(url, rest, options) : ParseHosts(url, rest, options);
+  if (!where.ok()) return where;
 
   const absl::Status query_status =
       ForEachQueryOption(query, [&](std::string_view name, std::string_view value) {
@@ -193,17 +252,31 @@ absl::StatusOr<RedisStoreOptions> RedisStoreOptions::FromUrl(std::string_view ur
           options.tls_key = std::string(value);
         } else if (name == "sni") {
           options.tls_server_name = std::string(value);
+        } else if (name == "db" && unix_socket) {
+          if (!ParseBounded(value, 0, 1'000'000, options.db)) {
+            status = Bad(url, fmt::format("database must be a number, got \"{}\"", value));
+          }
+        } else if (name == "db") {
+          status = Bad(url, options.cluster ? "Redis Cluster has only database 0"
+                                            : "db= is for redis+unix://; here the database is "
+                                              "the path: redis://host:port/N");
         } else {
           status = Bad(
               url, fmt::format(
                        "unknown option \"{}\" (known: timeout, connect_timeout, "
                        "on_error, connections, batch, prefix, denial_cache, lazy_connect, tls, ca, "
-                       "cert, key, sni)",
-                       name));
+                       "cert, key, sni{})",
+                       name, unix_socket ? ", db" : ""));
         }
         return status;
       });
   if (!query_status.ok()) return query_status;
+  if (unix_socket && (options.tls || !options.tls_ca.empty() || !options.tls_cert.empty() ||
+                      !options.tls_key.empty() || !options.tls_server_name.empty())) {
+    return Bad(url,
+               "Redis serves TLS on TCP only: tls, ca, cert, key and sni do not apply to "
+               "a unix socket");
+  }
   if (!options.tls && (!options.tls_ca.empty() || !options.tls_cert.empty() ||
                        !options.tls_key.empty() || !options.tls_server_name.empty())) {
     return Bad(url, "ca, cert, key and sni are TLS options: use rediss:// (or tls=1)");
@@ -220,6 +293,7 @@ std::string RedisStoreOptions::Describe() const {
     auth = user + (password.empty() ? "" : ":***") + "@";
   else if (!password.empty())
     auth = "***@";
+  if (!unix_socket.empty()) return fmt::format("redis+unix://{}{}?db={}", auth, unix_socket, db);
   if (!cluster) {
     return fmt::format("{}://{}{}/{}", tls ? "rediss" : "redis", auth, HostPort(host, port), db);
   }

@@ -3,6 +3,7 @@
 #include <absl/status/status.h>
 #include <floodgate/redis_store.h>
 #include <fmt/format.h>
+#include <sys/un.h>
 
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
@@ -393,6 +394,7 @@ class RedisStore::Impl final : public redis::Dispatcher,
     connection.reconnect_max = options_.reconnect_max;
     connection.tls = tls_.get();
     connection.tls_server_name = options_.tls_server_name;
+    connection.unix_socket = options_.unix_socket;  // set only for one standalone server
     Node* raw_node = node.get();
     for (int i = 0; i < connections; ++i) {
       auto lane = std::make_unique<Lane>(io_, *node);
@@ -499,6 +501,14 @@ class RedisStore::Impl final : public redis::Dispatcher,
 };
 
 absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Open(RedisStoreOptions options) {
+  // FromUrl refuses these with the URL in hand; options built in code are checked here.
+  if (!options.unix_socket.empty() &&
+      (options.cluster || options.tls ||
+       options.unix_socket.size() >= sizeof(sockaddr_un::sun_path))) {
+    return absl::InvalidArgumentError(fmt::format(
+        "redis unix socket \"{}\": a path of at most {} bytes, for one server without TLS",
+        options.unix_socket, sizeof(sockaddr_un::sun_path) - 1));
+  }
   std::unique_ptr<asio::ssl::context> tls;
   if (options.tls) {
     auto context = MakeTlsContext(options);

@@ -97,9 +97,10 @@ absl::Status Handshake::Check(std::string_view describe, std::size_t index,
     // The PING's NOAUTH; "unauthenticated" is how a server refuses a large request
     // from an unauthenticated client, should one still get that far.
     if (text.starts_with("NOAUTH") || text.find("unauthenticated") != std::string_view::npos) {
-      return absl::PermissionDeniedError(fmt::format(
-          "redis at {} needs a password: {} (give it in the URL: redis://:PASSWORD@host:port)",
-          describe, text));
+      return absl::PermissionDeniedError(
+          fmt::format("redis at {} needs a password: {} (give it in the URL: {})", describe, text,
+                      options_.unix_socket.empty() ? "redis://:PASSWORD@host:port"
+                                                   : "redis+unix://:PASSWORD@/path"));
     }
     const char* step = index == 0 ? "PING" : index < auth + select ? "SELECT" : "SCRIPT LOAD";
     return absl::FailedPreconditionError(
