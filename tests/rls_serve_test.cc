@@ -233,7 +233,10 @@ TEST(RlsServe, ServesOnUpstreamsUnixSocketSettings) {
   RlsServe serve(
       {}, {"REDIS_SOCKET_TYPE=unix", "REDIS_URL=" + redis->unix_socket(), "FLOODGATE_STORE="});
   ASSERT_TRUE(serve.StartReady()) << serve.process->Log();
-  EXPECT_EQ(serve.client->Health("ratelimit"), HealthCheckResponse::SERVING);
+  // gRPC health follows the store's health watcher, which may report a beat after /readyz.
+  EXPECT_TRUE(
+      serve.client->WaitHealth("ratelimit", HealthCheckResponse::SERVING, milliseconds(5000)))
+      << serve.process->Log();
   EXPECT_THAT(serve.process->Log(), ::testing::HasSubstr("redis+unix://" + redis->unix_socket()));
 }
 
