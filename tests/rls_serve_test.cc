@@ -237,7 +237,10 @@ TEST(RlsServe, ServesOnUpstreamsUnixSocketSettings) {
   EXPECT_TRUE(
       serve.client->WaitHealth("ratelimit", HealthCheckResponse::SERVING, milliseconds(5000)))
       << serve.process->Log();
-  EXPECT_THAT(serve.process->Log(), ::testing::HasSubstr("redis+unix://" + redis->unix_socket()));
+  // The log reaches its file when the process flushes it, not by the time it answers.
+  EXPECT_TRUE(serve.process->WaitLogLines("redis+unix://" + redis->unix_socket(), 1,
+                                          milliseconds(5000)))
+      << serve.process->Log();
 }
 
 TEST(RlsServe, SigtermStopsCleanly) {
