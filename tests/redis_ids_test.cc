@@ -13,8 +13,7 @@ namespace {
 
 TEST(RedisIds, ReservationIdRoundTrips) {
   for (int slot : {0, 1, 4242, kClusterSlots - 1}) {
-    for (std::uint64_t random : {std::uint64_t{0}, std::uint64_t{0xdeadbeef},
-                                 ~std::uint64_t{0}}) {
+    for (std::uint64_t random : {std::uint64_t{0}, std::uint64_t{0xdeadbeef}, ~std::uint64_t{0}}) {
       const std::string id = ReservationId(slot, random);
       EXPECT_EQ(id.size(), 20u);
       auto parsed = ParseSettleId(id);
@@ -45,7 +44,7 @@ TEST(RedisIds, LeaseIdRoundTrips) {
   EXPECT_EQ(random, "0000000000000abc");
   // Keys are binary: dots, NULs and bytes base64 would pad are all carried.
   for (const std::string& key : {std::string("user:1"), std::string("a.b.c"),
-                                std::string("x\0y", 3), std::string(kMaxKeyBytes, '\xff')}) {
+                                 std::string("x\0y", 3), std::string(kMaxKeyBytes, '\xff')}) {
     const std::string id = LeaseId(key, random, policy, 1'700'000'000'000'000);
     auto parsed = ParseSettleId(id);
     ASSERT_TRUE(parsed.ok()) << parsed.status();
@@ -60,8 +59,8 @@ TEST(RedisIds, ForgedReservationIdsAreNotFound) {
   for (const std::string& id : {
            std::string(),
            std::string("0000"),
-           std::string("0000000000000000000"),    // 19 digits
-           std::string("000000000000000000000"),  // 21
+           std::string("0000000000000000000"),          // 19 digits
+           std::string("000000000000000000000"),        // 21
            std::string("4000") + std::string(16, '0'),  // slot 16384: no such slot
            std::string("ffff") + std::string(16, '0'),
            std::string("zzzz") + std::string(16, '0'),

@@ -90,7 +90,8 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n"
                   "      requests_per_unit: 5\n      algorithm: leaky\n",
                   "a.yaml:5: rate_limit: invalid policy \"leaky:5/1s\": unknown algorithm "
-                  "\"leaky\" (gcra, token_bucket, sliding_log, sliding_window, fixed_window, concurrency)"},
+                  "\"leaky\" (gcra, token_bucket, sliding_log, sliding_window, fixed_window, "
+                  "concurrency)"},
         ErrorCase{"domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n"
                   "      requests_per_unit: 5\n      burst: 10\n",
                   "a.yaml:5: rate_limit: invalid policy \"fixed_window:5/1s,burst=10\": burst "

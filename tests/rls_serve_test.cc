@@ -238,8 +238,8 @@ TEST(RlsServe, ServesOnUpstreamsUnixSocketSettings) {
       serve.client->WaitHealth("ratelimit", HealthCheckResponse::SERVING, milliseconds(5000)))
       << serve.process->Log();
   // The log reaches its file when the process flushes it, not by the time it answers.
-  EXPECT_TRUE(serve.process->WaitLogLines("redis+unix://" + redis->unix_socket(), 1,
-                                          milliseconds(5000)))
+  EXPECT_TRUE(
+      serve.process->WaitLogLines("redis+unix://" + redis->unix_socket(), 1, milliseconds(5000)))
       << serve.process->Log();
 }
 

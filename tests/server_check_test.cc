@@ -76,7 +76,6 @@ TEST_F(ServiceTest, CheckRejectsAKeyOver512Bytes) {
   EXPECT_EQ(Call(http::verb::get, "/v1/check").result_int(), 405);
 }
 
-
 // One parser for every endpoint's fields: a field the endpoint does not take is refused by
 // name, with the ones it takes.
 TEST_F(ServiceTest, EveryEndpointRefusesUnknownFieldsByName) {

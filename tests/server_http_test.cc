@@ -172,7 +172,6 @@ TEST_F(HttpServerTest, ShutdownClosesIdleConnectionsAndReturns) {
   EXPECT_TRUE(ec);  // no longer accepting
 }
 
-
 // ---- store errors: one mapping to HTTP statuses on every endpoint -------------------------
 
 TEST(StoreErrors, MapToOneHttpStatusEach) {
@@ -200,9 +199,7 @@ class FailingStore final : public Store {
 
  protected:
   absl::StatusOr<Decision> DecideValidated(const DecideRequest&) override { return status_; }
-  absl::StatusOr<MultiDecision> DecideAllValidated(const MultiRequest&) override {
-    return status_;
-  }
+  absl::StatusOr<MultiDecision> DecideAllValidated(const MultiRequest&) override { return status_; }
 
  private:
   absl::Status status_;

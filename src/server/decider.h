@@ -38,9 +38,7 @@ struct LimitsDecision {
 
   const Decision* single() const { return std::get_if<Decision>(&answer); }
   const MultiDecision* multi() const { return std::get_if<MultiDecision>(&answer); }
-  bool allowed() const {
-    return single() != nullptr ? single()->allowed : multi()->allowed;
-  }
+  bool allowed() const { return single() != nullptr ? single()->allowed : multi()->allowed; }
 };
 
 // Thread-safe.

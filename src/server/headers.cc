@@ -17,8 +17,8 @@ namespace {
 // The IETF fields quote the policy name as a structured-field string: escape '\' and '"'.
 void AppendQuoted(std::string& out, std::string_view name) {
   out += '"';
-  const bool plain = std::none_of(name.begin(), name.end(),
-                                  [](char c) { return c == '\\' || c == '"'; });
+  const bool plain =
+      std::none_of(name.begin(), name.end(), [](char c) { return c == '\\' || c == '"'; });
   if (plain) {
     out += name;
   } else {
@@ -71,14 +71,12 @@ HeaderList RateLimitHeaders(const Decision& binding, std::string policy_field,
   headers.reserve(6);
   headers.emplace_back("X-RateLimit-Limit", IntString(binding.limit));
   headers.emplace_back("X-RateLimit-Remaining", IntString(binding.remaining));
-  headers.emplace_back("X-RateLimit-Reset",
-                       IntString(CeilSeconds(binding.reset_after)));
+  headers.emplace_back("X-RateLimit-Reset", IntString(CeilSeconds(binding.reset_after)));
   headers.emplace_back("RateLimit-Policy", std::move(policy_field));
   headers.emplace_back("RateLimit", std::move(limit_field));
   // A cost that can never fit has no retry time worth sending (retry_after = -1).
   if (!binding.allowed && binding.retry_after.count() >= 0) {
-    headers.emplace_back("Retry-After",
-                         IntString(CeilSeconds(binding.retry_after)));
+    headers.emplace_back("Retry-After", IntString(CeilSeconds(binding.retry_after)));
   }
   return headers;
 }

@@ -52,13 +52,15 @@ Counters& Metrics::Find(absl::flat_hash_map<std::string, std::unique_ptr<Counter
 }
 
 void Metrics::CountDecision(std::string_view rule, Outcome outcome) {
-  Find(rules_, rule, {}).outcomes[static_cast<int>(outcome)].fetch_add(1,
-                                                                        std::memory_order_relaxed);
+  Find(rules_, rule, {})
+      .outcomes[static_cast<int>(outcome)]
+      .fetch_add(1, std::memory_order_relaxed);
 }
 
 void Metrics::CountLimit(std::string_view rule, std::string_view limit, LimitResult result) {
-  Find(limits_, rule, limit).results[static_cast<int>(result)].fetch_add(
-      1, std::memory_order_relaxed);
+  Find(limits_, rule, limit)
+      .results[static_cast<int>(result)]
+      .fetch_add(1, std::memory_order_relaxed);
 }
 
 void Metrics::ObserveStoreLatency(std::chrono::nanoseconds took) {
@@ -107,7 +109,8 @@ std::string Metrics::Render(Store& store) const {
   }
   out +=
       "# HELP floodgate_limit_decisions_total What each limit of a rule did: allowed, denied, "
-      "would_deny (a shadow limit would have denied; it did not), denied_by_other (not spent: another "
+      "would_deny (a shadow limit would have denied; it did not), denied_by_other (not spent: "
+      "another "
       "limit denied the request).\n"
       "# TYPE floodgate_limit_decisions_total counter\n";
   {

@@ -87,10 +87,9 @@ absl::StatusOr<RequestFields> ParseFields(simdjson::dom::object object,
     if (value.get_int64().get(number) != simdjson::SUCCESS || number < spec.min ||
         number > spec.max) {
       return absl::InvalidArgumentError(
-          Ranged(spec)
-              ? fmt::format("\"{}\" must be from {} to {} (a whole number)", name, spec.min,
-                            spec.max)
-              : fmt::format("\"{}\" must be a whole number", name));
+          Ranged(spec) ? fmt::format("\"{}\" must be from {} to {} (a whole number)", name,
+                                     spec.min, spec.max)
+                       : fmt::format("\"{}\" must be a whole number", name));
     }
     fields.*spec.number = number;
   }

@@ -105,8 +105,7 @@ std::pair<std::string, std::string> Identify(const Rule& rule, const Request& re
 }
 
 void AddAuthzLimits(const std::vector<const Rule*>& rules, const Request& request,
-                    const ip::address& client, const ServerConfig& config,
-                    RequestLimits& limits) {
+                    const ip::address& client, const ServerConfig& config, RequestLimits& limits) {
   std::size_t count = 0;
   for (const Rule* rule : rules) count += rule->limits.size();
   limits.Reserve(count, rules.size());

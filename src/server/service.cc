@@ -50,9 +50,7 @@ std::string Replace(std::string text, std::string_view from, std::string_view to
 }  // namespace
 
 Service::Service(std::shared_ptr<Store> store, std::shared_ptr<const ServerConfig> config)
-    : store_(std::move(store)),
-      config_(std::move(config)),
-      id_([] {
+    : store_(std::move(store)), config_(std::move(config)), id_([] {
         static std::atomic<std::uint64_t> next{1};
         return next.fetch_add(1);
       }()) {
@@ -87,7 +85,7 @@ void Service::Handle(const Request& request, const ip::address& peer, Respond re
       path == "/v1/acquire" || path == "/v1/release") {
     if (request.method() != http::verb::post) {
       Response r = ErrorResponse(request, http::status::method_not_allowed, "method_not_allowed",
-                         fmt::format("{} takes POST", path));
+                                 fmt::format("{} takes POST", path));
       r.headers.emplace_back("Allow", "POST");
       return respond(std::move(r));
     }

@@ -11,8 +11,8 @@
 
 namespace floodgate::server::endpoints {
 
-void Authz(const Request& request, const boost::asio::ip::address& peer,
-           const ServerConfig& config, Decider& decider, Respond respond) {
+void Authz(const Request& request, const boost::asio::ip::address& peer, const ServerConfig& config,
+           Decider& decider, Respond respond) {
   const std::string_view target = TargetOf(request);
   std::string_view original_uri = HeaderValue(request, "X-Original-URI");
   if (original_uri.empty()) original_uri = HeaderValue(request, "X-Forwarded-Uri");
@@ -34,8 +34,7 @@ void Authz(const Request& request, const boost::asio::ip::address& peer,
       QueryParam(target, "deny_status") == "403" ? 403 : config.authz_deny_status;
   decider.DecideLimits(
       std::move(limits), [reply = Reply::To(request), deny_status, respond = std::move(respond)](
-                             const RequestLimits& limits,
-                             absl::StatusOr<LimitsDecision> decision) {
+                             const RequestLimits& limits, absl::StatusOr<LimitsDecision> decision) {
         if (!decision.ok()) return respond(StoreError(reply, decision.status()));
         // A single limit denies by itself.
         static constexpr std::size_t kFirst[] = {0};

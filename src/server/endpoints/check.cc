@@ -35,8 +35,8 @@ absl::Status AddCheckItem(simdjson::dom::object item, std::size_t index, const R
     if (rule == nullptr) {
       return absl::NotFoundError(fmt::format("items[{}]: unknown rule \"{}\"", index, rule_name));
     }
-    AddRuleLimits(*rule, key, ':', "", fields->cost.value_or(rule->cost), request, config,
-                  limits, hold);
+    AddRuleLimits(*rule, key, ':', "", fields->cost.value_or(rule->cost), request, config, limits,
+                  hold);
     if (std::find(limits.rules.begin(), limits.rules.end(), rule->name) == limits.rules.end()) {
       limits.rules.push_back(rule->name);
     }
@@ -58,11 +58,10 @@ void Answer(const Request& request, Decider& decider, std::shared_ptr<RequestLim
             Respond respond) {
   decider.DecideLimits(
       std::move(limits), [reply = Reply::To(request), respond = std::move(respond)](
-                             const RequestLimits& limits,
-                             absl::StatusOr<LimitsDecision> decision) {
+                             const RequestLimits& limits, absl::StatusOr<LimitsDecision> decision) {
         if (!decision.ok()) return respond(StoreError(reply, decision.status()));
-        Response response = MakeResponse(reply, http::status::ok, CheckJson(limits, *decision),
-                                         "application/json");
+        Response response =
+            MakeResponse(reply, http::status::ok, CheckJson(limits, *decision), "application/json");
         AddLimitHeaders(response, limits, *decision);
         respond(std::move(response));
       });
@@ -70,8 +69,7 @@ void Answer(const Request& request, Decider& decider, std::shared_ptr<RequestLim
 
 }  // namespace
 
-void Check(const Request& request, const ServerConfig& config, Decider& decider,
-           Respond respond) {
+void Check(const Request& request, const ServerConfig& config, Decider& decider, Respond respond) {
   const auto bad = [&](std::string_view message) {
     respond(ErrorResponse(request, http::status::bad_request, "invalid_argument", message));
   };
@@ -102,8 +100,7 @@ void Check(const Request& request, const ServerConfig& config, Decider& decider,
     }
     return Answer(request, decider, std::move(limits), std::move(respond));
   }
-  static constexpr Field kCheckFields[] = {Field::kKey, Field::kRule, Field::kPolicy,
-                                           Field::kCost};
+  static constexpr Field kCheckFields[] = {Field::kKey, Field::kRule, Field::kPolicy, Field::kCost};
   const absl::StatusOr<RequestFields> fields = ParseFields(*object, kCheckFields);
   if (!fields.ok()) return bad(MessageOf(fields.status()));
   if (const absl::Status valid = CheckKeyAndLimit(*fields); !valid.ok()) {
@@ -117,8 +114,7 @@ void Check(const Request& request, const ServerConfig& config, Decider& decider,
       return respond(ErrorResponse(request, http::status::not_found, "not_found",
                                    fmt::format("unknown rule \"{}\"", rule_name)));
     }
-    AddRuleLimits(*rule, key, ':', "", fields->cost.value_or(rule->cost), request, config,
-                  *limits);
+    AddRuleLimits(*rule, key, ':', "", fields->cost.value_or(rule->cost), request, config, *limits);
     limits->rules.push_back(rule->name);
   } else {
     auto policy = Policy::Parse(*fields->policy);

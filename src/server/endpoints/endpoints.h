@@ -14,22 +14,21 @@
 namespace floodgate::server::endpoints {
 
 // POST /v1/check: one key under a rule or an inline policy, or "items" (docs/multi.md).
-void Check(const Request& request, const ServerConfig& config, Decider& decider,
-           Respond respond);
+void Check(const Request& request, const ServerConfig& config, Decider& decider, Respond respond);
 
 // What /v1/reserve and /v1/settle hold, or /v1/acquire and /v1/release: a lease is a
 // reservation of 1 for the lease time, released by settling it at 0 (docs/leases.md).
 enum class Holding { kReservation, kLease };
 
 // POST /v1/reserve or /v1/acquire (docs/reservations.md, docs/leases.md).
-void Reserve(const Request& request, const ServerConfig& config, Holding holding,
-             Decider& decider, Respond respond);
+void Reserve(const Request& request, const ServerConfig& config, Holding holding, Decider& decider,
+             Respond respond);
 // POST /v1/settle or /v1/release; without a body, the settle hook.
 void Settle(const Request& request, Holding holding, Decider& decider, Respond respond);
 
 // /v1/authz: the rules the original request matches, decided for its client (nginx
 // auth_request, Envoy ext_authz, Traefik forwardAuth).
-void Authz(const Request& request, const boost::asio::ip::address& peer,
-           const ServerConfig& config, Decider& decider, Respond respond);
+void Authz(const Request& request, const boost::asio::ip::address& peer, const ServerConfig& config,
+           Decider& decider, Respond respond);
 
 }  // namespace floodgate::server::endpoints

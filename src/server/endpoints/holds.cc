@@ -72,16 +72,15 @@ void SettleHook(const Request& request, Store& store, Respond respond) {
           if (!hook->first_error.ok()) {
             return hook->respond(StoreError(hook->reply, hook->first_error));
           }
-          hook->respond(MakeResponse(hook->reply, http::status::no_content, "",
-                                     "text/plain"));
+          hook->respond(MakeResponse(hook->reply, http::status::no_content, "", "text/plain"));
         });
   }
 }
 
 }  // namespace
 
-void Reserve(const Request& request, const ServerConfig& config, Holding holding,
-             Decider& decider, Respond respond) {
+void Reserve(const Request& request, const ServerConfig& config, Holding holding, Decider& decider,
+             Respond respond) {
   const bool lease = holding == Holding::kLease;
   const auto bad = [&](std::string_view message) {
     respond(ErrorResponse(request, http::status::bad_request, "invalid_argument", message));
@@ -108,7 +107,7 @@ void Reserve(const Request& request, const ServerConfig& config, Holding holding
     const Rule* rule = config.Find(rule_name);
     if (rule == nullptr) {
       return respond(ErrorResponse(request, http::status::not_found, "not_found",
-                           fmt::format("unknown rule \"{}\"", rule_name)));
+                                   fmt::format("unknown rule \"{}\"", rule_name)));
     }
     // Keyed as /v1/check keys the rule's limit, so both spend the same state.
     AddRuleLimits(*rule, key, ':', "", *estimate, request, config, limits);
@@ -141,11 +140,11 @@ void Reserve(const Request& request, const ServerConfig& config, Holding holding
     std::string body = ToJson(decision);
     if (!reservation->id.empty()) {
       body.pop_back();  // the closing brace
-      body += fmt::format(R"(,"{}":{},"{}":{}}})", lease ? "lease" : "reservation",
-                          JsonString(reservation->id), lease ? "lease_us" : "hold_us", hold.count());
+      body +=
+          fmt::format(R"(,"{}":{},"{}":{}}})", lease ? "lease" : "reservation",
+                      JsonString(reservation->id), lease ? "lease_us" : "hold_us", hold.count());
     }
-    Response response =
-        MakeResponse(reply, http::status::ok, std::move(body), "application/json");
+    Response response = MakeResponse(reply, http::status::ok, std::move(body), "application/json");
     AddHeaders(response, RateLimitHeaders(item.name, item.policy, decision));
     respond(std::move(response));
   };
@@ -154,7 +153,7 @@ void Reserve(const Request& request, const ServerConfig& config, Holding holding
                                         std::move(answer));
   }
   decider.store().ReserveAsync(ReserveRequest{item.key, item.policy, item.cost, hold, std::nullopt},
-                       std::move(answer));
+                               std::move(answer));
 }
 
 void Settle(const Request& request, Holding holding, Decider& decider, Respond respond) {
@@ -180,7 +179,8 @@ void Settle(const Request& request, Holding holding, Decider& decider, Respond r
   // A release is the settle of the lease's reservation at 0 (Store::Release).
   decider.store().SettleAsync(
       SettleRequest{id, *actual, std::nullopt},
-      [reply = Reply::To(request), respond = std::move(respond)](absl::StatusOr<Decision> decision) {
+      [reply = Reply::To(request),
+       respond = std::move(respond)](absl::StatusOr<Decision> decision) {
         if (!decision.ok()) return respond(StoreError(reply, decision.status()));
         respond(MakeResponse(reply, http::status::ok, ToJson(*decision), "application/json"));
       });

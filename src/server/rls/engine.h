@@ -50,8 +50,8 @@ class Engine {
   virtual ~Engine() = default;
   // Thread-safe. Fills `response` (owned by the caller, alive until `done`) and calls
   // `done`, inline or later on the store's I/O thread.
-  virtual void ShouldRateLimit(const pb::RateLimitRequest& request,
-                               pb::RateLimitResponse* response, RlsDone done) = 0;
+  virtual void ShouldRateLimit(const pb::RateLimitRequest& request, pb::RateLimitResponse* response,
+                               RlsDone done) = 0;
   // Appends the engine's Prometheus families (HELP and TYPE included) for /metrics.
   virtual void AppendMetrics(std::string& out) const { (void)out; }
 };

@@ -26,28 +26,26 @@ void ServeJson(Engine& engine, const Request& request, Respond respond) {
   const auto parsed = google::protobuf::util::JsonStringToMessage(
       google::protobuf::StringPiece(request.body().data(), request.body().size()), &call->request);
   if (!parsed.ok()) {
-    return respond(
-        ErrorResponse(reply, http::status::bad_request, "bad_request",
-              fmt::format("not a RateLimitRequest in protobuf JSON: {}",
-                          std::string_view(parsed.message().data(), parsed.message().size()))));
+    return respond(ErrorResponse(
+        reply, http::status::bad_request, "bad_request",
+        fmt::format("not a RateLimitRequest in protobuf JSON: {}",
+                    std::string_view(parsed.message().data(), parsed.message().size()))));
   }
   const pb::RateLimitRequest& rls_request = call->request;
   pb::RateLimitResponse* rls_response = &call->response;
   engine.ShouldRateLimit(
       rls_request, rls_response,
-      [call = std::move(call), reply,
-       respond = std::move(respond)](absl::Status status) mutable {
+      [call = std::move(call), reply, respond = std::move(respond)](absl::Status status) mutable {
         if (!status.ok()) {
           const bool unavailable = absl::IsUnavailable(status);
-          return respond(
-              ErrorResponse(reply,
-                    unavailable ? http::status::service_unavailable : http::status::bad_request,
-                    unavailable ? "unavailable" : "bad_request", MessageOf(status)));
+          return respond(ErrorResponse(
+              reply, unavailable ? http::status::service_unavailable : http::status::bad_request,
+              unavailable ? "unavailable" : "bad_request", MessageOf(status)));
         }
         std::string body;
         if (!google::protobuf::util::MessageToJsonString(call->response, &body).ok()) {
           return respond(ErrorResponse(reply, http::status::internal_server_error, "internal",
-                               "the RateLimitResponse did not serialise"));
+                                       "the RateLimitResponse did not serialise"));
         }
         http::status code = http::status::ok;
         if (call->response.overall_code() == pb::RateLimitResponse::OVER_LIMIT) {

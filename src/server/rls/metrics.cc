@@ -17,8 +17,7 @@ namespace {
 constexpr std::array<std::string_view, RlsMetrics::kCounterCount> kNames = {
     "total_hits", "over_limit", "within_limit", "shadow_mode", "degraded"};
 constexpr std::array<std::string_view, RlsMetrics::kCounterCount> kHelp = {
-    "Hits asked of each RLS limit (its stats key).",
-    "Hits of each RLS limit answered OVER_LIMIT.",
+    "Hits asked of each RLS limit (its stats key).", "Hits of each RLS limit answered OVER_LIMIT.",
     "Hits of each RLS limit answered OK.",
     "Hits of each shadow RLS limit that were over the limit (answered OK).",
     "Hits of each RLS limit answered by the store's on_error."};

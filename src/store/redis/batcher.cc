@@ -93,13 +93,13 @@ void Batcher::Send(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, Aski
     // command on its connection. Its +OK needs no handling; the script's reply tells.
     lane.connection->Send(command.substr(0, call.asking_bytes), [](absl::StatusOr<Reply>) {});
   }
-  lane.connection->Send(command.substr(call.asking_bytes),
-                        [this, &lane, chunk = std::move(chunk), form,
-                         asking](absl::StatusOr<Reply> reply) mutable {
-                          --lane.calls_out;
-                          OnReply(lane, std::move(chunk), form, asking, std::move(reply));
-                          if (lane.holding) Flush(lane);
-                        });
+  lane.connection->Send(
+      command.substr(call.asking_bytes),
+      [this, &lane, chunk = std::move(chunk), form, asking](absl::StatusOr<Reply> reply) mutable {
+        --lane.calls_out;
+        OnReply(lane, std::move(chunk), form, asking, std::move(reply));
+        if (lane.holding) Flush(lane);
+      });
 }
 
 void Batcher::OnReply(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, Asking asking,
@@ -149,7 +149,8 @@ void Batcher::OnReply(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, A
     return;
   }
   const auto failed = [&](const absl::Status& status) {
-    return absl::InternalError(fmt::format("redis at {} {}", lane.node.describe, MessageOf(status)));
+    return absl::InternalError(
+        fmt::format("redis at {} {}", lane.node.describe, MessageOf(status)));
   };
   std::size_t k = 0;
   for (auto& p : chunk) {
@@ -214,9 +215,9 @@ void Batcher::Sweep(Lane& lane) {
   const auto stall_limit =
       std::max<Steady::duration>(std::chrono::seconds(1), options_.timeout * 20);
   if (lane.connection->OldestWait(now) > stall_limit) {
-    lane.connection->Abort(absl::DeadlineExceededError(fmt::format(
-        "redis at {} answered nothing for {} ms; reconnecting", lane.node.describe,
-        std::chrono::duration_cast<std::chrono::milliseconds>(stall_limit).count())));
+    lane.connection->Abort(absl::DeadlineExceededError(
+        fmt::format("redis at {} answered nothing for {} ms; reconnecting", lane.node.describe,
+                    std::chrono::duration_cast<std::chrono::milliseconds>(stall_limit).count())));
   }
   if (lane.holding) {
     std::vector<UnitPtr> expired;

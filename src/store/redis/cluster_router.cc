@@ -99,9 +99,9 @@ void ClusterRouter::Route(Range& units) {
     Node* node = owners_[unit->route.slot];
     if (node == nullptr) {
       RequestRefresh();
-      outcomes_.Complete(*unit, absl::UnavailableError(
-                                    fmt::format("redis cluster {}: no primary serves slot {}",
-                                                options_.Describe(), unit->route.slot)));
+      outcomes_.Complete(
+          *unit, absl::UnavailableError(fmt::format("redis cluster {}: no primary serves slot {}",
+                                                    options_.Describe(), unit->route.slot)));
       continue;
     }
     if (!Admit(*node, *unit, now)) continue;
@@ -260,9 +260,8 @@ void ClusterRouter::StartRefresh() {
   ++counters_.refreshes;
   std::string command;
   AppendCommand(command, {"CLUSTER", "SLOTS"});
-  lane->connection->Send(command, [this, lane](absl::StatusOr<Reply> reply) {
-    OnSlots(*lane, std::move(reply));
-  });
+  lane->connection->Send(
+      command, [this, lane](absl::StatusOr<Reply> reply) { OnSlots(*lane, std::move(reply)); });
   // The stall check covers this call too: an answer that never comes (a half-open
   // connection) drops the connection, which fails the call, which asks again.
   batcher_.ArmSweep(*lane);
@@ -278,10 +277,10 @@ void ClusterRouter::OnSlots(Lane& lane, absl::StatusOr<Reply> reply) {
     const bool all_refused = std::all_of(seeds_.begin(), seeds_.end(),
                                          [](const Node* seed) { return seed->refused_topology; });
     if (!topology_known_ && all_refused) {
-      startup_.TopologyRefused(absl::FailedPreconditionError(fmt::format(
-          "redis at {} did not give the cluster topology ({}); for a single server use "
-          "redis://",
-          lane.node.describe, MessageOf(ranges.status()))));
+      startup_.TopologyRefused(absl::FailedPreconditionError(
+          fmt::format("redis at {} did not give the cluster topology ({}); for a single server use "
+                      "redis://",
+                      lane.node.describe, MessageOf(ranges.status()))));
     }
     // Asked again (a seed may still be joining its cluster); a store whose Open failed
     // on the error above is closed before this comes round.

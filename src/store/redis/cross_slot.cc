@@ -19,8 +19,8 @@ void CrossSlot::Submit(const MultiRequest& request, MultiCallback done) {
   m->redis_keys.reserve(n);
   m->items.reserve(n);
   for (const CheckItem& item : request.items) {
-    const std::string& redis_key = m->redis_keys.emplace_back(
-        RedisKey(options_.prefix, core::KindOf(item.policy), item.key));
+    const std::string& redis_key =
+        m->redis_keys.emplace_back(RedisKey(options_.prefix, core::KindOf(item.policy), item.key));
     CheckItem& copy = m->items.emplace_back(item);
     // The caller's key is the end of the Redis key (<prefix><tag>:<key>).
     copy.key = std::string_view(redis_key).substr(redis_key.size() - item.key.size());

@@ -52,11 +52,11 @@ void Outcomes::Complete(Unit& p, absl::StatusOr<Decision> result) {
 }
 
 absl::Status Outcomes::SettleFailed(const absl::Status& status) {
-  return absl::UnavailableError(fmt::format(
-      "the settle's outcome is unknown ({}): if it did not run, the reservation stays "
-      "charged at its estimate until its hold ends; settling again is safe (a settled "
-      "reservation is not found)",
-      MessageOf(status)));
+  return absl::UnavailableError(
+      fmt::format("the settle's outcome is unknown ({}): if it did not run, the reservation stays "
+                  "charged at its estimate until its hold ends; settling again is safe (a settled "
+                  "reservation is not found)",
+                  MessageOf(status)));
 }
 
 void Outcomes::CompleteUnit(Unit& p, absl::StatusOr<UnitResult> result) {
@@ -111,8 +111,8 @@ Decision Outcomes::Fallback(const Unit& p) {
   ++counters_.degraded;
   const Item& item = p.item();
   if (options_.on_error != OnError::kLocal) return OnErrorAnswer(item.policy, item.cost);
-  DecideRequest local{std::string_view(item.redis_key).substr(item.key_at), item.policy,
-                      item.cost, std::nullopt};
+  DecideRequest local{std::string_view(item.redis_key).substr(item.key_at), item.policy, item.cost,
+                      std::nullopt};
   if (p.now_us) local.now = TimePoint(std::chrono::microseconds(*p.now_us));
   Decision d;
   if (absl::StatusOr<Decision> decided = local_.Decide(local); decided.ok()) {
@@ -134,7 +134,8 @@ MultiDecision Outcomes::AnswerMulti(std::span<const CheckItem> items,
     if (auto decided = local_.DecideAll(local); decided.ok()) answer = *std::move(decided);
   }
   if (answer.items.empty()) {  // fail_open, fail_closed
-    for (const CheckItem& item : items) answer.items.push_back(OnErrorAnswer(item.policy, item.cost));
+    for (const CheckItem& item : items)
+      answer.items.push_back(OnErrorAnswer(item.policy, item.cost));
     answer.allowed = core::MultiAllows(items, answer.items);
     core::Summarize(items, answer);
   }

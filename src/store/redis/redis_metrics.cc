@@ -1,7 +1,7 @@
 // RedisStore's own counters in the Prometheus text format, for the service's /metrics.
 
-#include <fmt/format.h>
 #include <floodgate/redis_store.h>
+#include <fmt/format.h>
 
 namespace floodgate {
 

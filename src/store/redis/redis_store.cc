@@ -99,8 +99,8 @@ absl::StatusOr<std::unique_ptr<asio::ssl::context>> MakeTlsContext(const RedisSt
 }
 
 class RedisStore::Impl final : public redis::Dispatcher,
-                                public redis::CallErrors,
-                                public redis::NodeSource {
+                               public redis::CallErrors,
+                               public redis::NodeSource {
  public:
   Impl(RedisStoreOptions options, std::unique_ptr<asio::ssl::context> tls)
       : options_(std::move(options)),
@@ -173,8 +173,8 @@ class RedisStore::Impl final : public redis::Dispatcher,
     asio::post(io_, [this] {
       for (auto& node : nodes_) StartNode(*node);
     });
-    return startup_.Wait(options_, options_.cluster ? router_.seed_count()
-                                                    : nodes_.front()->lanes.size());
+    return startup_.Wait(options_,
+                         options_.cluster ? router_.seed_count() : nodes_.front()->lanes.size());
   }
 
   std::string RedisKey(StateKind kind, std::string_view key) const {
@@ -244,8 +244,9 @@ class RedisStore::Impl final : public redis::Dispatcher,
     hold.lease = lease_random;
     hold.hold_us = request.hold.count();
     SubmitReservation(
-        UnitMode::kReserve, Item{std::move(redis_key), key_at, request.policy, request.estimate, kind},
-        std::move(hold), request.now,
+        UnitMode::kReserve,
+        Item{std::move(redis_key), key_at, request.policy, request.estimate, kind}, std::move(hold),
+        request.now,
         [slot, random, expires, lease_random, policy = request.policy,
          key = lease ? std::string(request.key) : std::string(),
          done = std::move(done)](absl::StatusOr<Decision> d, std::int64_t acquired_at) mutable {

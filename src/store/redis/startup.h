@@ -3,8 +3,8 @@
 // Start-up: what Open waits for (a connection, or a cluster's topology) and the last error.
 
 #include <absl/status/status.h>
-#include <fmt/format.h>
 #include <floodgate/redis_store.h>
+#include <fmt/format.h>
 
 #include <condition_variable>
 #include <mutex>
@@ -68,7 +68,8 @@ class Startup {
     const auto patience = options.lazy_connect ? options.connect_timeout
                                                : options.connect_timeout + std::chrono::seconds(1);
     const bool settled = cv_.wait_for(lock, patience, [&] {
-      if (options.cluster) return cluster_settled_ || !topology_error_.ok() || failed_lanes_ >= lanes;
+      if (options.cluster)
+        return cluster_settled_ || !topology_error_.ok() || failed_lanes_ >= lanes;
       return ready_lanes_ > 0 || failed_lanes_ >= lanes;
     });
     if (options.lazy_connect) return absl::OkStatus();
