@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   # build
   build-essential cmake ninja-build pkg-config
+  # the lld linker: links the test binaries 3-5x faster than GNU ld (cmake/build_speed.cmake)
+  lld
   # libraries (every dependency is a Debian package)
   libabsl-dev libfmt-dev libspdlog-dev libcli11-dev nlohmann-json3-dev libsimdjson-dev
   libboost-dev libhiredis-dev libyaml-cpp-dev libssl-dev
