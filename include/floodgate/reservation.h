@@ -26,6 +26,8 @@ inline constexpr std::chrono::microseconds kMaxHold = std::chrono::hours(24);
 // carries its key (docs/leases.md), base64url: 683 bytes for a key of kMaxKeyBytes, and
 // a dot and its member, at most 53 more.
 inline constexpr std::size_t kMaxReservationIdBytes = 768;
+// How long a prefetch lease lives unless the policy says otherwise (prefetch_ttl).
+inline constexpr std::chrono::microseconds kDefaultTakeLifetime = std::chrono::milliseconds(100);
 
 struct ReserveRequest {
   std::string_view key;  // 1..kMaxKeyBytes bytes, binary-safe
@@ -37,10 +39,32 @@ struct ReserveRequest {
 };
 
 struct Reservation {
-  // The decision at cost = estimate. Only an allowed decision holds a reservation.
+  // The decision at cost = estimate (for a Take, at cost = units). Only an allowed
+  // decision holds a reservation.
   Decision decision;
   std::string id;     // empty when denied
   TimePoint expires;  // when an unsettled reservation stops being settleable
+  // The units charged and held: a Reserve's estimate, a Take's k' (0 when nothing is held).
+  std::int64_t units = 0;
+};
+
+// take(k, δ) (docs/algorithms.md "Take up to k"): leases the largest k' <= up_to units that
+// one instance may spend, whenever it likes, within `lifetime`, without any instance's
+// spending ever exceeding the policy. The k' units are charged at once; settling the
+// reservation at what was used returns the rest. Answers:
+//  - units > 0: allowed, `id` holds the lease until `expires` (never past the window's end
+//    for the window algorithms);
+//  - units == 0, decision denied: denied as a cost-1 request at `now` would be;
+//  - units == 0, decision allowed: no lease can be taken for this policy and lifetime
+//    (gcra with lifetime >= its burst tolerance, token_bucket whose capacity leaves < 1
+//    after the lifetime's refill): decide per request.
+struct TakeRequest {
+  std::string_view key;  // 1..kMaxKeyBytes bytes, binary-safe
+  Policy policy;         // any algorithm but concurrency
+  std::int64_t up_to = 1;                                  // k: 1..kMaxCost
+  std::chrono::microseconds lifetime = kDefaultTakeLifetime;  // δ: kMinHold..kMaxHold
+  // Decision time; the store's own clock when unset.
+  std::optional<TimePoint> now;
 };
 
 struct SettleRequest {

@@ -82,6 +82,11 @@ class Store {
   void ReserveAsync(const ReserveRequest& request, ReservationCallback done);
   void SettleAsync(const SettleRequest& request, DecisionCallback done);
 
+  // Thread-safe. take(k, δ) (TakeRequest says what it answers): a reservation of up to
+  // `up_to` units, settled with Settle like any other. Unimplemented for a store without it.
+  absl::StatusOr<Reservation> Take(const TakeRequest& request);
+  void TakeAsync(const TakeRequest& request, ReservationCallback done);
+
   // Thread-safe. Leases (docs/leases.md): Acquire is Reserve(key, policy, 1, lease time)
   // under a concurrency policy, Release is Settle(id, 0); same errors (NotFound for an id
   // unknown, released already or expired).
@@ -138,6 +143,11 @@ class Store {
   // Called by Reserve() / Settle() with a request that passed ValidateReserveRequest() /
   // ValidateSettleRequest(). A store without reservations answers Unimplemented.
   virtual absl::StatusOr<Reservation> ReserveValidated(const ReserveRequest& request);
+  // Called by Take() / TakeAsync() with a request that passed ValidateTakeRequest().
+  virtual absl::StatusOr<Reservation> TakeValidated(const TakeRequest& request);
+  virtual void TakeAsyncValidated(const TakeRequest& request, ReservationCallback done) {
+    done(TakeValidated(request));
+  }
   virtual absl::StatusOr<Decision> SettleValidated(const SettleRequest& request);
   virtual void ReserveAsyncValidated(const ReserveRequest& request, ReservationCallback done) {
     done(ReserveValidated(request));
@@ -156,6 +166,8 @@ absl::Status ValidateRequest(const DecideRequest& request);
 
 // The checks Reserve() and Settle() apply.
 absl::Status ValidateReserveRequest(const ReserveRequest& request);
+// The checks Take() applies.
+absl::Status ValidateTakeRequest(const TakeRequest& request);
 absl::Status ValidateSettleRequest(const SettleRequest& request);
 absl::Status ValidateAcquireRequest(const AcquireRequest& request);
 

@@ -169,6 +169,20 @@ absl::Status ValidateReserveRequest(const ReserveRequest& request) {
       DecideRequest{request.key, request.policy, request.estimate, request.now});
 }
 
+absl::Status ValidateTakeRequest(const TakeRequest& request) {
+  if (request.up_to < 1 || request.up_to > kMaxCost) {
+    return absl::InvalidArgumentError(fmt::format(
+        "a take leases between 1 and {} units, got {}", kMaxCost, request.up_to));
+  }
+  if (request.policy.algorithm == Algorithm::kConcurrency) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{} cannot be prefetched: a concurrency lease is held by one request, use Acquire",
+        request.policy.ToString()));
+  }
+  if (absl::Status status = ValidateHold(request.lifetime); !status.ok()) return status;
+  return ValidateDecision(DecideRequest{request.key, request.policy, request.up_to, request.now});
+}
+
 absl::Status ValidateAcquireRequest(const AcquireRequest& request) {
   if (request.policy.algorithm != Algorithm::kConcurrency) {
     return absl::InvalidArgumentError(
@@ -215,6 +229,18 @@ void Store::SettleAsync(const SettleRequest& request, DecisionCallback done) {
   SettleAsyncValidated(request, std::move(done));
 }
 
+absl::StatusOr<Reservation> Store::Take(const TakeRequest& request) {
+  if (absl::Status status = ValidateTakeRequest(request); !status.ok()) return status;
+  return TakeValidated(request);
+}
+
+void Store::TakeAsync(const TakeRequest& request, ReservationCallback done) {
+  if (absl::Status status = ValidateTakeRequest(request); !status.ok()) {
+    return done(std::move(status));
+  }
+  TakeAsyncValidated(request, std::move(done));
+}
+
 absl::StatusOr<Lease> Store::Acquire(const AcquireRequest& request) {
   if (absl::Status status = ValidateAcquireRequest(request); !status.ok()) return status;
   return ReserveValidated(LeaseReservation(request));
@@ -238,6 +264,10 @@ void Store::ReleaseAsync(const ReleaseRequest& request, DecisionCallback done) {
 absl::StatusOr<Reservation> Store::ReserveValidated(const ReserveRequest&) {
   return absl::UnimplementedError(
       fmt::format("{} does not hold reservations yet (memory:// does)", Describe()));
+}
+
+absl::StatusOr<Reservation> Store::TakeValidated(const TakeRequest&) {
+  return absl::UnimplementedError(fmt::format("{} does not take prefetch leases", Describe()));
 }
 
 absl::StatusOr<Decision> Store::SettleValidated(const SettleRequest&) {
