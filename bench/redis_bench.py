@@ -36,7 +36,8 @@ names.
 Starts its own redis-server on a free loopback port and stops it at the end. Every
 redis-benchmark and floodgate run is bounded in requests and in time.
 Short run: --algorithms gcra --keys 100000 --rounds 1 --seconds 2. The unix socket
-against TCP alone: --transport-only.
+against TCP alone: --transport-only; wait_replicas=0 against 1 (a replica attached) alone:
+--durability-only.
 """
 import argparse
 import collections
@@ -316,6 +317,16 @@ def floodgate_depths(binary, redis, options, policy, keys, seconds, depth_list):
 TRANSPORTS = ("tcp", "unix")
 
 
+def medians(runs):
+    """The medians over `floodgate bench` runs of what the tables below show."""
+    return dict(rate=statistics.median(r["decisions_per_sec"] for r in runs),
+                p99=statistics.median(r["p99_us"] for r in runs),
+                cpu=statistics.median(r["redis_cpu_us"] for r in runs),
+                client=statistics.median(r["client_cpu_us"] for r in runs),
+                per_call=statistics.median(r["decisions"] / max(1, r["store_calls"])
+                                           for r in runs))
+
+
 def transport_rows(binary, redis, key_counts, rounds, seconds):
     """gcra through `floodgate bench` over TCP and over the unix socket of the same server,
     batching off and on, at one depth (1x256), alternating which goes first: medians of
@@ -335,14 +346,8 @@ def transport_rows(binary, redis, key_counts, rounds, seconds):
                                          f"{result['degraded']} decisions timed out: {result}")
                     got[transport].append(result)
             for transport in TRANSPORTS:
-                runs = got[transport]
-                rows.append(dict(
-                    keys=keys, batch=batch, transport=transport,
-                    rate=statistics.median(r["decisions_per_sec"] for r in runs),
-                    cpu=statistics.median(r["redis_cpu_us"] for r in runs),
-                    client=statistics.median(r["client_cpu_us"] for r in runs),
-                    per_call=statistics.median(r["decisions"] / max(1, r["store_calls"])
-                                               for r in runs)))
+                rows.append(dict(keys=keys, batch=batch, transport=transport)
+                            | medians(got[transport]))
             tcp, unix = rows[-2], rows[-1]
             print(f"  transport gcra {keys:>6} keys batch={batch:<3} decisions/s tcp "
                   f"{tcp['rate']:,.0f} unix {unix['rate']:,.0f}; Redis CPU µs/decision tcp "
@@ -370,6 +375,71 @@ def transport_section(rows, rounds, seconds):
          "redis_cpu_us_per_decision", "client_cpu_us_per_decision"],
         [[r["keys"], r["batch"], r["transport"], f"{r['rate']:.0f}", f"{r['per_call']:.2f}",
           f"{r['cpu']:.4f}", f"{r['client']:.4f}"] for r in rows])}
+    return md, csvs
+
+
+DURABILITY = (0, 1)  # wait_replicas
+
+
+def durability_rows(binary, redis, rounds, seconds):
+    """gcra on 100,000 keys through `floodgate bench` with a replica attached, wait_replicas=0
+    against 1 (WAIT 1 behind every script call), batching off and on, at one depth (1x256),
+    alternating which goes first: medians of `rounds` of decisions/s, p99 and Redis CPU per
+    decision (the primary's)."""
+    replica = Redis(extra_args=("--replicaof", "127.0.0.1", str(redis.port)))
+    rows = []
+    try:
+        deadline = time.time() + 10
+        while replica.info("replication").get("master_link_status") != "up":
+            if time.time() > deadline:
+                raise SystemExit("the replica did not sync with the primary")
+            time.sleep(0.05)
+        for batch in (1, BATCH):
+            got = {w: [] for w in DURABILITY}
+            for r in range(rounds):
+                for wait in (DURABILITY if r % 2 == 0 else DURABILITY[::-1]):
+                    url = redis.url(f"batch={batch}&denial_cache=0us&timeout=1s&"
+                                    f"wait_replicas={wait}&prefix=fw{batch}:")
+                    result = floodgate_bench(binary, url, "gcra:1000/1s", 100_000, seconds,
+                                             concurrency=256, threads=1, redis=redis)
+                    if result["degraded"]:
+                        raise SystemExit(f"floodgate bench with wait_replicas={wait}: "
+                                         f"{result['degraded']} decisions degraded: {result}")
+                    got[wait].append(result)
+            for wait in DURABILITY:
+                rows.append(dict(batch=batch, wait=wait) | medians(got[wait]))
+            off, on = rows[-2], rows[-1]
+            print(f"  durability gcra batch={batch:<3} decisions/s wait_replicas=0 "
+                  f"{off['rate']:,.0f} =1 {on['rate']:,.0f} ({on['rate'] / off['rate']:.2f}x); "
+                  f"p99 {off['p99']:.0f} / {on['p99']:.0f} µs; Redis CPU µs/decision "
+                  f"{off['cpu']:.2f} / {on['cpu']:.2f}", file=sys.stderr)
+    finally:
+        replica.stop()
+    return rows
+
+
+def durability_section(rows, rounds, seconds):
+    """The markdown and CSV of durability_rows()."""
+    md = ["\nDurability (`wait_replicas=1`: `WAIT 1 <timeout>` sent behind every script call, "
+          "the answer held until one replica acknowledged it; docs/stores.md, \"Redis "
+          "Sentinel\"): the same redis-server with one replica attached on loopback, gcra on "
+          "100,000 keys, `floodgate bench` at 1 thread x 256 in flight (2 connections, denial "
+          f"cache off), batching off and on (batch={BATCH}), alternating which goes first; "
+          f"medians of {rounds} runs of {seconds:g} s. Redis CPU is the primary's.\n",
+          "| calls | wait_replicas | decisions/s | vs 0 | p99 | decisions / call | "
+          "Redis CPU / decision |",
+          "|---|---:|---:|---:|---:|---:|---:|"]
+    base = {}
+    for r in rows:
+        base.setdefault(r["batch"], r["rate"])
+        md.append(f"| {'batch' if r['batch'] > 1 else 'single'} | {r['wait']} | "
+                  f"{r['rate']:,.0f} | {r['rate'] / base[r['batch']]:.2f}x | {r['p99']:.0f} µs | "
+                  f"{r['per_call']:.1f} | {us(r['cpu'], 2)} |")
+    csvs = {"redis_durability.csv": (
+        ["batch", "wait_replicas", "decisions_per_sec", "p99_us", "decisions_per_call",
+         "redis_cpu_us_per_decision"],
+        [[r["batch"], r["wait"], f"{r['rate']:.0f}", f"{r['p99']:.1f}", f"{r['per_call']:.2f}",
+          f"{r['cpu']:.4f}"] for r in rows])}
     return md, csvs
 
 
@@ -554,6 +624,8 @@ def main():
                         help="floodgate bench THREADSxCONCURRENCY")
     parser.add_argument("--transport-only", action="store_true",
                         help="only the unix socket against TCP (redis_transport.md)")
+    parser.add_argument("--durability-only", action="store_true",
+                        help="only wait_replicas=0 against 1 (redis_durability.md)")
     args = parser.parse_args()
     wanted = {a.strip() for a in args.algorithms.split(",") if a.strip()}
     chosen = [a for a in ALGORITHMS if not wanted or a[0] in wanted or a[1] in wanted]
@@ -571,6 +643,14 @@ def main():
             redis.stop()
         md, csvs = transport_section(rows, args.rounds, args.seconds)
         part_output.save(args.out, "redis_transport.md", md, csvs)
+        return
+    if args.durability_only:
+        try:
+            rows = durability_rows(args.floodgate, redis, args.rounds, args.seconds)
+        finally:
+            redis.stop()
+        md, csvs = durability_section(rows, args.rounds, args.seconds)
+        part_output.save(args.out, "redis_durability.md", md, csvs)
         return
     rows, detail, latency, memory = [], [], [], []
     try:
@@ -632,6 +712,7 @@ def main():
                       + (f", bare batch {row['cpu_bare']:.2f}" if row["cpu_bare"] else ""),
                       file=sys.stderr)
         transport = transport_rows(args.floodgate, redis, key_counts, args.rounds, args.seconds)
+        durability = durability_rows(args.floodgate, redis, args.rounds, args.seconds)
         cached = floodgate_bench(args.floodgate, redis.url("prefix=fbc:"), "fixed_window:1000/1s",
                                  1, args.seconds)
         for batch in (1, BATCH):
@@ -721,6 +802,8 @@ def main():
               "decision) is in `redis_depths.csv`.\n")
     transport_md, transport_csvs = transport_section(transport, args.rounds, args.seconds)
     md += transport_md
+    durability_md, durability_csvs = durability_section(durability, args.rounds, args.seconds)
+    md += durability_md
     md.append(f"One key under `fixed_window:1000/1s` with the denial cache on (the default): "
               f"{cached['decisions_per_sec']:,.0f} decisions/s, since repeated denials are "
               f"answered in process.\n")
@@ -784,7 +867,7 @@ def main():
             ["algorithm", "floodgate_bytes_per_key", "plain_set_bytes_per_key", "ratio"],
             [[m["algorithm"], f"{m['ours']:.1f}", f"{m['plain']:.1f}", f"{m['ratio']:.4f}"]
              for m in memory]),
-    } | transport_csvs)
+    } | transport_csvs | durability_csvs)
 
 
 if __name__ == "__main__":
