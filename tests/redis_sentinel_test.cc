@@ -313,6 +313,34 @@ TEST_F(SentinelTest, ASentinelFailoverUnderLoadResumesWithin2sFromTheReplicatedC
   EXPECT_GT(policy.limit - after->remaining, last_counted);
 }
 
+TEST_F(SentinelTest, APrimaryDemotedUnderALiveConnectionNeverAnswersEvenADenial) {
+  auto store = OpenRedis(setup_->url("timeout=2s&on_error=fail_closed&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("fixed_window:1/1h");
+  auto d = store->Decide({"full", policy, 1, std::nullopt});
+  ASSERT_TRUE(d.ok() && d->allowed && !d->degraded);
+  d = store->Decide({"full", policy, 1, std::nullopt});
+  ASSERT_TRUE(d.ok() && !d->allowed && !d->degraded);  // Redis's denial
+  ASSERT_TRUE(setup_->WaitReplicated(std::chrono::seconds(5)));
+  // Demoted by hand, not by a sentinel: REPLICAOF keeps its clients connected, and a
+  // denial writes nothing, so no READONLY would tell.
+  RedisServer* old_primary = setup_->ServerOn(setup_->PrimaryPort());
+  ASSERT_NE(old_primary, nullptr);
+  RedisServer* other = setup_->servers()[0].get() == old_primary ? setup_->servers()[1].get()
+                                                                 : setup_->servers()[0].get();
+  EXPECT_THAT(other->Cli({"REPLICAOF", "NO", "ONE"}), HasSubstr("OK"));
+  EXPECT_THAT(old_primary->Cli({"REPLICAOF", "127.0.0.1", std::to_string(other->port())}),
+              HasSubstr("OK"));
+  ASSERT_EQ(InfoField(old_primary->Cli({"INFO", "replication"}), "role"), "slave");
+  // The sentinels still name the old primary (they poll INFO every 10 s): nothing answers
+  // from Redis, and above all not the replica with its denial.
+  for (int i = 0; i < 20; ++i) {
+    d = store->Decide({"full", policy, 1, std::nullopt});
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_TRUE(d->degraded) << i;
+  }
+}
+
 TEST_F(SentinelTest, AKilledPrimaryDegradesThenRecoversWithin5sOfThePromotion) {
   auto store = OpenRedis(setup_->url("timeout=300ms&on_error=fail_closed&denial_cache=0us"));
   ASSERT_NE(store, nullptr);

@@ -100,7 +100,9 @@ void Batcher::Send(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, Aski
     OnReply(lane, std::move(chunk), form, asking, std::move(reply));
     if (lane.holding) Flush(lane);
   };
-  if (options_.wait_replicas > 0) {
+  // WAIT behind the call: for wait_replicas, and on Sentinel (WAIT 0) because a replica
+  // refuses it (replicas.h).
+  if (options_.wait_replicas > 0 || options_.sentinel) {
     return SendAcknowledged(*lane.connection, command.substr(call.asking_bytes), options_,
                             lane.node.describe, std::move(answer));
   }

@@ -35,6 +35,10 @@ void SendAcknowledged(Connection& connection, std::string_view call,
         if (reply.ok() && (*reply)->type != REDIS_REPLY_ERROR) {
           if (!acknowledged.ok()) {
             reply = acknowledged.status();
+          } else if ((*acknowledged)->type == REDIS_REPLY_ERROR) {
+            // A replica refuses WAIT: the call's answer (a denial writes nothing, so no
+            // READONLY stopped it) came from a server that is no primary.
+            reply = std::move(acknowledged);
           } else if ((*acknowledged)->type != REDIS_REPLY_INTEGER ||
                      (*acknowledged)->integer < needed) {
             reply = absl::UnavailableError(fmt::format(

@@ -12,8 +12,10 @@ namespace floodgate::redis {
 
 // Sends `call`, then WAIT <options.wait_replicas> <timeout> in the same write, and hands
 // `handler` the call's reply once WAIT has answered: an error (Unavailable) instead when
-// fewer replicas acknowledged it, so that every answer not degraded survives a failover
-// (docs/stores.md, "Durability"). I/O thread.
+// fewer replicas acknowledged it, so that every answer not degraded survives a failover;
+// WAIT's own error when it refused (a replica does: Redis Sentinel sends WAIT 0 behind
+// every call so that even a denial, which writes nothing, is never taken from a server
+// demoted under a live connection). docs/stores.md, "Redis Sentinel". I/O thread.
 void SendAcknowledged(Connection& connection, std::string_view call,
                       const RedisStoreOptions& options, std::string_view describe,
                       ReplyHandler handler);

@@ -123,7 +123,10 @@ void SentinelRouter::OnLaneDown(Lane& lane) {
 }
 
 void SentinelRouter::OnCallError(Lane& lane, std::string_view error) {
-  if (!error.starts_with("READONLY") || &lane.node != primary()) return;
+  // READONLY: a write refused; WAIT refused "with replica instances" (replicas.h).
+  const bool replica = error.starts_with("READONLY") ||
+                       error.find("WAIT cannot be used with replica") != std::string_view::npos;
+  if (!replica || &lane.node != primary()) return;
   // Demoted, yet still connected (a sentinel closes a demoted primary's connections, so
   // this is rare): the connection is redone, and ROLE keeps it from serving as a replica.
   lane.connection->Abort(absl::UnavailableError(

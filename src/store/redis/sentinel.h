@@ -42,7 +42,8 @@ class SentinelRouter {
   Node* primary() const { return primary_.load(std::memory_order_acquire); }
   // A connection of `lane`'s node went down: if that is the primary, ask again.
   void OnLaneDown(Lane& lane);
-  // A call's error reply: READONLY means the primary was demoted under us.
+  // A call's error reply: READONLY, or WAIT refused, means the primary was demoted under
+  // us.
   void OnCallError(Lane& lane, std::string_view error);
 
  private:
