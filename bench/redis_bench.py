@@ -92,14 +92,20 @@ def free_port():
 class Redis:
     """A redis-server on loopback in its own temp dir (a free port unless given), with
     `extra_args` (cluster mode, say), and on a unix socket too (`self.socket`), so that
-    one server can be measured over both; waits until it answers PING."""
+    one server can be measured over both; waits until it answers PING. Given
+    `sentinel_config`, a `redis-server --sentinel` with that config file instead."""
 
-    def __init__(self, port=None, extra_args=()):
+    def __init__(self, port=None, extra_args=(), sentinel_config=None):
         self.dir = tempfile.mkdtemp(prefix="floodgate-bench-redis-")
         self.port = port or free_port()
         self.socket = os.path.join(self.dir, "redis.sock")
+        sentinel = []
+        if sentinel_config:
+            sentinel = [os.path.join(self.dir, "sentinel.conf"), "--sentinel"]
+            with open(sentinel[0], "w") as f:
+                f.write(sentinel_config)
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
+            ["redis-server", *sentinel, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
              "--save", "", "--appendonly", "no", "--logfile", os.path.join(self.dir, "log"),
              "--unixsocket", self.socket, "--unixsocketperm", "700", *extra_args])
         deadline = time.time() + 10
@@ -378,15 +384,18 @@ def transport_section(rows, rounds, seconds):
     return md, csvs
 
 
-DURABILITY = (0, 1)  # wait_replicas
+# (store, wait_replicas): redis:// without and with WAIT 1, and redis-sentinel://, which
+# sends WAIT 0 behind every call (a replica refuses it).
+DURABILITY = (("redis", 0), ("redis", 1), ("sentinel", 0))
 
 
 def durability_rows(binary, redis, rounds, seconds):
     """gcra on 100,000 keys through `floodgate bench` with a replica attached, wait_replicas=0
-    against 1 (WAIT 1 behind every script call), batching off and on, at one depth (1x256),
-    alternating which goes first: medians of `rounds` of decisions/s, p99 and Redis CPU per
-    decision (the primary's)."""
+    against 1 (WAIT 1 behind every script call), and through a sentinel monitoring the same
+    server, batching off and on, at one depth (1x256), alternating the order: medians of
+    `rounds` of decisions/s, p99 and Redis CPU per decision (the primary's)."""
     replica = Redis(extra_args=("--replicaof", "127.0.0.1", str(redis.port)))
+    sentinel = Redis(sentinel_config=f"sentinel monitor fg 127.0.0.1 {redis.port} 1\n")
     rows = []
     try:
         deadline = time.time() + 10
@@ -395,26 +404,32 @@ def durability_rows(binary, redis, rounds, seconds):
                 raise SystemExit("the replica did not sync with the primary")
             time.sleep(0.05)
         for batch in (1, BATCH):
-            got = {w: [] for w in DURABILITY}
+            got = {arm: [] for arm in DURABILITY}
             for r in range(rounds):
-                for wait in (DURABILITY if r % 2 == 0 else DURABILITY[::-1]):
-                    url = redis.url(f"batch={batch}&denial_cache=0us&timeout=1s&"
-                                    f"wait_replicas={wait}&prefix=fw{batch}:")
+                for arm in (DURABILITY if r % 2 == 0 else DURABILITY[::-1]):
+                    store, wait = arm
+                    options = (f"batch={batch}&denial_cache=0us&timeout=1s&"
+                               f"wait_replicas={wait}&prefix=fw{batch}:")
+                    url = (redis.url(options) if store == "redis" else
+                           f"redis-sentinel://127.0.0.1:{sentinel.port}/fg?{options}")
                     result = floodgate_bench(binary, url, "gcra:1000/1s", 100_000, seconds,
                                              concurrency=256, threads=1, redis=redis)
                     if result["degraded"]:
-                        raise SystemExit(f"floodgate bench with wait_replicas={wait}: "
+                        raise SystemExit(f"floodgate bench on {store} with wait_replicas={wait}: "
                                          f"{result['degraded']} decisions degraded: {result}")
-                    got[wait].append(result)
-            for wait in DURABILITY:
-                rows.append(dict(batch=batch, wait=wait) | medians(got[wait]))
-            off, on = rows[-2], rows[-1]
+                    got[arm].append(result)
+            for store, wait in DURABILITY:
+                rows.append(dict(batch=batch, store=store, wait=wait)
+                            | medians(got[(store, wait)]))
+            off, on, watched = rows[-3:]
             print(f"  durability gcra batch={batch:<3} decisions/s wait_replicas=0 "
-                  f"{off['rate']:,.0f} =1 {on['rate']:,.0f} ({on['rate'] / off['rate']:.2f}x); "
-                  f"p99 {off['p99']:.0f} / {on['p99']:.0f} µs; Redis CPU µs/decision "
-                  f"{off['cpu']:.2f} / {on['cpu']:.2f}", file=sys.stderr)
+                  f"{off['rate']:,.0f} =1 {on['rate']:,.0f} ({on['rate'] / off['rate']:.2f}x) "
+                  f"sentinel {watched['rate']:,.0f} ({watched['rate'] / off['rate']:.2f}x); "
+                  f"Redis CPU µs/decision {off['cpu']:.2f} / {on['cpu']:.2f} / "
+                  f"{watched['cpu']:.2f}", file=sys.stderr)
     finally:
         replica.stop()
+        sentinel.stop()
     return rows
 
 
@@ -425,20 +440,22 @@ def durability_section(rows, rounds, seconds):
           "Sentinel\"): the same redis-server with one replica attached on loopback, gcra on "
           "100,000 keys, `floodgate bench` at 1 thread x 256 in flight (2 connections, denial "
           f"cache off), batching off and on (batch={BATCH}), alternating which goes first; "
-          f"medians of {rounds} runs of {seconds:g} s. Redis CPU is the primary's.\n",
-          "| calls | wait_replicas | decisions/s | vs 0 | p99 | decisions / call | "
+          f"medians of {rounds} runs of {seconds:g} s. Redis CPU is the primary's. The "
+          "sentinel row reaches the same server through a sentinel (`redis-sentinel://`), "
+          "which sends `WAIT 0` behind every call.\n",
+          "| calls | store | wait_replicas | decisions/s | vs redis:// | p99 | decisions / call | "
           "Redis CPU / decision |",
-          "|---|---:|---:|---:|---:|---:|---:|"]
+          "|---|---|---:|---:|---:|---:|---:|---:|"]
     base = {}
     for r in rows:
         base.setdefault(r["batch"], r["rate"])
-        md.append(f"| {'batch' if r['batch'] > 1 else 'single'} | {r['wait']} | "
+        md.append(f"| {'batch' if r['batch'] > 1 else 'single'} | {r['store']} | {r['wait']} | "
                   f"{r['rate']:,.0f} | {r['rate'] / base[r['batch']]:.2f}x | {r['p99']:.0f} µs | "
                   f"{r['per_call']:.1f} | {us(r['cpu'], 2)} |")
     csvs = {"redis_durability.csv": (
-        ["batch", "wait_replicas", "decisions_per_sec", "p99_us", "decisions_per_call",
+        ["batch", "store", "wait_replicas", "decisions_per_sec", "p99_us", "decisions_per_call",
          "redis_cpu_us_per_decision"],
-        [[r["batch"], r["wait"], f"{r['rate']:.0f}", f"{r['p99']:.1f}", f"{r['per_call']:.2f}",
+        [[r["batch"], r["store"], r["wait"], f"{r['rate']:.0f}", f"{r['p99']:.1f}", f"{r['per_call']:.2f}",
           f"{r['cpu']:.4f}"] for r in rows])}
     return md, csvs
 
