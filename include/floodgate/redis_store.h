@@ -151,8 +151,9 @@ class RedisStore final : public Store {
   const RedisStoreOptions& options() const;
   // PING round trip within the timeout: what /readyz asks.
   bool Ping() override;
-  // OK while the store has Redis (standalone: a connection is ready; cluster: the slot
-  // map is known and every primary in it has a ready connection); else why not, e.g.
+  // OK while the store has Redis (standalone: a connection is ready; Sentinel: a
+  // connection to the primary the sentinels named is ready; cluster: the slot map is
+  // known and every primary in it has a ready connection); else why not, e.g.
   // "redis unreachable at 127.0.0.1:6379: connection refused". Asks no server.
   absl::Status Health();
 
