@@ -12,6 +12,10 @@
 
 namespace floodgate {
 
+namespace redis {
+struct StoreTesting;
+}
+
 // What a store answers when Redis fails or exceeds its timeout (docs/service.md, "Failure
 // modes"). Every such answer carries degraded = true.
 enum class OnError : std::uint8_t {
@@ -103,6 +107,9 @@ struct RedisStats {
   std::uint64_t retried = 0;             // TRYAGAIN / CLUSTERDOWN answers retried
   std::uint64_t topology_refreshes = 0;  // CLUSTER SLOTS asked
   std::size_t nodes = 0;                 // primaries in the current slot map
+  std::uint64_t node_batches = 0;  // calls over keys of several slots of one primary
+  // ... refused for a key the primary no longer serves (nothing written), sent by slot
+  std::uint64_t node_batch_retries = 0;
   // Multi-decisions (docs/multi.md).
   std::uint64_t multi_decisions = 0;
   std::uint64_t cross_slot = 0;        // Redis Cluster: across several slots
@@ -150,6 +157,7 @@ class RedisStore final : public Store {
   void SettleAsyncValidated(const SettleRequest& request, DecisionCallback done) override;
 
  private:
+  friend struct redis::StoreTesting;  // src/store/redis/store_testing.h
   class Impl;
   explicit RedisStore(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
