@@ -268,6 +268,30 @@ TEST_F(ClusterTest, ConformanceVectorsPassSpreadOverEveryPrimary) {
   std::printf("\n");
 }
 
+// Every case in flight at once from several threads: batches span the slots of a node
+// (lua/node_batch.lua), and each case's decisions still see the ones before.
+TEST_F(ClusterTest, ConformanceVectorsPassInBatchesOverANodesSlots) {
+  auto store = OpenRedis(cluster_->url("batch=64&connections=1&timeout=5s&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const auto cases = LoadAllVectors();
+  ASSERT_GE(cases.size(), 60u);
+  constexpr std::size_t kThreads = 6;
+  std::vector<std::jthread> threads;
+  for (std::size_t t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (std::size_t c = t; c < cases.size(); c += kThreads) {
+        RunCaseInFlight(*store, cases[c], fmt::format("n{}:", c));
+      }
+    });
+  }
+  threads.clear();
+  EXPECT_EQ(store->redis_stats().degraded, 0u);
+  EXPECT_GT(store->redis_stats().node_batches, 0u);
+  std::printf("node batches: %llu of %llu calls\n",
+              static_cast<unsigned long long>(store->redis_stats().node_batches),
+              static_cast<unsigned long long>(store->redis_stats().calls));
+}
+
 // docs/reservations.md on a cluster: each record lives on its limit key's slot, so every
 // vector passes with keys spread over the primaries.
 TEST_F(ClusterTest, ReservationVectorsAcrossPrimaries) {
@@ -795,13 +819,14 @@ TEST_F(ClusterTest, ReshardingByRedisCliUnderLoadLosesAndDoublesNothing) {
   // The keys span many slots of the source: batched per node (lua/node_batch.lua), whose
   // calls meeting a moved key were refused with nothing written and sent again by slot.
   EXPECT_GT(store->redis_stats().node_batches, 0u);
-  std::printf("resharded %d slots under load: %lld decisions, %llu MOVED, %llu ASK, %llu node "
-              "batches (%llu sent again by slot)\n",
-              kMovedSlots, static_cast<long long>(load->decisions()),
-              static_cast<unsigned long long>(store->redis_stats().moved),
-              static_cast<unsigned long long>(store->redis_stats().asked),
-              static_cast<unsigned long long>(store->redis_stats().node_batches),
-              static_cast<unsigned long long>(store->redis_stats().node_batch_retries));
+  std::printf(
+      "resharded %d slots under load: %lld decisions, %llu MOVED, %llu ASK, %llu node "
+      "batches (%llu sent again by slot)\n",
+      kMovedSlots, static_cast<long long>(load->decisions()),
+      static_cast<unsigned long long>(store->redis_stats().moved),
+      static_cast<unsigned long long>(store->redis_stats().asked),
+      static_cast<unsigned long long>(store->redis_stats().node_batches),
+      static_cast<unsigned long long>(store->redis_stats().node_batch_retries));
 }
 
 }  // namespace

@@ -107,8 +107,9 @@ struct RedisStats {
   std::uint64_t retried = 0;             // TRYAGAIN / CLUSTERDOWN answers retried
   std::uint64_t topology_refreshes = 0;  // CLUSTER SLOTS asked
   std::size_t nodes = 0;                 // primaries in the current slot map
-  std::uint64_t node_batches = 0;  // calls over keys of several slots of one primary
-  // ... refused for a key the primary no longer serves (nothing written), sent by slot
+  // Calls over keys of several slots of one primary, and those of them refused for a key
+  // the primary no longer serves (nothing written), whose decisions went again by slot.
+  std::uint64_t node_batches = 0;
   std::uint64_t node_batch_retries = 0;
   // Multi-decisions (docs/multi.md).
   std::uint64_t multi_decisions = 0;

@@ -53,7 +53,7 @@ void Batcher::Flush(Lane& lane) {
   ArmSweep(lane);
   // Reservations go by a script of their own. A cluster runs a script on keys of one slot,
   // or, with script flags (Redis >= 7.0), of several slots of its node (lua/node_batch.lua):
-  // batch within the node then, save units that must go alone or by slot, and within a
+  // batch within the node then, except units that must go alone or by slot, and within a
   // slot otherwise. Sorted by slot, a slot's keys are adjacent and a key's decisions stay
   // in order (the sort is stable).
   const bool cluster = options_.cluster;

@@ -186,7 +186,8 @@ bool ClusterRouter::Redirected(Lane& lane, std::string_view error, std::vector<U
     const auto others = std::stable_partition(chunk.begin(), chunk.end(), [&](const UnitPtr& u) {
       return u->route.slot == redirect->slot;
     });
-    std::vector<UnitPtr> rest(std::make_move_iterator(others), std::make_move_iterator(chunk.end()));
+    std::vector<UnitPtr> rest(std::make_move_iterator(others),
+                              std::make_move_iterator(chunk.end()));
     chunk.erase(others, chunk.end());
     Ask(target, std::move(chunk));
     if (!rest.empty()) Route(rest);

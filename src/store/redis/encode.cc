@@ -60,8 +60,8 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
   const bool reservations = chunk[0]->reservation();
   const bool single = SingleCall(chunk);
   const bool across_slots = !reservations && !single && AcrossSlots(chunk);
-  const ScriptId id = reservations  ? ScriptId::kReservation
-                      : single      ? SingleScriptFor(chunk[0]->item().kind)
+  const ScriptId id = reservations   ? ScriptId::kReservation
+                      : single       ? SingleScriptFor(chunk[0]->item().kind)
                       : across_slots ? ScriptId::kNodeBatch
                                      : ScriptId::kBatch;
   std::size_t keys = 0, groups = 0;

@@ -43,7 +43,8 @@ struct Lane {
   boost::asio::steady_timer sweep;
   bool sweeping = false;
   bool reported_down = false;  // counted among the failed lanes (start-up)
-  Batching batching = Batching::kPerSlot;  // Redis Cluster: as its handshake found (I/O thread)
+  // Redis Cluster: what its batches may span, as its handshake found (I/O thread).
+  Batching batching = Batching::kPerSlot;
 };
 
 // A Redis server: the standalone one, or one cluster primary (or seed). Its breaker

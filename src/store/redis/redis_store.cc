@@ -525,8 +525,8 @@ absl::StatusOr<std::unique_ptr<RedisStore>> redis::StoreTesting::Open(
     if (!context.ok()) return context.status();
     tls = *std::move(context);
   }
-  auto impl = std::make_unique<RedisStore::Impl>(std::move(options), std::move(tls),
-                                                 forced_batching);
+  auto impl =
+      std::make_unique<RedisStore::Impl>(std::move(options), std::move(tls), forced_batching);
   if (absl::Status status = impl->Start(); !status.ok()) return status;
   return std::unique_ptr<RedisStore>(new RedisStore(std::move(impl)));
 }

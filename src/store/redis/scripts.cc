@@ -91,13 +91,15 @@ std::vector<std::string> Handshake::Commands() const {
   return commands;
 }
 
-absl::Status Handshake::Check(std::string_view describe, std::size_t index,
-                              const redisReply& reply, Batching& batching) {
+absl::Status Handshake::Check(std::string_view describe, std::size_t index, const redisReply& reply,
+                              Batching& batching) {
   const std::size_t auth = 1;  // AUTH, or PING
   const std::size_t select = options_.db != 0 ? 1 : 0;
   if (index == auth + select + static_cast<std::size_t>(ScriptId::kNodeBatch)) {
     batching = forced_.value_or(BatchingFrom(reply));
-    if (reply.type == REDIS_REPLY_STRING) scripts_.set_sha(ScriptId::kNodeBatch, std::string(TextOf(reply)));
+    if (reply.type == REDIS_REPLY_STRING) {
+      scripts_.set_sha(ScriptId::kNodeBatch, std::string(TextOf(reply)));
+    }
     return absl::OkStatus();
   }
   if (reply.type == REDIS_REPLY_ERROR) {
