@@ -27,7 +27,7 @@ if not g or #ARGV ~= 2 + 4 * p + 5 * g + 3 * #KEYS then
                            .. 'burst), g, g x (first, count, mode, shadow mask, at), '
                            .. 'n x (policy, now, cost)}')
 end
-local policies, bad_policy = FG.argv_policies(p)
+local policies, bad_policy = FG.argv_policies(p, ARGV)
 if not policies then return bad_policy end
 -- Groups, by their first item, in flat arrays (no table per group); they may not
 -- overlap. Counts and masks repeat from group to group: each distinct string is checked
@@ -114,7 +114,8 @@ do
     batch = {}
   end
   for i = 1, #KEYS do
-    if not SORTED_SET[policy_of[ARGV[first + 3 * (i - 1)]].kind] then
+    -- A key read already (lua/node_batch.lua reads every key) is not read again.
+    if known[KEYS[i]] == nil and not SORTED_SET[policy_of[ARGV[first + 3 * (i - 1)]].kind] then
       batch[#batch + 1] = KEYS[i]
       if #batch == 1000 then read() end
     end

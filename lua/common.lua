@@ -143,8 +143,9 @@ end
 
 -- The p policies a driver's ARGV sends once, from ARGV[2], 4 values each (kind, limit,
 -- period_us, burst): checked and prepared, or nil and the error reply naming the first
--- bad one.
-function FG.argv_policies(p)
+-- bad one. `argv`: the driver's ARGV when it is not Redis's (lua/node_batch.lua).
+function FG.argv_policies(p, argv)
+  local ARGV = argv or ARGV
   local policies = {}
   for j = 1, p do
     local at = 4 * j - 2

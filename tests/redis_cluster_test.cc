@@ -9,7 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <fstream>
 #include <future>
+#include <latch>
 #include <map>
 #include <mutex>
 #include <semaphore>
@@ -19,7 +21,9 @@
 #include "redis_server.h"
 #include "server/metrics.h"
 #include "store/redis/cluster.h"
+#include "store/redis/lua_sources.h"
 #include "store/redis/resp.h"
+#include "store/redis/store_testing.h"
 
 namespace floodgate::testing {
 namespace {
@@ -139,6 +143,89 @@ TEST_F(ClusterTest, SlotsAgreeWithTheServers) {
 
 // gcra in whole µs: a same-instant burst admits exactly B on every primary, batched
 // within a slot (a burst is one key).
+// lua/node_batch.lua reads every key before it writes any: a key of another node fails the
+// call with nothing written; keys of several slots of its own node are decided.
+TEST_F(ClusterTest, ANodesBatchWritesNothingWhenAKeyIsAnotherNodes) {
+  const auto key = [](int i) { return fmt::format("fg:gcra:nb-{}", i); };
+  RedisServer* node = cluster_->PrimaryOf(redis::SlotOf(key(0)));
+  ASSERT_NE(node, nullptr);
+  std::string same_node, other_node;  // the first key's node, another slot; another node
+  for (int i = 1; same_node.empty() || other_node.empty(); ++i) {
+    const int slot = redis::SlotOf(key(i));
+    if (cluster_->PrimaryOf(slot) != node) {
+      if (other_node.empty()) other_node = key(i);
+    } else if (slot != redis::SlotOf(key(0)) && same_node.empty()) {
+      same_node = key(i);
+    }
+  }
+  const std::string path = ::testing::TempDir() + "node_batch.lua";
+  std::ofstream(path) << redis::lua::NodeBatchScript();
+  std::string sha =
+      RunShell(fmt::format("redis-cli -h 127.0.0.1 -p {} -x SCRIPT LOAD < {}", node->port(), path));
+  while (!sha.empty() && (sha.back() == '\n' || sha.back() == '\r')) sha.pop_back();
+  ASSERT_EQ(sha.size(), 40u) << sha;
+  // Two gcra decisions, 10/s: KEYS = {the first key}, ARGV = {2, slot marks, the second key,
+  // the batch's arguments}.
+  const auto call = [&](const std::string& second) {
+    return node->Cli({"EVALSHA", sha, "1", key(0), "2", "11", second, "1", "gcra", "10", "1000000",
+                      "10", "0", "1", "", "1", "1", "", "1"});
+  };
+  EXPECT_THAT(call(other_node), HasSubstr("Script attempted to access a non local key"));
+  EXPECT_EQ(node->Cli({"EXISTS", key(0)}).substr(0, 1), "0");
+  const std::string decided = call(same_node);
+  EXPECT_THAT(decided, ::testing::Not(HasSubstr("ERR"))) << decided;
+  EXPECT_EQ(node->Cli({"EXISTS", key(0)}).substr(0, 1), "1");
+  EXPECT_EQ(node->Cli({"EXISTS", same_node}).substr(0, 1), "1");
+}
+
+// Decisions in flight on keys all over the cluster, each key several times: batched per
+// node where the servers know script flags (this Redis 7), per slot where they do not
+// (forced here, as a Redis < 7.0 is found); either way a key's decisions go in order, each
+// seeing the one before.
+TEST_F(ClusterTest, BatchesSpanANodesSlotsWithScriptFlagsElseOneSlot) {
+  const Policy policy = *Policy::Parse("fixed_window:1000/1h");
+  for (const std::optional<redis::Batching> forced :
+       {std::optional<redis::Batching>(), std::optional(redis::Batching::kPerSlot)}) {
+    auto options = RedisStoreOptions::FromUrl(
+        cluster_->url("batch=64&connections=1&timeout=10s&denial_cache=0us"));
+    ASSERT_TRUE(options.ok());
+    auto store = redis::StoreTesting::Open(*options, forced);
+    ASSERT_TRUE(store.ok()) << store.status();
+    const std::string prefix = forced ? "slot:" : "node:";
+    constexpr int kKeys = 400, kTimes = 4;
+    std::vector<std::int64_t> remaining(kKeys * kTimes, -1);
+    std::latch answered(kKeys * kTimes);
+    for (int t = 0; t < kTimes; ++t) {
+      for (int k = 0; k < kKeys; ++k) {
+        (*store)->DecideAsync({fmt::format("{}{}", prefix, k), policy, 1, std::nullopt},
+                              [&, at = k * kTimes + t](absl::StatusOr<Decision> d) {
+                                if (d.ok() && d->allowed && !d->degraded) {
+                                  remaining[at] = d->remaining;
+                                }
+                                answered.count_down();
+                              });
+      }
+    }
+    answered.wait();
+    for (int k = 0; k < kKeys; ++k) {
+      for (int t = 0; t < kTimes; ++t) {
+        ASSERT_EQ(remaining[k * kTimes + t], policy.limit - 1 - t) << prefix << k << " #" << t;
+      }
+    }
+    const RedisStats stats = (*store)->redis_stats();
+    if (forced) {
+      EXPECT_EQ(stats.node_batches, 0u);
+    } else {
+      EXPECT_GT(stats.node_batches, 0u);
+    }
+    EXPECT_EQ(stats.node_batch_retries, 0u);
+    std::printf("%s %d decisions in %llu calls (%llu over several slots of a node)\n",
+                forced ? "per slot (forced):" : "per node (detected):", kKeys * kTimes,
+                static_cast<unsigned long long>(stats.calls),
+                static_cast<unsigned long long>(stats.node_batches));
+  }
+}
+
 TEST_F(ClusterTest, SameInstantGcraBurstsAdmitExactlyB) {
   auto store = OpenRedis(cluster_->url("batch=64&connections=1&timeout=10s&denial_cache=0us"));
   ASSERT_NE(store, nullptr);
@@ -179,6 +266,30 @@ TEST_F(ClusterTest, ConformanceVectorsPassSpreadOverEveryPrimary) {
   std::printf("keys written per primary:");
   for (const auto& [port, keys] : keys_on) std::printf(" %lld", static_cast<long long>(keys));
   std::printf("\n");
+}
+
+// Every case in flight at once from several threads: batches span the slots of a node
+// (lua/node_batch.lua), and each case's decisions still see the ones before.
+TEST_F(ClusterTest, ConformanceVectorsPassInBatchesOverANodesSlots) {
+  auto store = OpenRedis(cluster_->url("batch=64&connections=1&timeout=5s&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const auto cases = LoadAllVectors();
+  ASSERT_GE(cases.size(), 60u);
+  constexpr std::size_t kThreads = 6;
+  std::vector<std::jthread> threads;
+  for (std::size_t t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (std::size_t c = t; c < cases.size(); c += kThreads) {
+        RunCaseInFlight(*store, cases[c], fmt::format("n{}:", c));
+      }
+    });
+  }
+  threads.clear();
+  EXPECT_EQ(store->redis_stats().degraded, 0u);
+  EXPECT_GT(store->redis_stats().node_batches, 0u);
+  std::printf("node batches: %llu of %llu calls\n",
+              static_cast<unsigned long long>(store->redis_stats().node_batches),
+              static_cast<unsigned long long>(store->redis_stats().calls));
 }
 
 // docs/reservations.md on a cluster: each record lives on its limit key's slot, so every
@@ -594,6 +705,80 @@ TEST_F(ClusterTest, ASlotMigratedUnderLoadLosesAndDoublesNothing) {
       text, ::testing::ContainsRegex("floodgate_redis_redirects_total\\{kind=\"moved\"\\} [1-9]"));
 }
 
+// A node's batch meets a key whose slot moved away behind the store's back (its slot map
+// is stale): the call is refused with nothing written, and its decisions go again slot
+// by slot, the moved one following MOVED. Each is counted exactly once.
+TEST_F(ClusterTest, ANodesBatchWithAMovedKeyIsSentAgainBySlot) {
+  auto store = OpenRedis(cluster_->url("batch=64&connections=1&timeout=5s&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("fixed_window:1000/1h");
+  const auto slot_of = [](const std::string& key) { return redis::SlotOf(FixedWindowKey(key)); };
+  RedisServer* source = cluster_->PrimaryOf(slot_of("stays"));
+  ASSERT_NE(source, nullptr);
+  RedisServer* target = cluster_->AnotherPrimary(*source);
+  ASSERT_NE(target, nullptr);
+  // `moves` sorts after "stays" (a higher slot of the same node): "stays" routes the call.
+  std::string moves, hold_a, hold_b;
+  for (int i = 0; moves.empty() || hold_a.empty() || hold_b.empty(); ++i) {
+    const std::string key = fmt::format("k{}", i);
+    if (cluster_->PrimaryOf(slot_of(key)) != source) continue;
+    if (moves.empty() && slot_of(key) > slot_of("stays")) {
+      moves = key;
+    } else if (hold_a.empty()) {
+      hold_a = key;
+    } else if (hold_b.empty()) {
+      hold_b = key;
+    }
+  }
+  ASSERT_TRUE(store->Decide({moves, policy, 1, std::nullopt})->allowed);
+  // Move `moves`'s slot (and its key) to the target; the store is not told.
+  const std::string slot = std::to_string(slot_of(moves));
+  const std::string source_id = NodeId(*source), target_id = NodeId(*target);
+  ASSERT_THAT(target->Cli({"CLUSTER", "SETSLOT", slot, "IMPORTING", source_id}), HasSubstr("OK"));
+  ASSERT_THAT(source->Cli({"CLUSTER", "SETSLOT", slot, "MIGRATING", target_id}), HasSubstr("OK"));
+  ASSERT_THAT(source->Cli({"MIGRATE", "127.0.0.1", std::to_string(target->port()), "", "0", "5000",
+                           "KEYS", FixedWindowKey(moves)}),
+              HasSubstr("OK"));
+  for (auto& node : cluster_->nodes()) node->Cli({"CLUSTER", "SETSLOT", slot, "NODE", target_id});
+
+  // Two calls out on the paused source hold the lane's queue, so that "stays" and
+  // `moves` leave together, in one call, when it answers.
+  ASSERT_THAT(source->Cli({"CLIENT", "PAUSE", "1000"}), HasSubstr("OK"));
+  std::vector<std::future<absl::StatusOr<Decision>>> answers;
+  const auto decide = [&](const std::string& key) {
+    auto promise = std::make_shared<std::promise<absl::StatusOr<Decision>>>();
+    answers.push_back(promise->get_future());
+    store->DecideAsync({key, policy, 1, std::nullopt},
+                       [promise](absl::StatusOr<Decision> d) { promise->set_value(std::move(d)); });
+  };
+  const auto calls_reach = [&](std::uint64_t calls) {
+    const auto by = Steady::now() + std::chrono::seconds(5);
+    while (store->redis_stats().calls < calls && Steady::now() < by) std::this_thread::yield();
+    return store->redis_stats().calls >= calls;
+  };
+  const std::uint64_t calls = store->redis_stats().calls;
+  decide(hold_a);
+  ASSERT_TRUE(calls_reach(calls + 1));
+  decide(hold_b);
+  ASSERT_TRUE(calls_reach(calls + 2));
+  decide("stays");
+  decide(moves);
+  std::vector<std::int64_t> remaining;
+  for (auto& answer : answers) {
+    const absl::StatusOr<Decision> d = answer.get();
+    ASSERT_TRUE(d.ok()) << d.status();
+    ASSERT_FALSE(d->degraded);
+    remaining.push_back(d->remaining);
+  }
+  EXPECT_EQ(remaining, (std::vector<std::int64_t>{999, 999, 999, 998}));
+  EXPECT_EQ(store->redis_stats().node_batches, 1u);
+  EXPECT_EQ(store->redis_stats().node_batch_retries, 1u);
+  EXPECT_GT(store->redis_stats().moved, 0u);
+  // Nothing was counted twice: the next decisions see one admission each.
+  EXPECT_EQ(store->Decide({"stays", policy, 0, std::nullopt})->remaining, 999);
+  EXPECT_EQ(store->Decide({moves, policy, 0, std::nullopt})->remaining, 998);
+}
+
 // redis-cli moves a range of slots (and their keys) while decisions run on keys in it.
 TEST_F(ClusterTest, ReshardingByRedisCliUnderLoadLosesAndDoublesNothing) {
   auto store = OpenRedis(cluster_->url("timeout=2s&denial_cache=0us"));
@@ -631,10 +816,17 @@ TEST_F(ClusterTest, ReshardingByRedisCliUnderLoadLosesAndDoublesNothing) {
   EXPECT_LE(refreshes, 2 + (Steady::now() - began) / milliseconds(100))
       << store->redis_stats().moved << " MOVED";
   ExpectStoredCountsMatch(*store, policy, load->allowed(), keys);
-  std::printf("resharded %d slots under load: %lld decisions, %llu MOVED, %llu ASK\n", kMovedSlots,
-              static_cast<long long>(load->decisions()),
-              static_cast<unsigned long long>(store->redis_stats().moved),
-              static_cast<unsigned long long>(store->redis_stats().asked));
+  // The keys span many slots of the source: batched per node (lua/node_batch.lua), whose
+  // calls meeting a moved key were refused with nothing written and sent again by slot.
+  EXPECT_GT(store->redis_stats().node_batches, 0u);
+  std::printf(
+      "resharded %d slots under load: %lld decisions, %llu MOVED, %llu ASK, %llu node "
+      "batches (%llu sent again by slot)\n",
+      kMovedSlots, static_cast<long long>(load->decisions()),
+      static_cast<unsigned long long>(store->redis_stats().moved),
+      static_cast<unsigned long long>(store->redis_stats().asked),
+      static_cast<unsigned long long>(store->redis_stats().node_batches),
+      static_cast<unsigned long long>(store->redis_stats().node_batch_retries));
 }
 
 }  // namespace

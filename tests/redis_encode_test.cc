@@ -1,6 +1,7 @@
 // The script calls the Redis store sends, without a server: golden argument layouts.
 //
-// Of the single, batch and reservation scripts.
+// Of the single, batch, node batch and reservation scripts, and the handshake's detection of
+// script flags.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -9,6 +10,7 @@
 
 #include "store/redis/encode.h"
 #include "store/redis/resp.h"
+#include "store/redis/scripts.h"
 
 namespace floodgate::redis {
 namespace {
@@ -199,6 +201,83 @@ TEST_F(RedisEncode, ReservationsAndLeases) {
                 "l", "00000000000000aa.30000000.4.5",                //
                 "L", "", "1", "00000000000000aa.30000000.4.5",       //
             }}));
+}
+
+TEST_F(RedisEncode, ANodesBatchOverSeveralSlotsRoutesByItsFirstKey) {
+  // Slots as the batcher sorts them: a slot's units adjacent, a multi-decision on one slot.
+  auto a = Make(UnitMode::kSingle, {{"a", Gcra(10)}});
+  auto a_again = Make(UnitMode::kSingle, {{"a", Gcra(10)}}, 2);
+  auto group = Make(UnitMode::kAll, {{"{t}b", Gcra(10)}, {"{t}c", Gcra(5)}});
+  auto d = Make(UnitMode::kSingle, {{"d", Gcra(10)}}, 1, 42);
+  a->route.slot = a_again->route.slot = 7;
+  group->route.slot = 9;
+  d->route.slot = 11;
+  const std::vector chunk{a, a_again, group, d};
+  const EncodedCall call = Encode(chunk, scripts_, ScriptForm::kSha, Asking::kNo);
+  EXPECT_TRUE(call.across_slots);
+  EXPECT_EQ(call.keys, 5u);
+  EXPECT_EQ(Encoded(chunk),
+            (std::vector<Args>{{"EVALSHA", "sha8", "1", "fg:gcra:a",              //
+                                "5", "10101",                                     // n, slot marks
+                                "fg:gcra:a", "fg:gcra:{t}b", "fg:gcra:{t}c", "fg:gcra:d",  //
+                                "2", "gcra", "10", "1000000", "10", "gcra", "5", "1000000", "5",
+                                "0",  // no listed groups
+                                "1", "", "1", "1", "", "2", "1", "", "1", "+2", "", "1", "1",
+                                "42", "1"}}));
+  // One slot: the batch script with every key declared, as before.
+  d->route.slot = group->route.slot = 7;
+  EXPECT_FALSE(Encode(chunk, scripts_, ScriptForm::kSha, Asking::kNo).across_slots);
+  EXPECT_EQ(Encoded(chunk)[0][1], "sha6");
+  EXPECT_EQ(Encoded(chunk)[0][2], "5");
+}
+
+TEST_F(RedisEncode, TheNodeBatchScriptCarriesItsFlagsOnItsFirstLine) {
+  const std::string& body = scripts_.body(ScriptId::kNodeBatch);
+  EXPECT_EQ(body.substr(0, body.find('\n')), "#!lua flags=allow-cross-slot-keys");
+  EXPECT_EQ(scripts_.body(ScriptId::kBatch).find("#!"), std::string::npos);
+}
+
+// A reply as hiredis gives it, for the handshake's checks.
+redisReply Reply(int type, std::string& text) {
+  redisReply reply{};
+  reply.type = type;
+  reply.str = text.data();
+  reply.len = text.size();
+  return reply;
+}
+
+TEST(RedisHandshake, ScriptFlagsAreDetectedFromTheNodeBatchScriptsLoad) {
+  std::string sha = "0123456789abcdef0123456789abcdef01234567";
+  // Redis 6.2 compiles the shebang line as Lua.
+  std::string old = "ERR Error compiling script (new function): user_script:1: unexpected "
+                    "symbol near '#'";
+  EXPECT_EQ(BatchingFrom(Reply(REDIS_REPLY_STRING, sha)), Batching::kPerNode);
+  EXPECT_EQ(BatchingFrom(Reply(REDIS_REPLY_ERROR, old)), Batching::kPerSlot);
+
+  RedisStoreOptions options;
+  Scripts scripts;
+  // Standalone: no node batch script to load (PING, then the other scripts).
+  EXPECT_EQ(Handshake(options, scripts).Commands().size(), 1u + kScriptCount - 1);
+  options.cluster = true;
+  Handshake handshake(options, scripts);
+  const auto commands = handshake.Commands();
+  ASSERT_EQ(commands.size(), 1u + kScriptCount);
+  EXPECT_NE(commands.back().find("allow-cross-slot-keys"), std::string::npos);
+  const std::size_t node_script = commands.size() - 1;
+  Batching batching = Batching::kPerSlot;
+  // Refused: the connection still comes up, batching by slot.
+  EXPECT_TRUE(handshake.Check("h:1", node_script, Reply(REDIS_REPLY_ERROR, old), batching).ok());
+  EXPECT_EQ(batching, Batching::kPerSlot);
+  EXPECT_TRUE(handshake.Check("h:1", node_script, Reply(REDIS_REPLY_STRING, sha), batching).ok());
+  EXPECT_EQ(batching, Batching::kPerNode);
+  EXPECT_EQ(scripts.sha(ScriptId::kNodeBatch), sha);
+  // Another script's refusal still fails the handshake.
+  EXPECT_FALSE(handshake.Check("h:1", 1, Reply(REDIS_REPLY_ERROR, old), batching).ok());
+  // A forced result (tests) wins over the reply.
+  batching = Batching::kPerNode;
+  Handshake forced(options, scripts, Batching::kPerSlot);
+  EXPECT_TRUE(forced.Check("h:1", node_script, Reply(REDIS_REPLY_STRING, sha), batching).ok());
+  EXPECT_EQ(batching, Batching::kPerSlot);
 }
 
 }  // namespace

@@ -12,6 +12,10 @@
 
 namespace floodgate {
 
+namespace redis {
+struct StoreTesting;
+}
+
 // What a store answers when Redis fails or exceeds its timeout (docs/service.md, "Failure
 // modes"). Every such answer carries degraded = true.
 enum class OnError : std::uint8_t {
@@ -119,6 +123,10 @@ struct RedisStats {
   std::size_t nodes = 0;                 // primaries in the current slot map
   // Redis Sentinel only: moves to a new primary (a failover followed).
   std::uint64_t primary_switches = 0;
+  // Calls over keys of several slots of one primary, and those of them refused for a key
+  // the primary no longer serves (nothing written), whose decisions went again by slot.
+  std::uint64_t node_batches = 0;
+  std::uint64_t node_batch_retries = 0;
   // Multi-decisions (docs/multi.md).
   std::uint64_t multi_decisions = 0;
   std::uint64_t cross_slot = 0;        // Redis Cluster: across several slots
@@ -168,6 +176,7 @@ class RedisStore final : public Store {
   void SettleAsyncValidated(const SettleRequest& request, DecisionCallback done) override;
 
  private:
+  friend struct redis::StoreTesting;  // src/store/redis/store_testing.h
   class Impl;
   explicit RedisStore(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -52,22 +52,32 @@ void Batcher::Flush(Lane& lane) {
     }
   }
   ArmSweep(lane);
-  // Reservations go by a script of their own; a cluster runs a script only on keys of
-  // one slot: batch within a slot.
+  // Reservations go by a script of their own. A cluster runs a script on keys of one slot,
+  // or, with script flags (Redis >= 7.0), of several slots of its node (lua/node_batch.lua):
+  // batch within the node then, except units that must go alone or by slot, and within a
+  // slot otherwise. Sorted by slot, a slot's keys are adjacent and a key's decisions stay
+  // in order (the sort is stable).
   const bool cluster = options_.cluster;
-  std::stable_sort(live.begin(), live.end(), [cluster](const UnitPtr& a, const UnitPtr& b) {
+  const bool per_node = cluster && lane.batching == Batching::kPerNode;
+  const auto node_wide = [per_node](const Unit& p) {
+    return per_node && !p.reservation() && !p.route.alone && !p.route.by_slot;
+  };
+  std::stable_sort(live.begin(), live.end(), [&](const UnitPtr& a, const UnitPtr& b) {
     if (a->reservation() != b->reservation()) return b->reservation();
-    return cluster && a->route.slot < b->route.slot;
+    if (!cluster) return false;
+    if (node_wide(*a) != node_wide(*b)) return node_wide(*a);
+    return a->route.slot < b->route.slot;
   });
+  const auto joins = [&](const Unit& first, const Unit& next) {
+    if (first.reservation() != next.reservation()) return false;
+    if (!cluster || (node_wide(first) && node_wide(next))) return true;
+    return !first.route.alone && !next.route.alone && first.route.slot == next.route.slot;
+  };
   const std::size_t batch = static_cast<std::size_t>(options_.max_batch);
   for (std::size_t i = 0; i < live.size();) {
     std::size_t end = std::min(live.size(), i + batch);
     std::size_t same = i + 1;
-    while (same < end && live[same]->reservation() == live[i]->reservation() &&
-           (!cluster || (!live[i]->route.alone && !live[same]->route.alone &&
-                         live[same]->route.slot == live[i]->route.slot))) {
-      ++same;
-    }
+    while (same < end && joins(*live[i], *live[same])) ++same;
     end = same;
     std::vector<UnitPtr> chunk(std::make_move_iterator(live.begin() + i),
                                std::make_move_iterator(live.begin() + end));
@@ -87,6 +97,7 @@ void Batcher::Send(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, Aski
   const EncodedCall call = Encode(chunk, scripts_, form, asking);
   ++counters_.calls;
   if (!SingleCall(chunk)) counters_.batched += call.keys;
+  if (call.across_slots) ++counters_.node_batches;
   ++lane.calls_out;
   const std::string_view command = call.command;
   if (asking == Asking::kYes) {

@@ -181,7 +181,26 @@ bool ClusterRouter::Redirected(Lane& lane, std::string_view error, std::vector<U
       return true;
     }
     ++counters_.asked;
+    // A node's batch: only the asked slot's units go to the importing node; the others
+    // go to their owner again.
+    const auto others = std::stable_partition(chunk.begin(), chunk.end(), [&](const UnitPtr& u) {
+      return u->route.slot == redirect->slot;
+    });
+    std::vector<UnitPtr> rest(std::make_move_iterator(others),
+                              std::make_move_iterator(chunk.end()));
+    chunk.erase(others, chunk.end());
     Ask(target, std::move(chunk));
+    if (!rest.empty()) Route(rest);
+    return true;
+  }
+  if (error.find("Script attempted to access a non local key") != std::string_view::npos) {
+    // lua/node_batch.lua met a key its node no longer serves (moved, or migrating and
+    // absent). It reads every key before writing any, so nothing was written: the slot
+    // map is stale, and the units go again, each batched within its slot from now on.
+    ++counters_.node_batch_retries;
+    for (auto& unit : chunk) unit->route.by_slot = true;
+    RequestRefresh();
+    Reroute(std::move(chunk));
     return true;
   }
   if (error.starts_with("TRYAGAIN") || error.starts_with("CLUSTERDOWN")) {

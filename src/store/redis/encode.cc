@@ -1,4 +1,4 @@
-// Pure: a chunk of units -> one EVALSHA/EVAL call in the single, batch or reservation layout.
+// Pure: a chunk of units -> one EVALSHA/EVAL call in the single, batch, node or reservation layout.
 #include "store/redis/encode.h"
 
 #include <algorithm>
@@ -47,15 +47,23 @@ bool Joined(const Unit& p) {
 }
 bool Listed(const Unit& p) { return p.mode != UnitMode::kSingle && !Joined(p); }
 
+// Units of several slots (a cluster node's batch, lua/node_batch.lua).
+bool AcrossSlots(std::span<const UnitPtr> chunk) {
+  return std::any_of(chunk.begin(), chunk.end(),
+                     [&](const UnitPtr& p) { return p->route.slot != chunk[0]->route.slot; });
+}
+
 }  // namespace
 
 EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, ScriptForm form,
                    Asking asking) {
   const bool reservations = chunk[0]->reservation();
   const bool single = SingleCall(chunk);
-  const ScriptId id = reservations ? ScriptId::kReservation
-                      : single     ? SingleScriptFor(chunk[0]->item().kind)
-                                   : ScriptId::kBatch;
+  const bool across_slots = !reservations && !single && AcrossSlots(chunk);
+  const ScriptId id = reservations   ? ScriptId::kReservation
+                      : single       ? SingleScriptFor(chunk[0]->item().kind)
+                      : across_slots ? ScriptId::kNodeBatch
+                                     : ScriptId::kBatch;
   std::size_t keys = 0, groups = 0;
   for (const auto& p : chunk) {
     keys += p->items.size() + (p->mode == UnitMode::kReserve && p->hold.lease.empty());
@@ -64,7 +72,7 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
   // Decimal arguments, kept alive until the command is formatted (the vector is sized
   // up front, so the views into it stay valid).
   std::vector<std::string> numbers;
-  numbers.reserve(2 + keys * 7 + groups * 6);
+  numbers.reserve(4 + keys * 7 + groups * 6);
   const auto number = [&numbers](std::string text) -> std::string_view {
     return numbers.emplace_back(std::move(text));
   };
@@ -72,14 +80,36 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
     return p.now_us ? std::to_string(*p.now_us) : std::string();
   };
   std::vector<std::string_view> args;
-  args.reserve(8 + keys * 8 + groups * 5);
+  args.reserve(10 + keys * 8 + groups * 5);
   const bool as_eval = form == ScriptForm::kBody;
   args.push_back(as_eval ? "EVAL" : "EVALSHA");
   args.push_back(as_eval ? scripts.body(id) : scripts.sha(id));
-  args.push_back(number(std::to_string(keys)));
-  for (const auto& p : chunk) {
-    for (const Item& item : p->items) args.push_back(item.redis_key);
-    if (p->mode == UnitMode::kReserve && p->hold.lease.empty()) args.push_back(p->hold.record_key);
+  if (across_slots) {  // lua/node_batch.lua: the first key routes; n, slot marks, the others
+    args.push_back("1");
+    args.push_back(chunk[0]->item().redis_key);
+    args.push_back(number(std::to_string(keys)));
+    std::string marks;
+    marks.reserve(keys);
+    for (std::size_t u = 0; u < chunk.size(); ++u) {
+      const bool new_slot = u == 0 || chunk[u]->route.slot != chunk[u - 1]->route.slot;
+      for (std::size_t i = 0; i < chunk[u]->items.size(); ++i) {
+        marks.push_back(new_slot && i == 0 ? '1' : '0');
+      }
+    }
+    args.push_back(number(std::move(marks)));
+    for (const auto& p : chunk) {
+      for (const Item& item : p->items) {
+        if (&item != &chunk[0]->item()) args.push_back(item.redis_key);
+      }
+    }
+  } else {
+    args.push_back(number(std::to_string(keys)));
+    for (const auto& p : chunk) {
+      for (const Item& item : p->items) args.push_back(item.redis_key);
+      if (p->mode == UnitMode::kReserve && p->hold.lease.empty()) {
+        args.push_back(p->hold.record_key);
+      }
+    }
   }
   // The distinct policies of a batch or of reservations, sent once: p, then 4 values each.
   const auto append_policies = [&](const std::vector<const Item*>& policies) {
@@ -174,6 +204,7 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
   call.asking_bytes = call.command.size();
   AppendCommand(call.command, args);
   call.keys = keys;
+  call.across_slots = across_slots;
   return call;
 }
 

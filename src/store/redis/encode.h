@@ -23,10 +23,13 @@ struct EncodedCall {
   std::string command;           // RESP: ASKING (when asked for), then the script call
   std::size_t asking_bytes = 0;  // where the script call starts in `command`
   std::size_t keys = 0;          // the call's KEYS: its items, and reservations' records
+  bool across_slots = false;     // lua/node_batch.lua: keys of several slots of one node
 };
 
 // The chunk goes as one call: reservations (all of them, or none) by lua/reservation.lua;
-// a lone SingleCall unit by its algorithm's script; anything else by lua/batch.lua.
+// a lone SingleCall unit by its algorithm's script; anything else by lua/batch.lua, through
+// lua/node_batch.lua when its units' route.slot differ (adjacent per slot, the batcher's
+// order: a cluster node's batch).
 EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, ScriptForm form,
                    Asking asking);
 

@@ -3,7 +3,7 @@
 // The Lua sources of lua/, embedded at build time (cmake/embed_lua.cmake).
 //
 // Scripts are assembled by concatenation: common + algorithm(s) + a driver (single, batch or
-// reservation).
+// reservation; node_batch + batch for a cluster node's batch).
 
 #include <string>
 #include <string_view>
@@ -19,6 +19,7 @@ extern const std::string_view k_fixed_window;
 extern const std::string_view k_concurrency;
 extern const std::string_view k_single;
 extern const std::string_view k_batch;
+extern const std::string_view k_node_batch;
 extern const std::string_view k_reservation;
 
 // One algorithm's script for its single decisions: common, the algorithm, single.lua.
@@ -36,6 +37,13 @@ inline std::string DriverScript(std::string_view driver) {
       .append(k_fixed_window)
       .append(k_concurrency)
       .append(driver);
+}
+
+// lua/batch.lua on keys of several slots of one cluster node (lua/node_batch.lua). Redis
+// reads script flags from a shebang on the first line; Redis < 7.0 refuses to load it.
+inline std::string NodeBatchScript() {
+  return "#!lua flags=allow-cross-slot-keys\n" +
+         DriverScript(std::string(k_node_batch).append(k_batch));
 }
 
 }  // namespace floodgate::redis::lua

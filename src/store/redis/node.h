@@ -18,6 +18,7 @@
 
 #include "store/redis/breaker.h"
 #include "store/redis/connection.h"
+#include "store/redis/scripts.h"
 #include "store/redis/unit.h"
 
 namespace floodgate::redis {
@@ -42,6 +43,8 @@ struct Lane {
   boost::asio::steady_timer sweep;
   bool sweeping = false;
   bool reported_down = false;  // counted among the failed lanes (start-up)
+  // Redis Cluster: what its batches may span, as its handshake found (I/O thread).
+  Batching batching = Batching::kPerSlot;
 };
 
 // A Redis server: the standalone one, or one cluster primary (or seed). Its breaker

@@ -43,8 +43,14 @@ void RedisStore::AppendMetrics(std::string& out) const {
         "# TYPE floodgate_redis_topology_refreshes_total counter\n"
         "floodgate_redis_topology_refreshes_total {}\n"
         "# HELP floodgate_redis_cluster_primaries Primaries in the current slot map.\n"
-        "# TYPE floodgate_redis_cluster_primaries gauge\nfloodgate_redis_cluster_primaries {}\n",
-        r.moved, r.asked, r.retried, r.topology_refreshes, r.nodes);
+        "# TYPE floodgate_redis_cluster_primaries gauge\nfloodgate_redis_cluster_primaries {}\n"
+        "# HELP floodgate_redis_node_batches_total Script calls over keys of several slots of "
+        "one primary (retried: refused for a key it no longer serves, then sent slot by slot).\n"
+        "# TYPE floodgate_redis_node_batches_total counter\n"
+        "floodgate_redis_node_batches_total{{result=\"sent\"}} {}\n"
+        "floodgate_redis_node_batches_total{{result=\"retried\"}} {}\n",
+        r.moved, r.asked, r.retried, r.topology_refreshes, r.nodes, r.node_batches,
+        r.node_batch_retries);
   }
   if (options().sentinel) {
     out += fmt::format(

@@ -31,6 +31,7 @@
 #include "store/redis/scripts.h"
 #include "store/redis/sentinel.h"
 #include "store/redis/startup.h"
+#include "store/redis/store_testing.h"
 #include "store/redis/unit.h"
 
 namespace floodgate {
@@ -103,11 +104,12 @@ class RedisStore::Impl final : public redis::Dispatcher,
                                public redis::CallErrors,
                                public redis::NodeSource {
  public:
-  Impl(RedisStoreOptions options, std::unique_ptr<asio::ssl::context> tls)
+  Impl(RedisStoreOptions options, std::unique_ptr<asio::ssl::context> tls,
+       std::optional<redis::Batching> forced_batching)
       : options_(std::move(options)),
         tls_(std::move(tls)),
         work_(asio::make_work_guard(io_)),
-        handshake_(options_, scripts_),
+        handshake_(options_, scripts_, forced_batching),
         outcomes_(options_, counters_),
         cross_slot_(options_, counters_, outcomes_, *this),
         batcher_(io_, options_, scripts_, outcomes_, counters_, *this),
@@ -332,6 +334,8 @@ class RedisStore::Impl final : public redis::Dispatcher,
     s.cross_slot = counters_.cross_slot;
     s.releases = counters_.releases;
     s.release_failures = counters_.release_failures;
+    s.node_batches = counters_.node_batches;
+    s.node_batch_retries = counters_.node_batch_retries;
     s.nodes = router_.primary_count();
     s.primary_switches = counters_.primary_switches;
     const Steady::time_point now = Steady::now();
@@ -420,8 +424,8 @@ class RedisStore::Impl final : public redis::Dispatcher,
           io_, connection,
           redis::Connection::Hooks{
               [this] { return handshake_.Commands(); },
-              [this, raw_node](std::size_t index, const redisReply& reply) {
-                return handshake_.Check(raw_node->describe, index, reply);
+              [this, raw_node, raw](std::size_t index, const redisReply& reply) {
+                return handshake_.Check(raw_node->describe, index, reply, raw->batching);
               },
               [this, raw] { OnReady(*raw); },
               [this, raw](const absl::Status& status) { OnDown(*raw, status); },
@@ -531,6 +535,11 @@ class RedisStore::Impl final : public redis::Dispatcher,
 };
 
 absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Open(RedisStoreOptions options) {
+  return redis::StoreTesting::Open(std::move(options), std::nullopt);
+}
+
+absl::StatusOr<std::unique_ptr<RedisStore>> redis::StoreTesting::Open(
+    RedisStoreOptions options, std::optional<Batching> forced_batching) {
   // FromUrl refuses these with the URL in hand; options built in code are checked here.
   if (!options.unix_socket.empty() &&
       (options.cluster || options.tls ||
@@ -550,7 +559,8 @@ absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Open(RedisStoreOptions o
     if (!context.ok()) return context.status();
     tls = *std::move(context);
   }
-  auto impl = std::make_unique<Impl>(std::move(options), std::move(tls));
+  auto impl =
+      std::make_unique<RedisStore::Impl>(std::move(options), std::move(tls), forced_batching);
   if (absl::Status status = impl->Start(); !status.ok()) return status;
   return std::unique_ptr<RedisStore>(new RedisStore(std::move(impl)));
 }

@@ -32,6 +32,8 @@ std::string AssembleScript(ScriptId id) {
       break;
     case ScriptId::kReservation:
       return l::DriverScript(l::k_reservation);
+    case ScriptId::kNodeBatch:
+      return l::NodeBatchScript();
   }
   return l::DriverScript(l::k_batch);
 }
@@ -58,6 +60,10 @@ ScriptId SingleScriptFor(core::StateKind kind) {
   return ScriptId::kGcra;
 }
 
+Batching BatchingFrom(const redisReply& script_load_reply) {
+  return script_load_reply.type == REDIS_REPLY_STRING ? Batching::kPerNode : Batching::kPerSlot;
+}
+
 Scripts::Scripts() {
   for (int i = 0; i < kScriptCount; ++i) scripts_[i].body = AssembleScript(ScriptId(i));
 }
@@ -81,18 +87,26 @@ std::vector<std::string> Handshake::Commands() const {
     AppendCommand(command, {"ROLE"});
     commands.push_back(std::exchange(command, {}));
   }
-  for (int i = 0; i < kScriptCount; ++i) {
+  const int scripts = options_.cluster ? kScriptCount : kScriptCount - 1;  // kNodeBatch last
+  for (int i = 0; i < scripts; ++i) {
     AppendCommand(command, {"SCRIPT", "LOAD", scripts_.body(ScriptId(i))});
     commands.push_back(std::exchange(command, {}));
   }
   return commands;
 }
 
-absl::Status Handshake::Check(std::string_view describe, std::size_t index,
-                              const redisReply& reply) {
+absl::Status Handshake::Check(std::string_view describe, std::size_t index, const redisReply& reply,
+                              Batching& batching) {
   const std::size_t auth = 1;  // AUTH, or PING
   const std::size_t select = options_.db != 0 ? 1 : 0;
   const std::size_t role = options_.sentinel ? 1 : 0;
+  if (index == auth + select + role + static_cast<std::size_t>(ScriptId::kNodeBatch)) {
+    batching = forced_.value_or(BatchingFrom(reply));
+    if (reply.type == REDIS_REPLY_STRING) {
+      scripts_.set_sha(ScriptId::kNodeBatch, std::string(TextOf(reply)));
+    }
+    return absl::OkStatus();
+  }
   if (reply.type == REDIS_REPLY_ERROR) {
     const std::string_view text = TextOf(reply);
     if (index == 0 && !options_.password.empty()) {

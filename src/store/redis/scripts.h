@@ -7,6 +7,8 @@
 #include <hiredis/hiredis.h>
 
 #include <array>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,7 +17,8 @@
 
 namespace floodgate::redis {
 
-// One script per algorithm, the batch script and the reservation script.
+// One script per algorithm, the batch script, the reservation script, and (Redis Cluster
+// only) the batch script for keys of several slots of one node.
 enum class ScriptId : int {
   kGcra,
   kTokenBucket,
@@ -25,8 +28,17 @@ enum class ScriptId : int {
   kConcurrency,
   kBatch,
   kReservation,
+  kNodeBatch,
 };
-inline constexpr int kScriptCount = 8;
+inline constexpr int kScriptCount = 9;
+
+// What a cluster connection's batches may span (docs/scaling.md): the keys of its node, by
+// lua/node_batch.lua, which needs script flags (Redis >= 7.0); or the keys of one slot.
+enum class Batching : std::uint8_t { kPerSlot, kPerNode };
+// Detection, from the answer to SCRIPT LOAD of the node batch script: a SHA from a server
+// that knows script flags; an error from one that does not (Redis < 7.0 compiles the
+// shebang line as Lua, and fails).
+Batching BatchingFrom(const redisReply& script_load_reply);
 
 // The algorithm's own script, for a decision alone in its call.
 ScriptId SingleScriptFor(core::StateKind kind);
@@ -54,21 +66,27 @@ class Scripts {
 absl::Status CheckPrimary(std::string_view describe, const redisReply& role);
 
 // A connection's handshake: AUTH (or PING), SELECT, ROLE (Redis Sentinel: the server
-// must be the primary), then SCRIPT LOAD of every script.
+// must be the primary), then SCRIPT LOAD of every script (the node batch script on a
+// cluster only).
 class Handshake {
  public:
-  Handshake(const RedisStoreOptions& options, Scripts& scripts)
-      : options_(options), scripts_(scripts) {}
+  // `forced`: tests only, a Batching to take instead of the detected one.
+  Handshake(const RedisStoreOptions& options, Scripts& scripts,
+            std::optional<Batching> forced = std::nullopt)
+      : options_(options), scripts_(scripts), forced_(forced) {}
 
   // The first command is AUTH, or a PING without a password: the connection sends it
   // alone, and its answer tells a server that wants a password before a script goes.
   std::vector<std::string> Commands() const;
-  // Checks the answer to command `index`; a SCRIPT LOAD's answer is the script's SHA.
-  absl::Status Check(std::string_view describe, std::size_t index, const redisReply& reply);
+  // Checks the answer to command `index`; a SCRIPT LOAD's answer is the script's SHA. The
+  // node batch script's tells the connection's `batching` (its refusal fails nothing).
+  absl::Status Check(std::string_view describe, std::size_t index, const redisReply& reply,
+                     Batching& batching);
 
  private:
   const RedisStoreOptions& options_;
   Scripts& scripts_;
+  const std::optional<Batching> forced_;
 };
 
 }  // namespace floodgate::redis

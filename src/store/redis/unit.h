@@ -79,6 +79,7 @@ struct Unit {
     Node* admitted_by = nullptr;  // the node whose breaker let it through (retries skip it)
     int redirects = 0;            // MOVED / ASK / TRYAGAIN followed so far
     bool alone = false;           // sent in a call of its own (after TRYAGAIN on a batch)
+    bool by_slot = false;         // batched within its slot only (a node's batch refused it)
   };
 
   absl::InlinedVector<Item, 1> items;  // kSingle, kReserve, kSettle: exactly one
