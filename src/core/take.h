@@ -1,7 +1,6 @@
 #pragma once
 
-// take(k, δ): the largest lease of up to k units one instance may spend within δ, as pure
-// functions.
+// take(k, δ): the largest lease of up to k units one instance may spend within δ, pure.
 //
 // docs/algorithms.md "Take up to k" and docs/prefetch.md (the bound, its proof sketch, and where
 // the rule differs from the spec's first wording). Conventions as core/algorithms.h. One idea for
@@ -31,8 +30,8 @@ namespace floodgate::core {
 // What a take leased.
 struct LeaseGrant {
   std::int64_t units = 0;  // k' (0: nothing held)
-  std::int64_t ends =
-      0;  // µs; the holder spends before it, and units not returned by then are spent
+  // µs: the holder spends before it, and units not returned by then count as spent.
+  std::int64_t ends = 0;
 };
 
 template <class State>
