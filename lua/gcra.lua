@@ -72,7 +72,8 @@ SETTLE['gcra'] = function(key, now, p, r, actual)
   local stored = raw and tonumber(raw)
   if raw and stored == nil then corrupt() end
   local value
-  if actual < r.estimate and stored and stored > now then
+  -- A lease's return refunds only while the key is as its take left it (src/core/settle.h).
+  if actual < r.estimate and stored and stored > now and (not r.lease or stored == r.mark) then
     -- The unused tail of the reservation's span, as far as it is still ahead of now.
     local refund = min((r.estimate - actual) * emission, max(0, r.mark - now))
     if refund > 0 then value = stored - refund end

@@ -11,7 +11,8 @@
 --     'A', policy number 1..p, now, random               (1 KEY: the concurrency key)
 --     'L', now, actual, member                           (1 KEY: the concurrency key)
 --     'a', policy number 1..p, random                    ('A' at the server clock)
---     'l', member                                        ('L' at the server clock, at 0)}
+--     'l', member                                        ('L' at the server clock, at 0)
+--     't', policy number 1..p, now, up_to, lifetime_us   (take, lua/take.lua; 2 KEYS as 'r')}
 --   now: '' = the server clock. Every argument costs Redis about 1,000 instructions (an
 --   object made, pushed into ARGV, freed: callgrind'd redis-server), so the acquires and
 --   releases most requests make, at the server clock, have forms without now and cost.
@@ -27,7 +28,10 @@
 -- hold or lease time had ended, 3: a lease settled at a cost, refused and still held),
 -- allowed, limit, remaining, retry_after_us, reset_after_us, and an admitted acquire's
 -- acquire time (the end of its member; 0 for any other); then the server clock it read
--- (0: none).
+-- (0: none). A take answers as a reserve, with the units leased in place of the acquire
+-- time and, when it leased any, the lease's length (µs from now) in place of
+-- retry_after_us (0 in any allowed decision). Its record's kind carries a '+': a lease,
+-- whose return refunds as src/core/settle.h's MayRefund says.
 -- Every argument is checked before any operation runs.
 -- Locals: the parse below reads them a few times per operation (1.6% of a reserve +
 -- settle's Redis instructions as globals, measured).
@@ -55,7 +59,8 @@ local op_policy, op_now, op_cost, op_hold, op_key, op_record = {}, {}, {}, {}, {
 local op_lease = {}
 local a, k = 3 + 4 * p_count, 1
 local needs_clock = false
-local NOW_AT = {r = 2, s = 1, A = 2, L = 1}  -- where an operation's now is (a, l: none)
+local NOW_AT = {r = 2, s = 1, A = 2, L = 1, t = 2}
+local op_take = {}  -- where an operation's now is (a, l: none)
 for i = 1, n do
   local op = ARGV[a]
   local now_at = NOW_AT[op]
@@ -63,7 +68,8 @@ for i = 1, n do
   local why
   if now_arg ~= '' and not FG.parse_int(now_arg, 0, FG.MAX_TIME) then
     why = 'now must be empty or an integer count of microseconds'
-  elseif op == 'r' then
+  elseif op == 'r' or op == 't' then  -- a take's arguments are a reserve's: up_to, lifetime
+    local what = op == 'r' and 'reserve' or 'take'
     local p_arg, estimate_arg, hold_arg = ARGV[a + 1] or '', ARGV[a + 3] or '', ARGV[a + 4] or ''
     local p = policy_of[p_arg] or cached(policy_of, p_arg, 1, p_count)
     local estimate = cost_of[estimate_arg] or cached(cost_of, estimate_arg, 0, FG.MAX_COST)
@@ -77,11 +83,11 @@ for i = 1, n do
     elseif estimate < 1 then
       why = 'estimate must be at least 1'
     elseif not KEYS[k + 1] then
-      why = 'a reserve takes 2 keys'
+      why = 'a ' .. what .. ' takes 2 keys'
     elseif policies[p].kind == 'cc' then
-      why = 'a concurrency limit takes leases: acquire (a), not reserve'
+      why = 'a concurrency limit takes leases: acquire (a), not ' .. what
     else
-      op_policy[i], op_cost[i], op_hold[i] = policies[p], estimate, hold
+      op_policy[i], op_cost[i], op_hold[i], op_take[i] = policies[p], estimate, hold, op == 't'
       op_key[i], op_record[i] = KEYS[k], KEYS[k + 1]
     end
     a, k = a + 5, k + 2
@@ -128,7 +134,8 @@ for i = 1, n do
     end
     a, k = a + (short and 2 or 4), k + 1
   else
-    why = 'operation must be r (reserve), s (settle), a or A (acquire), l or L (release)'
+    why = 'operation must be r (reserve), s (settle), a or A (acquire), l or L (release), ' ..
+          't (take)'
   end
   if why then return redis.error_reply(string.format('floodgate: operation %d: %s', i, why)) end
   op_now[i] = now_arg
@@ -160,8 +167,9 @@ local function read_ahead(wanted)
     end
   end
 end
--- A settle's record, parsed: its kind (op_kind) and the limit's key (op_key).
-local op_kind = {}
+-- A settle's record, parsed: its kind (op_kind), whether it is a take's lease
+-- (op_lease_record) and the limit's key (op_key).
+local op_kind, op_lease_record = {}, {}
 do
   local wanted = {}
   for i = 1, n do
@@ -186,7 +194,10 @@ do
       if #raw <= RECORD_HEAD then corrupt() end
       local colon = find(raw, ':', RECORD_HEAD + 1, true)
       local kind = colon and string.sub(raw, RECORD_HEAD + 1, colon - 1)
+      local lease = kind and string.sub(kind, -1) == '+'
+      if lease then kind = string.sub(kind, 1, -2) end
       if not kind or DECIDERS[kind] == nil then corrupt() end
+      op_lease_record[i] = lease
       local key = string.sub(raw, colon + 1)
       op_kind[i], op_key[i] = kind, key
       if not SORTED_SET[kind] and known[key] == nil then
@@ -222,6 +233,21 @@ local function reserve(i, now)
     records[op_record[i]] = record
   end
   return 1, allowed, p.limit, remaining, retry, reset, 0
+end
+
+-- A take (lua/take.lua): a reserve of the units leased, its record marked a lease and
+-- held until the lease ends.
+local function take(i, now)
+  local p, key = op_policy[i], op_key[i]
+  local units, ends, allowed, remaining, retry, reset =
+      TAKE[p.kind](key, now, p, op_cost[i], op_hold[i])
+  if units < 1 then return 1, allowed, p.limit, remaining, retry, reset, 0 end
+  local at, mark, deficit = MARK[p.kind](key, now, p)
+  local record = struct.pack(RECORD_NUMBERS, p.limit, p.period, p.burst, at, units, mark,
+                             deficit, ends) .. p.kind .. '+:' .. key
+  redis.call('SET', op_record[i], record, 'PX', ttl_ms(ends - now))
+  records[op_record[i]] = record
+  return 1, 1, p.limit, remaining, ends - now, reset, units
 end
 
 -- Settled records, deleted together at the end (one call): a record is read by nothing
@@ -260,6 +286,7 @@ local function settle(i, now)
   -- One table for every settle's reservation: SETTLE reads it and keeps nothing.
   reservation.at, reservation.estimate, reservation.mark = at, estimate, mark
   reservation.deficit = deficit
+  reservation.lease = op_lease_record[i]
   local allowed, remaining, retry, reset =
       SETTLE[kind](op_key[i], now, p, reservation, op_cost[i])
   return 1, allowed, p.limit, remaining, retry, reset, 0
@@ -287,7 +314,7 @@ for i = 1, n do
     end
   else
     out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] =
-        (p and reserve or settle)(i, now)
+        (op_take[i] and take or p and reserve or settle)(i, now)
   end
 end
 -- A record a reserve wrote after its settle in this call (a colliding random id) stays.

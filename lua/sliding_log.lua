@@ -66,10 +66,11 @@ local function sl_renumber(key, before)
 end
 
 -- Admits a run of `cost` units at `now` after the newest run (total `newest_total`;
--- `before` units were admitted before the oldest counted run).
+-- `before` units were admitted before the oldest counted run). The key lives `ttl` µs
+-- (P when not given): P after the run, from the time the script was asked about.
 local sl_appended_at  -- the time of the run sl_append added last (MARK['sl'] reads it)
 
-local function sl_append(key, now, before, newest_total, cost, period)
+local function sl_append(key, now, before, newest_total, cost, period, ttl)
   sl_appended_at = now
   if newest_total + cost > SL_MAX_TOTAL then
     sl_renumber(key, before)
@@ -77,19 +78,18 @@ local function sl_append(key, now, before, newest_total, cost, period)
   end
   redis.call('ZADD', key, int_string(now), sl_member(newest_total + cost, cost))
   -- The newest counted run is now: reset = TTL = P (docs/algorithms.md: keys expire after P).
-  expire(key, period)
+  expire(key, ttl or period)
 end
 
-DECIDERS['sl'] = function(key, now, p, cost)
-  local limit, period = p.limit, p.period
-  -- Time going backwards is clamped to the newest run (counted or not); the trim then
-  -- drops what no longer counts, and deletes the key when that is every run.
+-- The log as a decision at `now` sees it. Time going backwards is clamped to the newest
+-- run (counted or not); the trim then drops what no longer counts, and deletes the key
+-- when that is every run. Returns now (clamped), the newest run's time (nil: none), its
+-- total, the units admitted before the oldest counted run, and the units that still
+-- count. When none counts the trim deleted the key, and totals start again from 0.
+local function sl_counted(key, now, period)
   local newest, newest_time
   now, newest, newest_time = trim_log(key, now, period)
   local newest_total = newest_time and (sl_parse(newest[1])) or 0
-
-  -- Units admitted before the oldest counted run, and the units that still count. When
-  -- none counts the trim deleted the key, and totals start again from 0.
   local before, count = 0, 0
   if newest_time and newest_time > now - period then
     local oldest_total, oldest_units = sl_parse(redis.call('ZRANGE', key, '0', '0')[1])
@@ -98,13 +98,24 @@ DECIDERS['sl'] = function(key, now, p, cost)
   else
     newest_total = 0
   end
+  return now, newest_time, newest_total, before, count
+end
+
+DECIDERS['sl'] = function(key, now, p, cost)
+  local limit, period = p.limit, p.period
+  -- A run admitted at the clamped time lives P from it (a take's run is stamped ahead:
+  -- the key's TTL runs from the time asked, lua/take.lua).
+  local asked = now
+  local newest_time, newest_total, before, count
+  now, newest_time, newest_total, before, count = sl_counted(key, now, period)
+  local ttl = period + now - asked
 
   local allowed = cost == 0 or count + cost <= limit
   if allowed and cost > 0 then
     if deferring then
-      defer_call(function() sl_append(key, now, before, newest_total, cost, period) end)
+      defer_call(function() sl_append(key, now, before, newest_total, cost, period, ttl) end)
     else
-      sl_append(key, now, before, newest_total, cost, period)
+      sl_append(key, now, before, newest_total, cost, period, ttl)
     end
     return result(true, limit - count - cost, 0, period)
   end

@@ -161,8 +161,21 @@ local function tb_settle(key, now, p, r, actual, lowest, load)
   return settle_value(key, now, p, value)
 end
 
+-- A lease's return refunds only while the bucket is as its take left it (`phase`: its
+-- `last` then; src/core/settle.h): otherwise it settles at what it took.
+local function tb_lease_actual(key, p, r, actual, phase)
+  if not r.lease or actual >= r.estimate then return actual end
+  local raw = get(key)
+  if raw then
+    local level, last = unpack_state('<dd', raw, 16)
+    if last == phase and p.burst - level == r.deficit then return actual end
+  end
+  return r.estimate
+end
+
 SETTLE['tb'] = function(key, now, p, r, actual)
   local cap, limit, period = p.burst, p.limit, p.period
+  actual = tb_lease_actual(key, p, r, actual, r.at)
   return tb_settle(key, now, p, r, actual, tb_floor(p), function(t)
     local t0, last
     t0, last, t = tb_load(key, cap, t)
@@ -171,6 +184,7 @@ SETTLE['tb'] = function(key, now, p, r, actual)
 end
 
 SETTLE['tbi'] = function(key, now, p, r, actual)
+  actual = tb_lease_actual(key, p, r, actual, r.mark)
   return tb_settle(key, now, p, r, actual, floor(tb_floor(p)), function(t)
     local tokens, last
     tokens, last, t = tbi_load(key, p, t)

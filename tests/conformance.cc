@@ -102,7 +102,7 @@ std::vector<MultiCase> LoadMultiVectors() {
 
 std::vector<ReserveCase> LoadReserveVectors() {
   std::vector<ReserveCase> cases;
-  for (const std::string file : {"reserve.json", "leases.json"}) {
+  for (const std::string file : {"reserve.json", "leases.json", "take.json"}) {
     std::ifstream in(std::filesystem::path(FLOODGATE_VECTORS_DIR) / "reserve" / file);
     const nlohmann::json doc = nlohmann::json::parse(in);
     for (const auto& c : doc.at("cases")) {
@@ -126,6 +126,12 @@ std::vector<ReserveCase> LoadReserveVectors() {
           step.reservation = s.at("reservation");
         } else if (step.op == "acquire") {
           step.reservation = s.at("as");
+        } else if (step.op == "take") {
+          step.amount = s.at("up_to");
+          step.lifetime_us = s.at("lifetime_us");
+          step.expect_units = s.at("expect_units");
+          step.expect_lease_us = s.value("expect_lease_us", 0);
+          step.reservation = s.value("as", "");
         } else {
           EXPECT_EQ(step.op, "release") << file << ": " << rc.name;
           step.reservation = s.at("lease");
@@ -166,6 +172,7 @@ void RunReserveCase(Store& store, const ReserveCase& c, const std::string& key_p
         EXPECT_EQ(reservation->id.empty(), !reservation->decision.allowed) << where;
         if (reservation->decision.allowed) {
           EXPECT_EQ(reservation->expires, now + request.hold) << where;
+          EXPECT_EQ(reservation->units, request.estimate) << where;
           EXPECT_TRUE(ids.emplace(step.reservation, reservation->id).second) << where;
           for (const auto& [name, id] : ids) {
             if (name != step.reservation) {
@@ -174,6 +181,21 @@ void RunReserveCase(Store& store, const ReserveCase& c, const std::string& key_p
           }
         }
         got = reservation->decision;
+      }
+    } else if (step.op == "take") {
+      absl::StatusOr<Reservation> lease = store.Take(TakeRequest{
+          key, *policy, step.amount, std::chrono::microseconds(step.lifetime_us), now});
+      if (!lease.ok()) {
+        got = lease.status();
+      } else {
+        // Only a take that leased units holds them, until the lease ends.
+        EXPECT_EQ(lease->units, step.expect_units) << where;
+        EXPECT_EQ(lease->id.empty(), lease->units == 0) << where;
+        if (lease->units > 0) {
+          EXPECT_EQ((lease->expires - now).count(), step.expect_lease_us) << where;
+          EXPECT_TRUE(ids.emplace(step.reservation, lease->id).second) << where;
+        }
+        got = lease->decision;
       }
     } else {
       // A name no step held stands for an id the store never made.

@@ -77,7 +77,7 @@ void RunMultiCase(Store& store, const MultiCase& c, const std::string& key_prefi
 // tests/vectors/reserve: reservations (docs/reservations.md).
 struct ReserveStep {
   std::int64_t t;
-  std::string op;  // "check", "reserve", "settle", "acquire" or "release"
+  std::string op;  // "check", "reserve", "settle", "acquire", "release" or "take"
   std::string key;
   std::int64_t amount;  // check: cost; reserve: estimate; settle: actual
   // reserve, acquire: the name it is held as; settle, release: the one settled / released
@@ -85,9 +85,14 @@ struct ReserveStep {
   std::int64_t hold_us;            // reserve; 0: the default hold
   std::optional<Decision> expect;  // unset when the step must fail
   std::string expect_error;        // "not_found" or "invalid_argument"
+  // take (amount: up_to): its lifetime, and the units and lease length (expires - t) it
+  // must answer (take.json).
+  std::int64_t lifetime_us = 0;
+  std::int64_t expect_units = 0;
+  std::int64_t expect_lease_us = 0;
 };
 struct ReserveCase {
-  std::string file;  // reserve.json or leases.json
+  std::string file;  // reserve.json, leases.json or take.json
   std::string name;
   std::string why;
   std::string policy;

@@ -1,10 +1,14 @@
 // Reservations and leases on a real redis-server: their ids, settles, releases and on_error.
 //
 // docs/reservations.md and docs/leases.md are the contract.
+#include <floodgate/memory_store.h>
+
+#include <iostream>
 #include <sstream>
 #include <thread>
 
 #include "redis_test_fixture.h"
+#include "take_model.h"
 
 namespace floodgate::testing {
 namespace {
@@ -26,6 +30,39 @@ TEST_F(RedisTest, ReservationVectorsOneByOneAndBatched) {
   }
   threads.clear();
   EXPECT_GT(batched->redis_stats().calls, 0u);
+}
+
+// take(k, δ) (lua/take.lua, the twin of src/core/take.h): the model check's trials
+// (tests/take_model.h), drawn from one seed, answer on Redis exactly as on memory:// at
+// every step (units, lease ends, denials, returns), and stay within the envelope.
+TEST_F(RedisTest, TakeModelTrialsAnswerAsOnMemory) {
+  const std::uint64_t seed = take_model::ModelSeed();
+  std::cout << "take model on Redis: seed " << seed << " (FG_TAKE_MODEL_SEED replays it)\n";
+  auto store = OpenRedis(Url("batch=1&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  MemoryStore memory;
+  for (const take_model::Kind& kind : take_model::Kinds()) {
+    std::mt19937_64 rng(seed);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    int trial = 0;
+    for (; trial < 200 && std::chrono::steady_clock::now() < deadline; ++trial) {
+      const Policy policy = take_model::RandomPolicy(rng, kind.algorithm, kind.refill);
+      std::mt19937_64 same_draws = rng;
+      const std::string key = fmt::format("take:{}:{}", kind.name, trial);
+      const take_model::Trial expected = take_model::Simulate(rng, memory, key, policy);
+      const take_model::Trial got = take_model::Simulate(same_draws, *store, key, policy);
+      for (std::size_t i = 0; i < std::min(got.log.size(), expected.log.size()); ++i) {
+        ASSERT_EQ(got.log[i], expected.log[i])
+            << "seed " << seed << ", " << kind.name << " trial " << trial << ", "
+            << policy.ToString() << ", step " << i;
+      }
+      ASSERT_EQ(got.log.size(), expected.log.size());
+      const std::string violation = take_model::Violation(policy, got.spent);
+      ASSERT_EQ(violation, "") << take_model::Report(seed, trial, policy, violation, got);
+    }
+    std::cout << "  " << kind.name << ": " << trial << " trials\n";
+    EXPECT_GT(trial, 0);
+  }
 }
 
 TEST_F(RedisTest, ReservationIdsAreOnlyThisStoresAndSettleOnce) {

@@ -52,6 +52,7 @@ class MemoryStore final : public Store {
   absl::StatusOr<MultiDecision> DecideAllValidated(const MultiRequest& request) override;
   bool HoldsInOneStep() const override { return true; }
   absl::StatusOr<Reservation> ReserveValidated(const ReserveRequest& request) override;
+  absl::StatusOr<Reservation> TakeValidated(const TakeRequest& request) override;
   absl::StatusOr<Decision> SettleValidated(const SettleRequest& request) override;
 
  private:

@@ -171,6 +171,8 @@ class RedisStore final : public Store {
   absl::StatusOr<MultiDecision> DecideAllValidated(const MultiRequest& request) override;
   void DecideAllAsyncValidated(const MultiRequest& request, MultiCallback done) override;
   absl::StatusOr<Reservation> ReserveValidated(const ReserveRequest& request) override;
+  absl::StatusOr<Reservation> TakeValidated(const TakeRequest& request) override;
+  void TakeAsyncValidated(const TakeRequest& request, ReservationCallback done) override;
   absl::StatusOr<Decision> SettleValidated(const SettleRequest& request) override;
   void ReserveAsyncValidated(const ReserveRequest& request, ReservationCallback done) override;
   void SettleAsyncValidated(const SettleRequest& request, DecisionCallback done) override;

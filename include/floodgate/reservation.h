@@ -55,9 +55,11 @@ struct Reservation {
 //  - units > 0: allowed, `id` holds the lease until `expires` (never past the window's end
 //    for the window algorithms);
 //  - units == 0, decision denied: denied as a cost-1 request at `now` would be;
-//  - units == 0, decision allowed: no lease can be taken for this policy and lifetime
-//    (gcra with lifetime >= its burst tolerance, token_bucket whose capacity leaves < 1
-//    after the lifetime's refill): decide per request.
+//  - units == 0, decision allowed: no lease can be taken now, and the decision is the key's
+//    peek (nothing charged): the policy and lifetime leave none (gcra with lifetime > its
+//    burst tolerance minus one emission interval, token_bucket whose capacity leaves < 1
+//    after the lifetime's refill), or the key has room for a request but not for a lease
+//    (docs/prefetch.md): decide per request.
 struct TakeRequest {
   std::string_view key;  // 1..kMaxKeyBytes bytes, binary-safe
   Policy policy;         // any algorithm but concurrency

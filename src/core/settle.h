@@ -40,7 +40,18 @@ struct ReservationMark {
   std::int64_t mark = 0;
   // token_bucket: the bucket's deficit (capacity - tokens) right after the reservation.
   double deficit = 0;
+  // A take's lease (core/take.h): on gcra and the buckets its return refunds only while the
+  // key is as the take left it. A lease is charged as if spent at its end, a later one on
+  // top of it likewise; moving the key back under a later lease's charge would let that
+  // one's units count earlier than they may be spent (docs/prefetch.md, "Returns").
+  bool lease = false;
 };
+
+// Whether a settle of `mark` may refund on a key whose state is now `unchanged` (as the
+// reservation left it) or not.
+inline bool MayRefund(const ReservationMark& mark, bool unchanged) {
+  return !mark.lease || unchanged;
+}
 
 // How far below empty an overcharge may take a key: a wait of at most this long for
 // gcra and the buckets; window counts saturate at limit + kMaxCost. Large enough that
@@ -115,7 +126,8 @@ inline Outcome<GcraState> Settle(const Policy& policy, const GcraState* stored, 
                                  Decision& decision) {
   const std::int64_t emission = GcraEmissionUs(policy);
   Outcome<GcraState> out;
-  if (actual < mark.estimate && stored != nullptr && stored->tat > now) {
+  if (actual < mark.estimate && stored != nullptr && stored->tat > now &&
+      MayRefund(mark, stored->tat == mark.mark)) {
     // The reservation spans [mark - estimate*E, mark) of virtual time; its unused tail
     // comes back, except what already lies behind now.
     const std::int64_t refund =
@@ -134,6 +146,9 @@ inline Outcome<SmoothBucketState> Settle(const Policy& policy, const SmoothBucke
                                          std::int64_t now, const ReservationMark& mark,
                                          std::int64_t actual, Decision& decision) {
   Outcome<SmoothBucketState> out;
+  const bool unchanged = stored != nullptr && stored->last == mark.at &&
+                         D(policy.capacity()) - stored->tokens == mark.deficit;
+  if (actual < mark.estimate && !MayRefund(mark, unchanged)) actual = mark.estimate;
   if (BucketSettleWrites(stored != nullptr, mark, actual)) {
     const SmoothBucketState before =
         stored != nullptr ? *stored : SmoothBucketState{D(policy.capacity()), now};
@@ -150,6 +165,9 @@ inline Outcome<IntervalBucketState> Settle(const Policy& policy, const IntervalB
                                            std::int64_t now, const ReservationMark& mark,
                                            std::int64_t actual, Decision& decision) {
   Outcome<IntervalBucketState> out;
+  const bool unchanged = stored != nullptr && stored->last == mark.mark &&
+                         D(policy.capacity()) - stored->tokens == mark.deficit;
+  if (actual < mark.estimate && !MayRefund(mark, unchanged)) actual = mark.estimate;
   if (BucketSettleWrites(stored != nullptr, mark, actual)) {
     IntervalBucketState state = RefillInterval(policy, stored, now);
     const double refilled =

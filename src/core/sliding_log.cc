@@ -8,6 +8,7 @@
 #include "core/algorithms.h"
 #include "core/arith.h"
 #include "core/settle.h"
+#include "core/take.h"
 
 namespace floodgate::core {
 
@@ -27,6 +28,20 @@ void SlidingLog::DropThrough(std::int64_t cutoff) {
   } else if (capacity_ > kMinCapacity && size_ * 4 <= capacity_) {
     Resize(capacity_ / 2);
   }
+}
+
+void SlidingLog::MergeThrough(std::int64_t cutoff, std::int64_t time) {
+  std::int64_t merged = 0;
+  while (size_ > 0 && oldest().time <= cutoff) {
+    merged += oldest().count;
+    head_ = (head_ + 1) & (capacity_ - 1);
+    --size_;
+  }
+  if (merged == 0) return;
+  // At least one run left its slot, so the one before the head is free.
+  head_ = (head_ + capacity_ - 1) & (capacity_ - 1);
+  buffer_[head_] = Run{time, merged};
+  ++size_;
 }
 
 void SlidingLog::Append(std::int64_t time, std::int64_t count) {
@@ -85,6 +100,7 @@ std::int64_t DecideSlidingLog(const Policy& policy, SlidingLog& log, std::int64_
                               std::int64_t cost, Decision& decision, bool append) {
   const std::int64_t period = policy.period.count();
   const std::int64_t limit = policy.limit;
+  const std::int64_t asked = now;
   if (!log.empty()) now = std::max(now, log.newest().time);
   log.DropThrough(now - period);  // an entry exactly P old no longer counts
 
@@ -99,7 +115,10 @@ std::int64_t DecideSlidingLog(const Policy& policy, SlidingLog& log, std::int64_
   const std::int64_t reset = adds ? period : (log.empty() ? 0 : log.newest().time + period - now);
 
   SetDecision(decision, allowed, limit, limit - count - (adds ? cost : 0), retry, reset);
-  return reset;
+  // The key's TTL runs from the caller's now: a decision clamped forward (to a take's run
+  // stamped at its lease's end, or after time went backwards) keeps it as long as its
+  // newest run counts.
+  return reset > 0 ? reset + (now - asked) : 0;
 }
 
 void CommitSlidingLog(SlidingLog& log, std::int64_t now, std::int64_t cost) {
@@ -110,6 +129,7 @@ void CommitSlidingLog(SlidingLog& log, std::int64_t now, std::int64_t cost) {
 std::int64_t SettleSlidingLog(const Policy& policy, SlidingLog& log, std::int64_t now,
                               const ReservationMark& mark, std::int64_t actual,
                               Decision& decision) {
+  const std::int64_t asked = now;
   if (!log.empty()) now = std::max(now, log.newest().time);
   log.DropThrough(now - policy.period.count());  // as DecideSlidingLog: a run P old is gone
   const std::int64_t delta = actual - mark.estimate;
@@ -120,7 +140,36 @@ std::int64_t SettleSlidingLog(const Policy& policy, SlidingLog& log, std::int64_
       log.AddToRun(log.newest().time, delta);
     }
   }
-  return DecideSlidingLog(policy, log, now, 0, decision);
+  const std::int64_t ttl = DecideSlidingLog(policy, log, now, 0, decision);
+  return ttl > 0 ? ttl + (now - asked) : 0;
+}
+
+}  // namespace floodgate::core
+
+namespace floodgate::core {
+
+std::int64_t TakeSlidingLog(const Policy& policy, SlidingLog& log, std::int64_t now,
+                            std::int64_t up_to, std::int64_t lifetime, Decision& decision,
+                            LeaseGrant& lease) {
+  const std::int64_t period = policy.period.count();
+  const std::int64_t at = log.empty() ? now : std::max(now, log.newest().time);
+  log.DropThrough(at - period);
+  lease.units = std::min(up_to, policy.limit - log.units());
+  if (lease.units <= 0) {
+    lease = {};
+    std::int64_t ttl = DecideSlidingLog(policy, log, now, 1, decision, /*append=*/false);
+    if (decision.allowed) ttl = DecideSlidingLog(policy, log, now, 0, decision);
+    return ttl;
+  }
+  // Every later decision before the stamp is clamped to it (time going backwards), so it
+  // trims through stamp - P: a run at or before that still counts in real time, and moves
+  // to the first µs such a decision keeps.
+  const std::int64_t stamp = std::max(at + lifetime, log.empty() ? at : log.newest().time);
+  log.MergeThrough(stamp - period, stamp - period + 1);
+  log.Append(stamp, lease.units);
+  lease.ends = now + lifetime;
+  SetDecision(decision, true, policy.limit, policy.limit - log.units(), 0, stamp + period - at);
+  return stamp + period - now;
 }
 
 }  // namespace floodgate::core

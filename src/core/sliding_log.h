@@ -32,6 +32,9 @@ class SlidingLog {
 
   // Drops every run with time <= cutoff.
   void DropThrough(std::int64_t cutoff);
+  // Merges every run with time <= cutoff into one run at `time` (cutoff < time <= the time of
+  // the first run after them), keeping their units.
+  void MergeThrough(std::int64_t cutoff, std::int64_t time);
   // Appends `count` units at `time` (>= newest().time).
   void Append(std::int64_t time, std::int64_t count);
   // Adds `delta` units (negative: removes, at most the run's count) to the run at

@@ -142,6 +142,25 @@ class MemoryStore::Impl {
     if (*number != 0) {
       reservation.id = ReservationId(*number);
       reservation.expires = expires;
+      reservation.units = request.estimate;
+    }
+    return reservation;
+  }
+
+  absl::StatusOr<Reservation> Take(const TakeRequest& request) {
+    const core::StateKind kind = core::KindOf(request.policy);
+    const std::size_t hash = memory::StateHash(memory::KeyHash(request.key), kind);
+    const std::int64_t now = (request.now ? *request.now : Now()).time_since_epoch().count();
+    Reservation reservation;
+    core::LeaseGrant lease;
+    const absl::StatusOr<std::uint64_t> number =
+        ShardFor(hash).Take(memory::Probe{kind, request.key, hash}, request.policy, now,
+                            request.up_to, request.lifetime.count(), reservation.decision, lease);
+    if (!number.ok()) return number.status();
+    if (*number != 0) {
+      reservation.id = ReservationId(*number);
+      reservation.expires = TimePoint(std::chrono::microseconds(lease.ends));
+      reservation.units = lease.units;
     }
     return reservation;
   }
@@ -319,6 +338,9 @@ absl::StatusOr<MultiDecision> MemoryStore::DecideAllValidated(const MultiRequest
 }
 absl::StatusOr<Reservation> MemoryStore::ReserveValidated(const ReserveRequest& request) {
   return impl_->Reserve(request);
+}
+absl::StatusOr<Reservation> MemoryStore::TakeValidated(const TakeRequest& request) {
+  return impl_->Take(request);
 }
 absl::StatusOr<Decision> MemoryStore::SettleValidated(const SettleRequest& request) {
   return impl_->Settle(request);

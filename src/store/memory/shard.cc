@@ -203,6 +203,37 @@ absl::StatusOr<std::uint64_t> Shard::Reserve(const Probe& probe, const Policy& p
   return Hold(probe, policy, mark, expires_us);
 }
 
+absl::StatusOr<std::uint64_t> Shard::Take(const Probe& probe, const Policy& policy,
+                                          std::int64_t now_us, std::int64_t up_to,
+                                          std::int64_t lifetime_us, Decision& decision,
+                                          core::LeaseGrant& lease) {
+  std::lock_guard lock(mu_);
+  if (absl::Status room = RoomForReservation(now_us); !room.ok()) return room;
+  const Found found = Find(probe, now_us);
+  core::ReservationMark mark;
+  if (core::KeepsLog(probe.kind)) {
+    UpdateLog(probe, found, now_us, [&](core::SlidingLog& log) {
+      const std::int64_t ttl_us =
+          core::TakeSlidingLog(policy, log, now_us, up_to, lifetime_us, decision, lease);
+      if (lease.units > 0) mark = {log.newest().time, lease.units, log.newest().time, 0};
+      return ttl_us;
+    });
+  } else {
+    VisitValueKind(probe.kind, [&]<class S>(std::type_identity<S>, auto) {
+      DecideValue<S>(probe, found, now_us, [&](const S* stored) {
+        core::TakeOutcome<S> take =
+            core::Take(policy, stored, now_us, up_to, lifetime_us, decision);
+        lease = take.lease;
+        if (lease.units > 0) mark = core::MarkAfter(policy, *take.out.write, now_us, lease.units);
+        return take.out;
+      });
+    });
+  }
+  if (lease.units == 0) return 0;
+  mark.lease = true;
+  return Hold(probe, policy, mark, lease.ends);
+}
+
 absl::Status Shard::RoomForReservation(std::int64_t now_us) {
   if (reservations_.size() < max_reservations_) return absl::OkStatus();
   absl::erase_if(reservations_, [&](const auto& held) { return held.second.expires_us <= now_us; });

@@ -18,6 +18,7 @@
 #include "common/spin_lock.h"
 #include "core/settle.h"
 #include "core/state_kind.h"
+#include "core/take.h"
 #include "store/memory/entry.h"
 
 namespace floodgate::memory {
@@ -96,6 +97,12 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   absl::StatusOr<std::uint64_t> Reserve(const Probe& probe, const Policy& policy,
                                         std::int64_t now_us, std::int64_t estimate,
                                         std::int64_t expires_us, Decision& decision);
+  // Thread-safe. take(k, δ) (core/take.h): leases up to `up_to` units for `lifetime_us` and,
+  // when any, holds them as a reservation until the lease ends. Returns its number, or 0
+  // when nothing is leased; ResourceExhausted as Reserve.
+  absl::StatusOr<std::uint64_t> Take(const Probe& probe, const Policy& policy, std::int64_t now_us,
+                                     std::int64_t up_to, std::int64_t lifetime_us,
+                                     Decision& decision, core::LeaseGrant& lease);
   // A multi-decision's reservations and leases (docs/leases.md), with the lock held by
   // the caller: whether the shard may hold one more reservation (ResourceExhausted when
   // not); what a reservation of `estimate` that Evaluate planned to admit remembers

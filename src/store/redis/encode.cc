@@ -146,7 +146,7 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
         }
         args.push_back(p->hold.lease);
       } else if (p->mode == UnitMode::kReserve) {
-        args.push_back("r");
+        args.push_back(p->hold.take ? "t" : "r");  // a take's arguments are a reserve's
         args.push_back(number(std::to_string(policy_of[k++])));
         args.push_back(number(now_arg(*p)));
         args.push_back(number(std::to_string(item.cost)));

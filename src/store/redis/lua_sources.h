@@ -21,6 +21,7 @@ extern const std::string_view k_single;
 extern const std::string_view k_batch;
 extern const std::string_view k_node_batch;
 extern const std::string_view k_reservation;
+extern const std::string_view k_take;
 
 // One algorithm's script for its single decisions: common, the algorithm, single.lua.
 inline std::string SingleScript(std::string_view algorithm) {

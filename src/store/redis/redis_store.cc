@@ -234,16 +234,25 @@ class RedisStore::Impl final : public redis::Dispatcher,
     Dispatch(std::move(pending), at);
   }
 
+  // A reservation's limit key, its slot, the key's place in it, and the random part of its
+  // record's key (or lease's member).
+  struct Placed {
+    std::string redis_key;
+    int slot;
+    std::size_t key_at;
+    std::uint64_t random;
+  };
+  Placed Place(StateKind kind, std::string_view key) {
+    std::string redis_key = RedisKey(kind, key);
+    const int slot = redis::SlotOf(redis_key);
+    const std::size_t key_at = redis_key.size() - key.size();
+    std::lock_guard lock(random_mu_);
+    return Placed{std::move(redis_key), slot, key_at, absl::Uniform<std::uint64_t>(random_)};
+  }
+
   void Reserve(const ReserveRequest& request, ReservationCallback done) {
     const StateKind kind = core::KindOf(request.policy);
-    std::string redis_key = RedisKey(kind, request.key);
-    const int slot = redis::SlotOf(redis_key);
-    std::uint64_t random = 0;
-    {
-      std::lock_guard lock(random_mu_);
-      random = absl::Uniform<std::uint64_t>(random_);
-    }
-    const std::size_t key_at = redis_key.size() - request.key.size();
+    auto [redis_key, slot, key_at, random] = Place(kind, request.key);
     // As this process's clock sees it (Redis decides on its own).
     const TimePoint expires = (request.now ? *request.now : SystemNow()) + request.hold;
     const bool lease = kind == StateKind::kConcurrency;
@@ -256,7 +265,7 @@ class RedisStore::Impl final : public redis::Dispatcher,
         UnitMode::kReserve,
         Item{std::move(redis_key), key_at, request.policy, request.estimate, kind}, std::move(hold),
         request.now,
-        [slot, random, expires, lease_random, policy = request.policy,
+        [slot, random, expires, lease_random, policy = request.policy, estimate = request.estimate,
          key = lease ? std::string(request.key) : std::string(),
          done = std::move(done)](absl::StatusOr<Decision> d, std::int64_t acquired_at) mutable {
           if (!d.ok()) return done(d.status());
@@ -268,9 +277,39 @@ class RedisStore::Impl final : public redis::Dispatcher,
                                  ? redis::ReservationId(slot, random)
                                  : redis::LeaseId(key, lease_random, policy, acquired_at);
             reservation.expires = expires;
+            reservation.units = estimate;
           }
           done(std::move(reservation));
         });
+  }
+
+  // take(k, δ) (lua/take.lua): lua/reservation.lua's 't', which answers as a reserve with
+  // the units leased in place of the acquire time and the lease's length in place of the
+  // allowed decision's retry_after (0).
+  void Take(const TakeRequest& request, ReservationCallback done) {
+    const StateKind kind = core::KindOf(request.policy);
+    auto [redis_key, slot, key_at, random] = Place(kind, request.key);
+    const TimePoint asked = request.now ? *request.now : SystemNow();
+    Unit::Hold hold;
+    hold.record_key = redis::RecordKey(options_.prefix, slot, random);
+    hold.hold_us = request.lifetime.count();
+    hold.take = true;
+    SubmitReservation(UnitMode::kReserve,
+                      Item{std::move(redis_key), key_at, request.policy, request.up_to, kind},
+                      std::move(hold), request.now,
+                      [slot, random, asked, done = std::move(done)](absl::StatusOr<Decision> d,
+                                                                    std::int64_t units) mutable {
+                        if (!d.ok()) return done(d.status());
+                        Reservation reservation;
+                        reservation.decision = *d;
+                        if (d->allowed && !d->degraded && units > 0) {
+                          reservation.id = redis::ReservationId(slot, random);
+                          reservation.expires = asked + d->retry_after;
+                          reservation.units = units;
+                          reservation.decision.retry_after = std::chrono::microseconds(0);
+                        }
+                        done(std::move(reservation));
+                      });
   }
 
   void Settle(const SettleRequest& request, DecisionCallback done) {
@@ -588,6 +627,15 @@ void RedisStore::SettleAsyncValidated(const SettleRequest& request, DecisionCall
 absl::StatusOr<Reservation> RedisStore::ReserveValidated(const ReserveRequest& request) {
   return Await<absl::StatusOr<Reservation>>(
       [&](auto done) { impl_->Reserve(request, std::move(done)); });
+}
+
+absl::StatusOr<Reservation> RedisStore::TakeValidated(const TakeRequest& request) {
+  return Await<absl::StatusOr<Reservation>>(
+      [&](auto done) { impl_->Take(request, std::move(done)); });
+}
+
+void RedisStore::TakeAsyncValidated(const TakeRequest& request, ReservationCallback done) {
+  impl_->Take(request, std::move(done));
 }
 
 absl::StatusOr<Decision> RedisStore::SettleValidated(const SettleRequest& request) {

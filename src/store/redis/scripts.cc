@@ -31,7 +31,7 @@ std::string AssembleScript(ScriptId id) {
     case ScriptId::kBatch:
       break;
     case ScriptId::kReservation:
-      return l::DriverScript(l::k_reservation);
+      return l::DriverScript(std::string(l::k_take).append(l::k_reservation));
     case ScriptId::kNodeBatch:
       return l::NodeBatchScript();
   }

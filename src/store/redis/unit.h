@@ -63,6 +63,9 @@ struct Unit {
     std::string lease;
     std::int64_t acquired_at = 0;
     std::int64_t hold_us = 0;
+    // kReserve: a take (lua/take.lua) of up to the item's cost, for hold_us; the reply's
+    // acquire time is then the units leased.
+    bool take = false;
   };
   // kAll / kDry / kRelease: a multi-decision's items on one slot (docs/multi.md).
   struct Group {
