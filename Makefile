@@ -34,23 +34,25 @@ run: build
 # of freed memory is kept small, so that the chaos test's RSS bound still means something.
 SANITIZED_SKIP = embed_example|demo_page_e2e
 FUZZ_SECONDS ?= 10
+# tests/tsan_grpc.supp: races TSan reports inside Debian's gRPC and abseil (not built
+# with TSan), where it cannot see their synchronisation; never our own code.
+ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:quarantine_size_mb=8 UBSAN_OPTIONS=print_stacktrace=1
+TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan_grpc.supp
+CTEST = ctest --output-on-failure -j $(JOBS)
 # The trees are the presets of CMakePresets.json (default, asan, tsan); -B keeps the
 # BUILD / ASAN_BUILD / TSAN_BUILD overrides working.
 # The benchmarks are not built here (`make bench` builds them): no test runs them.
+# Each tree's tests run while the next tree compiles at idle CPU priority
+# (scripts/test-while-building.sh): the tests mostly wait, the compiler fills the gaps.
 test: deps
 	cmake --preset default -B $(BUILD) -DFLOODGATE_BUILD_BENCH=OFF $(CMAKE_ARGS)
-	cmake --build $(BUILD) -j $(JOBS)
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	cmake --preset asan -B $(ASAN_BUILD) -DFLOODGATE_FUZZ_SECONDS=$(FUZZ_SECONDS)
-	cmake --build $(ASAN_BUILD) -j $(JOBS)
-	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:quarantine_size_mb=8 \
-	  UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -E '$(SANITIZED_SKIP)'
 	cmake --preset tsan -B $(TSAN_BUILD)
-	cmake --build $(TSAN_BUILD) -j $(JOBS)
-	# tests/tsan_grpc.supp: races TSan reports inside Debian's gRPC and abseil (not built
-	# with TSan), where it cannot see their synchronisation; never our own code.
-	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan_grpc.supp \
-	  ctest --output-on-failure -j $(JOBS) -E '$(SANITIZED_SKIP)'
+	cmake --build $(BUILD) -j $(JOBS)
+	scripts/test-while-building.sh $(ASAN_BUILD) $(JOBS) -- sh -c 'cd $(BUILD) && $(CTEST)'
+	scripts/test-while-building.sh $(TSAN_BUILD) $(JOBS) -- \
+	  sh -c 'cd $(ASAN_BUILD) && $(ASAN_ENV) $(CTEST) -E "$(SANITIZED_SKIP)"'
+	cd $(TSAN_BUILD) && $(TSAN_ENV) $(CTEST) -E '$(SANITIZED_SKIP)'
 
 # Benchmarks: every comparison (about 10 minutes on 2 cores), then the 10-minute soak,
 # then bench/results/latest.md with tables and charts. bench/report.py says what each
