@@ -55,7 +55,10 @@ TEST(PolicyParse, EveryUnit) {
 TEST(PolicyParse, RoundTripsThroughToString) {
   for (const char* text : {"gcra:100/1m,burst=20", "sliding_log:5/15m", "fixed_window:10/1s",
                            "token_bucket:1/1s,burst=10,refill=interval", "sliding_window:7/90s",
-                           "token_bucket:3/1500ms"}) {
+                           "token_bucket:3/1500ms",
+                           "token_bucket:5/1s,burst=9,refill=interval,prefetch=3,prefetch_ttl=1s",
+                           "sliding_log:5/15m,prefetch=auto", "sliding_window:7/90s,prefetch=1",
+                           "gcra:10/1s,prefetch_ttl=1ms,prefetch=1000000000"}) {
     auto p = Policy::Parse(text);
     ASSERT_TRUE(p.ok()) << text;
     auto again = Policy::Parse(p->ToString());
@@ -83,15 +86,6 @@ TEST(PolicyParse, Prefetch) {
   // Prefetch is the client's: the shared state is decided under the policy without it.
   EXPECT_EQ(p->WithoutPrefetch(), *Policy::Parse("fixed_window:100/1m"));
   EXPECT_NE(*p, *Policy::Parse("fixed_window:100/1m"));
-  for (const char* text : {"token_bucket:5/1s,burst=9,refill=interval,prefetch=3,prefetch_ttl=1s",
-                           "sliding_log:5/15m,prefetch=auto", "sliding_window:7/90s,prefetch=1",
-                           "gcra:10/1s,prefetch_ttl=1ms,prefetch=1000000000"}) {
-    auto parsed = Policy::Parse(text);
-    ASSERT_TRUE(parsed.ok()) << text << ": " << parsed.status();
-    auto again = Policy::Parse(parsed->ToString());
-    ASSERT_TRUE(again.ok()) << parsed->ToString();
-    EXPECT_EQ(*again, *parsed) << text << " -> " << parsed->ToString();
-  }
 }
 
 TEST(PolicyValidate, PrefetchFieldsOfHandBuiltPolicies) {
