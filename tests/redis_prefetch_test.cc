@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <map>
+#include <thread>
 
 #include "redis_test_fixture.h"
 
@@ -151,9 +152,12 @@ void ExpectFourProcessesShareTheLimit(const std::string& url) {
   // are spent or returned, not left to expire under a loaded machine.
   const Policy policy = *Policy::Parse("fixed_window:2000/1d,prefetch=50,prefetch_ttl=2s");
   const TimePoint start = SystemNow();
+  // The steady clock is the machine's: the four start together once their stores are open.
+  const auto go = Steady::now() + std::chrono::milliseconds(500);
   std::vector<std::unique_ptr<ForkedStore>> children;
   for (int i = 0; i < 4; ++i) {
     children.push_back(std::make_unique<ForkedStore>(url, [&](RedisStore& store, int) {
+      std::this_thread::sleep_until(go);
       std::int64_t allowed = 0;
       for (int n = 0; n < kLimit / 2; ++n) {
         auto d = store.Decide({"hot", policy, 1, std::nullopt});
@@ -229,8 +233,12 @@ TEST_F(RedisTest, PrefetchBudgetsNeverCrossAWindow) {
       // (this host's clock is Redis's: one machine), so a unit leased in a window and spent
       // in the next shows up in the next one's count.
       std::map<std::int64_t, std::int64_t> per_window;
-      const auto until = Steady::now() + std::chrono::milliseconds(1500);
-      while (Steady::now() < until) {
+      // 250 requests/s each, 1,000 in all against 500/s allowed: every window runs out,
+      // late enough that leases are still held when it ends.
+      auto next = Steady::now();
+      const auto until = next + std::chrono::milliseconds(1500);
+      for (; next < until; next += std::chrono::milliseconds(4)) {
+        std::this_thread::sleep_until(next);
         const TimePoint before = SystemNow();
         auto d = store.Decide({"windows", policy, 1, std::nullopt});
         const TimePoint after = SystemNow();
