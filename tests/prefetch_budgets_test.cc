@@ -4,9 +4,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "store/prefetch/budgets.h"
 #include "test_time.h"
@@ -162,20 +164,23 @@ class BudgetsTest : public ::testing::Test {
  protected:
   BudgetsTest() { store_.now = microseconds(T0); }
 
-  std::unique_ptr<Budgets> Make(BudgetOptions options = NoSweeper()) {
+  std::unique_ptr<Budgets> Make() { return Make(NoSweeper()); }
+  std::unique_ptr<Budgets> Make(BudgetOptions options) {
     return std::make_unique<Budgets>(std::make_unique<StoreBackend>(store_), options);
   }
-  static BudgetOptions NoSweeper() {
+  BudgetOptions NoSweeper() {
     BudgetOptions options;
     options.sweep_every = microseconds(0);  // the tests sweep at the times they choose
+    options.clock = [this] { return current_; };
     return options;
   }
 
   // The moment `at` after T0 on both clocks; the store decides at the same time.
   Moment At(microseconds at) {
     store_.now = microseconds(T0) + at;
-    return Moment{Steady::time_point(std::chrono::duration_cast<Steady::duration>(at)),
-                  TimePoint(store_.now)};
+    current_ = Moment{Steady::time_point(std::chrono::duration_cast<Steady::duration>(at)),
+                      TimePoint(store_.now)};
+    return current_;
   }
 
   // Decides and returns the answer given before returning (every store here answers inline
@@ -191,6 +196,7 @@ class BudgetsTest : public ::testing::Test {
   }
 
   WindowStore store_;
+  Moment current_;  // the time At() set last, the budgets' clock
 };
 
 Policy Window(std::string_view text) { return *Policy::Parse(text); }
@@ -268,6 +274,29 @@ TEST_F(BudgetsTest, OneTakeInFlightAndTheRequestsMeanwhileWaitForIt) {
   }
   EXPECT_EQ(store_.takes, 1);
   EXPECT_EQ(budgets->stats().local_decisions, 5u);
+}
+
+TEST_F(BudgetsTest, RequestsBeyondTheLeaseWaitForTheNextTake) {
+  auto budgets = Make();
+  const Policy policy = Window("fixed_window:1000/1s,prefetch=auto");
+  for (std::uint32_t i = 0; i + 1 < kHotHits; ++i) Decide(*budgets, "k", policy, milliseconds(1));
+  store_.hold_takes = true;
+  int answered = 0;
+  for (int i = 0; i < 20; ++i) {
+    budgets->Decide(
+        DecideRequest{"k", policy, 1, std::nullopt},
+        [&answered](absl::StatusOr<Decision> d) { answered += d.ok() && d->allowed; },
+        At(milliseconds(2)));
+  }
+  EXPECT_EQ(store_.takes, 1);
+  store_.ReleaseTakes();  // 8 units for 20 waiting: the other 12 wait for the next take
+  EXPECT_EQ(answered, 8);
+  EXPECT_EQ(store_.takes, 2);
+  EXPECT_EQ(store_.take_sizes.back(), 2 * kAutoFirstLease);  // drained at once: doubled
+  store_.ReleaseTakes();
+  EXPECT_EQ(answered, 20);
+  EXPECT_EQ(store_.takes, 2);
+  EXPECT_EQ(store_.decides, static_cast<int>(kHotHits - 1));  // none per request
 }
 
 TEST_F(BudgetsTest, UnusedUnitsGoBackWhenTheLeaseEnds) {
@@ -440,6 +469,50 @@ TEST_F(BudgetsTest, TheTableIsBoundedAndIdleBudgetsAreDropped) {
   EXPECT_EQ(budgets->stats().budgets, 0u);
   Decide(*budgets, "c", policy, std::chrono::seconds(5));
   EXPECT_EQ(store_.takes, 3);
+}
+
+TEST_F(BudgetsTest, ThreadsOfSeveralInstancesWithTakesAnsweredElsewhere) {
+  // Four instances, two threads each, on one key; takes answered by another thread, as a
+  // store's I/O thread answers them. Every unit is admitted once or returned.
+  const Policy policy = Window("fixed_window:1000/1h,prefetch=7");
+  std::vector<std::unique_ptr<Budgets>> instances;
+  for (int i = 0; i < 4; ++i) instances.push_back(Make());
+  store_.hold_takes = true;
+  const Moment now = At(milliseconds(1));
+  std::atomic<bool> stop{false};
+  std::thread answerer([&] {
+    while (!stop.load()) store_.ReleaseTakes();
+  });
+  constexpr int kPerThread = 400;
+  std::atomic<int> answered{0}, allowed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        instances[t % 4]->Decide(
+            DecideRequest{"shared", policy, 1, std::nullopt},
+            [&](absl::StatusOr<Decision> d) {
+              allowed += d.ok() && d->allowed;
+              ++answered;
+            },
+            now);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  const auto deadline = Steady::now() + std::chrono::seconds(30);
+  while (answered.load() < 8 * kPerThread && Steady::now() < deadline) std::this_thread::yield();
+  stop = true;
+  answerer.join();
+  ASSERT_EQ(answered.load(), 8 * kPerThread);
+  std::uint64_t returned = 0;
+  for (auto& instance : instances) {
+    instance->Close();
+    returned += instance->stats().units_returned;
+  }
+  EXPECT_EQ(allowed.load() + static_cast<int>(returned), 1000);
+  EXPECT_EQ(store_.Count("shared", store_.now, std::chrono::hours(1)), allowed.load());
+  EXPECT_EQ(store_.decides, 0);
 }
 
 TEST_F(BudgetsTest, TheSweeperReturnsLeasesOnItsOwn) {

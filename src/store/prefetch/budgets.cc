@@ -258,14 +258,19 @@ void Budgets::StartTake(const std::shared_ptr<Budget>& budget, std::int64_t unit
 
 void Budgets::OnTaken(const std::shared_ptr<Budget>& budget, Moment sent,
                       absl::StatusOr<Reservation> taken) {
+  enum class Next : std::uint8_t { kPerRequest, kAnswer, kQueued };
   std::vector<Budget::Waiter> waiters;
-  std::vector<Decision> answers;  // per waiter; an unset one (limit 0) goes per request
+  std::vector<Next> next;
+  std::vector<Decision> answers;
   std::vector<Return> returns;
+  std::int64_t retake = 0;  // units of the next take, sent at once
   {
     Budget& b = *budget;
     std::lock_guard lock(b.shard.mu);
     waiters.swap(b.waiters);
+    next.assign(waiters.size(), Next::kPerRequest);
     answers.resize(waiters.size());
+    const bool closed = closed_.load(std::memory_order_relaxed);
     if (!taken.ok() || taken->decision.degraded) {
       // The store failed: each request is decided per request, where on_error applies.
       b.phase = Phase::kIdle;
@@ -278,12 +283,27 @@ void Budgets::OnTaken(const std::shared_ptr<Budget>& budget, Moment sent,
       b.shared = taken->decision;
       leases_.fetch_add(1, std::memory_order_relaxed);
       units_leased_.fetch_add(static_cast<std::uint64_t>(b.units), std::memory_order_relaxed);
+      std::vector<Budget::Waiter> again;
       for (std::size_t i = 0; i < waiters.size(); ++i) {
-        if (waiters[i].cost > b.left) continue;
-        b.left -= waiters[i].cost;
-        answers[i] = b.Local(sent.steady);
+        if (waiters[i].cost <= b.left) {
+          b.left -= waiters[i].cost;
+          answers[i] = b.Local(sent.steady);
+          next[i] = Next::kAnswer;
+        } else if (!closed && waiters[i].cost <= b.size) {
+          next[i] = Next::kQueued;
+          again.push_back(std::move(waiters[i]));
+        }
       }
-      if (closed_.load(std::memory_order_relaxed)) EndLease(b, returns);
+      if (closed) {
+        EndLease(b, returns);
+      } else if (!again.empty()) {
+        // More waited than the lease held: they wait for the next take, sent at once (still
+        // one in flight); the lease is drained, so auto's next one is larger.
+        EndLease(b, returns);
+        b.phase = Phase::kTaking;
+        b.waiters = std::move(again);
+        retake = b.size;
+      }
     } else if (taken->decision.allowed) {
       b.phase = Phase::kPerRequest;  // no lease under this policy and ttl
     } else {
@@ -297,17 +317,21 @@ void Budgets::OnTaken(const std::shared_ptr<Budget>& budget, Moment sent,
         b.denied_at = sent.steady;
         b.denied_until = sent.steady + retry;
       }
-      for (Decision& answer : answers) answer = taken->decision;
+      for (std::size_t i = 0; i < waiters.size(); ++i) {
+        answers[i] = taken->decision;
+        next[i] = Next::kAnswer;
+      }
     }
   }
   if (!returns.empty()) SendReturns(returns);
+  if (retake > 0) StartTake(budget, retake, options_.clock());
   for (std::size_t i = 0; i < waiters.size(); ++i) {
-    if (answers[i].limit == 0) {
-      const DecideRequest request{budget->key, budget->policy, waiters[i].cost, std::nullopt};
-      PerRequest(request, std::move(waiters[i].done));
-    } else {
+    if (next[i] == Next::kAnswer) {
       local_decisions_.fetch_add(1, std::memory_order_relaxed);
       waiters[i].done(answers[i]);
+    } else if (next[i] == Next::kPerRequest) {
+      const DecideRequest request{budget->key, budget->policy, waiters[i].cost, std::nullopt};
+      PerRequest(request, std::move(waiters[i].done));
     }
   }
 }

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -71,6 +72,8 @@ struct BudgetOptions {
   std::chrono::microseconds remember_denials = std::chrono::milliseconds(10);
   // How often budgets past their end are returned and idle ones dropped; 0: only by Sweep().
   std::chrono::microseconds sweep_every = std::chrono::milliseconds(5);
+  // The time of a take sent from a take's answer (Decide and Sweep are given theirs).
+  std::function<Moment()> clock = Moment::Now;
 };
 
 // Counters for metrics (docs/prefetch_client.md, "Metrics").
