@@ -28,6 +28,9 @@ class WindowStore final : public Store {
   microseconds now{T0};
   bool hold_takes = false;  // queue takes until ReleaseTakes()
   bool no_lease = false;    // answer every take "no lease under this policy" (gcra with δ >= tau)
+  // A take's `expires` without the window's end, as a host clock running behind the
+  // store's would read it: only the answer's reset_after tells where the window ends.
+  bool expires_past_window = false;
   absl::Status take_failure;
 
   int takes = 0;
@@ -122,6 +125,9 @@ class WindowStore final : public Store {
     d.remaining = policy.limit - w.count;
     d.retry_after = d.allowed ? microseconds(0) : end - t;
     d.reset_after = w.count > 0 ? end - t : microseconds(0);
+    // sliding_window's state lasts a window longer: (w+2)P - now (docs/algorithms.md).
+    if (policy.algorithm == Algorithm::kSlidingWindow && w.count > 0)
+      d.reset_after += policy.period;
     return d;
   }
 
@@ -145,7 +151,8 @@ class WindowStore final : public Store {
     r.decision = Charge(key, request.policy, units, std::nullopt);
     r.units = units;
     const microseconds end((window + 1) * request.policy.period.count());
-    const microseconds expires = std::min(now + request.lifetime, end);
+    const microseconds expires =
+        expires_past_window ? now + request.lifetime : std::min(now + request.lifetime, end);
     r.expires = TimePoint(expires);
     r.id = "lease-" + std::to_string(next_id_++);
     leases_[r.id] = Lease{key, window, units, expires};
@@ -348,6 +355,25 @@ TEST_F(BudgetsTest, BudgetsNeverCrossAWindow) {
   EXPECT_EQ(store_.Count("k", store_.now, std::chrono::seconds(1)), 10);
   d = Decide(*budgets, "k", policy, next);
   EXPECT_FALSE((*d)->allowed);
+}
+
+TEST_F(BudgetsTest, WindowLeasesEndWithTheWindowOnTheStoresClock) {
+  // The store counts like a fixed window here; what the test asks is where each
+  // algorithm's lease ends when only reset_after says where the window ends.
+  store_.expires_past_window = true;
+  for (const char* text : {"fixed_window:10/1s,prefetch=10,prefetch_ttl=1s",
+                           "sliding_window:10/1s,prefetch=10,prefetch_ttl=1s"}) {
+    auto budgets = Make();
+    const Policy policy = Window(text);
+    const std::string key = std::string("k-") + text;
+    // 100 ms before the window's end: the lease ends with it (less the tenth kept back).
+    ASSERT_TRUE((*Decide(*budgets, key, policy, milliseconds(900)))->allowed) << text;
+    const int takes = store_.takes;
+    Decide(*budgets, key, policy, milliseconds(989));
+    EXPECT_EQ(store_.takes, takes) << text << ": still inside the lease";
+    Decide(*budgets, key, policy, milliseconds(991));
+    EXPECT_EQ(store_.takes, takes + 1) << text << ": the lease ended with its window";
+  }
 }
 
 TEST_F(BudgetsTest, ADeniedTakeDeniesAsTheSharedStateDoesAndIsRemembered) {

@@ -59,17 +59,23 @@ microseconds Elapsed(Steady::time_point from, Steady::time_point to) {
 }
 
 // How long a lease may be spent from, counted from when its take was sent (before the
-// store's `now`, so never later than the store's own end): the ttl, the reservation's
-// `expires` (a window's end, on this host's clock), and for fixed_window the answer's
-// reset_after, which is the window's end on the store's clock. The last tenth is kept
-// back so the return of unused units reaches the store while the lease still holds.
+// store's `now`, so never later than the store's own end): the ttl; the reservation's
+// `expires` (a window's end, on this host's clock); and for the window algorithms the
+// window's end on the store's own clock, from the take's reset_after ((w+1)P - now for
+// fixed_window, (w+2)P - now for sliding_window: docs/algorithms.md), so that no clock
+// skew stretches a lease past its window. The last tenth is kept back so the return of
+// unused units reaches the store while the lease still holds.
 microseconds SpendSpan(const Policy& policy, Moment sent, const Reservation& taken) {
   microseconds span = policy.prefetch_ttl;
   if (taken.expires.time_since_epoch().count() > 0) {
     span = std::min(span, duration_cast<microseconds>(taken.expires - sent.system));
   }
-  if (policy.algorithm == Algorithm::kFixedWindow && taken.decision.reset_after.count() > 0) {
-    span = std::min(span, taken.decision.reset_after);
+  const microseconds reset_after = taken.decision.reset_after;
+  if (policy.algorithm == Algorithm::kFixedWindow && reset_after.count() > 0) {
+    span = std::min(span, reset_after);
+  }
+  if (policy.algorithm == Algorithm::kSlidingWindow && reset_after > policy.period) {
+    span = std::min(span, reset_after - policy.period);
   }
   return std::max(microseconds(0), span - span / 10);
 }
