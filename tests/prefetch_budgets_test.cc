@@ -357,6 +357,30 @@ TEST_F(BudgetsTest, BudgetsNeverCrossAWindow) {
   EXPECT_FALSE((*d)->allowed);
 }
 
+TEST_F(BudgetsTest, ALeaseAnsweredAfterItsWindowEndedIsNotSpent) {
+  static_assert(T0 % 1'000'000 == 0, "T0 starts a 1 s window");
+  auto budgets = Make();
+  const Policy policy = Window("fixed_window:10/1s,prefetch=10,prefetch_ttl=1s");
+  store_.hold_takes = true;
+  std::optional<absl::StatusOr<Decision>> answer;
+  budgets->Decide(DecideRequest{"k", policy, 1, std::nullopt},
+                  [&answer](absl::StatusOr<Decision> d) { answer = std::move(d); },
+                  At(microseconds(999'800)));
+  // The store takes 100 µs before the window's end; the answer arrives after it.
+  At(microseconds(999'900));
+  current_.steady += std::chrono::microseconds(300);
+  store_.ReleaseTakes();
+  ASSERT_TRUE(answer && answer->ok());
+  EXPECT_TRUE((*answer)->allowed);
+  EXPECT_EQ(store_.decides, 1);  // decided per request
+  EXPECT_EQ(budgets->stats().local_decisions, 0u);
+  EXPECT_EQ(store_.settles, 1);  // the lease went back unspent
+  EXPECT_EQ(budgets->stats().units_returned, 10u);
+  store_.hold_takes = false;
+  EXPECT_TRUE((*Decide(*budgets, "k", policy, microseconds(1'000'300)))->allowed);
+  EXPECT_EQ(store_.takes, 2);
+}
+
 TEST_F(BudgetsTest, WindowLeasesEndWithTheWindowOnTheStoresClock) {
   // The store counts like a fixed window here; what the test asks is where each
   // algorithm's lease ends when only reset_after says where the window ends.

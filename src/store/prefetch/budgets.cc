@@ -270,6 +270,7 @@ void Budgets::OnTaken(const std::shared_ptr<Budget>& budget, Moment sent,
   std::vector<Decision> answers;
   std::vector<Return> returns;
   std::int64_t retake = 0;  // units of the next take, sent at once
+  const Moment answered = options_.clock();
   {
     Budget& b = *budget;
     std::lock_guard lock(b.shard.mu);
@@ -289,18 +290,29 @@ void Budgets::OnTaken(const std::shared_ptr<Budget>& budget, Moment sent,
       b.shared = taken->decision;
       leases_.fetch_add(1, std::memory_order_relaxed);
       units_leased_.fetch_add(static_cast<std::uint64_t>(b.units), std::memory_order_relaxed);
+      // The answer came after the lease's spending ended (a window ended while the take was
+      // in flight): spent now, its units would cross into the next window. It goes back
+      // as it is, and the waiting requests are decided per request (no chase of a lease
+      // that could end again before it arrives).
+      const bool over = answered.steady >= b.spend_until;
+      if (over) {
+        if (!b.id.empty()) returns.push_back(Return{std::move(b.id), 0, b.units});
+        b.phase = Phase::kIdle;
+        b.id.clear();
+        b.units = b.left = 0;
+      }
       std::vector<Budget::Waiter> again;
-      for (std::size_t i = 0; i < waiters.size(); ++i) {
+      for (std::size_t i = 0; i < waiters.size() && !over; ++i) {
         if (waiters[i].cost <= b.left) {
           b.left -= waiters[i].cost;
-          answers[i] = b.Local(sent.steady);
+          answers[i] = b.Local(answered.steady);
           next[i] = Next::kAnswer;
         } else if (!closed && waiters[i].cost <= b.size) {
           next[i] = Next::kQueued;
           again.push_back(std::move(waiters[i]));
         }
       }
-      if (closed) {
+      if (closed && !over) {
         EndLease(b, returns);
       } else if (!again.empty()) {
         // More waited than the lease held: they wait for the next take, sent at once (still
@@ -330,7 +342,7 @@ void Budgets::OnTaken(const std::shared_ptr<Budget>& budget, Moment sent,
     }
   }
   if (!returns.empty()) SendReturns(returns);
-  if (retake > 0) StartTake(budget, retake, options_.clock());
+  if (retake > 0) StartTake(budget, retake, answered);
   for (std::size_t i = 0; i < waiters.size(); ++i) {
     if (next[i] == Next::kAnswer) {
       local_decisions_.fetch_add(1, std::memory_order_relaxed);
