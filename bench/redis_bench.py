@@ -36,7 +36,8 @@ names.
 Starts its own redis-server on a free loopback port and stops it at the end. Every
 redis-benchmark and floodgate run is bounded in requests and in time.
 Short run: --algorithms gcra --keys 100000 --rounds 1 --seconds 2. The unix socket
-against TCP alone: --transport-only.
+against TCP alone: --transport-only; wait_replicas=0 against 1 (a replica attached) alone:
+--durability-only.
 """
 import argparse
 import collections
@@ -91,14 +92,20 @@ def free_port():
 class Redis:
     """A redis-server on loopback in its own temp dir (a free port unless given), with
     `extra_args` (cluster mode, say), and on a unix socket too (`self.socket`), so that
-    one server can be measured over both; waits until it answers PING."""
+    one server can be measured over both; waits until it answers PING. Given
+    `sentinel_config`, a `redis-server --sentinel` with that config file instead."""
 
-    def __init__(self, port=None, extra_args=()):
+    def __init__(self, port=None, extra_args=(), sentinel_config=None):
         self.dir = tempfile.mkdtemp(prefix="floodgate-bench-redis-")
         self.port = port or free_port()
         self.socket = os.path.join(self.dir, "redis.sock")
+        sentinel = []
+        if sentinel_config:
+            sentinel = [os.path.join(self.dir, "sentinel.conf"), "--sentinel"]
+            with open(sentinel[0], "w") as f:
+                f.write(sentinel_config)
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
+            ["redis-server", *sentinel, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
              "--save", "", "--appendonly", "no", "--logfile", os.path.join(self.dir, "log"),
              "--unixsocket", self.socket, "--unixsocketperm", "700", *extra_args])
         deadline = time.time() + 10
@@ -316,6 +323,16 @@ def floodgate_depths(binary, redis, options, policy, keys, seconds, depth_list):
 TRANSPORTS = ("tcp", "unix")
 
 
+def medians(runs):
+    """The medians over `floodgate bench` runs of what the tables below show."""
+    return dict(rate=statistics.median(r["decisions_per_sec"] for r in runs),
+                p99=statistics.median(r["p99_us"] for r in runs),
+                cpu=statistics.median(r["redis_cpu_us"] for r in runs),
+                client=statistics.median(r["client_cpu_us"] for r in runs),
+                per_call=statistics.median(r["decisions"] / max(1, r["store_calls"])
+                                           for r in runs))
+
+
 def transport_rows(binary, redis, key_counts, rounds, seconds):
     """gcra through `floodgate bench` over TCP and over the unix socket of the same server,
     batching off and on, at one depth (1x256), alternating which goes first: medians of
@@ -335,14 +352,8 @@ def transport_rows(binary, redis, key_counts, rounds, seconds):
                                          f"{result['degraded']} decisions timed out: {result}")
                     got[transport].append(result)
             for transport in TRANSPORTS:
-                runs = got[transport]
-                rows.append(dict(
-                    keys=keys, batch=batch, transport=transport,
-                    rate=statistics.median(r["decisions_per_sec"] for r in runs),
-                    cpu=statistics.median(r["redis_cpu_us"] for r in runs),
-                    client=statistics.median(r["client_cpu_us"] for r in runs),
-                    per_call=statistics.median(r["decisions"] / max(1, r["store_calls"])
-                                               for r in runs)))
+                rows.append(dict(keys=keys, batch=batch, transport=transport)
+                            | medians(got[transport]))
             tcp, unix = rows[-2], rows[-1]
             print(f"  transport gcra {keys:>6} keys batch={batch:<3} decisions/s tcp "
                   f"{tcp['rate']:,.0f} unix {unix['rate']:,.0f}; Redis CPU µs/decision tcp "
@@ -370,6 +381,82 @@ def transport_section(rows, rounds, seconds):
          "redis_cpu_us_per_decision", "client_cpu_us_per_decision"],
         [[r["keys"], r["batch"], r["transport"], f"{r['rate']:.0f}", f"{r['per_call']:.2f}",
           f"{r['cpu']:.4f}", f"{r['client']:.4f}"] for r in rows])}
+    return md, csvs
+
+
+# (store, wait_replicas): redis:// without and with WAIT 1, and redis-sentinel://, which
+# sends WAIT 0 behind every call (a replica refuses it).
+DURABILITY = (("redis", 0), ("redis", 1), ("sentinel", 0))
+
+
+def durability_rows(binary, redis, rounds, seconds):
+    """gcra on 100,000 keys through `floodgate bench` with a replica attached, wait_replicas=0
+    against 1 (WAIT 1 behind every script call), and through a sentinel monitoring the same
+    server, batching off and on, at one depth (1x256), alternating the order: medians of
+    `rounds` of decisions/s, p99 and Redis CPU per decision (the primary's)."""
+    replica = Redis(extra_args=("--replicaof", "127.0.0.1", str(redis.port)))
+    sentinel = Redis(sentinel_config=f"sentinel monitor fg 127.0.0.1 {redis.port} 1\n")
+    rows = []
+    try:
+        deadline = time.time() + 10
+        while replica.info("replication").get("master_link_status") != "up":
+            if time.time() > deadline:
+                raise SystemExit("the replica did not sync with the primary")
+            time.sleep(0.05)
+        for batch in (1, BATCH):
+            got = {arm: [] for arm in DURABILITY}
+            for r in range(rounds):
+                for arm in (DURABILITY if r % 2 == 0 else DURABILITY[::-1]):
+                    store, wait = arm
+                    options = (f"batch={batch}&denial_cache=0us&timeout=1s&"
+                               f"wait_replicas={wait}&prefix=fw{batch}:")
+                    url = (redis.url(options) if store == "redis" else
+                           f"redis-sentinel://127.0.0.1:{sentinel.port}/fg?{options}")
+                    result = floodgate_bench(binary, url, "gcra:1000/1s", 100_000, seconds,
+                                             concurrency=256, threads=1, redis=redis)
+                    if result["degraded"]:
+                        raise SystemExit(f"floodgate bench on {store} with wait_replicas={wait}: "
+                                         f"{result['degraded']} decisions degraded: {result}")
+                    got[arm].append(result)
+            for store, wait in DURABILITY:
+                rows.append(dict(batch=batch, store=store, wait=wait)
+                            | medians(got[(store, wait)]))
+            off, on, watched = rows[-3:]
+            print(f"  durability gcra batch={batch:<3} decisions/s wait_replicas=0 "
+                  f"{off['rate']:,.0f} =1 {on['rate']:,.0f} ({on['rate'] / off['rate']:.2f}x) "
+                  f"sentinel {watched['rate']:,.0f} ({watched['rate'] / off['rate']:.2f}x); "
+                  f"Redis CPU µs/decision {off['cpu']:.2f} / {on['cpu']:.2f} / "
+                  f"{watched['cpu']:.2f}", file=sys.stderr)
+    finally:
+        replica.stop()
+        sentinel.stop()
+    return rows
+
+
+def durability_section(rows, rounds, seconds):
+    """The markdown and CSV of durability_rows()."""
+    md = ["\nDurability (`wait_replicas=1`: `WAIT 1 <timeout>` sent behind every script call, "
+          "the answer held until one replica acknowledged it; docs/stores.md, \"Redis "
+          "Sentinel\"): the same redis-server with one replica attached on loopback, gcra on "
+          "100,000 keys, `floodgate bench` at 1 thread x 256 in flight (2 connections, denial "
+          f"cache off), batching off and on (batch={BATCH}), alternating which goes first; "
+          f"medians of {rounds} runs of {seconds:g} s. Redis CPU is the primary's. The "
+          "sentinel row reaches the same server through a sentinel (`redis-sentinel://`), "
+          "which sends `WAIT 0` behind every call.\n",
+          "| calls | store | wait_replicas | decisions/s | vs redis:// | p99 | decisions / call | "
+          "Redis CPU / decision |",
+          "|---|---|---:|---:|---:|---:|---:|---:|"]
+    base = {}
+    for r in rows:
+        base.setdefault(r["batch"], r["rate"])
+        md.append(f"| {'batch' if r['batch'] > 1 else 'single'} | {r['store']} | {r['wait']} | "
+                  f"{r['rate']:,.0f} | {r['rate'] / base[r['batch']]:.2f}x | {r['p99']:.0f} µs | "
+                  f"{r['per_call']:.1f} | {us(r['cpu'], 2)} |")
+    csvs = {"redis_durability.csv": (
+        ["batch", "store", "wait_replicas", "decisions_per_sec", "p99_us", "decisions_per_call",
+         "redis_cpu_us_per_decision"],
+        [[r["batch"], r["store"], r["wait"], f"{r['rate']:.0f}", f"{r['p99']:.1f}", f"{r['per_call']:.2f}",
+          f"{r['cpu']:.4f}"] for r in rows])}
     return md, csvs
 
 
@@ -554,6 +641,8 @@ def main():
                         help="floodgate bench THREADSxCONCURRENCY")
     parser.add_argument("--transport-only", action="store_true",
                         help="only the unix socket against TCP (redis_transport.md)")
+    parser.add_argument("--durability-only", action="store_true",
+                        help="only wait_replicas=0 against 1 (redis_durability.md)")
     args = parser.parse_args()
     wanted = {a.strip() for a in args.algorithms.split(",") if a.strip()}
     chosen = [a for a in ALGORITHMS if not wanted or a[0] in wanted or a[1] in wanted]
@@ -571,6 +660,14 @@ def main():
             redis.stop()
         md, csvs = transport_section(rows, args.rounds, args.seconds)
         part_output.save(args.out, "redis_transport.md", md, csvs)
+        return
+    if args.durability_only:
+        try:
+            rows = durability_rows(args.floodgate, redis, args.rounds, args.seconds)
+        finally:
+            redis.stop()
+        md, csvs = durability_section(rows, args.rounds, args.seconds)
+        part_output.save(args.out, "redis_durability.md", md, csvs)
         return
     rows, detail, latency, memory = [], [], [], []
     try:
@@ -632,6 +729,7 @@ def main():
                       + (f", bare batch {row['cpu_bare']:.2f}" if row["cpu_bare"] else ""),
                       file=sys.stderr)
         transport = transport_rows(args.floodgate, redis, key_counts, args.rounds, args.seconds)
+        durability = durability_rows(args.floodgate, redis, args.rounds, args.seconds)
         cached = floodgate_bench(args.floodgate, redis.url("prefix=fbc:"), "fixed_window:1000/1s",
                                  1, args.seconds)
         for batch in (1, BATCH):
@@ -721,6 +819,8 @@ def main():
               "decision) is in `redis_depths.csv`.\n")
     transport_md, transport_csvs = transport_section(transport, args.rounds, args.seconds)
     md += transport_md
+    durability_md, durability_csvs = durability_section(durability, args.rounds, args.seconds)
+    md += durability_md
     md.append(f"One key under `fixed_window:1000/1s` with the denial cache on (the default): "
               f"{cached['decisions_per_sec']:,.0f} decisions/s, since repeated denials are "
               f"answered in process.\n")
@@ -784,7 +884,7 @@ def main():
             ["algorithm", "floodgate_bytes_per_key", "plain_set_bytes_per_key", "ratio"],
             [[m["algorithm"], f"{m['ours']:.1f}", f"{m['plain']:.1f}", f"{m['ratio']:.4f}"]
              for m in memory]),
-    } | transport_csvs)
+    } | transport_csvs | durability_csvs)
 
 
 if __name__ == "__main__":

@@ -79,7 +79,7 @@ TEST_F(CliTest, CheckErrorsExitTwoWithAMessage) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--policy is required"));
 
-  r = Floodgate("check --policy gcra:1/1s --store redis-sentinel://x user:1");
+  r = Floodgate("check --policy gcra:1/1s --store memcached://x user:1");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("unsupported store"));
 

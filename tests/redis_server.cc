@@ -1,4 +1,4 @@
-// Real redis-servers and Redis Clusters for tests: started, waited for, stopped by PID.
+// Real redis-servers, Redis Clusters and Sentinels for tests: started, waited for, stopped by PID.
 
 #include "redis_server.h"
 
@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -108,6 +109,16 @@ std::optional<std::chrono::steady_clock::duration> TimeUntilRedisAnswers(
   return std::nullopt;
 }
 
+std::string InfoField(const std::string& text, const std::string& name) {
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.starts_with(name + ":")) return line.substr(name.size() + 1);
+  }
+  return "";
+}
+
 std::string RunShell(const std::string& command, int* status) {
   std::string out;
   int exit_status = -1;
@@ -173,9 +184,14 @@ std::unique_ptr<RedisServer> RedisServer::StartOnUnixSocket(std::vector<std::str
       std::move(extra_args), [] { return 0; }, true);
 }
 
+std::unique_ptr<RedisServer> RedisServer::StartSentinel(const std::string& config) {
+  return StartWith({}, &FreeLoopbackPort, false, config);
+}
+
 std::unique_ptr<RedisServer> RedisServer::StartWith(std::vector<std::string> extra_args,
                                                     const std::function<int()>& pick_port,
-                                                    bool on_unix_socket) {
+                                                    bool on_unix_socket,
+                                                    const std::string& sentinel_config) {
   std::unique_ptr<RedisServer> server(new RedisServer());
   server->extra_args_ = std::move(extra_args);
   std::string dir = (std::filesystem::temp_directory_path() / "floodgate-redis-XXXXXX").string();
@@ -184,6 +200,10 @@ std::unique_ptr<RedisServer> RedisServer::StartWith(std::vector<std::string> ext
     return nullptr;
   }
   server->dir_ = dir;
+  if (!sentinel_config.empty()) {
+    server->config_file_ = dir + "/sentinel.conf";
+    std::ofstream(server->config_file_) << sentinel_config;
+  }
   if (on_unix_socket) {
     server->unix_socket_ = dir + "/redis.sock";
     server->extra_args_.insert(server->extra_args_.end(),
@@ -204,6 +224,7 @@ bool RedisServer::Launch() {
                                    dir_,           "--save",    "",
                                    "--appendonly", "no",        "--daemonize",
                                    "no",           "--logfile", dir_ + "/redis.log"};
+  if (!config_file_.empty()) args.insert(args.begin() + 1, {config_file_, "--sentinel"});
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -420,6 +441,146 @@ bool RedisCluster::WaitHealthy(std::chrono::milliseconds limit) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;
+}
+
+// ---- RedisSentinels ---------------------------------------------------------------------
+
+namespace {
+
+// The value after `name` in redis-cli's rendering of a flat field/value reply (SENTINEL
+// MASTER): one per line, a field's value on the line after it.
+std::string FieldAfter(const std::string& text, const std::string& name) {
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line == name && std::getline(lines, line)) return line;
+  }
+  return "";
+}
+
+// Polls `ready` every 20 ms until it holds or `limit` passes (bounded: the state waited
+// for is the condition itself).
+bool PollUntil(std::chrono::milliseconds limit, const std::function<bool()>& ready) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (ready()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return ready();
+}
+
+}  // namespace
+
+std::unique_ptr<RedisSentinels> RedisSentinels::Start() {
+  std::unique_ptr<RedisSentinels> setup(new RedisSentinels());
+  // A replica syncs at once (no diskless-sync delay), also after a failover.
+  const std::vector<std::string> sync = {"--repl-diskless-sync-delay", "0"};
+  auto primary = RedisServer::Start(sync);
+  if (primary == nullptr) return nullptr;
+  std::vector<std::string> replica_args = sync;
+  replica_args.insert(replica_args.end(),
+                      {"--replicaof", "127.0.0.1", std::to_string(primary->port())});
+  auto replica = RedisServer::Start(replica_args);
+  if (replica == nullptr) return nullptr;
+  const int primary_port = primary->port();
+  setup->servers_.push_back(std::move(primary));
+  setup->servers_.push_back(std::move(replica));
+  // Sentinels learn the replicas from the primary's INFO when they start: the replica is
+  // attached first.
+  if (!PollUntil(std::chrono::seconds(10), [&] {
+        return InfoField(setup->servers_[1]->Cli({"INFO", "replication"}), "master_link_status") ==
+               "up";
+      })) {
+    ADD_FAILURE() << "the replica did not sync with the primary";
+    return nullptr;
+  }
+  const std::string config = fmt::format(
+      "sentinel monitor fg 127.0.0.1 {} 2\n"
+      "sentinel down-after-milliseconds fg 500\n"
+      "sentinel failover-timeout fg 2000\n"
+      "sentinel parallel-syncs fg 1\n",
+      primary_port);
+  for (int i = 0; i < 3; ++i) {
+    auto sentinel = RedisServer::StartSentinel(config);
+    if (sentinel == nullptr) return nullptr;
+    setup->sentinels_.push_back(std::move(sentinel));
+  }
+  // An automatic failover needs the sentinels to know each other (hello messages every 2 s)
+  // and the replica.
+  if (!PollUntil(std::chrono::seconds(20), [&] {
+        for (const auto& sentinel : setup->sentinels_) {
+          const std::string master = sentinel->Cli({"SENTINEL", "MASTER", "fg"});
+          if (FieldAfter(master, "num-other-sentinels") != "2" ||
+              FieldAfter(master, "num-slaves") != "1") {
+            return false;
+          }
+        }
+        return true;
+      })) {
+    ADD_FAILURE() << "the sentinels did not find each other and the replica";
+    return nullptr;
+  }
+  return setup;
+}
+
+std::string RedisSentinels::url(const std::string& options) const {
+  std::string hosts;
+  for (const auto& sentinel : sentinels_) {
+    if (!hosts.empty()) hosts += ',';
+    hosts += fmt::format("127.0.0.1:{}", sentinel->port());
+  }
+  return fmt::format("redis-sentinel://{}/fg{}{}", hosts, options.empty() ? "" : "?", options);
+}
+
+int RedisSentinels::PrimaryPort() {
+  for (const auto& sentinel : sentinels_) {
+    if (!sentinel->running()) continue;
+    std::istringstream lines(sentinel->Cli({"SENTINEL", "GET-MASTER-ADDR-BY-NAME", "fg"}));
+    std::string host, port;
+    if (std::getline(lines, host) && std::getline(lines, port)) return std::atoi(port.c_str());
+    return 0;
+  }
+  return 0;
+}
+
+RedisServer* RedisSentinels::ServerOn(int port) {
+  for (auto& server : servers_) {
+    if (server->port() == port) return server.get();
+  }
+  return nullptr;
+}
+
+bool RedisSentinels::WaitPrimary(int port, std::chrono::milliseconds limit) {
+  return PollUntil(limit, [&] {
+    for (const auto& sentinel : sentinels_) {
+      if (!sentinel->running()) continue;
+      std::istringstream lines(sentinel->Cli({"SENTINEL", "GET-MASTER-ADDR-BY-NAME", "fg"}));
+      std::string host, named;
+      if (!std::getline(lines, host) || !std::getline(lines, named) ||
+          std::atoi(named.c_str()) != port) {
+        return false;
+      }
+    }
+    return true;
+  });
+}
+
+bool RedisSentinels::WaitReplicated(std::chrono::milliseconds limit) {
+  RedisServer* primary = ServerOn(PrimaryPort());
+  if (primary == nullptr) return false;
+  const long long offset =
+      std::atoll(InfoField(primary->Cli({"INFO", "replication"}), "master_repl_offset").c_str());
+  return PollUntil(limit, [&] {
+    for (const auto& server : servers_) {
+      if (server.get() == primary || !server->running()) continue;
+      const std::string info = server->Cli({"INFO", "replication"});
+      if (InfoField(info, "master_link_status") != "up" ||
+          std::atoll(InfoField(info, "slave_repl_offset").c_str()) < offset) {
+        return false;
+      }
+    }
+    return true;
+  });
 }
 
 }  // namespace floodgate::testing

@@ -1,6 +1,6 @@
 #pragma once
 
-// Real redis-servers and Redis Clusters for tests, each on free loopback ports (or a unix socket).
+// Real redis-servers, Redis Clusters and Sentinels for tests, on free loopback ports (or a socket).
 //
 // Debian's package, started in its own temp dir, stopped by its PID. No mocks stand in for Redis.
 
@@ -26,6 +26,9 @@ class RedisServer {
   static std::unique_ptr<RedisServer> StartClusterNode(int port = 0);
   // A server on a unix socket only (`--port 0`: no TCP at all), <its temp dir>/redis.sock.
   static std::unique_ptr<RedisServer> StartOnUnixSocket(std::vector<std::string> extra_args = {});
+  // `redis-server <dir>/sentinel.conf --sentinel` on a free port, the file holding `config`
+  // (a sentinel rewrites its config file, so it gets one of its own).
+  static std::unique_ptr<RedisServer> StartSentinel(const std::string& config);
   ~RedisServer();
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
@@ -47,11 +50,13 @@ class RedisServer {
   RedisServer() = default;
   static std::unique_ptr<RedisServer> StartWith(std::vector<std::string> extra_args,
                                                 const std::function<int()>& pick_port,
-                                                bool on_unix_socket = false);
+                                                bool on_unix_socket = false,
+                                                const std::string& sentinel_config = "");
   bool Launch();
   bool WaitReady(std::chrono::milliseconds limit) const;
 
   std::vector<std::string> extra_args_;
+  std::string config_file_;  // a sentinel's, passed first
   std::string dir_;
   int port_ = 0;
   std::string unix_socket_;
@@ -72,6 +77,9 @@ std::unique_ptr<RedisStore> OpenRedis(const std::string& url);
 std::optional<std::chrono::steady_clock::duration> TimeUntilRedisAnswers(
     Store& store, const std::string& key, const Policy& policy,
     std::chrono::steady_clock::duration limit);
+
+// One field ("name:value") of `text` (INFO's output), "" when absent.
+std::string InfoField(const std::string& text, const std::string& name);
 
 // Runs `command` through the shell; returns its stdout, and its exit status in `status`.
 std::string RunShell(const std::string& command, int* status = nullptr);
@@ -112,6 +120,31 @@ class RedisCluster {
   std::vector<NodeLine> Nodes(const RedisServer& asked);
 
   std::vector<std::unique_ptr<RedisServer>> nodes_;
+};
+
+// Redis Sentinel on loopback: a primary, one replica and three `redis-server --sentinel`
+// monitoring them as "fg" with quorum 2 and a short down-after (500 ms), so that an
+// automatic failover takes a second or two. Torn down by PID.
+class RedisSentinels {
+ public:
+  static std::unique_ptr<RedisSentinels> Start();
+
+  // redis-sentinel://127.0.0.1:S1,127.0.0.1:S2,127.0.0.1:S3/fg[?options]
+  std::string url(const std::string& options = "") const;
+  std::vector<std::unique_ptr<RedisServer>>& servers() { return servers_; }
+  std::vector<std::unique_ptr<RedisServer>>& sentinels() { return sentinels_; }
+  // The port the first live sentinel names as fg's primary (0: none).
+  int PrimaryPort();
+  // The server on `port`.
+  RedisServer* ServerOn(int port);
+  // Polls until every live sentinel names `port` as the primary (bounded by `limit`).
+  bool WaitPrimary(int port, std::chrono::milliseconds limit);
+  // Polls until the replicas' offsets reach the primary's (everything written is there).
+  bool WaitReplicated(std::chrono::milliseconds limit);
+
+ private:
+  std::vector<std::unique_ptr<RedisServer>> servers_;  // primary first, then the replica
+  std::vector<std::unique_ptr<RedisServer>> sentinels_;
 };
 
 }  // namespace floodgate::testing

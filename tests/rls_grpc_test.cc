@@ -408,6 +408,31 @@ TEST(UpstreamRedisEnv, MapsOntoOurStoreUrl) {
   EXPECT_EQ(UrlFrom({{"REDIS_URL", "h:6380"}, {"REDIS_TLS", "true"}}).value(), "rediss://h:6380");
 }
 
+// REDIS_TYPE=sentinel: REDIS_URL is the master's name, then the sentinels; they and the
+// primary are dialled over TCP, whatever the (default unix) socket type says.
+TEST(UpstreamRedisEnv, MapsSentinelOntoRedisSentinel) {
+  auto url = UrlFrom({{"REDIS_URL", "my master,s1:26379,s2:26380"},
+                      {"REDIS_TYPE", "SENTINEL"},
+                      {"REDIS_AUTH", "p@ss"},
+                      {"REDIS_POOL_SIZE", "8"}})
+                 .value();
+  ASSERT_TRUE(url.has_value());
+  EXPECT_EQ(*url, "redis-sentinel://p%40ss@s1:26379,s2:26380/my%20master?connections=8");
+  const auto options = RedisStoreOptions::FromUrl(*url);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->sentinel);
+  EXPECT_EQ(options->sentinel_master, "my master");
+  EXPECT_EQ(options->password, "p@ss");
+  ASSERT_EQ(options->seeds.size(), 2u);
+  EXPECT_EQ(options->seeds[1], (RedisEndpoint{"s2", 26380}));
+  EXPECT_EQ(UrlFrom({{"REDIS_URL", "fg,s1:26379"},
+                     {"REDIS_TYPE", "sentinel"},
+                     {"REDIS_SOCKET_TYPE", "unix"},
+                     {"REDIS_TLS", "true"}})
+                .value(),
+            "rediss-sentinel://s1:26379/fg");
+}
+
 // Upstream's default REDIS_SOCKET_TYPE is unix, with REDIS_URL the socket's path; a
 // cluster is dialled over TCP whatever the socket type says, as upstream does.
 TEST(UpstreamRedisEnv, MapsAUnixSocketOntoRedisPlusUnix) {
@@ -442,8 +467,12 @@ TEST(UpstreamRedisEnv, RefusesWhatCannotMap) {
   refused({{"REDIS_URL", "h:1"}, {"REDIS_SOCKET_TYPE", "unix"}}, "the socket's absolute path");
   refused({{"REDIS_URL", "h:1"}, {"REDIS_SOCKET_TYPE", "udp"}},
           "REDIS_SOCKET_TYPE must be tcp or unix");
+  refused({{"REDIS_URL", "h:1"}, {"REDIS_TYPE", "ring"}},
+          "REDIS_TYPE must be SINGLE, CLUSTER or SENTINEL");
   refused({{"REDIS_URL", "h:1"}, {"REDIS_TYPE", "SENTINEL"}},
-          "REDIS_TYPE must be SINGLE or CLUSTER");
+          "the master's name, then the sentinels");
+  refused({{"REDIS_URL", ",h:1"}, {"REDIS_TYPE", "sentinel"}},
+          "the master's name, then the sentinels");
   refused({{"REDIS_URL", "a:1,b:2"}}, "set REDIS_TYPE=cluster");
   refused({{"REDIS_URL", "h:1"}, {"REDIS_POOL_SIZE", "0"}}, "REDIS_POOL_SIZE");
   refused({{"REDIS_URL", "h:1"}, {"REDIS_TLS_CACERT", "/ca.pem"}}, "needs REDIS_TLS=true");

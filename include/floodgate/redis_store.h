@@ -1,6 +1,6 @@
 #pragma once
 
-// The Redis store (redis://, rediss://, redis+unix://, redis-cluster://): options and stats.
+// The Redis store (redis://, rediss://, redis+unix://, redis-cluster://, redis-sentinel://).
 
 #include <floodgate/store.h>
 
@@ -40,6 +40,17 @@ struct RedisStoreOptions {
   // A unix-domain socket (redis+unix:///path), instead of host and port: one server,
   // never a cluster, never TLS (Redis serves TLS on TCP only). Empty: TCP.
   std::string unix_socket;
+  // Redis Sentinel (redis-sentinel://): `seeds` are the sentinels, asked in turn for the
+  // primary of `sentinel_master`; decisions go to whichever server they name and ROLE
+  // confirms, and follow it through failovers (docs/stores.md, "Redis Sentinel").
+  bool sentinel = false;
+  std::string sentinel_master;
+  std::string sentinel_user;      // the sentinels' own ACL user, if they have one
+  std::string sentinel_password;  // the sentinels' requirepass (not the primary's)
+  // Durability: after each script call, WAIT for this many replicas to acknowledge it
+  // (within the timeout) before answering; a call they do not acknowledge is answered by
+  // on_error. 0: answer at once (a failover may lose the last decisions).
+  int wait_replicas = 0;
   std::string user;      // ACL user; empty: the default user
   std::string password;  // empty: no AUTH
   int db = 0;
@@ -85,6 +96,9 @@ struct RedisStoreOptions {
   // redis-cluster://[user:password@]host:port[,host:port...][?the same options]
   // rediss://... (TLS), or tls=1; with ca=FILE, cert=FILE, key=FILE, sni=NAME
   // redis+unix://[user:password@]/path/to/redis.sock[?db=N&the same options, no TLS]
+  // redis-sentinel://[user:password@]host:port[,host:port...]/MASTER[?db=N&sentinel_user=U
+  //   &sentinel_password=P&the same options] (rediss-sentinel://: TLS to all of them)
+  // Every form also takes wait_replicas=N.
   static absl::StatusOr<RedisStoreOptions> FromUrl(std::string_view url);
   // The URL with the password masked, for logs.
   std::string Describe() const;
@@ -107,6 +121,8 @@ struct RedisStats {
   std::uint64_t retried = 0;             // TRYAGAIN / CLUSTERDOWN answers retried
   std::uint64_t topology_refreshes = 0;  // CLUSTER SLOTS asked
   std::size_t nodes = 0;                 // primaries in the current slot map
+  // Redis Sentinel only: moves to a new primary (a failover followed).
+  std::uint64_t primary_switches = 0;
   // Multi-decisions (docs/multi.md).
   std::uint64_t multi_decisions = 0;
   std::uint64_t cross_slot = 0;        // Redis Cluster: across several slots
@@ -120,8 +136,9 @@ struct RedisStats {
   std::uint64_t prefetch_budgets = 0;          // (key, policy) budgets held now
 };
 
-// A store on one Redis server, or on a Redis Cluster (decisions routed by key slot to
-// the owning primary, redirects followed). Every decision is one atomic Lua script run
+// A store on one Redis server, on the primary Redis Sentinel names (followed through
+// failovers), or on a Redis Cluster (decisions routed by key slot to the owning
+// primary, redirects followed). Every decision is one atomic Lua script run
 // on the server's clock (or an explicit `now`); concurrent decisions are pipelined and
 // batched (on a cluster, only decisions whose keys share a slot share a call). A policy
 // with prefetch is decided from units leased per key and spent in process
@@ -145,8 +162,9 @@ class RedisStore final : public Store {
   const RedisStoreOptions& options() const;
   // PING round trip within the timeout: what /readyz asks.
   bool Ping() override;
-  // OK while the store has Redis (standalone: a connection is ready; cluster: the slot
-  // map is known and every primary in it has a ready connection); else why not, e.g.
+  // OK while the store has Redis (standalone: a connection is ready; Sentinel: a
+  // connection to the primary the sentinels named is ready; cluster: the slot map is
+  // known and every primary in it has a ready connection); else why not, e.g.
   // "redis unreachable at 127.0.0.1:6379: connection refused". Asks no server.
   absl::Status Health();
 

@@ -125,10 +125,12 @@ absl::StatusOr<ServerConfig> LoadConfig(const std::string& path);
 absl::StatusOr<ServerConfig> ParseConfig(std::string_view yaml, const std::string& source);
 
 // The store URL envoyproxy/ratelimit's Redis environment variables describe (REDIS_URL
-// as host:port, or a socket path with REDIS_SOCKET_TYPE unix; REDIS_TYPE single|cluster,
-// REDIS_AUTH, REDIS_TLS, REDIS_TLS_CACERT, REDIS_TLS_CLIENT_CERT/KEY, REDIS_POOL_SIZE), read
-// through `env` (nullptr: unset); nullopt when REDIS_URL is unset; an error for what cannot
-// map (sentinel, TLS on a socket). A REDIS_URL with a scheme is floodgate's own URL, as is.
+// as host:port, or a socket path with REDIS_SOCKET_TYPE unix; REDIS_TYPE single|cluster|
+// sentinel, REDIS_AUTH, REDIS_TLS, REDIS_TLS_CACERT, REDIS_TLS_CLIENT_CERT/KEY,
+// REDIS_POOL_SIZE), read through `env` (nullptr: unset); nullopt when REDIS_URL is unset; an
+// error for what cannot map (TLS on a socket). Sentinel's REDIS_URL is mymaster,host:port,...
+// (redis-sentinel://host:port,.../mymaster). A REDIS_URL with a scheme is floodgate's own
+// URL, as is. Defined in upstream_redis_env.cc.
 absl::StatusOr<std::optional<std::string>> StoreUrlFromUpstreamRedisEnv(
     const std::function<const char*(const char*)>& env);
 

@@ -15,7 +15,8 @@ bool IsMemory(std::string_view url) { return url.empty() || url.starts_with("mem
 bool IsRedis(std::string_view url) {
   return url.starts_with("redis://") || url.starts_with("rediss://") ||
          url.starts_with("redis+unix://") || url.starts_with("rediss+unix://") ||
-         url.starts_with("redis-cluster://");
+         url.starts_with("redis-cluster://") || url.starts_with("redis-sentinel://") ||
+         url.starts_with("rediss-sentinel://");
 }
 
 absl::Status Unsupported(std::string_view url) {
@@ -24,7 +25,7 @@ absl::Status Unsupported(std::string_view url) {
   const bool socket = url.starts_with("unix://");
   return absl::InvalidArgumentError(
       fmt::format("unsupported store \"{}\" in \"{}\" ({}known: memory://, redis://, "
-                  "rediss://, redis+unix://, redis-cluster://)",
+                  "rediss://, redis+unix://, redis-cluster://, redis-sentinel://)",
                   url.substr(0, scheme == std::string_view::npos ? url.size() : scheme), url,
                   socket ? "Redis on a unix socket is redis+unix:///path; " : ""));
 }

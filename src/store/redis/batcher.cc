@@ -8,6 +8,7 @@
 
 #include "common/strings.h"
 #include "store/redis/decode.h"
+#include "store/redis/replicas.h"
 
 namespace floodgate::redis {
 
@@ -93,13 +94,19 @@ void Batcher::Send(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, Aski
     // command on its connection. Its +OK needs no handling; the script's reply tells.
     lane.connection->Send(command.substr(0, call.asking_bytes), [](absl::StatusOr<Reply>) {});
   }
-  lane.connection->Send(
-      command.substr(call.asking_bytes),
-      [this, &lane, chunk = std::move(chunk), form, asking](absl::StatusOr<Reply> reply) mutable {
-        --lane.calls_out;
-        OnReply(lane, std::move(chunk), form, asking, std::move(reply));
-        if (lane.holding) Flush(lane);
-      });
+  ReplyHandler answer = [this, &lane, chunk = std::move(chunk), form,
+                         asking](absl::StatusOr<Reply> reply) mutable {
+    --lane.calls_out;
+    OnReply(lane, std::move(chunk), form, asking, std::move(reply));
+    if (lane.holding) Flush(lane);
+  };
+  // WAIT behind the call: for wait_replicas, and on Sentinel (WAIT 0) because a replica
+  // refuses it (replicas.h).
+  if (options_.wait_replicas > 0 || options_.sentinel) {
+    return SendAcknowledged(*lane.connection, command.substr(call.asking_bytes), options_,
+                            lane.node.describe, std::move(answer));
+  }
+  lane.connection->Send(command.substr(call.asking_bytes), std::move(answer));
 }
 
 void Batcher::OnReply(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, Asking asking,
@@ -115,8 +122,9 @@ void Batcher::OnReply(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, A
       ++counters_.noscript;
       return Send(lane, std::move(chunk), ScriptForm::kBody, asking);
     }
-    // A cluster's redirects and refusals: the script did not run.
-    if (options_.cluster && errors_.Redirected(lane, text, chunk)) return;
+    // A cluster's redirects and refusals: the script did not run. (Sentinel: a READONLY
+    // primary was demoted; the sentinels are asked again.)
+    if ((options_.cluster || options_.sentinel) && errors_.Redirected(lane, text, chunk)) return;
     const absl::Status error =
         absl::InternalError(fmt::format("redis at {}: {}", lane.node.describe, text));
     for (auto& p : chunk) outcomes_.Complete(*p, error);

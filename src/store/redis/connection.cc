@@ -218,6 +218,10 @@ void Connection::OnBytes(std::size_t n) {
     absl::StatusOr<Reply> reply = reader_.Next();
     if (!reply.ok()) return Fail(reply.status());
     if (*reply == nullptr) break;
+    if (handlers_.empty() && state_ == State::kReady && hooks_.on_push) {
+      hooks_.on_push(**reply);
+      continue;
+    }
     if (handlers_.empty()) {
       return Fail(
           absl::InternalError(fmt::format("redis at {} sent a reply nobody asked for", address())));

@@ -58,6 +58,9 @@ class Connection {
     std::function<void()> on_ready;
     // The connection failed (or a handshake was refused); it retries after a backoff.
     std::function<void(const absl::Status&)> on_down;
+    // A reply nobody asked for on a ready connection: a message of a channel it
+    // subscribed to (a sentinel's +switch-master). Unset, such a reply fails the connection.
+    std::function<void(const redisReply&)> on_push;
   };
 
   Connection(asio::io_context& io, ConnectionOptions options, Hooks hooks);

@@ -62,6 +62,13 @@ void RedisStore::AppendMetrics(std::string& out) const {
         "# TYPE floodgate_redis_cluster_primaries gauge\nfloodgate_redis_cluster_primaries {}\n",
         r.moved, r.asked, r.retried, r.topology_refreshes, r.nodes);
   }
+  if (options().sentinel) {
+    out += fmt::format(
+        "# HELP floodgate_redis_primary_switches_total Redis Sentinel failovers followed.\n"
+        "# TYPE floodgate_redis_primary_switches_total counter\n"
+        "floodgate_redis_primary_switches_total {}\n",
+        r.primary_switches);
+  }
 }
 
 }  // namespace floodgate

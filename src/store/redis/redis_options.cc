@@ -1,5 +1,6 @@
 // RedisStoreOptions from a store URL (docs/service.md, "Store URLs").
-// redis://[user:password@]host:port[/db][?option=value&...], redis+unix:///path[?db=N&...]
+// redis://[user:password@]host:port[/db][?option=value&...], redis+unix:///path[?db=N&...],
+// redis-sentinel://[user:password@]host:port[,host:port...]/MASTER[?db=N&...]
 #include <absl/status/status.h>
 #include <fmt/format.h>
 #include <sys/un.h>
@@ -41,8 +42,9 @@ bool ParseBounded(std::string_view text, Int min, Int max, Int& out) {
   return ParseDecimal(text, out) && out >= min && out <= max;
 }
 
-// host:port, [v6]:port or host (port 6379).
-absl::StatusOr<RedisEndpoint> ParseEndpoint(std::string_view url, std::string_view text) {
+// host:port, [v6]:port or host (port `default_port`: 6379, a sentinel's 26379).
+absl::StatusOr<RedisEndpoint> ParseEndpoint(std::string_view url, std::string_view text,
+                                            std::uint16_t default_port = 6379) {
   std::string_view host = text;
   std::string_view port;
   if (text.starts_with('[')) {  // [IPv6]:port
@@ -58,7 +60,7 @@ absl::StatusOr<RedisEndpoint> ParseEndpoint(std::string_view url, std::string_vi
     port = text.substr(colon + 1);
   }
   if (host.empty()) return Bad(url, "missing host");
-  RedisEndpoint endpoint{std::string(host), 6379};
+  RedisEndpoint endpoint{std::string(host), default_port};
   if (!port.empty() && !ParseBounded<std::uint16_t>(port, 1, 65535, endpoint.port)) {
     return Bad(url, fmt::format("port must be 1-65535, got \"{}\"", port));
   }
@@ -103,7 +105,7 @@ absl::Status ParseHosts(std::string_view url, std::string_view rest, RedisStoreO
     }
     rest = rest.substr(0, slash);
   }
-  if (!options.cluster) {
+  if (!options.cluster && !options.sentinel) {
     auto endpoint = ParseEndpoint(url, rest);
     if (!endpoint.ok()) return endpoint.status();
     options.host = endpoint->host;
@@ -113,7 +115,7 @@ absl::Status ParseHosts(std::string_view url, std::string_view rest, RedisStoreO
   }
   absl::Status seeds;
   ForEachItem(rest, ',', [&](std::string_view item) {
-    auto endpoint = ParseEndpoint(url, item);
+    auto endpoint = ParseEndpoint(url, item, options.sentinel ? 26379 : 6379);
     if (!endpoint.ok()) {
       if (seeds.ok()) seeds = endpoint.status();
       return;
@@ -160,21 +162,42 @@ absl::Status ParseUnixSocket(std::string_view url, std::string_view rest,
   return absl::OkStatus();
 }
 
+// [user:password@]host:port[,host:port...]/MASTER: the sentinels (port 26379 when left
+// out), then the name they monitor the primary under. The credentials are the primary's;
+// the sentinels' own are options. The database is the db= option.
+absl::Status ParseSentinel(std::string_view url, std::string_view rest,
+                           RedisStoreOptions& options) {
+  const std::size_t slash =
+      rest.find('/', rest.rfind('@') == std::string_view::npos ? 0 : rest.rfind('@'));
+  auto master = PercentDecode(slash == std::string_view::npos ? "" : rest.substr(slash + 1));
+  if (!master || master->empty() || master->find('/') != std::string::npos) {
+    return Bad(url,
+               "expected the master's name after the sentinels: "
+               "redis-sentinel://host:port[,host:port...]/MASTER (the database is db=N)");
+  }
+  options.sentinel_master = *std::move(master);
+  return ParseHosts(url, rest.substr(0, slash), options);
+}
+
 }  // namespace
 
 absl::StatusOr<RedisStoreOptions> RedisStoreOptions::FromUrl(std::string_view url) {
   RedisStoreOptions options;
   std::string_view rest;
   bool unix_socket = false;
-  for (const auto& [scheme, cluster, tls, over_socket] :
-       {std::tuple{"redis://", false, false, false}, std::tuple{"rediss://", false, true, false},
-        std::tuple{"redis-cluster://", true, false, false},
-        std::tuple{"redis+unix://", false, false, true}}) {
+  for (const auto& [scheme, cluster, tls, over_socket, sentinel] :
+       {std::tuple{"redis://", false, false, false, false},
+        std::tuple{"rediss://", false, true, false, false},
+        std::tuple{"redis-cluster://", true, false, false, false},
+        std::tuple{"redis+unix://", false, false, true, false},
+        std::tuple{"redis-sentinel://", false, false, false, true},
+        std::tuple{"rediss-sentinel://", false, true, false, true}}) {
     if (url.starts_with(scheme)) {
       rest = url.substr(std::string_view(scheme).size());
       options.cluster = cluster;
       options.tls = tls;
       unix_socket = over_socket;
+      options.sentinel = sentinel;
       break;
     }
   }
@@ -182,17 +205,22 @@ absl::StatusOr<RedisStoreOptions> RedisStoreOptions::FromUrl(std::string_view ur
     if (url.starts_with("rediss+unix://")) {
       return Bad(url, "Redis serves TLS on TCP only: a unix socket is redis+unix://");
     }
+    if (url.starts_with("redis+sentinel://")) {
+      return Bad(url, "Redis Sentinel is redis-sentinel://host:port[,host:port...]/MASTER");
+    }
     return Bad(url,
-               "expected redis://host:port, rediss://host:port, redis+unix:///path/to/socket or "
-               "redis-cluster://host:port[,host:port...]");
+               "expected redis://host:port, rediss://host:port, redis+unix:///path/to/socket, "
+               "redis-cluster://host:port[,host:port...] or "
+               "redis-sentinel://host:port[,host:port...]/MASTER");
   }
   std::string_view query;
   if (const std::size_t q = rest.find('?'); q != std::string_view::npos) {
     query = rest.substr(q + 1);
     rest = rest.substr(0, q);
   }
-  const absl::Status where =
-      unix_socket ? ParseUnixSocket(url, rest, options) : ParseHosts(url, rest, options);
+  const absl::Status where = unix_socket        ? ParseUnixSocket(url, rest, options)
+                             : options.sentinel ? ParseSentinel(url, rest, options)
+                                                : ParseHosts(url, rest, options);
   if (!where.ok()) return where;
 
   const absl::Status query_status =
@@ -252,21 +280,34 @@ absl::StatusOr<RedisStoreOptions> RedisStoreOptions::FromUrl(std::string_view ur
           options.tls_key = std::string(value);
         } else if (name == "sni") {
           options.tls_server_name = std::string(value);
-        } else if (name == "db" && unix_socket) {
+        } else if (name == "wait_replicas") {
+          if (!ParseBounded(value, 0, 16, options.wait_replicas)) {
+            status = Bad(url, fmt::format("wait_replicas must be 0-16, got \"{}\"", value));
+          }
+        } else if ((name == "sentinel_user" || name == "sentinel_password") && options.sentinel) {
+          auto decoded = PercentDecode(value);
+          if (!decoded) return Bad(url, fmt::format("bad %-escape in {}", name));
+          (name == "sentinel_user" ? options.sentinel_user : options.sentinel_password) =
+              *std::move(decoded);
+        } else if (name == "sentinel_user" || name == "sentinel_password") {
+          status = Bad(url, fmt::format("{} is for redis-sentinel://", name));
+        } else if (name == "db" && (unix_socket || options.sentinel)) {
           if (!ParseBounded(value, 0, 1'000'000, options.db)) {
             status = Bad(url, fmt::format("database must be a number, got \"{}\"", value));
           }
         } else if (name == "db") {
           status = Bad(url, options.cluster ? "Redis Cluster has only database 0"
-                                            : "db= is for redis+unix://; here the database is "
-                                              "the path: redis://host:port/N");
+                                            : "db= is for redis+unix:// and redis-sentinel://; "
+                                              "here the database is the path: "
+                                              "redis://host:port/N");
         } else {
           status = Bad(
               url, fmt::format(
                        "unknown option \"{}\" (known: timeout, connect_timeout, "
                        "on_error, connections, batch, prefix, denial_cache, lazy_connect, tls, ca, "
-                       "cert, key, sni{})",
-                       name, unix_socket ? ", db" : ""));
+                       "cert, key, sni, wait_replicas{}{})",
+                       name, unix_socket || options.sentinel ? ", db" : "",
+                       options.sentinel ? ", sentinel_user, sentinel_password" : ""));
         }
         return status;
       });
@@ -294,13 +335,17 @@ std::string RedisStoreOptions::Describe() const {
   else if (!password.empty())
     auth = "***@";
   if (!unix_socket.empty()) return fmt::format("redis+unix://{}{}?db={}", auth, unix_socket, db);
-  if (!cluster) {
+  if (!cluster && !sentinel) {
     return fmt::format("{}://{}{}/{}", tls ? "rediss" : "redis", auth, HostPort(host, port), db);
   }
   std::string hosts;
   for (const RedisEndpoint& seed : seeds) {
     if (!hosts.empty()) hosts += ',';
     hosts += HostPort(seed.host, seed.port);
+  }
+  if (sentinel) {
+    return fmt::format("{}://{}{}/{}?db={}", tls ? "rediss-sentinel" : "redis-sentinel", auth,
+                       hosts, sentinel_master, db);
   }
   return fmt::format("redis-cluster://{}{}{}", auth, hosts, tls ? "?tls=1" : "");
 }

@@ -30,6 +30,7 @@
 #include "store/redis/outcomes.h"
 #include "store/redis/resp.h"
 #include "store/redis/scripts.h"
+#include "store/redis/sentinel.h"
 #include "store/redis/startup.h"
 #include "store/redis/unit.h"
 
@@ -111,8 +112,11 @@ class RedisStore::Impl final : public redis::Dispatcher,
         outcomes_(options_, counters_),
         cross_slot_(options_, counters_, outcomes_, *this),
         batcher_(io_, options_, scripts_, outcomes_, counters_, *this),
-        router_(io_, options_, outcomes_, counters_, batcher_, startup_, nodes_, *this, closed_) {
-    if (!options_.cluster) {
+        router_(io_, options_, outcomes_, counters_, batcher_, startup_, nodes_, *this, closed_),
+        sentinel_(io_, options_, tls_.get(), startup_, counters_, *this) {
+    if (options_.sentinel) {
+      // The sentinels name the primary; it gets a node then (NodeFor).
+    } else if (!options_.cluster) {
       AddNode({options_.host, options_.port}, options_.Describe(), options_.connections);
     } else {
       // The seeds answer CLUSTER SLOTS; the primaries found there get nodes of their own.
@@ -164,6 +168,7 @@ class RedisStore::Impl final : public redis::Dispatcher,
         }
       }
       router_.Stop();
+      if (options_.sentinel) sentinel_.Stop();
       stopped.set_value();
     });
     stopped.get_future().wait();
@@ -172,10 +177,12 @@ class RedisStore::Impl final : public redis::Dispatcher,
   // Connects every connection and waits as redis::Startup::Wait says.
   absl::Status Start() {
     asio::post(io_, [this] {
+      if (options_.sentinel) sentinel_.Start();
       for (auto& node : nodes_) StartNode(*node);
     });
-    return startup_.Wait(options_,
-                         options_.cluster ? router_.seed_count() : nodes_.front()->lanes.size());
+    return startup_.Wait(options_, options_.cluster    ? router_.seed_count()
+                                   : options_.sentinel ? options_.connections
+                                                       : nodes_.front()->lanes.size());
   }
 
   std::string RedisKey(StateKind kind, std::string_view key) const {
@@ -289,10 +296,14 @@ class RedisStore::Impl final : public redis::Dispatcher,
   }
 
   // Any thread. Sends a unit on its way: on a cluster to the I/O thread, which routes it
-  // by slot; else through the server's breaker to one of its connections.
+  // by slot; else through the server's (the primary's) breaker to one of its connections.
   void Dispatch(UnitPtr pending, Steady::time_point now) override {
     if (options_.cluster) return router_.Submit(std::move(pending));
-    Node& node = *nodes_.front();
+    Node* primary = Primary();
+    if (primary == nullptr) {
+      return outcomes_.Complete(*pending, absl::UnavailableError(LastError()));
+    }
+    Node& node = *primary;
     pending->route.node = &node;
     if (!node.breaker.Allow(now)) return outcomes_.AnswerWhileOpen(*pending);
     Lane* lane = node.PickLane();
@@ -323,6 +334,7 @@ class RedisStore::Impl final : public redis::Dispatcher,
     s.releases = counters_.releases;
     s.release_failures = counters_.release_failures;
     s.nodes = router_.primary_count();
+    s.primary_switches = counters_.primary_switches;
     const Steady::time_point now = Steady::now();
     std::lock_guard lock(nodes_mu_);
     for (const auto& node : nodes_) s.breaker_open = s.breaker_open || node->breaker.open(now);
@@ -347,8 +359,12 @@ class RedisStore::Impl final : public redis::Dispatcher,
     auto round = std::make_shared<Round>();
     auto result = round->done.get_future();
     asio::post(io_, [this, round] {
-      std::vector<Node*> targets =
-          options_.cluster ? router_.primaries() : std::vector<Node*>{nodes_.front().get()};
+      std::vector<Node*> targets;
+      if (options_.cluster) {
+        targets = router_.primaries();
+      } else if (Node* primary = Primary()) {
+        targets.push_back(primary);
+      }
       if (targets.empty()) return round->done.set_value(false);
       round->left = targets.size();
       std::string command;
@@ -437,7 +453,9 @@ class RedisStore::Impl final : public redis::Dispatcher,
   absl::Status HealthOnIoThread() {
     if (closed_) return absl::CancelledError("store closed");
     if (!options_.cluster) {
-      if (nodes_.front()->PickLane() != nullptr) return absl::OkStatus();
+      if (Node* primary = Primary(); primary != nullptr && primary->PickLane() != nullptr) {
+        return absl::OkStatus();
+      }
       return absl::UnavailableError(LastError());
     }
     if (router_.primaries().empty()) {
@@ -465,8 +483,14 @@ class RedisStore::Impl final : public redis::Dispatcher,
   void OnDown(Lane& lane, const absl::Status& status) {
     if (lane.ready.exchange(false)) ++counters_.reconnects;
     if (options_.cluster) return router_.OnLaneDown(lane, status);
+    if (lane.node.retired) return;  // Sentinel: an old primary, stopped on purpose
     startup_.LaneDown(lane, status);
+    if (options_.sentinel) sentinel_.OnLaneDown(lane);
   }
+
+  // Standalone: the server; Sentinel: the primary now (nullptr: none known yet). Any
+  // thread (nodes_ grows on the I/O thread only with a cluster or Sentinel).
+  Node* Primary() { return options_.sentinel ? sentinel_.primary() : nodes_.front().get(); }
 
   std::string LastError() { return startup_.LastError(options_); }
 
@@ -476,6 +500,10 @@ class RedisStore::Impl final : public redis::Dispatcher,
   }
 
   bool Redirected(Lane& lane, std::string_view text, std::vector<UnitPtr>& chunk) override {
+    if (options_.sentinel) {
+      sentinel_.OnCallError(lane, text);
+      return false;  // answered by on_error
+    }
     return router_.Redirected(lane, text, chunk);
   }
 
@@ -498,7 +526,8 @@ class RedisStore::Impl final : public redis::Dispatcher,
   std::vector<std::unique_ptr<Node>> nodes_;
 
   redis::Startup startup_;
-  redis::ClusterRouter router_;  // Redis Cluster only
+  redis::ClusterRouter router_;     // Redis Cluster only
+  redis::SentinelRouter sentinel_;  // Redis Sentinel only
   std::thread thread_;
 };
 
@@ -510,6 +539,11 @@ absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Open(RedisStoreOptions o
     return absl::InvalidArgumentError(fmt::format(
         "redis unix socket \"{}\": a path of at most {} bytes, for one server without TLS",
         options.unix_socket, sizeof(sockaddr_un::sun_path) - 1));
+  }
+  if (options.sentinel && (options.cluster || !options.unix_socket.empty() ||
+                           options.seeds.empty() || options.sentinel_master.empty())) {
+    return absl::InvalidArgumentError(
+        "redis sentinel: sentinels (seeds) and the master's name, over TCP, not a cluster");
   }
   std::unique_ptr<asio::ssl::context> tls;
   if (options.tls) {

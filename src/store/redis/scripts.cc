@@ -77,6 +77,10 @@ std::vector<std::string> Handshake::Commands() const {
     AppendCommand(command, {"SELECT", std::to_string(options_.db)});
     commands.push_back(std::exchange(command, {}));
   }
+  if (options_.sentinel) {  // the server a sentinel named must still be the primary
+    AppendCommand(command, {"ROLE"});
+    commands.push_back(std::exchange(command, {}));
+  }
   for (int i = 0; i < kScriptCount; ++i) {
     AppendCommand(command, {"SCRIPT", "LOAD", scripts_.body(ScriptId(i))});
     commands.push_back(std::exchange(command, {}));
@@ -88,6 +92,7 @@ absl::Status Handshake::Check(std::string_view describe, std::size_t index,
                               const redisReply& reply) {
   const std::size_t auth = 1;  // AUTH, or PING
   const std::size_t select = options_.db != 0 ? 1 : 0;
+  const std::size_t role = options_.sentinel ? 1 : 0;
   if (reply.type == REDIS_REPLY_ERROR) {
     const std::string_view text = TextOf(reply);
     if (index == 0 && !options_.password.empty()) {
@@ -102,17 +107,32 @@ absl::Status Handshake::Check(std::string_view describe, std::size_t index,
                       options_.unix_socket.empty() ? "redis://:PASSWORD@host:port"
                                                    : "redis+unix://:PASSWORD@/path"));
     }
-    const char* step = index == 0 ? "PING" : index < auth + select ? "SELECT" : "SCRIPT LOAD";
+    const char* step = index == 0                    ? "PING"
+                       : index < auth + select        ? "SELECT"
+                       : index < auth + select + role ? "ROLE"
+                                                      : "SCRIPT LOAD";
     return absl::FailedPreconditionError(
         fmt::format("redis at {} refused {}: {}", describe, step, text));
   }
-  if (index >= auth + select) {
+  if (role != 0 && index == auth + select) return CheckPrimary(describe, reply);
+  if (index >= auth + select + role) {
     if (reply.type != REDIS_REPLY_STRING) {
       return absl::InternalError("SCRIPT LOAD did not answer with a SHA");
     }
-    scripts_.set_sha(ScriptId(index - auth - select), std::string(TextOf(reply)));
+    scripts_.set_sha(ScriptId(index - auth - select - role), std::string(TextOf(reply)));
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckPrimary(std::string_view describe, const redisReply& role) {
+  const std::string_view is = role.type == REDIS_REPLY_ARRAY && role.elements > 0 &&
+                                      role.element[0]->type == REDIS_REPLY_STRING
+                                  ? TextOf(*role.element[0])
+                                  : std::string_view("no role");
+  if (is == "master") return absl::OkStatus();
+  // Unavailable: the sentinels are asked again (a failover moves the primary).
+  return absl::UnavailableError(
+      fmt::format("redis at {} is not the primary (ROLE: {})", describe, is));
 }
 
 }  // namespace floodgate::redis

@@ -49,7 +49,12 @@ class Scripts {
   std::array<Script, kScriptCount> scripts_;
 };
 
-// A connection's handshake: AUTH (or PING), SELECT, then SCRIPT LOAD of every script.
+// ROLE's answer names a primary ("master"); else why not. Redis Sentinel: no decision is
+// ever sent to a server that is not (a replica's answers may be stale).
+absl::Status CheckPrimary(std::string_view describe, const redisReply& role);
+
+// A connection's handshake: AUTH (or PING), SELECT, ROLE (Redis Sentinel: the server
+// must be the primary), then SCRIPT LOAD of every script.
 class Handshake {
  public:
   Handshake(const RedisStoreOptions& options, Scripts& scripts)

@@ -33,7 +33,8 @@ class Startup {
     }
     cv_.notify_all();
   }
-  // Every seed refused to give the topology: Open fails with `error`.
+  // Every seed refused to give the topology (Redis Sentinel: no sentinel named the
+  // primary): Open fails with `error`.
   void TopologyRefused(absl::Status error) {
     std::lock_guard lock(mu_);
     topology_error_ = std::move(error);
@@ -70,7 +71,7 @@ class Startup {
     const bool settled = cv_.wait_for(lock, patience, [&] {
       if (options.cluster)
         return cluster_settled_ || !topology_error_.ok() || failed_lanes_ >= lanes;
-      return ready_lanes_ > 0 || failed_lanes_ >= lanes;
+      return ready_lanes_ > 0 || failed_lanes_ >= lanes || !topology_error_.ok();
     });
     if (options.lazy_connect) return absl::OkStatus();
     if (options.cluster) {
@@ -78,6 +79,8 @@ class Startup {
       if (!topology_error_.ok()) return topology_error_;
     } else if (ready_lanes_ > 0) {
       return absl::OkStatus();
+    } else if (!topology_error_.ok()) {
+      return topology_error_;
     }
     if (!settled || first_error_.ok()) {
       return absl::DeadlineExceededError(

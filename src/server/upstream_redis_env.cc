@@ -1,0 +1,130 @@
+// The store URL envoyproxy/ratelimit's Redis environment variables describe (config.h).
+
+#include <absl/status/status.h>
+#include <absl/strings/ascii.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "common/strings.h"
+#include "server/config.h"
+
+namespace floodgate::server {
+
+absl::StatusOr<std::optional<std::string>> StoreUrlFromUpstreamRedisEnv(
+    const std::function<const char*(const char*)>& env) {
+  const auto get = [&](const char* name) -> std::string {
+    const char* value = env(name);
+    return value == nullptr ? "" : value;
+  };
+  const auto truthy = [](std::string value) {
+    absl::AsciiStrToLower(&value);
+    return value == "true" || value == "1" || value == "t" || value == "yes";
+  };
+  const std::string url = get("REDIS_URL");
+  if (url.empty()) return std::nullopt;
+  if (url.find("://") != std::string::npos) return url;  // floodgate's own store URL
+  const auto refuse = [](std::string_view why) {
+    return absl::InvalidArgumentError(fmt::format("upstream Redis settings: {}", why));
+  };
+  std::string type = get("REDIS_TYPE");
+  absl::AsciiStrToLower(&type);
+  if (type.empty()) type = "single";
+  if (type != "single" && type != "cluster" && type != "sentinel") {
+    return refuse(fmt::format("REDIS_TYPE must be SINGLE, CLUSTER or SENTINEL, got \"{}\"",
+                              get("REDIS_TYPE")));
+  }
+  // Upstream's default socket type is unix; an explicit tcp, or a host:port URL, is TCP.
+  std::string socket_type = get("REDIS_SOCKET_TYPE");
+  absl::AsciiStrToLower(&socket_type);
+  if (!socket_type.empty() && socket_type != "tcp" && socket_type != "unix") {
+    return refuse(fmt::format("REDIS_SOCKET_TYPE must be tcp or unix, got \"{}\"", socket_type));
+  }
+  // Upstream dials a cluster's nodes, a sentinel and the primary it names over TCP whatever
+  // REDIS_SOCKET_TYPE says (radix asks its pool for "tcp"), so only a single server takes a
+  // socket path.
+  const bool unix_socket =
+      type == "single" && (socket_type == "unix" || (socket_type.empty() && url.starts_with('/')));
+  if (type == "cluster" && url.starts_with('/')) {
+    return refuse(fmt::format(
+        "REDIS_URL \"{}\" is a unix socket; a cluster is reached over TCP (host:port,...)", url));
+  }
+  // Sentinel: "MASTER,host:port[,host:port...]", the master's name first.
+  const std::size_t comma = url.find(',');
+  if (type == "sentinel" && (comma == std::string::npos || comma == 0 || url.starts_with('/'))) {
+    return refuse(
+        fmt::format("REDIS_TYPE=sentinel takes REDIS_URL as the master's name, then the sentinels: "
+                    "mymaster,host:port[,host:port...], got \"{}\"",
+                    url));
+  }
+  if (unix_socket && !url.starts_with('/')) {
+    return refuse(fmt::format(
+        "REDIS_SOCKET_TYPE=unix takes REDIS_URL as the socket's absolute path, got \"{}\" (for "
+        "host:port set REDIS_SOCKET_TYPE=tcp)",
+        url));
+  }
+  if (type == "single" && url.find(',') != std::string::npos) {
+    return refuse(fmt::format("REDIS_URL \"{}\" lists several hosts: set REDIS_TYPE=cluster", url));
+  }
+  const bool tls = truthy(get("REDIS_TLS"));
+  if (unix_socket && tls) {
+    return refuse("REDIS_TLS=true with a unix socket: Redis serves TLS on TCP only");
+  }
+  // REDIS_AUTH is a password, or user:password; escaped for the URL's userinfo.
+  std::string auth;
+  if (const std::string secret = get("REDIS_AUTH"); !secret.empty()) {
+    const std::size_t colon = secret.find(':');
+    auth = colon == std::string::npos ? PercentEncode(secret)
+                                      : PercentEncode(secret.substr(0, colon)) + ":" +
+                                            PercentEncode(secret.substr(colon + 1));
+    auth += "@";
+  }
+  std::string out;
+  if (unix_socket) {
+    // The path's own '%', '?', '#' and spaces escaped; its '/' kept.
+    std::string path;
+    for (const char c : url) path += c == '/' ? std::string(1, c) : PercentEncode({&c, 1});
+    out = "redis+unix://" + auth + path;
+  } else if (type == "sentinel") {
+    out = (tls ? "rediss-sentinel://" : "redis-sentinel://") + auth + url.substr(comma + 1) + "/" +
+          PercentEncode(url.substr(0, comma));
+  } else {
+    out = type == "cluster" ? "redis-cluster://" : (tls ? "rediss://" : "redis://");
+    out += auth + url;
+  }
+  std::vector<std::string> options;
+  if (type == "cluster" && tls) options.emplace_back("tls=1");
+  if (const std::string pool = get("REDIS_POOL_SIZE"); !pool.empty()) {
+    int size = 0;
+    if (!ParseDecimal(std::string_view(pool), size) || size < 1) {
+      return refuse(fmt::format("REDIS_POOL_SIZE must be a whole number >= 1, got \"{}\"", pool));
+    }
+    // Our connections pipeline (upstream's pool does not): 64 of them is our ceiling and
+    // more than any pool of upstream's needs.
+    options.push_back(fmt::format("connections={}", std::min(size, 64)));
+  }
+  const std::pair<const char*, const char*> files[] = {{"REDIS_TLS_CACERT", "ca"},
+                                                       {"REDIS_TLS_CLIENT_CERT", "cert"},
+                                                       {"REDIS_TLS_CLIENT_KEY", "key"}};
+  for (const auto& [name, option] : files) {
+    const std::string path = get(name);
+    if (path.empty()) continue;
+    if (!tls) return refuse(fmt::format("{} needs REDIS_TLS=true", name));
+    // Query values are taken as they are (no %-escapes): a path holding '&' cannot pass.
+    if (path.find('&') != std::string::npos) {
+      return refuse(fmt::format("{} must not hold '&'", name));
+    }
+    options.push_back(fmt::format("{}={}", option, path));
+  }
+  if (truthy(get("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"))) {
+    return refuse(
+        "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION is not supported: give the server's CA "
+        "(REDIS_TLS_CACERT) instead");
+  }
+  for (std::size_t i = 0; i < options.size(); ++i) out += (i == 0 ? "?" : "&") + options[i];
+  return out;
+}
+
+}  // namespace floodgate::server

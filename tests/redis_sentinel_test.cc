@@ -1,0 +1,383 @@
+// The Redis store on Redis Sentinel: its URL, finding the primary, failovers, wait_replicas.
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "redis_test_fixture.h"
+
+namespace floodgate::testing {
+namespace {
+
+std::string SentinelUrlRefusal(const std::string& url) {
+  auto options = RedisStoreOptions::FromUrl(url);
+  return options.ok() ? "" : std::string(options.status().message());
+}
+
+TEST(RedisSentinelUrl, ParsesTheSentinelsTheMasterAndTheirCredentials) {
+  auto o = RedisStoreOptions::FromUrl(
+      "redis-sentinel://app:p%40ss@10.0.0.1:26380,10.0.0.2,[::1]:26381/my%20master?db=2&"
+      "sentinel_user=watch&sentinel_password=s%26cret&wait_replicas=1&timeout=20ms");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->sentinel);
+  EXPECT_FALSE(o->cluster);
+  EXPECT_FALSE(o->tls);
+  EXPECT_EQ(o->sentinel_master, "my master");
+  ASSERT_EQ(o->seeds.size(), 3u);
+  EXPECT_EQ(o->seeds[0], (RedisEndpoint{"10.0.0.1", 26380}));
+  EXPECT_EQ(o->seeds[1], (RedisEndpoint{"10.0.0.2", 26379}));  // a sentinel's default port
+  EXPECT_EQ(o->seeds[2], (RedisEndpoint{"::1", 26381}));
+  EXPECT_EQ(o->user, "app");  // the primary's credentials
+  EXPECT_EQ(o->password, "p@ss");
+  EXPECT_EQ(o->sentinel_user, "watch");
+  EXPECT_EQ(o->sentinel_password, "s&cret");
+  EXPECT_EQ(o->db, 2);
+  EXPECT_EQ(o->wait_replicas, 1);
+  EXPECT_EQ(o->timeout, milliseconds(20));
+  EXPECT_EQ(o->Describe(),
+            "redis-sentinel://app:***@10.0.0.1:26380,10.0.0.2:26379,[::1]:26381/my master?db=2");
+
+  o = RedisStoreOptions::FromUrl("rediss-sentinel://h:1/fg?ca=/ca.pem&sni=redis.internal");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->tls);
+  EXPECT_EQ(o->tls_server_name, "redis.internal");
+  EXPECT_EQ(o->Describe(), "rediss-sentinel://h:1/fg?db=0");
+  EXPECT_TRUE(CheckStoreUrl("redis-sentinel://h:1/fg").ok());
+
+  // wait_replicas applies to every form.
+  o = RedisStoreOptions::FromUrl("redis://h:1?wait_replicas=2");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->wait_replicas, 2);
+}
+
+TEST(RedisSentinelUrl, RefusesWhatASentinelUrlCannotBe) {
+  EXPECT_THAT(SentinelUrlRefusal("redis-sentinel://h:1"),
+              HasSubstr("expected the master's name after the sentinels"));
+  EXPECT_THAT(SentinelUrlRefusal("redis-sentinel://h:1/"),
+              HasSubstr("expected the master's name after the sentinels"));
+  EXPECT_THAT(SentinelUrlRefusal("redis-sentinel://h:1/fg/2"), HasSubstr("(the database is db=N)"));
+  EXPECT_THAT(SentinelUrlRefusal("redis-sentinel:///fg"), HasSubstr("missing host"));
+  EXPECT_THAT(SentinelUrlRefusal("redis-sentinel://h:0/fg"), HasSubstr("port must be 1-65535"));
+  EXPECT_THAT(SentinelUrlRefusal("redis-sentinel://h:1/fg?db=x"),
+              HasSubstr("database must be a number"));
+  EXPECT_THAT(SentinelUrlRefusal("redis+sentinel://h:1/fg"),
+              HasSubstr("Redis Sentinel is redis-sentinel://"));
+  EXPECT_THAT(SentinelUrlRefusal("redis://h:1?sentinel_password=x"),
+              HasSubstr("sentinel_password is for redis-sentinel://"));
+  EXPECT_THAT(SentinelUrlRefusal("redis://h:1?wait_replicas=17"),
+              HasSubstr("wait_replicas must be 0-16"));
+  EXPECT_THAT(SentinelUrlRefusal("redis-sentinel://h:1/fg?nope=1"),
+              HasSubstr("sentinel_user, sentinel_password"));
+  EXPECT_THAT(SentinelUrlRefusal("redis-sentinel://h:1/fg?ca=/ca.pem"),
+              HasSubstr("use rediss:// (or tls=1)"));
+}
+
+TEST(RedisSentinelOpen, SaysWhyNoPrimaryWasFound) {
+  // A sentinel that monitors "fg" (on a port where nothing listens) knows no "nope".
+  auto sentinel = RedisServer::StartSentinel("sentinel monitor fg 127.0.0.1 1 2\n");
+  ASSERT_NE(sentinel, nullptr);
+  auto options = RedisStoreOptions::FromUrl(
+      fmt::format("redis-sentinel://127.0.0.1:{}/nope", sentinel->port()));
+  ASSERT_TRUE(options.ok()) << options.status();
+  auto store = RedisStore::Open(*options);
+  ASSERT_FALSE(store.ok());
+  EXPECT_THAT(
+      std::string(store.status().message()),
+      HasSubstr(fmt::format("127.0.0.1:{}: knows no primary named \"nope\"", sentinel->port())));
+
+  // No sentinel answers at all: each one's reason.
+  const int nobody = FreeLoopbackPort();
+  options = RedisStoreOptions::FromUrl(fmt::format("redis-sentinel://127.0.0.1:{}/fg", nobody));
+  ASSERT_TRUE(options.ok()) << options.status();
+  store = RedisStore::Open(*options);
+  ASSERT_FALSE(store.ok());
+  EXPECT_THAT(std::string(store.status().message()),
+              HasSubstr(fmt::format("no sentinel named the primary of \"fg\" (127.0.0.1:{}: redis "
+                                    "unreachable at 127.0.0.1:{}: connection refused",
+                                    nobody, nobody)));
+
+  // lazy_connect: open anyway, answer by on_error, and say why.
+  options->lazy_connect = true;
+  options->connect_timeout = milliseconds(200);
+  options->on_error = OnError::kFailClosed;
+  store = RedisStore::Open(*options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto d = (*store)->Decide({"k", *Policy::Parse("fixed_window:10/1m"), 1, std::nullopt});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(d->degraded);
+  EXPECT_FALSE(d->allowed);
+  EXPECT_THAT(std::string((*store)->Health().message()), HasSubstr("connection refused"));
+}
+
+TEST(RedisSentinelOpen, NeverUsesAServerThatIsNotThePrimary) {
+  // A sentinel told to monitor a replica names it as the primary; ROLE says otherwise,
+  // and the store sends it nothing.
+  auto primary = RedisServer::Start();
+  ASSERT_NE(primary, nullptr);
+  auto replica = RedisServer::Start({"--replicaof", "127.0.0.1", std::to_string(primary->port())});
+  ASSERT_NE(replica, nullptr);
+  auto sentinel = RedisServer::StartSentinel(
+      fmt::format("sentinel monitor fg 127.0.0.1 {} 1\n", replica->port()));
+  ASSERT_NE(sentinel, nullptr);
+  auto options = RedisStoreOptions::FromUrl(
+      fmt::format("redis-sentinel://127.0.0.1:{}/fg?connections=1", sentinel->port()));
+  ASSERT_TRUE(options.ok()) << options.status();
+  auto store = RedisStore::Open(*options);
+  ASSERT_FALSE(store.ok());
+  EXPECT_THAT(std::string(store.status().message()),
+              HasSubstr(fmt::format("redis at 127.0.0.1:{} is not the primary (ROLE: slave)",
+                                    replica->port())));
+  EXPECT_EQ(InfoField(replica->Cli({"INFO", "commandstats"}), "cmdstat_evalsha"), "");
+}
+
+// wait_replicas needs no Sentinel: a primary and its replica.
+TEST(RedisWaitReplicas, AnswersOnlyWhatTheReplicasAcknowledged) {
+  const std::vector<std::string> sync = {"--repl-diskless-sync-delay", "0"};
+  auto primary = RedisServer::Start(sync);
+  ASSERT_NE(primary, nullptr);
+  auto replica = RedisServer::Start({"--replicaof", "127.0.0.1", std::to_string(primary->port())});
+  ASSERT_NE(replica, nullptr);
+  const auto synced_by = Steady::now() + std::chrono::seconds(10);
+  while (InfoField(replica->Cli({"INFO", "replication"}), "master_link_status") != "up" &&
+         Steady::now() < synced_by) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  auto store =
+      OpenRedis(primary->url("wait_replicas=1&timeout=1s&on_error=fail_closed&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("fixed_window:1000/1h");
+  for (int i = 1; i <= 50; ++i) {
+    auto d = store->Decide({"acked", policy, 1, std::nullopt});
+    ASSERT_TRUE(d.ok()) << d.status();
+    ASSERT_FALSE(d->degraded) << i;
+    EXPECT_EQ(d->remaining, 1000 - i);
+  }
+  EXPECT_EQ(store->redis_stats().calls, 50u);
+
+  // Without its replica, the primary still runs the script, but nothing acknowledges it:
+  // on_error answers.
+  replica->Kill();
+  for (int i = 0; i < 3; ++i) {
+    auto d = store->Decide({"acked", policy, 1, std::nullopt});
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_TRUE(d->degraded);
+    EXPECT_FALSE(d->allowed);
+  }
+  EXPECT_GE(store->redis_stats().errors, 3u);
+}
+
+// One answer under load: when it came, whether Redis gave it, and what it counted.
+struct LoadAnswer {
+  Steady::time_point at;
+  bool degraded = false;
+  bool allowed = false;
+  std::int64_t counted = 0;  // the key's count when Redis answered (limit - remaining)
+};
+
+// Decides on one key from a thread, recording every answer, until stopped (at most 60 s).
+class FailoverLoad {
+ public:
+  FailoverLoad(Store& store, Policy policy) : store_(store), policy_(std::move(policy)) {
+    thread_ = std::jthread([this] {
+      const auto deadline = Steady::now() + std::chrono::seconds(60);
+      while (!stop_ && Steady::now() < deadline) {
+        auto d = store_.Decide({"hot", policy_, 1, std::nullopt});
+        if (!d.ok()) {
+          ADD_FAILURE() << d.status();
+          return;
+        }
+        std::lock_guard lock(mu_);
+        answers_.push_back({Steady::now(), d->degraded, d->allowed, policy_.limit - d->remaining});
+      }
+    });
+  }
+  std::vector<LoadAnswer> Stop() {
+    stop_ = true;
+    thread_.join();
+    std::lock_guard lock(mu_);
+    return answers_;
+  }
+  // Waits (bounded) until an answer after `after` satisfies `wanted`; its time, or nullopt.
+  std::optional<Steady::time_point> WaitFor(Steady::time_point after,
+                                            const std::function<bool(const LoadAnswer&)>& wanted,
+                                            std::chrono::milliseconds limit) {
+    const auto deadline = Steady::now() + limit;
+    while (Steady::now() < deadline) {
+      {
+        std::lock_guard lock(mu_);
+        for (auto it = answers_.rbegin(); it != answers_.rend() && it->at > after; ++it) {
+          if (wanted(*it)) return it->at;
+        }
+      }
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    return std::nullopt;
+  }
+
+ private:
+  Store& store_;
+  const Policy policy_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::vector<LoadAnswer> answers_;
+  std::jthread thread_;
+};
+
+// The longest time without an answer from Redis in `answers`, from `from` on.
+Steady::duration LongestGapWithoutRedis(const std::vector<LoadAnswer>& answers,
+                                        Steady::time_point from) {
+  Steady::duration longest{};
+  Steady::time_point last = from;
+  for (const LoadAnswer& a : answers) {
+    if (a.at < from || a.degraded) continue;
+    longest = std::max(longest, a.at - last);
+    last = a.at;
+  }
+  return longest;
+}
+
+long long Ms(Steady::duration d) { return std::chrono::duration_cast<milliseconds>(d).count(); }
+
+class SentinelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setup_ = RedisSentinels::Start();
+    ASSERT_NE(setup_, nullptr);
+  }
+  std::unique_ptr<RedisSentinels> setup_;
+};
+
+TEST_F(SentinelTest, FindsThePrimaryAndPassesTheConformanceVectors) {
+  auto store = OpenRedis(setup_->url("batch=1&timeout=10s&prefix=vectors:"));
+  ASSERT_NE(store, nullptr);
+  ExpectVectorsOneCallPerDecision(*store);
+  EXPECT_TRUE(store->Ping());
+  EXPECT_TRUE(store->Health().ok()) << store->Health();
+  EXPECT_EQ(store->redis_stats().primary_switches, 0u);
+}
+
+TEST_F(SentinelTest, ASentinelFailoverUnderLoadResumesWithin2sFromTheReplicatedCount) {
+  auto store = OpenRedis(setup_->url("timeout=2s&on_error=fail_closed&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("fixed_window:1000000/1h");
+  constexpr int kBefore = 200;
+  for (int i = 1; i <= kBefore; ++i) {
+    auto d = store->Decide({"hot", policy, 1, std::nullopt});
+    ASSERT_TRUE(d.ok() && !d->degraded) << i;
+  }
+  ASSERT_TRUE(setup_->WaitReplicated(std::chrono::seconds(5)));
+  const int old_port = setup_->PrimaryPort();
+  ASSERT_NE(setup_->ServerOn(old_port), nullptr);
+  const int new_port = setup_->servers()[0]->port() == old_port ? setup_->servers()[1]->port()
+                                                                : setup_->servers()[0]->port();
+
+  FailoverLoad load(*store, policy);
+  const auto started = Steady::now();
+  ASSERT_TRUE(load.WaitFor(
+      started, [](const LoadAnswer& a) { return !a.degraded; }, std::chrono::seconds(5)));
+  const auto failover_at = Steady::now();
+  EXPECT_THAT(setup_->sentinels()[0]->Cli({"SENTINEL", "FAILOVER", "fg"}), HasSubstr("OK"));
+  ASSERT_TRUE(setup_->WaitPrimary(new_port, std::chrono::seconds(20)));
+  // The store followed, and Redis answers again (from the new primary).
+  const auto switched_by = Steady::now() + std::chrono::seconds(10);
+  while (store->redis_stats().primary_switches == 0 && Steady::now() < switched_by) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  ASSERT_EQ(store->redis_stats().primary_switches, 1u);
+  const auto switched_at = Steady::now();
+  ASSERT_TRUE(load.WaitFor(
+      switched_at, [](const LoadAnswer& a) { return !a.degraded; }, std::chrono::seconds(5)));
+  const std::vector<LoadAnswer> answers = load.Stop();
+
+  const Steady::duration gap = LongestGapWithoutRedis(answers, failover_at);
+  std::printf(
+      "SENTINEL FAILOVER under load: %zu answers, the store followed %lld ms after the "
+      "command, longest time without Redis %lld ms\n",
+      answers.size(), Ms(switched_at - failover_at), Ms(gap));
+  EXPECT_LT(gap, std::chrono::seconds(2));
+  for (const LoadAnswer& a : answers) {
+    // fail_closed: a degraded answer denies; Redis's answers all admit (a write, which a
+    // replica would refuse with READONLY: no answer came from one)...
+    EXPECT_EQ(a.allowed, !a.degraded);
+    // ...and count on from what was replicated before the failover, never from zero.
+    if (!a.degraded) {
+      EXPECT_GT(a.counted, kBefore);
+    }
+  }
+  // The new primary holds the count (a decision now counts on from the last ones).
+  auto after = store->Decide({"hot", policy, 1, std::nullopt});
+  ASSERT_TRUE(after.ok() && !after->degraded);
+  std::int64_t last_counted = 0;
+  for (const LoadAnswer& a : answers) {
+    if (!a.degraded && a.at > switched_at) last_counted = std::max(last_counted, a.counted);
+  }
+  EXPECT_GT(policy.limit - after->remaining, last_counted);
+}
+
+TEST_F(SentinelTest, APrimaryDemotedUnderALiveConnectionNeverAnswersEvenADenial) {
+  auto store = OpenRedis(setup_->url("timeout=2s&on_error=fail_closed&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("fixed_window:1/1h");
+  auto d = store->Decide({"full", policy, 1, std::nullopt});
+  ASSERT_TRUE(d.ok() && d->allowed && !d->degraded);
+  d = store->Decide({"full", policy, 1, std::nullopt});
+  ASSERT_TRUE(d.ok() && !d->allowed && !d->degraded);  // Redis's denial
+  ASSERT_TRUE(setup_->WaitReplicated(std::chrono::seconds(5)));
+  // Demoted by hand, not by a sentinel: REPLICAOF keeps its clients connected, and a
+  // denial writes nothing, so no READONLY would tell.
+  RedisServer* old_primary = setup_->ServerOn(setup_->PrimaryPort());
+  ASSERT_NE(old_primary, nullptr);
+  RedisServer* other = setup_->servers()[0].get() == old_primary ? setup_->servers()[1].get()
+                                                                 : setup_->servers()[0].get();
+  EXPECT_THAT(other->Cli({"REPLICAOF", "NO", "ONE"}), HasSubstr("OK"));
+  EXPECT_THAT(old_primary->Cli({"REPLICAOF", "127.0.0.1", std::to_string(other->port())}),
+              HasSubstr("OK"));
+  ASSERT_EQ(InfoField(old_primary->Cli({"INFO", "replication"}), "role"), "slave");
+  // The sentinels still name the old primary (they poll INFO every 10 s): nothing answers
+  // from Redis, and above all not the replica with its denial.
+  for (int i = 0; i < 20; ++i) {
+    d = store->Decide({"full", policy, 1, std::nullopt});
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_TRUE(d->degraded) << i;
+  }
+}
+
+TEST_F(SentinelTest, AKilledPrimaryDegradesThenRecoversWithin5sOfThePromotion) {
+  auto store = OpenRedis(setup_->url("timeout=300ms&on_error=fail_closed&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("fixed_window:1000000/1h");
+  ASSERT_TRUE(TimeUntilRedisAnswers(*store, "hot", policy, std::chrono::seconds(5)).has_value());
+  const int old_port = setup_->PrimaryPort();
+  RedisServer* old_primary = setup_->ServerOn(old_port);
+  ASSERT_NE(old_primary, nullptr);
+
+  FailoverLoad load(*store, policy);
+  ASSERT_TRUE(load.WaitFor(
+      Steady::now(), [](const LoadAnswer& a) { return !a.degraded; }, std::chrono::seconds(5)));
+  old_primary->Kill();
+  const auto killed_at = Steady::now();
+  // on_error answers while there is no primary...
+  const auto degraded_at = load.WaitFor(
+      killed_at, [](const LoadAnswer& a) { return a.degraded && !a.allowed; },
+      std::chrono::seconds(5));
+  ASSERT_TRUE(degraded_at.has_value());
+  // ...until the sentinels promote the replica (down-after 500 ms, then a vote)...
+  const auto promoted_by = Steady::now() + std::chrono::seconds(30);
+  while (setup_->PrimaryPort() == old_port && Steady::now() < promoted_by) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  ASSERT_NE(setup_->PrimaryPort(), old_port) << "no automatic failover within 30 s";
+  const auto promoted_at = Steady::now();
+  // ...and the store follows: Redis answers within 5 s of the promotion.
+  const auto recovered_at = load.WaitFor(
+      *degraded_at, [](const LoadAnswer& a) { return !a.degraded; }, std::chrono::seconds(5));
+  const std::vector<LoadAnswer> answers = load.Stop();
+  ASSERT_TRUE(recovered_at.has_value()) << "Redis did not answer within 5 s of the promotion";
+  std::printf("primary killed: promoted after %lld ms, Redis answered again %lld ms after that\n",
+              Ms(promoted_at - killed_at), Ms(*recovered_at - promoted_at));
+  for (const LoadAnswer& a : answers) EXPECT_EQ(a.allowed, !a.degraded);
+  EXPECT_EQ(store->redis_stats().primary_switches, 1u);
+  EXPECT_TRUE(store->Health().ok()) << store->Health();
+}
+
+}  // namespace
+}  // namespace floodgate::testing
