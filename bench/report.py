@@ -213,6 +213,9 @@ PARTS = {
     "http-multi": ("several limits in one decision: HTTP", lambda args, binary, out: [
         sys.executable, f"{HERE}/http_bench.py", "--floodgate", binary, "--out", out,
         "--only-multi"]),
+    # Leased budgets (prefetch=auto) against per-request decisions: prefetch.md.
+    "prefetch": ("prefetch: leased budgets on Redis", lambda args, binary, out: [
+        sys.executable, f"{HERE}/prefetch_bench.py", "--floodgate", binary, "--out", out]),
     # Envoy's rate limit service (gRPC) against /v1/check, memory://: rls.md.
     "rls": ("Envoy RLS v3 against HTTP", lambda args, binary, out: [
         sys.executable, f"{HERE}/rls_bench.py", "--floodgate", binary, "--rls-load",
@@ -391,6 +394,11 @@ def write_headline(out):
                          ("An acquire + release", "acquire + release / check (gcra)")):
         add(f"{label} against one gcra check (`memory://`, Redis batched)",
             [float(r["ratio_median"]) for r in reservations if r["ratio"] == ratio], ("<=", 2.2))
+    prefetch = rows_of("prefetch.csv")
+    add("Prefetch, one hot key, 4 processes: `prefetch=auto` decisions/s over without",
+        sorted({float(r["auto_over_off"]) for r in prefetch if r["keys"] == "1"}), (">=", 10))
+    add("Prefetch, 100,000 uniform keys, 4 processes: `prefetch=auto` decisions/s over without",
+        sorted({float(r["auto_over_off"]) for r in prefetch if r["keys"] != "1"}), (">=", 0.9))
     atomic = {r["algorithm"]: float(r["over_pct"]) for r in rows_of("accuracy.csv")
               if r["part"] == "atomicity"}
     if "floodgate" in atomic:

@@ -55,7 +55,10 @@ TEST(PolicyParse, EveryUnit) {
 TEST(PolicyParse, RoundTripsThroughToString) {
   for (const char* text : {"gcra:100/1m,burst=20", "sliding_log:5/15m", "fixed_window:10/1s",
                            "token_bucket:1/1s,burst=10,refill=interval", "sliding_window:7/90s",
-                           "token_bucket:3/1500ms"}) {
+                           "token_bucket:3/1500ms",
+                           "token_bucket:5/1s,burst=9,refill=interval,prefetch=3,prefetch_ttl=1s",
+                           "sliding_log:5/15m,prefetch=auto", "sliding_window:7/90s,prefetch=1",
+                           "gcra:10/1s,prefetch_ttl=1ms,prefetch=1000000000"}) {
     auto p = Policy::Parse(text);
     ASSERT_TRUE(p.ok()) << text;
     auto again = Policy::Parse(p->ToString());
@@ -64,6 +67,42 @@ TEST(PolicyParse, RoundTripsThroughToString) {
   }
   EXPECT_EQ(Policy::Parse("sliding_window:7/90s")->ToString(), "sliding_window:7/90s");
   EXPECT_EQ(Policy::Parse("gcra:1/60m")->ToString(), "gcra:1/1h");
+}
+
+TEST(PolicyParse, Prefetch) {
+  auto p = Policy::Parse("gcra:1000/1s,prefetch=50");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->prefetch, Prefetch::kFixed);
+  EXPECT_EQ(p->prefetch_units, 50);
+  EXPECT_EQ(p->prefetch_ttl, kDefaultPrefetchTtl);
+  EXPECT_EQ(p->ToString(), "gcra:1000/1s,prefetch=50");
+  p = Policy::Parse("fixed_window:100/1m,prefetch=auto,prefetch_ttl=250ms");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->prefetch, Prefetch::kAuto);
+  EXPECT_EQ(p->prefetch_units, 0);
+  EXPECT_EQ(p->prefetch_ttl, std::chrono::milliseconds(250));
+  EXPECT_EQ(p->ToString(), "fixed_window:100/1m,prefetch=auto,prefetch_ttl=250ms");
+  EXPECT_EQ(*Policy::Parse(p->ToString()), *p);
+  // Prefetch is the client's: the shared state is decided under the policy without it.
+  EXPECT_EQ(p->WithoutPrefetch(), *Policy::Parse("fixed_window:100/1m"));
+  EXPECT_NE(*p, *Policy::Parse("fixed_window:100/1m"));
+}
+
+TEST(PolicyValidate, PrefetchFieldsOfHandBuiltPolicies) {
+  Policy p = *Policy::Parse("gcra:10/1s");
+  p.prefetch_ttl = std::chrono::seconds(1);  // a ttl without prefetch prints nothing
+  EXPECT_FALSE(p.Validate().ok());
+  p.prefetch = Prefetch::kAuto;
+  EXPECT_TRUE(p.Validate().ok());
+  p.prefetch_units = 5;  // only for kFixed
+  EXPECT_FALSE(p.Validate().ok());
+  p.prefetch = Prefetch::kFixed;
+  EXPECT_TRUE(p.Validate().ok());
+  p.prefetch_units = 0;
+  EXPECT_FALSE(p.Validate().ok());
+  Policy concurrency = *Policy::Parse("concurrency:3");
+  concurrency.prefetch = Prefetch::kAuto;
+  EXPECT_THAT(std::string(MessageOf(concurrency.Validate())), HasSubstr("not for concurrency"));
 }
 
 TEST(PolicyParse, Concurrency) {
@@ -148,6 +187,20 @@ INSTANTIATE_TEST_SUITE_P(
         BadPolicy{"sliding_log:100001/1h",
                   "sliding_log keeps a log of the last period's admissions, so its limit is at "
                   "most 100000, got 100001; use sliding_window for larger limits"},
+        BadPolicy{"concurrency:5,prefetch=10",
+                  "prefetch is not for concurrency: its leases are held and released"},
+        BadPolicy{"concurrency:5,prefetch_ttl=1s", "prefetch is not for concurrency"},
+        BadPolicy{"gcra:10/1s,prefetch=0", "prefetch must be between 1 and 1000000000 units"},
+        BadPolicy{"gcra:10/1s,prefetch=1000000001", "prefetch must be between 1 and 1000000000"},
+        BadPolicy{"gcra:10/1s,prefetch=lots", "prefetch must be auto or a whole number"},
+        BadPolicy{"gcra:10/1s,prefetch=", "prefetch must be auto or a whole number"},
+        BadPolicy{"gcra:10/1s,prefetch=5,prefetch=auto", "prefetch given twice"},
+        BadPolicy{"gcra:10/1s,prefetch_ttl=1s", "prefetch_ttl needs prefetch=N or prefetch=auto"},
+        BadPolicy{"gcra:10/1s,prefetch=5,prefetch_ttl=25h", "prefetch_ttl must be between 1ms"},
+        BadPolicy{"gcra:10/1s,prefetch=5,prefetch_ttl=500us", "prefetch_ttl must be between 1ms"},
+        BadPolicy{"gcra:10/1s,prefetch=5,prefetch_ttl=10", "prefetch_ttl \"10\" needs a unit"},
+        BadPolicy{"gcra:10/1s,prefetch=5,prefetch_ttl=1s,prefetch_ttl=2s",
+                  "prefetch_ttl given twice"},
         BadPolicy{"gcra:10/1s,colour=red", "unknown option \"colour=red\""},
         BadPolicy{"gcra:10/1s,", "unknown option \"\""}),
     [](const ::testing::TestParamInfo<BadPolicy>& info) { return std::to_string(info.index); });

@@ -161,6 +161,26 @@ TEST(RlsConfigTest, ExtensionsBuildFloodgatePolicies) {
   EXPECT_EQ(bucket->policy->ToString(), "token_bucket:60/1m,burst=10,refill=interval");
 }
 
+TEST(RlsConfigTest, PrefetchIsARateLimitOption) {
+  auto config = Parse(
+      "domain: d\n"
+      "descriptors:\n"
+      "  - key: hot\n    rate_limit: {unit: second, requests_per_unit: 1000, prefetch: auto,"
+      " prefetch_ttl: 50ms}\n");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const RlsLimit* hot = (*config)->Find("d", Descriptor({{"hot", ""}}));
+  ASSERT_NE(hot, nullptr);
+  EXPECT_EQ(hot->policy->ToString(), "fixed_window:1000/1s,prefetch=auto,prefetch_ttl=50ms");
+  EXPECT_TRUE(hot->upstream_window);  // prefetch changes how it is decided, not the answer
+  auto bad = Parse(
+      "domain: d\n"
+      "descriptors:\n"
+      "  - key: hot\n    rate_limit: {unit: second, requests_per_unit: 10, prefetch: 0}\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("prefetch must be between 1 and 1000000000 units"));
+}
+
 // The matching table of upstream's GetLimit.
 constexpr const char* kMatching = R"(domain: d
 descriptors:

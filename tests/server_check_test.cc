@@ -22,6 +22,21 @@ TEST_F(ServiceTest, CheckWithAPolicyAnswersTheDecisionAndHeaders) {
   EXPECT_EQ(Header(r, "Retry-After"), "1");
 }
 
+TEST_F(ServiceTest, CheckTakesAPrefetchPolicyWhichMemoryDecidesAsWithout) {
+  for (int i = 0; i < 2; ++i) {
+    Response r =
+        Call(http::verb::post, "/v1/check", R"({"key":"p1","policy":"gcra:2/1s,prefetch=auto"})");
+    EXPECT_EQ(r.result_int(), 200);
+    EXPECT_EQ(Body(r)["allowed"], true);
+  }
+  Response r =
+      Call(http::verb::post, "/v1/check", R"({"key":"p1","policy":"gcra:2/1s,prefetch=5"})");
+  EXPECT_EQ(Body(r)["allowed"], false);
+  r = Call(http::verb::post, "/v1/check", R"({"key":"p1","policy":"concurrency:2,prefetch=5"})");
+  EXPECT_EQ(r.result_int(), 400);
+  EXPECT_THAT(r.body, HasSubstr("prefetch is not for concurrency"));
+}
+
 TEST_F(ServiceTest, CheckWithARule) {
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(Body(Call(http::verb::post, "/v1/check", R"({"key":"k","rule":"api"})"))["allowed"],

@@ -24,6 +24,11 @@ enum class Algorithm : std::uint8_t {
 
 enum class Refill : std::uint8_t { kSmooth, kInterval };
 
+// Prefetch (docs/prefetch_client.md): whether a Redis store leases units of the shared
+// limit to spend in process. kFixed leases up to Policy::prefetch_units; kAuto sizes the
+// lease per key from its traffic.
+enum class Prefetch : std::uint8_t { kOff, kFixed, kAuto };
+
 // Ranges from docs/algorithms.md ("Units and inputs") and docs/service.md.
 inline constexpr std::int64_t kMaxLimit = 1'000'000'000;
 inline constexpr std::int64_t kMaxBurst = 1'000'000'000;
@@ -41,6 +46,11 @@ inline constexpr std::size_t kMaxKeyBytes = 512;
 inline constexpr std::chrono::microseconds kDefaultLease = std::chrono::seconds(30);
 inline constexpr std::chrono::microseconds kMinLease = std::chrono::milliseconds(1);
 inline constexpr std::chrono::microseconds kMaxLease = std::chrono::hours(24);
+// How long a prefetched budget lives unless the policy says (prefetch_ttl); its range is
+// the reservations' holds (a budget is a reservation, include/floodgate/reservation.h).
+inline constexpr std::chrono::microseconds kDefaultPrefetchTtl = std::chrono::milliseconds(100);
+inline constexpr std::chrono::microseconds kMinPrefetchTtl = std::chrono::milliseconds(1);
+inline constexpr std::chrono::microseconds kMaxPrefetchTtl = std::chrono::hours(24);
 
 // A rate-limit policy: `limit` units per `period`, shaped by `algorithm`.
 // A value type; build one with Parse() or fill the fields and call Validate().
@@ -52,8 +62,15 @@ struct Policy {
   // window algorithms, which have no separate burst.
   std::int64_t burst = 0;
   Refill refill = Refill::kSmooth;  // token_bucket only
+  // Client-side leases of the shared limit (docs/prefetch_client.md): not part of the
+  // shared state, so instances with and without prefetch share the key's state. Every
+  // algorithm but concurrency; memory:// ignores it.
+  Prefetch prefetch = Prefetch::kOff;
+  std::int64_t prefetch_units = 0;  // kFixed: 1..kMaxCost units per lease at most; else 0
+  std::chrono::microseconds prefetch_ttl = kDefaultPrefetchTtl;  // only with prefetch
 
-  // Parses `ALGORITHM:LIMIT/PERIOD[,burst=B][,refill=smooth|interval]` (docs/service.md), or
+  // Parses `ALGORITHM:LIMIT/PERIOD[,burst=B][,refill=smooth|interval]
+  // [,prefetch=N|auto][,prefetch_ttl=DURATION]` (docs/service.md), or
   // `concurrency:N[,lease=DURATION]` (limit N, period the lease time, 30s by default).
   // Errors name the offending part, e.g. "burst must be >= 1, got 0".
   static absl::StatusOr<Policy> Parse(std::string_view text);
@@ -63,6 +80,15 @@ struct Policy {
 
   // B of docs/algorithms.md: the burst, or the limit when no burst is set.
   std::int64_t capacity() const { return burst == 0 ? limit : burst; }
+
+  // The same policy without prefetch: what the shared state is decided under.
+  Policy WithoutPrefetch() const {
+    Policy shared = *this;
+    shared.prefetch = Prefetch::kOff;
+    shared.prefetch_units = 0;
+    shared.prefetch_ttl = kDefaultPrefetchTtl;
+    return shared;
+  }
 
   // The canonical policy string; Parse(ToString()) == *this.
   std::string ToString() const;

@@ -14,7 +14,10 @@ namespace floodgate {
 
 namespace redis {
 struct StoreTesting;
-}
+}  // namespace redis
+namespace prefetch {
+class Budgets;
+}  // namespace prefetch
 
 // What a store answers when Redis fails or exceeds its timeout (docs/service.md, "Failure
 // modes"). Every such answer carries degraded = true.
@@ -132,14 +135,21 @@ struct RedisStats {
   std::uint64_t cross_slot = 0;        // Redis Cluster: across several slots
   std::uint64_t releases = 0;          // reservations given back after a later slot denied
   std::uint64_t release_failures = 0;  // releases whose call failed (capacity held to its TTL)
+  // Prefetch (docs/prefetch_client.md, "Metrics").
+  std::uint64_t prefetch_leases = 0;           // takes that leased units
+  std::uint64_t prefetch_units_leased = 0;     // units those takes charged
+  std::uint64_t prefetch_units_returned = 0;   // unused units settled back
+  std::uint64_t prefetch_local_decisions = 0;  // answered in process, without a Redis call
+  std::uint64_t prefetch_budgets = 0;          // (key, policy) budgets held now
 };
 
 // A store on one Redis server, on the primary Redis Sentinel names (followed through
 // failovers), or on a Redis Cluster (decisions routed by key slot to the owning
 // primary, redirects followed). Every decision is one atomic Lua script run
 // on the server's clock (or an explicit `now`); concurrent decisions are pipelined and
-// batched (on a cluster, only decisions whose keys share a slot share a call).
-// Thread-safe.
+// batched (on a cluster, only decisions whose keys share a slot share a call). A policy
+// with prefetch is decided from units leased per key and spent in process
+// (docs/prefetch_client.md). Thread-safe.
 class RedisStore final : public Store {
  public:
   // Connects and loads the scripts; a wrong password or an unreachable server is an
@@ -181,6 +191,10 @@ class RedisStore final : public Store {
   friend struct redis::StoreTesting;  // src/store/redis/store_testing.h
   class Impl;
   explicit RedisStore(std::unique_ptr<Impl> impl);
+  // Sends a valid decision to its key's budget or to Redis.
+  void Route(const DecideRequest& request, DecisionCallback done);
+  // Declared first, so destroyed after the Impl whose callbacks may still reach it.
+  std::unique_ptr<prefetch::Budgets> budgets_;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -90,6 +90,33 @@ absl::Status ValidateGcraRounding(const Policy& policy) {
   return absl::OkStatus();
 }
 
+// prefetch=N|auto and prefetch_ttl (docs/prefetch_client.md): a lease is a take, whose
+// request bounds (include/floodgate/reservation.h) these are.
+absl::Status ValidatePrefetch(const Policy& policy) {
+  const auto bad = [](std::string message) {
+    return absl::InvalidArgumentError(std::move(message));
+  };
+  if (static_cast<unsigned>(policy.prefetch) > static_cast<unsigned>(Prefetch::kAuto)) {
+    return bad("unknown prefetch mode");
+  }
+  if (policy.prefetch == Prefetch::kFixed &&
+      (policy.prefetch_units < 1 || policy.prefetch_units > kMaxCost)) {
+    return bad(fmt::format("prefetch must be between 1 and 1000000000 units, got {}",
+                           policy.prefetch_units));
+  }
+  if (policy.prefetch != Prefetch::kFixed && policy.prefetch_units != 0) {
+    return bad("prefetch_units is only for prefetch=N");
+  }
+  if (policy.prefetch == Prefetch::kOff && policy.prefetch_ttl != kDefaultPrefetchTtl) {
+    return bad("prefetch_ttl needs prefetch=N or prefetch=auto");
+  }
+  if (policy.prefetch_ttl < kMinPrefetchTtl || policy.prefetch_ttl > kMaxPrefetchTtl) {
+    return bad(fmt::format("prefetch_ttl must be between 1ms and 24h, got {}",
+                           FormatPeriod(policy.prefetch_ttl)));
+  }
+  return absl::OkStatus();
+}
+
 // `concurrency:N[,lease=DURATION]`: no rate, a count of leases and how long each lives.
 absl::StatusOr<Policy> ParseConcurrency(std::string_view text, Policy policy) {
   std::string_view rest = text.substr(text.find(':') + 1);
@@ -106,6 +133,12 @@ absl::StatusOr<Policy> ParseConcurrency(std::string_view text, Policy policy) {
   policy.period = kDefaultLease;
   if (comma != std::string_view::npos) {
     const std::string_view option = rest.substr(comma + 1);
+    if (option.starts_with("prefetch")) {
+      return Invalid(text,
+                     "prefetch is not for concurrency: its leases are held and released, not "
+                     "spent; prefetch works with gcra, token_bucket, sliding_log, sliding_window "
+                     "and fixed_window");
+    }
     if (!option.starts_with("lease=") || option.find(',') != std::string_view::npos) {
       return Invalid(
           text, fmt::format("unknown option \"{}\" (concurrency takes lease=DURATION)", option));
@@ -196,6 +229,8 @@ absl::StatusOr<Policy> Policy::Parse(std::string_view text) {
 
   bool has_burst = false;
   bool has_refill = false;
+  bool has_prefetch = false;
+  bool has_prefetch_ttl = false;
   for (std::size_t i = 1; i < parts.size(); ++i) {
     const std::string_view option = parts[i];
     const std::size_t eq = option.find('=');
@@ -226,11 +261,36 @@ absl::StatusOr<Policy> Policy::Parse(std::string_view text) {
         return Invalid(text, fmt::format("refill must be smooth or interval, got \"{}\"", value));
       }
       has_refill = true;
+    } else if (name == "prefetch") {
+      if (has_prefetch) return Invalid(text, "prefetch given twice");
+      if (value == "auto") {
+        policy.prefetch = Prefetch::kAuto;
+      } else {
+        auto units = ParseCount(text, "prefetch", value);
+        if (!units.ok()) {
+          return Invalid(text, fmt::format("prefetch must be auto or a whole number of units, "
+                                           "got \"{}\"",
+                                           value));
+        }
+        policy.prefetch = Prefetch::kFixed;
+        policy.prefetch_units = *units;
+      }
+      has_prefetch = true;
+    } else if (name == "prefetch_ttl") {
+      if (has_prefetch_ttl) return Invalid(text, "prefetch_ttl given twice");
+      auto ttl = ParseDuration(value);
+      if (!ttl.ok()) return Invalid(text, fmt::format("prefetch_ttl {}", MessageOf(ttl.status())));
+      policy.prefetch_ttl = *ttl;
+      has_prefetch_ttl = true;
     } else {
-      return Invalid(text, fmt::format("unknown option \"{}\" (expected burst=B or "
-                                       "refill=smooth|interval)",
+      return Invalid(text, fmt::format("unknown option \"{}\" (expected burst=B, "
+                                       "refill=smooth|interval, prefetch=N|auto or "
+                                       "prefetch_ttl=DURATION)",
                                        option));
     }
+  }
+  if (has_prefetch_ttl && !has_prefetch) {
+    return Invalid(text, "prefetch_ttl needs prefetch=N or prefetch=auto");
   }
   if (absl::Status status = policy.Validate(); !status.ok()) {
     return Invalid(text, MessageOf(status));
@@ -257,8 +317,12 @@ absl::Status Policy::Validate() const {
     if (burst != 0 || refill != Refill::kSmooth) {
       return bad("burst and refill are not for concurrency");
     }
+    if (prefetch != Prefetch::kOff || prefetch_ttl != kDefaultPrefetchTtl) {
+      return bad("prefetch is not for concurrency: its leases are held and released, not spent");
+    }
     return absl::OkStatus();
   }
+  if (absl::Status status = ValidatePrefetch(*this); !status.ok()) return status;
   if (limit < 1 || limit > kMaxLimit) {
     return bad(fmt::format("limit must be between 1 and 1000000000, got {}", limit));
   }
@@ -304,6 +368,11 @@ std::string Policy::ToString() const {
   std::string out = fmt::format("{}:{}/{}", AlgorithmName(algorithm), limit, FormatPeriod(period));
   if (burst != 0) out += fmt::format(",burst={}", burst);
   if (refill == Refill::kInterval) out += ",refill=interval";
+  if (prefetch == Prefetch::kFixed) out += fmt::format(",prefetch={}", prefetch_units);
+  if (prefetch == Prefetch::kAuto) out += ",prefetch=auto";
+  if (prefetch_ttl != kDefaultPrefetchTtl) {
+    out += fmt::format(",prefetch_ttl={}", FormatPeriod(prefetch_ttl));
+  }
   return out;
 }
 

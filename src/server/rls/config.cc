@@ -24,11 +24,11 @@ using RateLimit = ::envoy::service::ratelimit::v3::RateLimitResponse::RateLimit;
 // upstream's validKeys: one flat set, checked at every level of the file (a known key in
 // the wrong place is ignored there, as upstream's YAML decoding ignores it), plus
 // floodgate's extensions.
-constexpr std::array<std::string_view, 17> kKnownKeys = {
+constexpr std::array<std::string_view, 19> kKnownKeys = {
     "domain", "key", "value", "descriptors", "rate_limit", "unit", "requests_per_unit", "unlimited",
     "shadow_mode", "name", "replaces", "detailed_metric",
     // floodgate's extensions (docs/envoy.md)
-    "algorithm", "burst", "refill", "period", "all_or_nothing"};
+    "algorithm", "burst", "refill", "period", "all_or_nothing", "prefetch", "prefetch_ttl"};
 
 // Errors point at the node they are about, with upstream's text: "file:line: text".
 class FileReader {
@@ -124,15 +124,12 @@ absl::StatusOr<Policy> BuildPolicy(const FileReader& r, const YAML::Node& node,
   FG_ASSIGN(algorithm, r.String(node["algorithm"], "algorithm"));
   if (algorithm.empty()) algorithm = "fixed_window";
   std::string text = fmt::format("{}:{}/{}", algorithm, requests_per_unit, period);
-  if (node["burst"]) {
-    std::string burst;
-    FG_ASSIGN(burst, r.String(node["burst"], "burst"));
-    text += ",burst=" + burst;
-  }
-  if (node["refill"]) {
-    std::string refill;
-    FG_ASSIGN(refill, r.String(node["refill"], "refill"));
-    text += ",refill=" + refill;
+  // The policy options a rate_limit may carry, spelled as in policy strings.
+  for (const char* option : {"burst", "refill", "prefetch", "prefetch_ttl"}) {
+    if (!node[option]) continue;
+    std::string value;
+    FG_ASSIGN(value, r.String(node[option], option));
+    text += fmt::format(",{}={}", option, value);
   }
   auto policy = Policy::Parse(text);
   if (!policy.ok()) return r.Error(node, fmt::format("rate_limit: {}", MessageOf(policy.status())));
@@ -197,7 +194,8 @@ absl::StatusOr<RlsLimit> ParseRateLimit(const FileReader& r, const YAML::Node& n
   if (limit.requests_per_unit == 0) {
     // Upstream denies every counted hit of a limit 0; floodgate's policies start at 1, so
     // the engine answers these itself. The extensions still get checked.
-    if (node["algorithm"] || node["burst"] || node["refill"]) {
+    if (node["algorithm"] || node["burst"] || node["refill"] || node["prefetch"] ||
+        node["prefetch_ttl"]) {
       FG_RETURN_IF_ERROR(BuildPolicy(r, node, 1, period).status());
     }
     return limit;

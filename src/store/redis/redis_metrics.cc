@@ -31,6 +31,22 @@ void RedisStore::AppendMetrics(std::string& out) const {
       "floodgate_multi_releases_total{{result=\"sent\"}} {}\n"
       "floodgate_multi_releases_total{{result=\"failed\"}} {}\n",
       r.multi_decisions, r.releases, r.release_failures);
+  out += fmt::format(
+      "# HELP floodgate_prefetch_leases_total Leases of units taken from the shared limit "
+      "(prefetch).\n"
+      "# TYPE floodgate_prefetch_leases_total counter\nfloodgate_prefetch_leases_total {}\n"
+      "# HELP floodgate_prefetch_units_total Units leased, and unused units returned.\n"
+      "# TYPE floodgate_prefetch_units_total counter\n"
+      "floodgate_prefetch_units_total{{event=\"leased\"}} {}\n"
+      "floodgate_prefetch_units_total{{event=\"returned\"}} {}\n"
+      "# HELP floodgate_prefetch_local_decisions_total Decisions answered from a leased "
+      "budget, without a store call.\n"
+      "# TYPE floodgate_prefetch_local_decisions_total counter\n"
+      "floodgate_prefetch_local_decisions_total {}\n"
+      "# HELP floodgate_prefetch_budgets Budgets (key and policy) held in process.\n"
+      "# TYPE floodgate_prefetch_budgets gauge\nfloodgate_prefetch_budgets {}\n",
+      r.prefetch_leases, r.prefetch_units_leased, r.prefetch_units_returned,
+      r.prefetch_local_decisions, r.prefetch_budgets);
   if (options().cluster) {
     out += fmt::format(
         "# HELP floodgate_redis_redirects_total Redis Cluster redirects followed.\n"

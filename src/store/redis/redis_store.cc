@@ -17,6 +17,7 @@
 
 #include "common/strings.h"
 #include "core/state_kind.h"
+#include "store/prefetch/budgets.h"
 #include "store/redis/batcher.h"
 #include "store/redis/cluster.h"
 #include "store/redis/cluster_router.h"
@@ -604,16 +605,34 @@ absl::StatusOr<std::unique_ptr<RedisStore>> redis::StoreTesting::Open(
   return std::unique_ptr<RedisStore>(new RedisStore(std::move(impl)));
 }
 
-RedisStore::RedisStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-RedisStore::~RedisStore() = default;
+RedisStore::RedisStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
+  prefetch::BudgetOptions budget_options;
+  budget_options.remember_denials = impl_->options().denial_cache_min;
+  // Takes and returns go through the store's own calls; a budget's per-request decisions
+  // straight to Redis (through the store they would come back to the budgets).
+  budgets_ = std::make_unique<prefetch::Budgets>(
+      std::make_unique<prefetch::StoreBackend>(
+          *this,
+          [impl = impl_.get()](const DecideRequest& request, DecisionCallback done) {
+            impl->Submit(request, std::move(done));
+          }),
+      budget_options);
+}
 
-void RedisStore::DecideAsyncValidated(const DecideRequest& request, DecisionCallback done) {
+// Budgets return their units before the connections close.
+RedisStore::~RedisStore() { Close(); }
+
+void RedisStore::Route(const DecideRequest& request, DecisionCallback done) {
+  if (request.policy.prefetch != Prefetch::kOff) return budgets_->Decide(request, std::move(done));
   impl_->Submit(request, std::move(done));
 }
 
+void RedisStore::DecideAsyncValidated(const DecideRequest& request, DecisionCallback done) {
+  Route(request, std::move(done));
+}
+
 absl::StatusOr<Decision> RedisStore::DecideValidated(const DecideRequest& request) {
-  return Await<absl::StatusOr<Decision>>(
-      [&](auto done) { impl_->Submit(request, std::move(done)); });
+  return Await<absl::StatusOr<Decision>>([&](auto done) { Route(request, std::move(done)); });
 }
 
 void RedisStore::ReserveAsyncValidated(const ReserveRequest& request, ReservationCallback done) {
@@ -645,8 +664,21 @@ absl::StatusOr<Decision> RedisStore::SettleValidated(const SettleRequest& reques
 
 StoreStats RedisStore::Stats() const { return impl_->LocalStats(); }
 std::string RedisStore::Describe() const { return impl_->options().Describe(); }
-void RedisStore::Close() { impl_->Close(); }
-RedisStats RedisStore::redis_stats() const { return impl_->Stats(); }
+void RedisStore::Close() {
+  budgets_->Close();
+  impl_->Close();
+}
+
+RedisStats RedisStore::redis_stats() const {
+  RedisStats stats = impl_->Stats();
+  const prefetch::PrefetchStats budgets = budgets_->stats();
+  stats.prefetch_leases = budgets.leases;
+  stats.prefetch_units_leased = budgets.units_leased;
+  stats.prefetch_units_returned = budgets.units_returned;
+  stats.prefetch_local_decisions = budgets.local_decisions;
+  stats.prefetch_budgets = budgets.budgets;
+  return stats;
+}
 
 void RedisStore::DecideAllAsyncValidated(const MultiRequest& request, MultiCallback done) {
   impl_->SubmitAll(request, std::move(done));

@@ -1,0 +1,261 @@
+// Prefetch on real Redis: processes sharing one key's limit through leased budgets.
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <functional>
+#include <map>
+#include <thread>
+
+#include "redis_test_fixture.h"
+
+namespace floodgate::testing {
+namespace {
+
+// A child process with a store of its own on `url`: runs `body`, sends back the numbers it
+// returns, exits. Forked before the parent opens anything in this test.
+class ForkedStore {
+ public:
+  using Body = std::function<std::vector<std::int64_t>(RedisStore&, int signal_fd)>;
+
+  ForkedStore(const std::string& url, const Body& body) {
+    int fds[2];
+    if (pipe(fds) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      close(fds[0]);
+      std::vector<std::int64_t> out{-1};
+      auto options = RedisStoreOptions::FromUrl(url);
+      if (options.ok()) {
+        auto store = RedisStore::Open(*options);
+        if (store.ok()) {
+          out = body(**store, fds[1]);
+          (*store)->Close();
+        }
+      }
+      const std::int64_t n = static_cast<std::int64_t>(out.size());
+      bool sent = write(fds[1], &n, sizeof n) == sizeof n;
+      for (std::int64_t v : out) sent = sent && write(fds[1], &v, sizeof v) == sizeof v;
+      _exit(sent ? 0 : 1);
+    }
+    close(fds[1]);
+    fd_ = fds[0];
+  }
+  ~ForkedStore() {
+    if (fd_ >= 0) close(fd_);
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+
+  // The next number the child sends, within `limit`.
+  std::optional<std::int64_t> Read(std::chrono::milliseconds limit = std::chrono::seconds(60)) {
+    std::int64_t v = 0;
+    std::size_t got = 0;
+    while (got < sizeof v) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(limit.count())) != 1) return std::nullopt;
+      const ssize_t n = read(fd_, reinterpret_cast<char*>(&v) + got, sizeof v - got);
+      if (n <= 0) return std::nullopt;
+      got += static_cast<std::size_t>(n);
+    }
+    return v;
+  }
+
+  // Everything the body returned.
+  std::optional<std::vector<std::int64_t>> Results() {
+    auto n = Read();
+    if (!n || *n < 0) return std::nullopt;
+    std::vector<std::int64_t> out;
+    for (std::int64_t i = 0; i < *n; ++i) {
+      auto v = Read();
+      if (!v) return std::nullopt;
+      out.push_back(*v);
+    }
+    return out;
+  }
+
+  void Kill() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int fd_ = -1;
+};
+
+std::int64_t WindowIndex(TimePoint t, std::chrono::microseconds period) {
+  return t.time_since_epoch().count() / period.count();
+}
+
+// Decides `policy` (without prefetch) on `key` until denied: the units left.
+std::int64_t DrainKey(Store& store, const std::string& key, const Policy& policy) {
+  std::int64_t admitted = 0;
+  for (;;) {
+    auto d = store.Decide({key, policy, 1, std::nullopt});
+    if (!d.ok() || !d->allowed || d->degraded) return admitted;
+    ++admitted;
+  }
+}
+
+TEST_F(RedisTest, PrefetchPolicyDecidesExactlyThroughTheStore) {
+  auto store = OpenRedis(Url());
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("fixed_window:10/1d,prefetch=5");
+  const TimePoint start = SystemNow();
+  int allowed = 0;
+  for (int i = 0; i < 15; ++i) {
+    auto d = store->Decide({"k", policy, 1, std::nullopt});
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_FALSE(d->degraded);
+    allowed += d->allowed;
+  }
+  std::string metrics;
+  store->AppendMetrics(metrics);
+  EXPECT_THAT(metrics, HasSubstr("floodgate_prefetch_local_decisions_total "));
+  EXPECT_THAT(metrics, HasSubstr("floodgate_prefetch_units_total{event=\"returned\"} "));
+  if (WindowIndex(start, std::chrono::days(1)) != WindowIndex(SystemNow(), std::chrono::days(1))) {
+    GTEST_SKIP() << "the run crossed midnight UTC, a window's end";
+  }
+  EXPECT_EQ(allowed, 10);
+  // Two leases of 5, then a denied take whose denial is remembered.
+  const RedisStats stats = store->redis_stats();
+  EXPECT_EQ(stats.prefetch_leases, 2u);
+  EXPECT_EQ(stats.prefetch_units_leased, 10u);
+  EXPECT_EQ(stats.prefetch_local_decisions, 15u);
+  EXPECT_LE(stats.calls, 3u);
+}
+
+// Four processes, each deciding more than its share on one key, admit no more than the
+// limit; what they leave is what they returned (at most a lease each), so together with
+// it they account for exactly the limit.
+void ExpectFourProcessesShareTheLimit(const std::string& url) {
+  constexpr std::int64_t kLimit = 2000, kLease = 50;
+  // A day's window, so the run does not cross one (checked below); a long ttl, so leases
+  // are spent or returned, not left to expire under a loaded machine.
+  const Policy policy = *Policy::Parse("fixed_window:2000/1d,prefetch=50,prefetch_ttl=2s");
+  const TimePoint start = SystemNow();
+  // The steady clock is the machine's: the four start together once their stores are open.
+  const auto go = Steady::now() + std::chrono::milliseconds(500);
+  std::vector<std::unique_ptr<ForkedStore>> children;
+  for (int i = 0; i < 4; ++i) {
+    children.push_back(std::make_unique<ForkedStore>(url, [&](RedisStore& store, int) {
+      std::this_thread::sleep_until(go);
+      std::int64_t allowed = 0;
+      for (int n = 0; n < kLimit / 2; ++n) {
+        auto d = store.Decide({"hot", policy, 1, std::nullopt});
+        if (d.ok() && d->allowed && !d->degraded) ++allowed;
+      }
+      const RedisStats stats = store.redis_stats();
+      return std::vector<std::int64_t>{allowed, static_cast<std::int64_t>(stats.calls),
+                                       static_cast<std::int64_t>(stats.prefetch_leases)};
+    }));
+  }
+  std::int64_t admitted = 0, leases = 0;
+  for (auto& child : children) {
+    auto results = child->Results();
+    ASSERT_TRUE(results && results->size() == 3) << "a child failed";
+    admitted += (*results)[0];
+    leases += (*results)[2];
+  }
+  auto store = OpenRedis(url);
+  ASSERT_NE(store, nullptr);
+  const std::int64_t left = DrainKey(*store, "hot", policy.WithoutPrefetch());
+  if (WindowIndex(start, std::chrono::days(1)) != WindowIndex(SystemNow(), std::chrono::days(1))) {
+    GTEST_SKIP() << "the run crossed midnight UTC, a window's end";
+  }
+  EXPECT_LE(admitted, kLimit);
+  EXPECT_EQ(admitted + left, kLimit);
+  EXPECT_LE(left, 4 * kLease);
+  EXPECT_GE(leases, kLimit / kLease);  // they admitted from leases, not per request
+}
+
+TEST_F(RedisTest, PrefetchFourProcessesOnOneKeyAdmitExactlyTheLimit) {
+  ExpectFourProcessesShareTheLimit(Url());
+}
+
+TEST(RedisClusterPrefetch, FourProcessesOnOneKeyAdmitExactlyTheLimit) {
+  auto cluster = RedisCluster::Start();
+  ASSERT_NE(cluster, nullptr);
+  ExpectFourProcessesShareTheLimit(cluster->url("timeout=10s"));
+}
+
+TEST_F(RedisTest, PrefetchASigkilledHolderLosesAtMostItsBudget) {
+  const Policy policy = *Policy::Parse("fixed_window:1000/1d,prefetch=100,prefetch_ttl=1m");
+  const TimePoint start = SystemNow();
+  ForkedStore holder(Url(), [&](RedisStore& store, int fd) {
+    auto d = store.Decide({"held", policy, 1, std::nullopt});
+    const std::int64_t allowed = d.ok() && d->allowed && !d->degraded;
+    if (write(fd, &allowed, sizeof allowed) != sizeof allowed) _exit(1);
+    pause();  // holding its lease until killed
+    return std::vector<std::int64_t>{};
+  });
+  ASSERT_EQ(holder.Read(), 1);
+  holder.Kill();
+  auto store = OpenRedis(Url());
+  ASSERT_NE(store, nullptr);
+  const std::int64_t left = DrainKey(*store, "held", policy.WithoutPrefetch());
+  if (WindowIndex(start, std::chrono::days(1)) != WindowIndex(SystemNow(), std::chrono::days(1))) {
+    GTEST_SKIP() << "the run crossed midnight UTC, a window's end";
+  }
+  // Its lease of 100 (1 spent) is lost to the window; nothing more.
+  EXPECT_EQ(left, 1000 - 100);
+}
+
+TEST_F(RedisTest, PrefetchBudgetsNeverCrossAWindow) {
+  // Windows of 200 ms, leases that would live 1 s: only the window's end stops them.
+  constexpr std::int64_t kLimit = 100;
+  const auto period = std::chrono::milliseconds(200);
+  const Policy policy = *Policy::Parse("fixed_window:100/200ms,prefetch=20,prefetch_ttl=1s");
+  std::vector<std::unique_ptr<ForkedStore>> children;
+  for (int i = 0; i < 4; ++i) {
+    children.push_back(std::make_unique<ForkedStore>(Url(), [&](RedisStore& store, int) {
+      // Admissions per window, counting one only when it began and ended in one window
+      // (this host's clock is Redis's: one machine), so a unit leased in a window and spent
+      // in the next shows up in the next one's count.
+      std::map<std::int64_t, std::int64_t> per_window;
+      // 250 requests/s each, 1,000 in all against 500/s allowed: every window runs out,
+      // late enough that leases are still held when it ends.
+      auto next = Steady::now();
+      const auto until = next + std::chrono::milliseconds(1500);
+      for (; next < until; next += std::chrono::milliseconds(4)) {
+        std::this_thread::sleep_until(next);
+        const TimePoint before = SystemNow();
+        auto d = store.Decide({"windows", policy, 1, std::nullopt});
+        const TimePoint after = SystemNow();
+        if (d.ok() && d->allowed && !d->degraded &&
+            WindowIndex(before, period) == WindowIndex(after, period)) {
+          ++per_window[WindowIndex(after, period)];
+        }
+      }
+      std::vector<std::int64_t> out;
+      for (const auto& [window, n] : per_window) {
+        out.push_back(window);
+        out.push_back(n);
+      }
+      return out;
+    }));
+  }
+  std::map<std::int64_t, std::int64_t> per_window;
+  for (auto& child : children) {
+    auto results = child->Results();
+    ASSERT_TRUE(results.has_value()) << "a child failed";
+    for (std::size_t i = 0; i + 1 < results->size(); i += 2) {
+      per_window[(*results)[i]] += (*results)[i + 1];
+    }
+  }
+  int saturated = 0;
+  for (const auto& [window, n] : per_window) {
+    EXPECT_LE(n, kLimit) << "window " << window;
+    saturated += n >= kLimit * 9 / 10;
+  }
+  EXPECT_GE(saturated, 3) << "the processes did not use up their windows: the test saw nothing";
+}
+
+}  // namespace
+}  // namespace floodgate::testing
