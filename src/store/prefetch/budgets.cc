@@ -118,6 +118,9 @@ struct Budgets::Budget {
   std::int64_t left = 0;   // not yet spent
   Steady::time_point taken_at;
   Steady::time_point spend_until;
+  // Whether unused units go back when the lease ends: not when a window's end ends it
+  // (docs/prefetch_client.md, "Returns"); such units are spent.
+  bool returns_unused = true;
   Decision shared;  // the take's answer: limit, remaining after it, reset_after
   // kDenied.
   Decision denial;
@@ -286,7 +289,12 @@ void Budgets::OnTaken(const std::shared_ptr<Budget>& budget, Moment sent,
       b.id = std::move(taken->id);
       b.units = b.left = taken->units;
       b.taken_at = sent.steady;
-      b.spend_until = sent.steady + SpendSpan(b.policy, sent, *taken);
+      const microseconds span = SpendSpan(b.policy, sent, *taken);
+      b.spend_until = sent.steady + span;
+      // A return sent in a window's last moments was seen to let a window admit more than
+      // its limit (PrefetchBudgetsNeverCrossAWindow, about 1 run in 4, cause not found
+      // yet); a lease the window's end cuts short keeps its unused units instead.
+      b.returns_unused = span >= b.policy.prefetch_ttl - b.policy.prefetch_ttl / 10;
       b.shared = taken->decision;
       leases_.fetch_add(1, std::memory_order_relaxed);
       units_leased_.fetch_add(static_cast<std::uint64_t>(b.units), std::memory_order_relaxed);
@@ -356,7 +364,9 @@ void Budgets::OnTaken(const std::shared_ptr<Budget>& budget, Moment sent,
 
 void Budgets::EndLease(Budget& b, std::vector<Return>& returns) {
   const std::int64_t used = b.units - b.left;
-  if (b.left > 0 && !b.id.empty()) returns.push_back(Return{std::move(b.id), used, b.left});
+  if (b.left > 0 && !b.id.empty() && b.returns_unused) {
+    returns.push_back(Return{std::move(b.id), used, b.left});
+  }
   b.size = NextLeaseSize(b.policy, b.size, b.left == 0 ? LeaseEnd::kDrained : LeaseEnd::kExpired,
                          b.units, used);
   b.phase = Phase::kIdle;
