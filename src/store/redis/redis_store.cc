@@ -266,7 +266,9 @@ class RedisStore::Impl final : public redis::Dispatcher,
         UnitMode::kReserve,
         Item{std::move(redis_key), key_at, request.policy, request.estimate, kind}, std::move(hold),
         request.now,
-        [slot, random, expires, lease_random, policy = request.policy, estimate = request.estimate,
+        // Init-captures: clang before 16 cannot capture structured bindings by name.
+        [slot = slot, random = random, expires, lease_random, policy = request.policy,
+         estimate = request.estimate,
          key = lease ? std::string(request.key) : std::string(),
          done = std::move(done)](absl::StatusOr<Decision> d, std::int64_t acquired_at) mutable {
           if (!d.ok()) return done(d.status());
@@ -298,7 +300,7 @@ class RedisStore::Impl final : public redis::Dispatcher,
     SubmitReservation(UnitMode::kReserve,
                       Item{std::move(redis_key), key_at, request.policy, request.up_to, kind},
                       std::move(hold), request.now,
-                      [slot, random, asked, done = std::move(done)](absl::StatusOr<Decision> d,
+                      [slot = slot, random = random, asked, done = std::move(done)](absl::StatusOr<Decision> d,
                                                                     std::int64_t units) mutable {
                         if (!d.ok()) return done(d.status());
                         Reservation reservation;
