@@ -80,6 +80,19 @@ microseconds SpendSpan(const Policy& policy, Moment sent, const Reservation& tak
   return std::max(microseconds(0), span - span / 10);
 }
 
+// Whether the window's end, not the ttl, ends this lease (a window algorithm whose window
+// ends before the ttl does, on the store's clock: the take's reset_after, as SpendSpan).
+bool EndsWithItsWindow(const Policy& policy, const Reservation& taken) {
+  const microseconds reset_after = taken.decision.reset_after;
+  if (policy.algorithm == Algorithm::kFixedWindow) {
+    return reset_after.count() > 0 && reset_after < policy.prefetch_ttl;
+  }
+  if (policy.algorithm == Algorithm::kSlidingWindow) {
+    return reset_after > policy.period && reset_after - policy.period < policy.prefetch_ttl;
+  }
+  return false;
+}
+
 }  // namespace
 
 struct Budgets::Return {
@@ -289,12 +302,11 @@ void Budgets::OnTaken(const std::shared_ptr<Budget>& budget, Moment sent,
       b.id = std::move(taken->id);
       b.units = b.left = taken->units;
       b.taken_at = sent.steady;
-      const microseconds span = SpendSpan(b.policy, sent, *taken);
-      b.spend_until = sent.steady + span;
+      b.spend_until = sent.steady + SpendSpan(b.policy, sent, *taken);
       // A return sent in a window's last moments was seen to let a window admit more than
       // its limit (PrefetchBudgetsNeverCrossAWindow, about 1 run in 4, cause not found
       // yet); a lease the window's end cuts short keeps its unused units instead.
-      b.returns_unused = span >= b.policy.prefetch_ttl - b.policy.prefetch_ttl / 10;
+      b.returns_unused = !EndsWithItsWindow(b.policy, *taken);
       b.shared = taken->decision;
       leases_.fetch_add(1, std::memory_order_relaxed);
       units_leased_.fetch_add(static_cast<std::uint64_t>(b.units), std::memory_order_relaxed);
