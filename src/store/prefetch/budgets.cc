@@ -5,6 +5,7 @@
 #include <absl/hash/hash.h>
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -58,39 +59,39 @@ microseconds Elapsed(Steady::time_point from, Steady::time_point to) {
   return std::max(microseconds(0), duration_cast<microseconds>(to - from));
 }
 
+// For the window algorithms, the time from the take to its window's end on the store's own
+// clock, from the take's reset_after ((w+1)P - now for fixed_window, (w+2)P - now for
+// sliding_window: docs/algorithms.md); nothing for the others.
+std::optional<microseconds> ToWindowEnd(const Policy& policy, const Reservation& taken) {
+  const microseconds reset_after = taken.decision.reset_after;
+  if (policy.algorithm == Algorithm::kFixedWindow && reset_after.count() > 0) {
+    return reset_after;
+  }
+  if (policy.algorithm == Algorithm::kSlidingWindow && reset_after > policy.period) {
+    return reset_after - policy.period;
+  }
+  return std::nullopt;
+}
+
 // How long a lease may be spent from, counted from when its take was sent (before the
 // store's `now`, so never later than the store's own end): the ttl; the reservation's
-// `expires` (a window's end, on this host's clock); and for the window algorithms the
-// window's end on the store's own clock, from the take's reset_after ((w+1)P - now for
-// fixed_window, (w+2)P - now for sliding_window: docs/algorithms.md), so that no clock
-// skew stretches a lease past its window. The last tenth is kept back so the return of
-// unused units reaches the store while the lease still holds.
+// `expires` (a window's end, on this host's clock); and the window's end on the store's
+// own clock (ToWindowEnd), so that no clock skew stretches a lease past its window. The
+// last tenth is kept back so the return of unused units reaches the store while the lease
+// still holds.
 microseconds SpendSpan(const Policy& policy, Moment sent, const Reservation& taken) {
   microseconds span = policy.prefetch_ttl;
   if (taken.expires.time_since_epoch().count() > 0) {
     span = std::min(span, duration_cast<microseconds>(taken.expires - sent.system));
   }
-  const microseconds reset_after = taken.decision.reset_after;
-  if (policy.algorithm == Algorithm::kFixedWindow && reset_after.count() > 0) {
-    span = std::min(span, reset_after);
-  }
-  if (policy.algorithm == Algorithm::kSlidingWindow && reset_after > policy.period) {
-    span = std::min(span, reset_after - policy.period);
-  }
+  if (const auto to_end = ToWindowEnd(policy, taken)) span = std::min(span, *to_end);
   return std::max(microseconds(0), span - span / 10);
 }
 
-// Whether the window's end, not the ttl, ends this lease (a window algorithm whose window
-// ends before the ttl does, on the store's clock: the take's reset_after, as SpendSpan).
+// Whether the window's end, not the ttl, ends this lease.
 bool EndsWithItsWindow(const Policy& policy, const Reservation& taken) {
-  const microseconds reset_after = taken.decision.reset_after;
-  if (policy.algorithm == Algorithm::kFixedWindow) {
-    return reset_after.count() > 0 && reset_after < policy.prefetch_ttl;
-  }
-  if (policy.algorithm == Algorithm::kSlidingWindow) {
-    return reset_after > policy.period && reset_after - policy.period < policy.prefetch_ttl;
-  }
-  return false;
+  const auto to_end = ToWindowEnd(policy, taken);
+  return to_end && *to_end < policy.prefetch_ttl;
 }
 
 }  // namespace
