@@ -39,3 +39,9 @@ add_library(floodgate_rls_proto STATIC ${proto_sources})
 target_include_directories(floodgate_rls_proto SYSTEM PUBLIC ${proto_out})
 target_link_libraries(floodgate_rls_proto PUBLIC protobuf::libprotobuf PkgConfig::GRPCPP)
 set_target_properties(floodgate_rls_proto PROPERTIES POSITION_INDEPENDENT_CODE ON)
+if(FLOODGATE_SANITIZE)
+  # protoc's and gRPC's generated code at -O0 in the sanitizer trees, like the tests' own
+  # code: still instrumented, half the compile time (health.grpc.pb.cc under ASan+UBSan
+  # 7.8 -> 3.1 CPU-s).
+  target_compile_options(floodgate_rls_proto PRIVATE $<$<CONFIG:RelWithDebInfo,Release>:-O0>)
+endif()

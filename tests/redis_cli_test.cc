@@ -98,7 +98,7 @@ TEST(RedisAtomicity, FourProcessesAdmitExactlyTheCapacity) {
 }
 
 TEST(RedisAtomicity, FourProcessesAdmitExactlyTheCapacityOnACluster) {
-  auto cluster = RedisCluster::Start();
+  RedisCluster* cluster = RedisCluster::Shared();
   ASSERT_NE(cluster, nullptr);
   ExpectEveryAlgorithmAdmitsExactlyItsCapacity(cluster->url("timeout=5s"));
 }
@@ -146,7 +146,7 @@ TEST(RedisAtomicity, FourProcessesReservingAndSettlingSpendExactlyTheActuals) {
 }
 
 TEST(RedisAtomicity, FourProcessesReservingAndSettlingOnAClusterSpendExactlyTheActuals) {
-  auto cluster = RedisCluster::Start();
+  RedisCluster* cluster = RedisCluster::Shared();
   ASSERT_NE(cluster, nullptr);
   ExpectReservationsSettleExactly(cluster->url("timeout=5s"));
 }
@@ -207,7 +207,7 @@ TEST(RedisAtomicity, FourProcessesHoldExactlyNLeases) {
 }
 
 TEST(RedisAtomicity, FourProcessesHoldExactlyNLeasesOnACluster) {
-  auto cluster = RedisCluster::Start();
+  RedisCluster* cluster = RedisCluster::Shared();
   ASSERT_NE(cluster, nullptr);
   ExpectExactlyNLeases(cluster->url("timeout=5s"));
 }

@@ -122,10 +122,10 @@ TEST(ClusterRules, AStandaloneServerIsNotACluster) {
 class ClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    cluster_ = RedisCluster::Start();
+    cluster_ = RedisCluster::Shared();
     ASSERT_NE(cluster_, nullptr);
   }
-  std::unique_ptr<RedisCluster> cluster_;
+  RedisCluster* cluster_ = nullptr;
 };
 
 TEST_F(ClusterTest, SlotsAgreeWithTheServers) {

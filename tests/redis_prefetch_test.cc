@@ -180,7 +180,7 @@ TEST_F(RedisTest, PrefetchFourProcessesOnOneKeyAdmitExactlyTheLimit) {
 }
 
 TEST(RedisClusterPrefetch, FourProcessesOnOneKeyAdmitExactlyTheLimit) {
-  auto cluster = RedisCluster::Start();
+  RedisCluster* cluster = RedisCluster::Shared();
   ASSERT_NE(cluster, nullptr);
   ExpectFourProcessesShareTheLimit(cluster->url("timeout=10s"));
 }

@@ -317,7 +317,30 @@ std::unique_ptr<RedisCluster> RedisCluster::Create(std::vector<std::unique_ptr<R
     ADD_FAILURE() << "the cluster did not become healthy";
     return nullptr;
   }
+  cluster->formed_owners_ = cluster->Owners(*cluster->nodes_.front());
   return cluster;
+}
+
+RedisCluster* RedisCluster::Shared() {
+  // Static storage on purpose: the cluster outlives each test and is torn down (by PID)
+  // when the test process exits.
+  static std::unique_ptr<RedisCluster> shared;
+  if (shared != nullptr && !shared->ReuseAsFormed()) shared.reset();
+  if (shared == nullptr) shared = Start();
+  return shared.get();
+}
+
+bool RedisCluster::ReuseAsFormed() {
+  for (const auto& node : nodes_) {
+    if (!node->running()) return false;
+    if (node->Cli({"CLUSTER", "INFO"}).find("cluster_state:ok") == std::string::npos) return false;
+    if (Owners(*node) != formed_owners_) return false;
+  }
+  for (RedisServer* primary : Primaries()) {
+    if (primary->Cli({"FLUSHALL"}).find("OK") == std::string::npos) return false;
+  }
+  for (const auto& node : nodes_) node->Cli({"CONFIG", "RESETSTAT"});
+  return true;
 }
 
 std::string RedisCluster::url(const std::string& options) const {
@@ -408,6 +431,20 @@ RedisServer* RedisCluster::AnotherPrimary(const RedisServer& other) {
   return nullptr;
 }
 
+std::string RedisCluster::Owners(const RedisServer& asked) {
+  std::vector<std::string> owners;
+  for (const NodeLine& line : Nodes(asked)) {
+    if (!line.primary || line.failed) continue;
+    for (const auto& [first, last] : line.slots) {
+      owners.push_back(fmt::format("{}-{}:{}", first, last, line.port));
+    }
+  }
+  std::sort(owners.begin(), owners.end());
+  std::string view;
+  for (const auto& o : owners) view += o + " ";
+  return view;
+}
+
 bool RedisCluster::WaitHealthy(std::chrono::milliseconds limit) {
   // Polls (bounded): the cluster agreeing is the condition waited for.
   const auto deadline = std::chrono::steady_clock::now() + limit;
@@ -421,16 +458,7 @@ bool RedisCluster::WaitHealthy(std::chrono::milliseconds limit) {
         break;
       }
       // Every node names the same primaries for the same slots.
-      std::vector<std::string> owners;
-      for (const NodeLine& line : Nodes(*node)) {
-        if (!line.primary || line.failed) continue;
-        for (const auto& [first, last] : line.slots) {
-          owners.push_back(fmt::format("{}-{}:{}", first, last, line.port));
-        }
-      }
-      std::sort(owners.begin(), owners.end());
-      std::string this_view;
-      for (const auto& o : owners) this_view += o + " ";
+      const std::string this_view = Owners(*node);
       if (view.empty()) view = this_view;
       if (this_view != view) {
         healthy = false;

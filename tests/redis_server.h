@@ -90,6 +90,12 @@ std::string RunShell(const std::string& command, int* status = nullptr);
 class RedisCluster {
  public:
   static std::unique_ptr<RedisCluster> Start(int primaries = 3);
+  // The cluster of three primaries this test process shares between its tests (gtest runs
+  // them one after another), emptied for each (FLUSHALL, CONFIG RESETSTAT): forming a
+  // cluster costs over 2 s, since Redis keeps a new primary out of `ok` for 2 s. When the
+  // last test left it otherwise than it was formed (a node killed, a replica promoted,
+  // a slot moved), a new one replaces it. nullptr (with a test failure) when none forms.
+  static RedisCluster* Shared();
   // Joins nodes already started (with cluster-enabled) by running `create_command`
   // (a `redis-cli ... --cluster create ...`), then waits until the cluster is healthy.
   static std::unique_ptr<RedisCluster> Create(std::vector<std::unique_ptr<RedisServer>> nodes,
@@ -118,8 +124,13 @@ class RedisCluster {
     std::vector<std::pair<int, int>> slots;
   };
   std::vector<NodeLine> Nodes(const RedisServer& asked);
+  // Which primary serves which slots, as `asked` sees it: "first-last:port ..." sorted.
+  std::string Owners(const RedisServer& asked);
+  // Every node up, in state ok and naming the owners it was formed with; then emptied.
+  bool ReuseAsFormed();
 
   std::vector<std::unique_ptr<RedisServer>> nodes_;
+  std::string formed_owners_;
 };
 
 // Redis Sentinel on loopback: a primary, one replica and three `redis-server --sentinel`

@@ -106,7 +106,7 @@ TEST(RlsRedisTest, DecisionsOnOneRedis) {
 }
 
 TEST(RlsRedisTest, AllOrNothingAcrossClusterSlots) {
-  auto cluster = RedisCluster::Start(3);
+  RedisCluster* cluster = RedisCluster::Shared();
   ASSERT_NE(cluster, nullptr);
   auto store = floodgate::testing::OpenRedis(cluster->url("timeout=1s"));
   ASSERT_NE(store, nullptr);

@@ -333,7 +333,7 @@ class RlsEngine : public ::testing::TestWithParam<StoreKind> {
       ASSERT_NE(redis_, nullptr);
       store = redis_->url();
     } else if (GetParam() == StoreKind::kCluster) {
-      cluster_ = RedisCluster::Start(3);
+      cluster_ = RedisCluster::Shared();
       ASSERT_NE(cluster_, nullptr);
       store = cluster_->url();
     }
@@ -360,7 +360,7 @@ class RlsEngine : public ::testing::TestWithParam<StoreKind> {
 
   RuntimeDir runtime_;
   std::unique_ptr<RedisServer> redis_;
-  std::unique_ptr<RedisCluster> cluster_;
+  RedisCluster* cluster_ = nullptr;
   std::optional<RlsServe> serve_;
 };
 
