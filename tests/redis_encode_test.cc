@@ -265,11 +265,14 @@ TEST(RedisHandshake, ScriptFlagsAreDetectedFromTheNodeBatchScriptsLoad) {
   EXPECT_NE(commands.back().find("allow-cross-slot-keys"), std::string::npos);
   const std::size_t node_script = commands.size() - 1;
   Batching batching = Batching::kPerSlot;
-  // Refused: the connection still comes up, batching by slot.
+  // Refused: the connection still comes up, batching by slot, and the refusal is counted.
+  EXPECT_EQ(handshake.node_batch_refusals(), 0u);
   EXPECT_TRUE(handshake.Check("h:1", node_script, Reply(REDIS_REPLY_ERROR, old), batching).ok());
   EXPECT_EQ(batching, Batching::kPerSlot);
+  EXPECT_EQ(handshake.node_batch_refusals(), 1u);
   EXPECT_TRUE(handshake.Check("h:1", node_script, Reply(REDIS_REPLY_STRING, sha), batching).ok());
   EXPECT_EQ(batching, Batching::kPerNode);
+  EXPECT_EQ(handshake.node_batch_refusals(), 1u);
   EXPECT_EQ(scripts.sha(ScriptId::kNodeBatch), sha);
   // Another script's refusal still fails the handshake.
   EXPECT_FALSE(handshake.Check("h:1", 1, Reply(REDIS_REPLY_ERROR, old), batching).ok());

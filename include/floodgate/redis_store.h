@@ -130,6 +130,9 @@ struct RedisStats {
   // the primary no longer serves (nothing written), whose decisions went again by slot.
   std::uint64_t node_batches = 0;
   std::uint64_t node_batch_retries = 0;
+  // Connection set-ups whose primary refused the node batch script (Redis < 7.0 has no
+  // script flags): that connection batches within one slot.
+  std::uint64_t node_batch_refusals = 0;
   // Multi-decisions (docs/multi.md).
   std::uint64_t multi_decisions = 0;
   std::uint64_t cross_slot = 0;        // Redis Cluster: across several slots

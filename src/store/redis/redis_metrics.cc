@@ -64,9 +64,13 @@ void RedisStore::AppendMetrics(std::string& out) const {
         "one primary (retried: refused for a key it no longer serves, then sent slot by slot).\n"
         "# TYPE floodgate_redis_node_batches_total counter\n"
         "floodgate_redis_node_batches_total{{result=\"sent\"}} {}\n"
-        "floodgate_redis_node_batches_total{{result=\"retried\"}} {}\n",
+        "floodgate_redis_node_batches_total{{result=\"retried\"}} {}\n"
+        "# HELP floodgate_redis_node_batch_refusals_total Connection set-ups whose primary "
+        "refused the node batch script (Redis < 7.0): they batch within one slot.\n"
+        "# TYPE floodgate_redis_node_batch_refusals_total counter\n"
+        "floodgate_redis_node_batch_refusals_total {}\n",
         r.moved, r.asked, r.retried, r.topology_refreshes, r.nodes, r.node_batches,
-        r.node_batch_retries);
+        r.node_batch_retries, r.node_batch_refusals);
   }
   if (options().sentinel) {
     out += fmt::format(

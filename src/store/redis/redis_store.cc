@@ -378,6 +378,7 @@ class RedisStore::Impl final : public redis::Dispatcher,
     s.release_failures = counters_.release_failures;
     s.node_batches = counters_.node_batches;
     s.node_batch_retries = counters_.node_batch_retries;
+    s.node_batch_refusals = handshake_.node_batch_refusals();
     s.nodes = router_.primary_count();
     s.primary_switches = counters_.primary_switches;
     const Steady::time_point now = Steady::now();

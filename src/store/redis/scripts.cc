@@ -104,6 +104,8 @@ absl::Status Handshake::Check(std::string_view describe, std::size_t index, cons
     batching = forced_.value_or(BatchingFrom(reply));
     if (reply.type == REDIS_REPLY_STRING) {
       scripts_.set_sha(ScriptId::kNodeBatch, std::string(TextOf(reply)));
+    } else {
+      node_batch_refusals_.fetch_add(1, std::memory_order_relaxed);
     }
     return absl::OkStatus();
   }

@@ -7,6 +7,7 @@
 #include <hiredis/hiredis.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -82,11 +83,17 @@ class Handshake {
   // node batch script's tells the connection's `batching` (its refusal fails nothing).
   absl::Status Check(std::string_view describe, std::size_t index, const redisReply& reply,
                      Batching& batching);
+  // Connections whose node refused the node batch script (Redis < 7.0 has no script
+  // flags; a newer server refusing it is worth a look): they batch within one slot.
+  std::uint64_t node_batch_refusals() const {
+    return node_batch_refusals_.load(std::memory_order_relaxed);
+  }
 
  private:
   const RedisStoreOptions& options_;
   Scripts& scripts_;
   const std::optional<Batching> forced_;
+  std::atomic<std::uint64_t> node_batch_refusals_{0};
 };
 
 }  // namespace floodgate::redis
