@@ -7,7 +7,7 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all deps build run test bench format clean
+.PHONY: all deps build run test bench package image format clean
 
 all: build
 
@@ -29,10 +29,11 @@ run: build
 # included), in an AddressSanitizer + UndefinedBehaviorSanitizer tree built with clang
 # (which also runs each libFuzzer harness for FUZZ_SECONDS from its seed corpus), and in
 # a ThreadSanitizer tree. Any sanitizer report fails its test. The sanitizer trees skip
-# what does not exercise our code under the sanitizer: the packaging test (it builds an
-# outside project against the installed library) and the browser tests. ASan's quarantine
+# what does not exercise our code under the sanitizer: the packaging tests (an outside
+# project built against the installed library, the .deb, the container image) and the
+# browser tests. ASan's quarantine
 # of freed memory is kept small, so that the chaos test's RSS bound still means something.
-SANITIZED_SKIP = embed_example|demo_page_e2e
+SANITIZED_SKIP = embed_example|demo_page_e2e|package_deb|package_image
 FUZZ_SECONDS ?= 10
 # tests/tsan_grpc.supp: races TSan reports inside Debian's gRPC and abseil (not built
 # with TSan), where it cannot see their synchronisation; never our own code.
@@ -61,6 +62,20 @@ bench: deps
 	cmake --preset default -B $(BUILD) -DFLOODGATE_BUILD_BENCH=ON $(CMAKE_ARGS)
 	cmake --build $(BUILD) -j $(JOBS)
 	python3 bench/report.py --build $(BUILD) --out bench/results
+
+# build/floodgate_<version>_<arch>.deb: the binary, the systemd unit, the config
+# (cmake/packaging.cmake says what and why CPack). Only the binary is built for it.
+package: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target floodgate_bin
+	cd $(BUILD) && cpack
+
+# The container image floodgate:<version> with podman, FROM scratch (Containerfile,
+# scripts/build-image.sh); PODMAN_ARGS adds podman's global options (--storage-driver vfs).
+VERSION = $(shell awk '/^project.floodgate VERSION/ {print $$3}' CMakeLists.txt)
+PODMAN_ARGS ?=
+image: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target floodgate_bin
+	PODMAN_ARGS="$(PODMAN_ARGS)" scripts/build-image.sh $(BUILD)/floodgate $(BUILD)/image floodgate:$(VERSION)
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')

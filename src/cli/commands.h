@@ -18,6 +18,8 @@ Command AddCheck(CLI::App& app);
 Command AddReplay(CLI::App& app);
 Command AddBench(CLI::App& app);
 Command AddServe(CLI::App& app);
+// `config check FILE`: the command is `config`, run once its `check` was parsed.
+Command AddConfig(CLI::App& app);
 
 // Exit codes shared by every subcommand (docs/service.md, "Command line").
 inline constexpr int kExitAllowed = 0;

@@ -1,19 +1,18 @@
 // The floodgate binary: parses the command line and runs the chosen subcommand.
 
-#include <floodgate/version.h>
-
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/version.h"
 
 int main(int argc, char** argv) {
   using namespace floodgate::cli;
   CLI::App app{"floodgate: a distributed rate limiter", "floodgate"};
-  app.set_version_flag("--version", std::string("floodgate ") + floodgate::kVersion);
+  app.set_version_flag("--version", VersionText(kGitRevision));
   app.require_subcommand(1);
   const std::vector<Command> commands = {AddServe(app), AddCheck(app), AddReplay(app),
-                                         AddBench(app)};
+                                         AddBench(app), AddConfig(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version

@@ -53,8 +53,7 @@ class ServeEngine final : public Engine {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Engine>> MakeServeEngine(const server::RlsSection& section,
-                                                        std::shared_ptr<Store> store) {
+absl::StatusOr<RlsSettings> ServeSettings(const server::RlsSection& section) {
   auto settings =
       FromEnvironment([](const char* name) -> const char* { return std::getenv(name); });
   if (!settings.ok()) return settings.status();
@@ -64,6 +63,13 @@ absl::StatusOr<std::unique_ptr<Engine>> MakeServeEngine(const server::RlsSection
   }
   if (section.ignore_dotfiles) settings->ignore_dotfiles = true;
   if (section.unavailable_on_store_error) settings->unavailable_on_store_error = true;
+  return settings;
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> MakeServeEngine(const server::RlsSection& section,
+                                                        std::shared_ptr<Store> store) {
+  auto settings = ServeSettings(section);
+  if (!settings.ok()) return settings.status();
   auto config = LoadRlsConfig(*settings);
   if (!config.ok()) return config.status();
   return std::make_unique<ServeEngine>(std::move(store), *std::move(settings), *std::move(config));

@@ -12,6 +12,11 @@
 
 namespace floodgate::server::rls {
 
+// The settings `serve` runs the engine with: upstream's environment (RUNTIME_ROOT,
+// SHADOW_MODE, LIMIT_RESPONSE_HEADERS_ENABLED...) with floodgate's `rls:` config section on
+// top. Errors are bad environment values.
+absl::StatusOr<RlsSettings> ServeSettings(const server::RlsSection& section);
+
 // The engine for `serve`: upstream's environment (RUNTIME_ROOT, SHADOW_MODE,
 // LIMIT_RESPONSE_HEADERS_ENABLED...) with floodgate's `rls:` config section on top,
 // deciding on `store`. Errors are bad settings or a bad initial config directory.
