@@ -323,6 +323,26 @@ TEST_F(BudgetsTest, UnusedUnitsGoBackWhenTheLeaseEnds) {
   EXPECT_EQ(store_.takes, 2);
 }
 
+// docs/prefetch_client.md, "Return": a lease the window's end cuts short keeps its unused
+// units (they count as spent for the rest of the window); one the ttl ends gives them back.
+TEST_F(BudgetsTest, ALeaseTheWindowsEndCutsShortReturnsNothing) {
+  static_assert(T0 % 1'000'000 == 0, "T0 starts a 1 s window");
+  auto budgets = Make();
+  const Policy policy = Window("fixed_window:100/1s,prefetch=10,prefetch_ttl=100ms");
+  // 50 ms before the window's end: the lease ends with the window, not with the ttl.
+  Decide(*budgets, "k", policy, milliseconds(950));
+  EXPECT_EQ(store_.takes, 1);
+  budgets->Sweep(At(milliseconds(999)));
+  EXPECT_EQ(store_.settles, 0);
+  EXPECT_EQ(budgets->stats().units_returned, 0u);
+  // The next window's first lease ends with its ttl, and its unused units go back.
+  Decide(*budgets, "k", policy, milliseconds(1001));
+  EXPECT_EQ(store_.takes, 2);
+  budgets->Sweep(At(milliseconds(1100)));
+  EXPECT_EQ(store_.settles, 1);
+  EXPECT_EQ(budgets->stats().units_returned, 9u);
+}
+
 TEST_F(BudgetsTest, CloseReturnsWhatIsHeld) {
   auto budgets = Make();
   const Policy policy = Window("fixed_window:100/1m,prefetch=10");

