@@ -239,8 +239,21 @@ end
 -- held until the lease ends.
 local function take(i, now)
   local p, key = op_policy[i], op_key[i]
+  local raw
+  if p.block > 0 then
+    -- Blocked: answered as a cost-1 request (docs/algorithms.md, "Take up to k"); else
+    -- the take reads the algorithm's state, and its denial starts a block through p.decide.
+    local state, until_ = block_split(p.kind, get(key))
+    if now < until_ then
+      local allowed, remaining, retry, reset = p.decide(key, now, p, 1)
+      return 1, allowed, p.limit, remaining, retry, reset, 0
+    end
+    raw = get(key)
+    known[key] = state
+  end
   local units, ends, allowed, remaining, retry, reset =
       TAKE[p.kind](key, now, p, op_cost[i], op_hold[i])
+  if raw ~= nil and known[key] == (block_split(p.kind, raw)) then known[key] = raw end
   if units < 1 then return 1, allowed, p.limit, remaining, retry, reset, 0 end
   local at, mark, deficit = MARK[p.kind](key, now, p)
   local record = struct.pack(RECORD_NUMBERS, p.limit, p.period, p.burst, at, units, mark,
@@ -287,8 +300,13 @@ local function settle(i, now)
   reservation.at, reservation.estimate, reservation.mark = at, estimate, mark
   reservation.deficit = deficit
   reservation.lease = op_lease_record[i]
-  local allowed, remaining, retry, reset =
-      SETTLE[kind](op_key[i], now, p, reservation, op_cost[i])
+  local allowed, remaining, retry, reset
+  if SORTED_SET[kind] then
+    allowed, remaining, retry, reset = SETTLE[kind](op_key[i], now, p, reservation, op_cost[i])
+  else  -- a key blocked since (docs/algorithms.md, "Blocks") keeps its block
+    allowed, remaining, retry, reset = beside_block(op_key[i], now, kind, SETTLE[kind], op_key[i],
+                                                    now, p, reservation, op_cost[i])
+  end
   return 1, allowed, p.limit, remaining, retry, reset, 0
 end
 
