@@ -57,6 +57,10 @@ void Metrics::CountDecision(std::string_view rule, Outcome outcome) {
       .fetch_add(1, std::memory_order_relaxed);
 }
 
+void Metrics::CountBlocked(std::string_view rule) {
+  Find(rules_, rule, {}).blocked.fetch_add(1, std::memory_order_relaxed);
+}
+
 void Metrics::CountLimit(std::string_view rule, std::string_view limit, LimitResult result) {
   Find(limits_, rule, limit)
       .results[static_cast<int>(result)]
@@ -105,6 +109,19 @@ std::string Metrics::Render(Store& store) const {
         out += fmt::format("floodgate_decisions_total{{rule=\"{}\",result=\"{}\"}} {}\n",
                            escape(name), kResults[i], counters->outcomes[i].load());
       }
+    }
+  }
+  out +=
+      "# HELP floodgate_blocked_total Denials by rule answered under a penalty block (block=D, "
+      "docs/algorithms.md \"Blocks\"), the denial that starts a block included.\n"
+      "# TYPE floodgate_blocked_total counter\n";
+  {
+    std::lock_guard lock(mu_);
+    std::map<std::string, const RuleCounters*> sorted;
+    for (const auto& [name, counters] : rules_) sorted.emplace(name, counters.get());
+    for (const auto& [name, counters] : sorted) {
+      out += fmt::format("floodgate_blocked_total{{rule=\"{}\"}} {}\n", escape(name),
+                         counters->blocked.load());
     }
   }
   out +=
