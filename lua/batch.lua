@@ -143,8 +143,13 @@ local function decide_group(from)
     for i = from, last do
       local at = first + 3 * (i - 1)
       local policy = policy_of[ARGV[at]]
-      RELEASE[policy.kind](KEYS[i], FG.set_clock(ARGV[at + 1], clock), policy,
-                           cost_of[ARGV[at + 2]], group_at[from])
+      local now = FG.set_clock(ARGV[at + 1], clock)
+      if policy.block > 0 then
+        beside_block(KEYS[i], now, policy.kind, RELEASE[policy.kind], KEYS[i], now, policy,
+                     cost_of[ARGV[at + 2]], group_at[from])
+      else
+        RELEASE[policy.kind](KEYS[i], now, policy, cost_of[ARGV[at + 2]], group_at[from])
+      end
     end
     deferring = true
     for i = from, last do decide(i, 0) end
@@ -167,7 +172,7 @@ local function decide_group(from)
     local ok
     ok, out[o + 2], out[o + 3], out[o + 4] = policy.decide(KEYS[i], now, policy, cost)
     out[o + 1] = ok
-    if ok == 0 and cost > 0 and (mask == 0 or floor(mask / 2 ^ (i - from)) % 2 == 0) then
+    if ok % 2 == 0 and cost > 0 and (mask == 0 or floor(mask / 2 ^ (i - from)) % 2 == 0) then
       allowed = false
     end
   end
@@ -179,7 +184,7 @@ local function decide_group(from)
   deferred_n = 0
   deferring = true
   for i = from, last do
-    if out[4 * i - 3] == 1 and cost_of[ARGV[first + 3 * (i - 1) + 2]] > 0 then decide(i, 0) end
+    if out[4 * i - 3] % 2 == 1 and cost_of[ARGV[first + 3 * (i - 1) + 2]] > 0 then decide(i, 0) end
   end
   deferring, deferred_n = false, 0
 end

@@ -103,9 +103,30 @@ function FG.server_now()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
+-- Blocks (docs/algorithms.md, "Blocks"; src/core/block.h): a policy with block=D sends its
+-- kind as '<kind>/<D in us>'. Returns the kind and D (0: no block; nil: a bad D). One find
+-- per distinct policy per call is all a policy without a block pays.
+function FG.split_kind(kind)
+  local slash = find(kind, '/', 1, true)
+  if not slash then return kind, 0 end
+  return string.sub(kind, 1, slash - 1),
+         FG.parse_int(string.sub(kind, slash + 1), FG.MIN_PERIOD, FG.MAX_PERIOD)
+end
+
+-- The kinds that take a block, with the size of their packed state (gcra's is a decimal
+-- string: 0). A blocked state is the algorithm's state (empty when it is fresh) followed
+-- by blocked_until: struct.pack('<d', blocked_until) after a packed state, ':' and the
+-- decimal blocked_until after gcra's tat. A state without one is as before (absent = 0).
+-- sliding_log (a sorted set) takes no block yet: Policy::Validate refuses it too.
+local BLOCK_STATE_SIZE = {gcra = 0, tb = 16, tbi = 16, sw = 16, fw = 12}
+
 -- Checks a policy's arguments (strings, as they arrive in ARGV): kind, limit,
 -- period_us, burst. Returns nil when valid, else the reason. Allocates nothing.
 function FG.check_policy(kind, limit, period, burst)
+  local block
+  kind, block = FG.split_kind(kind)
+  if not block then return 'block must be an integer count of microseconds in [1ms, 366d]' end
+  if block > 0 and BLOCK_STATE_SIZE[kind] == nil then return 'block is not for this algorithm' end
   if DECIDERS[kind] == nil then return 'unknown algorithm kind' end
   if not FG.parse_int(limit, 1, FG.MAX_LIMIT) then
     return 'limit must be an integer in [1, 1000000000]'
@@ -135,8 +156,13 @@ end
 -- A checked policy, prepared for its decider: {kind, limit, period, burst, decide, and
 -- what PREPARE[kind] derives}.
 function FG.policy(kind, limit, period, burst)
+  local block
+  kind, block = FG.split_kind(kind)
   local p = {kind = kind, limit = tonumber(limit), period = tonumber(period),
-             burst = tonumber(burst), decide = DECIDERS[kind]}
+             burst = tonumber(burst), decide = DECIDERS[kind], block = block}
+  if block > 0 then
+    p.decide_own, p.decide = p.decide, FG.decide_blocked
+  end
   if PREPARE[kind] then PREPARE[kind](p) end
   return p
 end
@@ -259,6 +285,93 @@ local function flush_deferred()
   deferred_n = 0
 end
 
+-- Raises an error reply for a stored state this script cannot read. The key is left out
+-- of the message: keys are binary and may hold CR/LF.
+local function corrupt()
+  error(redis.error_reply('floodgate: unreadable stored state (not written by these scripts)'))
+end
+
+-- A string state split from its block (BLOCK_STATE_SIZE above): the algorithm's state
+-- (false: none) and blocked_until (0: none).
+local function block_split(kind, raw)
+  if not raw then return false, 0 end
+  local size = BLOCK_STATE_SIZE[kind]
+  if size == 0 then
+    local colon = find(raw, ':', 1, true)
+    if not colon then return raw, 0 end
+    local until_ = tonumber(string.sub(raw, colon + 1))
+    if until_ == nil then corrupt() end
+    return colon > 1 and string.sub(raw, 1, colon - 1), until_
+  end
+  if #raw == size then return raw, 0 end
+  if #raw ~= size + 8 and #raw ~= 8 then corrupt() end
+  return #raw > 8 and string.sub(raw, 1, size), (struct.unpack('<d', string.sub(raw, -8)))
+end
+
+local function block_join(kind, state, until_)
+  if BLOCK_STATE_SIZE[kind] == 0 then return (state or '') .. ':' .. int_string(until_) end
+  return (state or '') .. struct.pack('<d', until_)
+end
+
+-- p.decide of a policy with block=D: src/core/block.h DecideWithBlock, step by step. The
+-- algorithm decides on its own state (known[key] holds it meanwhile) with its writes held
+-- back; they are made only when it decided unblocked. Answers allowed as 0|1, plus 2 when
+-- the key is blocked after the decision (src/store/redis/decode.cc).
+function FG.decide_blocked(key, now, p, cost)
+  local raw = get(key)
+  local state, until_ = block_split(p.kind, raw)
+  local mark, was = deferred_n, deferring
+  known[key], deferring = state, true
+  local allowed, remaining, retry, reset = p.decide_own(key, now, p, cost)
+  if now < until_ then
+    if cost > 0 and allowed == 1 then  -- nothing is charged: the state's own reset
+      retry, reset = 0, select(4, p.decide_own(key, now, p, 0))
+    end
+    deferred_n, deferring, known[key] = mark, was, raw
+    local left = until_ - now
+    if reset < left then reset = left end
+    if cost == 0 then return 3, 0, 0, reset end
+    if retry ~= -1 and retry < left then retry = left end
+    return 2, 0, retry, reset
+  end
+  if allowed == 0 and cost > 0 and retry >= 0 then
+    -- The denial starts a block: its one write, made whatever a multi-decision does.
+    deferred_n, deferring = mark, was
+    local block = p.block
+    local value = block_join(p.kind, state, now + block)
+    redis.call('SET', key, value, 'PX', ttl_ms(max(block, reset)))
+    known[key] = value
+    return 2, 0, max(block, retry), max(block, reset)
+  end
+  deferring, known[key] = was, raw
+  if not was then flush_deferred() end
+  return allowed, remaining, retry, reset
+end
+
+-- fn(...) (a settle, a release: writes of another decision's charge) on the key's state
+-- without its block, which stays on whatever fn writes while it lasts.
+local function beside_block(key, now, kind, fn, ...)
+  local raw = get(key)
+  local state, until_ = block_split(kind, raw)
+  if until_ == 0 then return fn(...) end
+  local mark, was = deferred_n, deferring
+  known[key], deferring = state, true
+  local a, b, c, d = fn(...)
+  known[key], deferring = raw, was
+  if until_ > now then
+    local left = ceil((until_ - now) / 1000)
+    for k = mark + 1, deferred_n, 3 do
+      if deferred[k] == key then
+        local px = deferred[k + 2]
+        deferred[k + 1] = block_join(kind, px and deferred[k + 1], until_)
+        deferred[k + 2] = format('%d', max(px and tonumber(px) or 0, left, min_ttl_ms))
+      end
+    end
+  end
+  if not was then flush_deferred() end
+  return a, b, c, d
+end
+
 -- Sets the TTL of a key written in place (the sliding log's sorted set); same rule.
 local function expire(key, ttl_us)
   if ttl_us <= 0 then
@@ -266,12 +379,6 @@ local function expire(key, ttl_us)
   else
     redis.call('PEXPIRE', key, ttl_ms(ttl_us))
   end
-end
-
--- Raises an error reply for a stored state this script cannot read. The key is left out
--- of the message: keys are binary and may hold CR/LF.
-local function corrupt()
-  error(redis.error_reply('floodgate: unreadable stored state (not written by these scripts)'))
 end
 
 -- struct.unpack of a packed state, checking its size first (a short string would make

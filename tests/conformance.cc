@@ -29,6 +29,7 @@ Decision DecisionFromJson(const nlohmann::json& e) {
   decision.remaining = e.at("remaining");
   decision.retry_after = std::chrono::microseconds(e.at("retry_after_us").get<std::int64_t>());
   decision.reset_after = std::chrono::microseconds(e.at("reset_after_us").get<std::int64_t>());
+  decision.blocked = e.value("blocked", false);
   return decision;
 }
 
@@ -359,6 +360,7 @@ void RunCase(Store& store, const VectorCase& c, const std::string& key_prefix) {
     EXPECT_EQ(got->remaining, step.expect.remaining) << where;
     EXPECT_EQ(got->retry_after.count(), step.expect.retry_after.count()) << where;
     EXPECT_EQ(got->reset_after.count(), step.expect.reset_after.count()) << where;
+    EXPECT_EQ(got->blocked, step.expect.blocked) << where;
     EXPECT_FALSE(got->degraded) << where;
   }
 }

@@ -88,6 +88,37 @@ TEST(PolicyParse, Prefetch) {
   EXPECT_NE(*p, *Policy::Parse("fixed_window:100/1m"));
 }
 
+TEST(PolicyParse, Block) {
+  auto p = Policy::Parse("gcra:5/1m,block=15m");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->block, std::chrono::minutes(15));
+  EXPECT_EQ(p->ToString(), "gcra:5/1m,block=15m");
+  EXPECT_EQ(*Policy::Parse(p->ToString()), *p);
+  EXPECT_NE(*p, *Policy::Parse("gcra:5/1m"));
+  for (const char* text : {"token_bucket:5/1s,burst=9,refill=interval,block=1ms",
+                           "gcra:5/15m,block=366d", "sliding_window:7/90s,block=2h",
+                           "fixed_window:10/1s,prefetch=2,block=30s"}) {
+    p = Policy::Parse(text);
+    ASSERT_TRUE(p.ok()) << text << ": " << p.status();
+    EXPECT_EQ(p->ToString(), text);
+  }
+  EXPECT_EQ(Policy::Parse("gcra:1/1s").value().block.count(), 0);
+  const auto refused = [](const char* text) {
+    auto parsed = Policy::Parse(text);
+    return parsed.ok() ? std::string("accepted") : std::string(MessageOf(parsed.status()));
+  };
+  EXPECT_THAT(refused("gcra:5/1m,block=0s"), HasSubstr("between 1ms and 366d"));
+  EXPECT_THAT(refused("gcra:5/1m,block=999us"), HasSubstr("between 1ms and 366d, got 999us"));
+  EXPECT_THAT(refused("gcra:5/1m,block=367d"), HasSubstr("longer than 366d"));
+  EXPECT_THAT(refused("gcra:5/1m,block=5"), HasSubstr("needs a unit"));
+  EXPECT_THAT(refused("gcra:5/1m,block=1s,block=2s"), HasSubstr("block given twice"));
+  EXPECT_THAT(refused("concurrency:3,block=1m"), HasSubstr("block is not for concurrency"));
+  EXPECT_THAT(refused("sliding_log:3/1s,block=1m"), HasSubstr("not implemented for sliding_log"));
+  Policy concurrency = *Policy::Parse("concurrency:3");
+  concurrency.block = std::chrono::seconds(1);
+  EXPECT_THAT(std::string(MessageOf(concurrency.Validate())), HasSubstr("not for concurrency"));
+}
+
 TEST(PolicyValidate, PrefetchFieldsOfHandBuiltPolicies) {
   Policy p = *Policy::Parse("gcra:10/1s");
   p.prefetch_ttl = std::chrono::seconds(1);  // a ttl without prefetch prints nothing

@@ -38,6 +38,42 @@ TEST_F(ServiceTest, MetricsCountEveryResultAndShowEveryFamily) {
   }
 }
 
+// A rule with a penalty block (docs/algorithms.md, "Blocks"): its blocked denials are
+// counted per rule, and the answer says the key is blocked.
+class BlockServiceTest : public ServiceTest {
+ protected:
+  BlockServiceTest() : ServiceTest(R"(
+listen: 127.0.0.1:0
+rules:
+  - name: reset
+    match: {path_prefix: /reset}
+    identify: ip
+    policy: gcra:1/1h,block=15m
+  - name: api
+    match: {path_prefix: /api}
+    identify: ip
+    policy: gcra:1/1h
+)") {}
+};
+
+TEST_F(BlockServiceTest, MetricsCountBlockedDenialsPerRule) {
+  for (const char* path : {"/reset", "/reset", "/reset", "/api", "/api"}) {
+    Call(http::verb::get, "/v1/authz", "", {{"X-Original-URI", path}});
+  }
+  const Response check = Call(http::verb::post, "/v1/check", R"({"key":"k","rule":"reset"})");
+  EXPECT_EQ(Body(check)["blocked"], nlohmann::json());  // the first request: admitted
+  const nlohmann::json denied =
+      Body(Call(http::verb::post, "/v1/check", R"({"key":"k","rule":"reset"})"));
+  EXPECT_EQ(denied["allowed"], false);
+  EXPECT_EQ(denied["blocked"], true);
+  EXPECT_GT(denied["retry_after_us"].get<std::int64_t>(), 15 * 60'000'000);  // the gcra's hour
+  const std::string text = Call(http::verb::get, "/metrics").body;
+  // Two /v1/authz denials and one /v1/check denial, each under the block.
+  EXPECT_THAT(text, HasSubstr("floodgate_blocked_total{rule=\"reset\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("floodgate_blocked_total{rule=\"api\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("floodgate_decisions_total{rule=\"api\",result=\"denied\"} 1\n"));
+}
+
 TEST_F(ServiceTest, HealthReadyMetricsDemoAndUnknownPaths) {
   EXPECT_EQ(Call(http::verb::get, "/healthz").result_int(), 200);
   EXPECT_EQ(Call(http::verb::get, "/readyz").result_int(), 200);

@@ -60,9 +60,10 @@ rules:
 
 class ServiceTest : public ::testing::Test {
  protected:
-  ServiceTest()
+  ServiceTest() : ServiceTest(kConfig) {}
+  explicit ServiceTest(const char* config)
       : store_(std::make_shared<MemoryStore>()),
-        service_(store_, std::make_shared<const ServerConfig>(*ParseConfig(kConfig, "t.yaml"))) {}
+        service_(store_, std::make_shared<const ServerConfig>(*ParseConfig(config, "t.yaml"))) {}
 
   Response Call(http::verb method, std::string target, std::string body = "",
                 std::vector<std::pair<std::string, std::string>> headers = {},

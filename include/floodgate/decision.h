@@ -23,6 +23,10 @@ struct Decision {
   std::chrono::microseconds reset_after{0};
   // The configured store did not answer; a failure mode (on_error) decided instead.
   bool degraded = false;
+  // The key is under a penalty block (Policy::block, docs/algorithms.md "Blocks") after this
+  // decision: it was blocked already, or this denial started the block. retry_after and
+  // reset_after cover the block; a request with cost > 0 is denied while it lasts.
+  bool blocked = false;
 
   friend bool operator==(const Decision&, const Decision&) = default;
 };

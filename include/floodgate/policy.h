@@ -51,6 +51,9 @@ inline constexpr std::chrono::microseconds kMaxLease = std::chrono::hours(24);
 inline constexpr std::chrono::microseconds kDefaultPrefetchTtl = std::chrono::milliseconds(100);
 inline constexpr std::chrono::microseconds kMinPrefetchTtl = std::chrono::milliseconds(1);
 inline constexpr std::chrono::microseconds kMaxPrefetchTtl = std::chrono::hours(24);
+// block=D (docs/algorithms.md, "Blocks"): 1 ms to 366 days, the periods' range.
+inline constexpr std::chrono::microseconds kMinBlock = std::chrono::milliseconds(1);
+inline constexpr std::chrono::microseconds kMaxBlock = std::chrono::days(366);
 
 // A rate-limit policy: `limit` units per `period`, shaped by `algorithm`.
 // A value type; build one with Parse() or fill the fields and call Validate().
@@ -68,9 +71,13 @@ struct Policy {
   Prefetch prefetch = Prefetch::kOff;
   std::int64_t prefetch_units = 0;  // kFixed: 1..kMaxCost units per lease at most; else 0
   std::chrono::microseconds prefetch_ttl = kDefaultPrefetchTtl;  // only with prefetch
+  // Penalty block (docs/algorithms.md, "Blocks"): a denial blocks the key for this long,
+  // denying everything without charging. 0: none; else kMinBlock..kMaxBlock. Every
+  // algorithm but concurrency.
+  std::chrono::microseconds block{0};
 
   // Parses `ALGORITHM:LIMIT/PERIOD[,burst=B][,refill=smooth|interval]
-  // [,prefetch=N|auto][,prefetch_ttl=DURATION]` (docs/service.md), or
+  // [,prefetch=N|auto][,prefetch_ttl=DURATION][,block=DURATION]` (docs/service.md), or
   // `concurrency:N[,lease=DURATION]` (limit N, period the lease time, 30s by default).
   // Errors name the offending part, e.g. "burst must be >= 1, got 0".
   static absl::StatusOr<Policy> Parse(std::string_view text);

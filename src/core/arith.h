@@ -25,6 +25,7 @@ inline void SetDecision(Decision& d, bool allowed, std::int64_t limit, std::int6
   d.retry_after = std::chrono::microseconds(allowed ? 0 : retry_after_us);
   d.reset_after = std::chrono::microseconds(reset_after_us);
   d.degraded = false;
+  d.blocked = false;
 }
 
 }  // namespace floodgate::core

@@ -29,6 +29,11 @@ void Decider::CountMulti(const RequestLimits& limits, const MultiDecision& decis
                           : decision.allowed ? Outcome::kAllowed
                                              : Outcome::kDenied;
   for (const std::string& rule : limits.rules) metrics_.CountDecision(rule, outcome);
+  bool blocked = false;  // an enforced limit denied under its block
+  for (const std::size_t i : decision.denied_by) blocked = blocked || decision.items[i].blocked;
+  if (blocked) {
+    for (const std::string& rule : limits.rules) metrics_.CountBlocked(rule);
+  }
   for (std::size_t i = 0; i < limits.items.size(); ++i) {
     if (std::find(decision.unknown.begin(), decision.unknown.end(), i) != decision.unknown.end()) {
       continue;
@@ -56,6 +61,7 @@ void Decider::CountSingle(const RequestLimits& limits, const Decision& decision)
                                                : decision.allowed ? Outcome::kAllowed
                                                                   : Outcome::kDenied);
   CountLimit(limits, 0, decision.allowed ? LimitResult::kAllowed : LimitResult::kDenied);
+  if (!decision.allowed && decision.blocked) metrics_.CountBlocked(limits.rules.front());
 }
 
 void Decider::CountLimit(const RequestLimits& limits, std::size_t i, LimitResult result) {

@@ -57,6 +57,10 @@ void Metrics::CountDecision(std::string_view rule, Outcome outcome) {
       .fetch_add(1, std::memory_order_relaxed);
 }
 
+void Metrics::CountBlocked(std::string_view rule) {
+  Find(rules_, rule, {}).blocked.fetch_add(1, std::memory_order_relaxed);
+}
+
 void Metrics::CountLimit(std::string_view rule, std::string_view limit, LimitResult result) {
   Find(limits_, rule, limit)
       .results[static_cast<int>(result)]
@@ -100,12 +104,20 @@ std::string Metrics::Render(Store& store) const {
     std::map<std::string, const RuleCounters*> sorted;
     for (const auto& [name, counters] : rules_) sorted.emplace(name, counters.get());
     static constexpr const char* kResults[] = {"allowed", "denied", "degraded"};
+    // The blocked family, from the same pass, follows this one.
+    std::string blocked =
+        "# HELP floodgate_blocked_total Denials by rule answered under a penalty block (block=D, "
+        "docs/algorithms.md \"Blocks\"), the denial that starts a block included.\n"
+        "# TYPE floodgate_blocked_total counter\n";
     for (const auto& [name, counters] : sorted) {
       for (int i = 0; i < 3; ++i) {
         out += fmt::format("floodgate_decisions_total{{rule=\"{}\",result=\"{}\"}} {}\n",
                            escape(name), kResults[i], counters->outcomes[i].load());
       }
+      blocked += fmt::format("floodgate_blocked_total{{rule=\"{}\"}} {}\n", escape(name),
+                             counters->blocked.load());
     }
+    out += blocked;
   }
   out +=
       "# HELP floodgate_limit_decisions_total What each limit of a rule did: allowed, denied, "

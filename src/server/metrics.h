@@ -28,6 +28,9 @@ class Metrics {
   Metrics();
   // Thread-safe.
   void CountDecision(std::string_view rule, Outcome outcome);
+  // A denial of a rule's request by a penalty block (Decision::blocked): counted besides
+  // its CountDecision.
+  void CountBlocked(std::string_view rule);
   // A limit of a rule (`rule` and the limit's name within it; a rule's single policy is
   // the limit named after the rule).
   void CountLimit(std::string_view rule, std::string_view limit, LimitResult result);
@@ -39,6 +42,7 @@ class Metrics {
  private:
   struct RuleCounters {
     std::array<std::atomic<std::uint64_t>, 3> outcomes{};
+    std::atomic<std::uint64_t> blocked{0};
   };
   // Buckets of the store latency histogram, in seconds.
   static constexpr std::array<double, 14> kBuckets = {0.00001, 0.000025, 0.00005, 0.0001, 0.00025,

@@ -261,7 +261,10 @@ class MemoryStore::Impl {
     }
     out.allowed = core::MultiAllows(request.items, out.items);
     for (std::size_t i = 0; i < n; ++i) {
-      if (!out.items[i].allowed) continue;  // a denial: written as it is
+      if (!out.items[i].allowed) {  // a denial: written as it is, with the block it starts
+        work[i].shard->SaveBlock(work[i].probe, work[i].plan, now);
+        continue;
+      }
       Work& w = work[i];
       if (out.allowed) {
         w.shard->Commit(w.probe, w.plan, now);

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "common/strings.h"
+#include "core/block.h"
 
 namespace floodgate::memory {
 
@@ -94,6 +95,11 @@ Shard::Found Shard::Find(const Probe& probe, std::int64_t now_us) {
 void Shard::Decide(const Probe& probe, const Policy& policy, std::int64_t now_us, std::int64_t cost,
                    Decision& decision) {
   std::lock_guard lock(mu_);
+  if (policy.block.count() > 0) {
+    const Plan plan = Evaluate(probe, policy, now_us, cost, decision);
+    SaveBlock(probe, plan, now_us);
+    return Commit(probe, plan, now_us);
+  }
   const Found found = Find(probe, now_us);
   if (core::KeepsLog(probe.kind)) {
     return UpdateLog(probe, found, now_us, [&](core::SlidingLog& log) {
@@ -108,11 +114,60 @@ void Shard::Decide(const Probe& probe, const Policy& policy, std::int64_t now_us
 
 Shard::Plan Shard::Evaluate(const Probe& probe, const Policy& policy, std::int64_t now_us,
                             std::int64_t cost, Decision& decision) {
+  if (policy.block.count() > 0) {
+    return EvaluateBlocked(Find(probe, now_us), probe.kind, policy, BlockedUntil(probe, now_us),
+                           now_us, cost, decision);
+  }
   return EvaluateFound(Find(probe, now_us), probe.kind, policy, now_us, cost, decision);
 }
 
 void Shard::Peek(const Plan& plan, const Policy& policy, std::int64_t now_us, Decision& decision) {
+  if (policy.block.count() > 0) {
+    EvaluateBlocked(plan.found, core::KindOf(policy), policy, plan.blocked_until, now_us, 0,
+                    decision);
+    return;
+  }
   EvaluateFound(plan.found, core::KindOf(policy), policy, now_us, 0, decision);
+}
+
+Shard::Plan Shard::EvaluateBlocked(Found found, core::StateKind kind, const Policy& policy,
+                                   std::int64_t blocked_until, std::int64_t now_us,
+                                   std::int64_t cost, Decision& decision) {
+  Plan plan;
+  const core::BlockStep step = core::DecideWithBlock(
+      policy, blocked_until, now_us, cost, decision, [&](std::int64_t c, Decision& d) {
+        plan = EvaluateFound(found, kind, policy, now_us, c, d);
+      });
+  if (!step.charge) {
+    plan.state.reset();
+    plan.append = 0;
+  }
+  plan.blocked_until = step.blocked_until;
+  plan.starts_block = step.started;
+  return plan;
+}
+
+std::string Shard::BlockKey(const Probe& probe) {
+  std::string key(1, static_cast<char>(probe.kind));
+  key.append(probe.key);
+  return key;
+}
+
+std::int64_t Shard::BlockedUntil(const Probe& probe, std::int64_t now_us) {
+  if (blocks_.empty()) return 0;
+  const auto it = blocks_.find(BlockKey(probe));
+  if (it == blocks_.end()) return 0;
+  if (it->second > now_us) return it->second;
+  blocks_.erase(it);
+  return 0;
+}
+
+void Shard::SaveBlock(const Probe& probe, const Plan& plan, std::int64_t now_us) {
+  if (!plan.starts_block) return;
+  if (blocks_.size() >= std::max<std::size_t>(max_keys_, 1)) {
+    absl::erase_if(blocks_, [&](const auto& block) { return block.second <= now_us; });
+  }
+  blocks_.insert_or_assign(BlockKey(probe), plan.blocked_until);
 }
 
 Shard::Plan Shard::EvaluateFound(Found found, core::StateKind kind, const Policy& policy,
@@ -197,7 +252,10 @@ absl::StatusOr<std::uint64_t> Shard::Reserve(const Probe& probe, const Policy& p
   std::lock_guard lock(mu_);
   if (absl::Status room = RoomForReservation(now_us); !room.ok()) return room;
   Plan plan = Evaluate(probe, policy, now_us, estimate, decision);
-  if (!decision.allowed) return 0;
+  if (!decision.allowed) {
+    SaveBlock(probe, plan, now_us);
+    return 0;
+  }
   const core::ReservationMark mark = MarkOf(probe.kind, policy, plan, now_us, estimate);
   Commit(probe, plan, now_us);
   return Hold(probe, policy, mark, expires_us);
@@ -210,6 +268,13 @@ absl::StatusOr<std::uint64_t> Shard::Take(const Probe& probe, const Policy& poli
   std::lock_guard lock(mu_);
   if (absl::Status room = RoomForReservation(now_us); !room.ok()) return room;
   const Found found = Find(probe, now_us);
+  if (policy.block.count() > 0) {
+    // Blocked: answered as a cost-1 request (docs/algorithms.md, "Take up to k").
+    if (const std::int64_t until = BlockedUntil(probe, now_us); until > now_us) {
+      EvaluateBlocked(found, probe.kind, policy, until, now_us, 1, decision);
+      return 0;
+    }
+  }
   core::ReservationMark mark;
   if (core::KeepsLog(probe.kind)) {
     UpdateLog(probe, found, now_us, [&](core::SlidingLog& log) {
@@ -229,7 +294,16 @@ absl::StatusOr<std::uint64_t> Shard::Take(const Probe& probe, const Policy& poli
       });
     });
   }
-  if (lease.units == 0) return 0;
+  if (lease.units == 0) {
+    if (policy.block.count() > 0 && core::StartsBlock(1, decision)) {
+      core::AnswerBlockStart(policy.block.count(), decision);
+      Plan started;
+      started.blocked_until = now_us + policy.block.count();
+      started.starts_block = true;
+      SaveBlock(probe, started, now_us);
+    }
+    return 0;
+  }
   mark.lease = true;
   return Hold(probe, policy, mark, lease.ends);
 }

@@ -77,6 +77,10 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
     std::int64_t ttl_us = 0;
     Found found;  // where the key was: valid while layout_ (below) stays what it was
     std::uint64_t layout = 0;
+    // block=D (core/block.h): the key's blocked_until when evaluated, and whether this
+    // decision started that block (saved whether or not a multi-decision commits).
+    std::int64_t blocked_until = 0;
+    bool starts_block = false;
   };
   SpinLock& mutex() { return mu_; }
   // Starts loading the index's lines for the probe (lock held: the index may be resized
@@ -90,6 +94,8 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   // removed in this shard since Evaluate (an earlier item's commit): then the key is
   // looked up again.
   void Commit(const Probe& probe, const Plan& plan, std::int64_t now_us);
+  // Saves the block a plan started (Plan::starts_block), whatever the rest of the request.
+  void SaveBlock(const Probe& probe, const Plan& plan, std::int64_t now_us);
 
   // Thread-safe. Decides cost = estimate and, when allowed, holds a reservation until
   // `expires_us` (docs/reservations.md). Returns its number, or 0 when denied;
@@ -147,6 +153,13 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
 
   Plan EvaluateFound(Found found, core::StateKind kind, const Policy& policy, std::int64_t now_us,
                      std::int64_t cost, Decision& decision);
+  // EvaluateFound under policy.block (core/block.h), on a key blocked until `blocked_until`.
+  Plan EvaluateBlocked(Found found, core::StateKind kind, const Policy& policy,
+                       std::int64_t blocked_until, std::int64_t now_us, std::int64_t cost,
+                       Decision& decision);
+  // blocked_until of the probe's key (0: none or over; an ended block is forgotten).
+  std::int64_t BlockedUntil(const Probe& probe, std::int64_t now_us);
+  static std::string BlockKey(const Probe& probe);
   // `decide(const S* stored)` writes the decision and returns what to save.
   Found Find(const Probe& probe, std::int64_t now_us);
   template <class S, class DecideFn>
@@ -186,6 +199,12 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   std::uint32_t sweep_cursor_ = 0;  // expiry (Sweep): one past the next entry to look at
   std::uint64_t evictions_ = 0;
   std::uint64_t expired_ = 0;
+
+  // Blocks (Policy::block): blocked_until by kind tag + key, beside the entries so that
+  // keys without a block pay nothing for them. An entry lives until its block ends (its
+  // TTL covers blocked_until); the ended ones are dropped when met or when the table
+  // outgrows the shard's keys.
+  absl::flat_hash_map<std::string, std::int64_t> blocks_;
 
   absl::flat_hash_map<std::uint64_t, Held> reservations_;
   const std::size_t max_reservations_;

@@ -29,16 +29,17 @@ absl::StatusOr<DecodedReply> DecodeDecisions(const redisReply& reply,
     const redisReply* const* e = reply.element + i * 4;
     bool integers = true;
     for (int j = 0; j < 4; ++j) integers = integers && e[j]->type == REDIS_REPLY_INTEGER;
-    // Our scripts answer allowed in {0, 1}, remaining >= 0, retry_after >= -1 (-1: never)
-    // and reset_after >= 0: anything else is not from them, and must not reach a caller
-    // as a decision.
-    if (!integers || (e[0]->integer != 0 && e[0]->integer != 1) || e[1]->integer < 0 ||
+    // Our scripts answer allowed in {0, 1} (+ 2 when the key is blocked, lua/common.lua
+    // FG.decide_blocked), remaining >= 0, retry_after >= -1 (-1: never) and reset_after
+    // >= 0: anything else is not from them, and must not reach a caller as a decision.
+    if (!integers || e[0]->integer < 0 || e[0]->integer > 3 || e[1]->integer < 0 ||
         e[2]->integer < -1 || e[3]->integer < 0) {
       decisions.push_back(absl::InternalError("answered a decision with values out of range"));
       continue;
     }
     Decision d;
-    d.allowed = e[0]->integer == 1;
+    d.allowed = (e[0]->integer & 1) != 0;
+    d.blocked = e[0]->integer >= 2;
     d.limit = limits[i];
     d.remaining = e[1]->integer;
     d.retry_after = std::chrono::microseconds(e[2]->integer);
@@ -77,14 +78,15 @@ absl::StatusOr<std::vector<ReservationAnswer>> DecodeReservations(const redisRep
       answers.push_back({absl::InvalidArgumentError(core::kLeaseSettledAtACost)});
       continue;
     }
-    if (!integers || e[0]->integer != 1 || (e[1]->integer != 0 && e[1]->integer != 1) ||
+    if (!integers || e[0]->integer != 1 || e[1]->integer < 0 || e[1]->integer > 3 ||
         e[2]->integer < 1 || e[3]->integer < 0 || e[4]->integer < -1 || e[5]->integer < 0 ||
         e[6]->integer < 0) {
       answers.push_back({absl::InternalError("answered a reservation with values out of range")});
       continue;
     }
     Decision d;
-    d.allowed = e[1]->integer == 1;
+    d.allowed = (e[1]->integer & 1) != 0;
+    d.blocked = e[1]->integer >= 2;
     d.limit = e[2]->integer;
     d.remaining = e[3]->integer;
     d.retry_after = std::chrono::microseconds(e[4]->integer);

@@ -1,6 +1,8 @@
 // Pure: a chunk of units -> one EVALSHA/EVAL call in the single, batch, node or reservation layout.
 #include "store/redis/encode.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <string_view>
 #include <vector>
@@ -79,6 +81,11 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
   const auto now_arg = [](const Unit& p) {
     return p.now_us ? std::to_string(*p.now_us) : std::string();
   };
+  // A policy's kind, with its block when it has one (lua/common.lua FG.split_kind).
+  const auto kind_arg = [&number](const Item& item) -> std::string_view {
+    if (item.policy.block.count() == 0) return core::KeyTag(item.kind);
+    return number(fmt::format("{}/{}", core::KeyTag(item.kind), item.policy.block.count()));
+  };
   std::vector<std::string_view> args;
   args.reserve(10 + keys * 8 + groups * 5);
   const bool as_eval = form == ScriptForm::kBody;
@@ -115,7 +122,7 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
   const auto append_policies = [&](const std::vector<const Item*>& policies) {
     args.push_back(number(std::to_string(policies.size())));
     for (const Item* item : policies) {
-      args.push_back(core::KeyTag(item->kind));
+      args.push_back(kind_arg(*item));
       args.push_back(number(std::to_string(item->policy.limit)));
       args.push_back(number(std::to_string(item->policy.period.count())));
       args.push_back(number(std::to_string(item->policy.capacity())));
@@ -161,7 +168,7 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
   } else if (single) {  // lua/single.lua: kind, now, limit, period, burst, cost
     const Unit& p = *chunk[0];
     const Item& item = p.item();
-    args.push_back(core::KeyTag(item.kind));
+    args.push_back(kind_arg(item));
     args.push_back(number(now_arg(p)));
     args.push_back(number(std::to_string(item.policy.limit)));
     args.push_back(number(std::to_string(item.policy.period.count())));
