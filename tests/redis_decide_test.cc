@@ -2,6 +2,10 @@
 //
 // The conformance vectors one call per decision and batched, exact capacity under contention, state
 // sizes, TTLs, the denial cache.
+#include <absl/time/civil_time.h>
+#include <absl/time/clock.h>
+#include <absl/time/time.h>
+
 #include "redis_test_fixture.h"
 
 namespace floodgate::testing {
@@ -17,6 +21,30 @@ TEST_F(RedisTest, ConformanceVectorsBatched) {
   auto store = OpenRedis(Url("connections=1&batch=7"));
   ASSERT_NE(store, nullptr);
   ExpectVectorsBatched(*store);
+}
+
+// Calendar windows at the server's clock (docs/algorithms.md: the script chooses the window
+// by its TIME among the bounds the store sends): a full day's denial waits until the next
+// local midnight in the zone, here one 14 hours east of UTC, so no UTC day lines up.
+TEST_F(RedisTest, CalendarWindowDecidesAtTheServerClock) {
+  auto store = OpenRedis(Url("batch=1&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("fixed_window:1/1d,tz=Pacific/Kiritimati");
+  absl::TimeZone zone;
+  ASSERT_TRUE(absl::LoadTimeZone("Pacific/Kiritimati", &zone));
+  const absl::Time before = absl::Now();
+  ASSERT_TRUE(store->Decide({"tz-server-clock", policy, 1, std::nullopt}).value().allowed);
+  const auto denied = store->Decide({"tz-server-clock", policy, 1, std::nullopt});
+  const absl::Time after = absl::Now();
+  ASSERT_TRUE(denied.ok()) << denied.status();
+  if (absl::ToCivilDay(before, zone) != absl::ToCivilDay(after, zone)) {
+    GTEST_SKIP() << "the day ended during the test";
+  }
+  const absl::Time midnight = zone.At(absl::CivilSecond(absl::ToCivilDay(after, zone) + 1)).pre;
+  EXPECT_FALSE(denied->allowed);
+  EXPECT_GE(denied->retry_after.count(), absl::ToInt64Microseconds(midnight - after) - 1'000'000);
+  EXPECT_LE(denied->retry_after.count(), absl::ToInt64Microseconds(midnight - before) + 1'000'000);
+  EXPECT_EQ(denied->reset_after, denied->retry_after);
 }
 
 // gcra in whole µs: a same-instant burst admits exactly B, one call per decision and
