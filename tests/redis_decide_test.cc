@@ -47,6 +47,30 @@ TEST_F(RedisTest, CalendarWindowDecidesAtTheServerClock) {
   EXPECT_EQ(denied->reset_after, denied->retry_after);
 }
 
+// Time going back past the windows the store sent bounds for (an explicit now replayed
+// days out of order): the script cannot know where the stored window starts, so it
+// answers an error naming the cause instead of guessing, and the store answers by
+// on_error (memory:// clamps to the stored window's start, which it can compute;
+// docs/algorithms.md, "Calendar windows").
+TEST_F(RedisTest, CalendarWindowRefusesTimeGoingBackPastTheBounds) {
+  auto store = OpenRedis(Url("batch=1&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("fixed_window:3/1d,tz=UTC");
+  const TimePoint day0{std::chrono::microseconds(1'836'489'600'000'000)};
+  ASSERT_TRUE(store->Decide({"tz-back", policy, 1, day0 + std::chrono::days(5)}).ok());
+  // One window back: within the bounds, clamped to the stored window as memory:// does.
+  const auto back_one = store->Decide({"tz-back", policy, 1, day0 + std::chrono::days(4)});
+  ASSERT_TRUE(back_one.ok()) << back_one.status();
+  EXPECT_EQ(back_one->remaining, 1);
+  EXPECT_FALSE(back_one->degraded);
+  // Five back: the script's error, which the store answers by on_error (degraded).
+  const std::uint64_t errors = store->redis_stats().errors;
+  const auto back_five = store->Decide({"tz-back", policy, 1, day0});
+  ASSERT_TRUE(back_five.ok()) << back_five.status();
+  EXPECT_TRUE(back_five->degraded);
+  EXPECT_EQ(store->redis_stats().errors, errors + 1);
+}
+
 // gcra in whole µs: a same-instant burst admits exactly B, one call per decision and
 // batched (the whole burst in flight at once).
 TEST_F(RedisTest, SameInstantGcraBurstsAdmitExactlyB) {
