@@ -120,6 +120,29 @@ end
 -- sliding_log (a sorted set) takes no block yet: Policy::Validate refuses it too.
 local BLOCK_STATE_SIZE = {gcra = 0, tb = 16, tbi = 16, sw = 16, fw = 12}
 
+-- Calendar windows (tz=ZONE; docs/algorithms.md, "Calendar windows"): a window
+-- algorithm's period argument is then 'c<first>:<s0>:<s1>:<s2>:<s3>:<s4>'
+-- (src/store/redis/unit.h CalendarArgument): the ordinal `first` of a window and the
+-- starts (µs) of it and the four after it, which the caller computes around its own
+-- clock from the zone database Lua does not have. The script still chooses the window
+-- by its own clock among them (calendar_window below). Returns {s0, .., s4, first =
+-- first}, or nil when malformed.
+local CALENDAR_ARGUMENT = '^c(%-?%d+):(%-?%d+):(%-?%d+):(%-?%d+):(%-?%d+):(%-?%d+)$'
+local CALENDAR_KINDS = {sw = true, fw = true}
+function FG.parse_calendar(period)
+  local first, s0, s1, s2, s3, s4 = string.match(period, CALENDAR_ARGUMENT)
+  if not first then return nil end
+  local cal = {tonumber(s0), tonumber(s1), tonumber(s2), tonumber(s3), tonumber(s4),
+               first = tonumber(first)}
+  if math.abs(cal.first) > FG.MAX_TIME then return nil end
+  for i = 1, 5 do
+    if math.abs(cal[i]) > FG.MAX_TIME or (i > 1 and cal[i] < cal[i - 1]) then return nil end
+  end
+  -- Four windows of at most 366 days each (a zone's year, and a day of 23 to 25 hours).
+  if cal[5] - cal[1] > 4 * FG.MAX_PERIOD then return nil end
+  return cal
+end
+
 -- Checks a policy's arguments (strings, as they arrive in ARGV): kind, limit,
 -- period_us, burst. Returns nil when valid, else the reason. Allocates nothing.
 function FG.check_policy(kind, limit, period, burst)
@@ -131,7 +154,12 @@ function FG.check_policy(kind, limit, period, burst)
   if not FG.parse_int(limit, 1, FG.MAX_LIMIT) then
     return 'limit must be an integer in [1, 1000000000]'
   end
-  if not FG.parse_int(period, FG.MIN_PERIOD, FG.MAX_PERIOD) then
+  if string.byte(period, 1) == 99 then  -- 'c': calendar bounds
+    if not CALENDAR_KINDS[kind] then return 'calendar windows are for sw and fw only' end
+    if not FG.parse_calendar(period) then
+      return 'calendar period must be c<first>:<s0>:<s1>:<s2>:<s3>:<s4> with ascending starts'
+    end
+  elseif not FG.parse_int(period, FG.MIN_PERIOD, FG.MAX_PERIOD) then
     return 'period must be an integer count of microseconds in [1ms, 366d]'
   end
   if not FG.parse_int(burst, 1, FG.MAX_BURST) then
@@ -160,6 +188,8 @@ function FG.policy(kind, limit, period, burst)
   kind, block = FG.split_kind(kind)
   local p = {kind = kind, limit = tonumber(limit), period = tonumber(period),
              burst = tonumber(burst), decide = DECIDERS[kind], block = block}
+  -- A calendar policy has no fixed period: p.cal holds its bounds (FG.parse_calendar).
+  if not p.period then p.cal = FG.parse_calendar(period) end
   if block > 0 then
     p.decide_own, p.decide = p.decide, FG.decide_blocked
   end
@@ -408,6 +438,41 @@ local function window_of(now, period, stored_window)
     now = w * period
   end
   return now, w
+end
+
+-- window_of for a calendar policy (p.cal, FG.parse_calendar): the window holding `now`
+-- among the caller's bounds, clamped as window_of clamps. Returns now, w, start(w),
+-- end(w) and end(w+1) (src/core/windows.h WindowSpanAt). A clock outside the bounds (the
+-- caller's and the server's clocks more than a window apart, or time going back more
+-- than a window) is an error: deciding in a window whose bounds are unknown would guess.
+local function calendar_window(now, cal, stored_window)
+  local i
+  for k = 1, 3 do
+    if cal[k] <= now and now < cal[k + 1] then
+      i = k
+      break
+    end
+  end
+  if i and stored_window and stored_window > cal.first + i - 1 then
+    i = stored_window - cal.first + 1
+    if i > 3 then i = nil else now = cal[i] end
+  end
+  if not i then
+    error(redis.error_reply('floodgate: the decision time is outside the calendar windows '
+                            .. 'the caller sent (its clock and the server\'s differ by '
+                            .. 'more than a window?)'))
+  end
+  return now, cal.first + i - 1, cal[i], cal[i + 1], cal[i + 2]
+end
+
+-- The calendar window holding `at` among a policy's bounds (a release's admission time),
+-- with its end and the next window's end where known; nil when `at` is before them, so
+-- older than any window a decision at the caller's clock still counts.
+local function calendar_window_of(at, cal)
+  for k = 1, 4 do
+    if cal[k] <= at and at < cal[k + 1] then return cal.first + k - 1, cal[k + 1], cal[k + 2] end
+  end
+  return nil
 end
 
 -- A sorted-set log (sliding_log's runs, concurrency's leases) before a decision: its

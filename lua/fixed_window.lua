@@ -6,13 +6,20 @@ DECIDERS['fw'] = function(key, now, p, cost)
   local raw = get(key)
   local stored_w, stored_count
   if raw then stored_w, stored_count = unpack_state('<dI4', raw, 12) end
-  local at, w = window_of(now, period, stored_w)
+  local at, w, to_end
+  if p.cal then  -- calendar windows (tz=ZONE): end(w) is the next local midnight
+    local start, window_end
+    at, w, start, window_end = calendar_window(now, p.cal, stored_w)
+    to_end = window_end - at
+  else
+    at, w = window_of(now, period, stored_w)
+    to_end = (w + 1) * period - at
+  end
   local count = 0
   if stored_w == w then count = stored_count end
 
   local allowed = cost == 0 or count + cost <= limit
   if allowed and cost > 0 then count = count + cost end
-  local to_end = (w + 1) * period - at
   -- c > L can never fit (-1); otherwise the next window admits it.
   local retry = to_end
   if cost > limit then retry = -1 end
@@ -31,10 +38,17 @@ RELEASE['fw'] = function(key, now, p, cost, at)
   local raw = get(key)
   if not raw then return end
   local w, count = unpack_state('<dI4', raw, 12)
-  if w ~= floor(at / period) then return end
+  local admitted, window_end
+  if p.cal then
+    admitted, window_end = calendar_window_of(at, p.cal)
+  else
+    admitted = floor(at / period)
+    window_end = (admitted + 1) * period
+  end
+  if w ~= admitted then return end
   count = max(0, count - cost)
   local reset = 0
-  if count > 0 then reset = (w + 1) * period - now end
+  if count > 0 then reset = window_end - now end
   save(key, struct.pack('<dI4', w, count), reset)
 end
 

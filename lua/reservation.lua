@@ -46,6 +46,14 @@ if not n then
 end
 local policies, bad_policy = FG.argv_policies(p_count)
 if not policies then return bad_policy end
+for j = 1, p_count do
+  -- A record keeps its policy's period, which a calendar window (tz=) has not: Store's
+  -- ValidateReserveRequest refuses them, so this is the scripts' own guard.
+  if policies[j].cal then
+    return redis.error_reply(string.format('floodgate: policy %d: reservations are not for '
+                                           .. 'calendar windows', j))
+  end
+end
 -- A call's operations mostly share their policy number, estimate, hold and now: each
 -- distinct string is checked and converted once (as lua/batch.lua does). A string seen
 -- already is read from its cache inline, without the call (most are: ~2% of a reserve +

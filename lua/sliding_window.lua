@@ -5,33 +5,44 @@
 -- When the state (w, cur, prev) would be the fresh one again, from time t: once window w
 -- has stopped counting (it counts as the previous window through w + 1), or, with only
 -- prev left, once window w - 1 has; 0 when nothing counts.
-local function sw_reset(w, cur, prev, period, t)
-  if cur > 0 then return (w + 2) * period - t end
-  if prev > 0 then return (w + 1) * period - t end
+-- window_end, next_end: end(w) and end(w + 1), as (w + 1) * P and (w + 2) * P without tz.
+local function sw_reset(cur, prev, window_end, next_end, t)
+  if cur > 0 then return next_end - t end
+  if prev > 0 then return window_end - t end
   return 0
 end
 
--- The counts at `now` (as core::ClampedWindow and core::CountsAt): returns at (the
--- clamped time), w (its window), cur (window w) and prev (window w-1). A stored state
+-- The counts at `now` (as core::WindowSpanAt and core::CountsAt): returns at (the
+-- clamped time), w (its window), cur (window w) and prev (window w-1), then start(w),
+-- end(w) and end(w + 1) (w * P, (w + 1) * P and (w + 2) * P without tz). A stored state
 -- one window old shifts down; an older one counts nothing.
-local function sw_load(key, now, period)
+local function sw_load(key, now, p)
   local raw = get(key)
   local stored_w, stored_cur, stored_prev
   if raw then stored_w, stored_cur, stored_prev = unpack_state('<dI4I4', raw, 16) end
-  local at, w = window_of(now, period, stored_w)
+  local at, w, start, window_end, next_end
+  if p.cal then
+    at, w, start, window_end, next_end = calendar_window(now, p.cal, stored_w)
+  else
+    local period = p.period
+    at, w = window_of(now, period, stored_w)
+    start, window_end, next_end = w * period, (w + 1) * period, (w + 2) * period
+  end
   local cur, prev = 0, 0
   if stored_w == w then
     cur, prev = stored_cur, stored_prev
   elseif stored_w == w - 1 then
     prev = stored_cur
   end
-  return at, w, cur, prev
+  return at, w, cur, prev, start, window_end, next_end
 end
 
 DECIDERS['sw'] = function(key, now, p, cost)
-  local limit, period = p.limit, p.period
-  local at, w, cur, prev = sw_load(key, now, period)
-  local x = at - w * period
+  local limit = p.limit
+  local at, w, cur, prev, start, window_end, next_end = sw_load(key, now, p)
+  -- P_w and x: with tz a window is 23 to 25 hours, 28 to 31 days... (P without tz).
+  local period = window_end - start
+  local x = at - start
 
   local estimate = prev * (period - x) / period + cur
   local allowed = cost == 0 or estimate + cost <= limit
@@ -49,14 +60,15 @@ DECIDERS['sw'] = function(key, now, p, cost)
     -- (Here cur > 0 in the second branch: with cur = prev = 0 the request fits.)
     local t
     if cur <= limit - cost and prev > 0 then
-      t = w * period + ceil(period - (limit - cost - cur) * period / prev)
+      t = start + ceil(period - (limit - cost - cur) * period / prev)
     else
-      t = (w + 1) * period + max(0, ceil(period - (limit - cost) * period / cur))
+      local next_period = next_end - window_end  -- P_n
+      t = window_end + max(0, ceil(next_period - (limit - cost) * next_period / cur))
     end
     retry = t - at
   end
 
-  local reset = sw_reset(w, cur, prev, period, at)
+  local reset = sw_reset(cur, prev, window_end, next_end, at)
   -- A denial or a peek writes nothing.
   if allowed and cost > 0 then
     save(key, struct.pack('<dI4I4', w, cur, prev), reset)
@@ -72,7 +84,13 @@ RELEASE['sw'] = function(key, now, p, cost, at)
   local raw = get(key)
   if not raw then return end
   local w, cur, prev = unpack_state('<dI4I4', raw, 16)
-  local admitted = floor(at / period)
+  local admitted
+  if p.cal then
+    admitted = calendar_window_of(at, p.cal)
+    if admitted == nil then return end  -- older than anything still counted
+  else
+    admitted = floor(at / period)
+  end
   if w == admitted then
     cur = max(0, cur - cost)
   elseif w == admitted + 1 then
@@ -80,7 +98,17 @@ RELEASE['sw'] = function(key, now, p, cost, at)
   else
     return
   end
-  save(key, struct.pack('<dI4I4', w, cur, prev), sw_reset(w, cur, prev, period, now))
+  local window_end, next_end
+  if p.cal then
+    -- w's bounds among the caller's; past them (a release long after), a TTL of the
+    -- longest two windows (a later TTL never changes a decision).
+    local i = w - p.cal.first + 2
+    window_end = p.cal[i] or now + FG.MAX_PERIOD
+    next_end = p.cal[i + 1] or window_end + FG.MAX_PERIOD
+  else
+    window_end, next_end = (w + 1) * period, (w + 2) * period
+  end
+  save(key, struct.pack('<dI4I4', w, cur, prev), sw_reset(cur, prev, window_end, next_end, now))
 end
 
 -- Reservations (docs/reservations.md): the mark is the window the reservation was
@@ -91,7 +119,7 @@ MARK['sw'] = function(key, now, p)
 end
 
 SETTLE['sw'] = function(key, now, p, r, actual)
-  local at, w, cur0, prev0 = sw_load(key, now, p.period)
+  local at, w, cur0, prev0 = sw_load(key, now, p)
   local cur, prev = cur0, prev0
   local delta = actual - r.estimate
   if r.mark == w - 1 then

@@ -75,7 +75,7 @@ end
 
 TAKE['sw'] = function(key, now, p, up_to, lifetime)
   local period, limit = p.period, p.limit
-  local at, w, cur, prev = sw_load(key, now, period)
+  local at, w, cur, prev = sw_load(key, now, p)
   local estimate = prev * (period - (at - w * period)) / period + cur
   local room = floor(limit - estimate)
   if room > 0 and estimate + room > limit then room = room - 1 end  -- the subtraction rounded up

@@ -11,6 +11,8 @@ packages=(
   # libraries (every dependency is a Debian package)
   libabsl-dev libfmt-dev libspdlog-dev libcli11-dev nlohmann-json3-dev libsimdjson-dev
   libboost-dev libhiredis-dev libyaml-cpp-dev libssl-dev
+  # the zone database calendar windows (tz=ZONE) read through abseil: /usr/share/zoneinfo
+  tzdata
   # Envoy's rate limit service (gRPC): the C++ library, protoc and its gRPC plugins, and
   # the Python client the tests speak the wire format with (run by /usr/bin/python3)
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc

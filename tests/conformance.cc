@@ -2,6 +2,7 @@
 
 #include "conformance.h"
 
+#include <absl/time/time.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <semaphore>
+#include <stdexcept>
 #include <thread>
 
 namespace floodgate::testing {
@@ -33,6 +35,18 @@ Decision DecisionFromJson(const nlohmann::json& e) {
   return decision;
 }
 
+// A step's time: µs since the epoch, or an RFC 3339 time with its UTC offset
+// ("2028-03-12T03:00:00-04:00"), as the calendar vectors write it to be read.
+std::int64_t TimeFromJson(const nlohmann::json& t) {
+  if (t.is_number_integer()) return t.get<std::int64_t>();
+  absl::Time time;
+  std::string error;
+  if (!absl::ParseTime(absl::RFC3339_full, t.get<std::string>(), &time, &error)) {
+    throw std::runtime_error(fmt::format("vector time {}: {}", t.dump(), error));
+  }
+  return absl::ToUnixMicros(time);
+}
+
 }  // namespace
 
 std::vector<VectorCase> LoadAllVectors() {
@@ -49,7 +63,7 @@ std::vector<VectorCase> LoadAllVectors() {
       VectorCase vc{path.filename().string(), c.at("name"), c.value("why", ""), c.at("policy"), {}};
       for (const auto& s : c.at("steps")) {
         vc.steps.push_back(
-            {s.at("t"), s.at("key"), s.at("cost"), DecisionFromJson(s.at("expect"))});
+            {TimeFromJson(s.at("t")), s.at("key"), s.at("cost"), DecisionFromJson(s.at("expect"))});
       }
       cases.push_back(std::move(vc));
     }

@@ -49,6 +49,20 @@ TEST(MemoryStore, UsesItsClockWhenNoTimeIsGiven) {
   EXPECT_TRUE(s.Decide("k", "fixed_window:3/1s").allowed);
 }
 
+// Calendar windows (tz=) decide, but neither reserve nor take yet: both refuse clearly
+// rather than end a lease or a settle at an epoch-aligned boundary.
+TEST(MemoryStore, CalendarWindowsRefuseReservationsAndTakes) {
+  ManualClockStore s;
+  const Policy policy = *Policy::Parse("fixed_window:3/1d,tz=Europe/Berlin");
+  EXPECT_TRUE(s.Decide("k", "fixed_window:3/1d,tz=Europe/Berlin").allowed);
+  const auto reserved = s.store().Reserve(ReserveRequest{"k", policy, 1});
+  EXPECT_THAT(std::string(MessageOf(reserved.status())),
+              HasSubstr("reservations are not for calendar windows (tz=) yet"));
+  const auto taken = s.store().Take(TakeRequest{"k", policy, 2});
+  EXPECT_THAT(std::string(MessageOf(taken.status())),
+              HasSubstr("take is not for calendar windows (tz=) yet"));
+}
+
 TEST(MemoryStore, AlgorithmsKeepSeparateStateForTheSameKey) {
   ManualClockStore s;
   EXPECT_TRUE(s.Decide("k", "fixed_window:1/1h").allowed);

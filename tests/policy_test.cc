@@ -119,6 +119,66 @@ TEST(PolicyParse, Block) {
   EXPECT_THAT(std::string(MessageOf(concurrency.Validate())), HasSubstr("not for concurrency"));
 }
 
+TEST(PolicyParse, CalendarWindows) {
+  auto p = Policy::Parse("fixed_window:10000/1mo,tz=America/New_York");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->calendar, Calendar::kMonth);
+  EXPECT_EQ(p->tz, "America/New_York");
+  EXPECT_EQ(p->period, std::chrono::days(31));  // the longest month: a bound, not the window
+  EXPECT_NE(*p, *Policy::Parse("fixed_window:10000/1mo,tz=Europe/Berlin"));
+  for (const char* text :
+       {"fixed_window:10000/1mo,tz=America/New_York", "sliding_window:5/1d,tz=Europe/Berlin",
+        "fixed_window:3/1w,tz=UTC", "sliding_window:100/1y,block=1h,tz=Asia/Tokyo"}) {
+    p = Policy::Parse(text);
+    ASSERT_TRUE(p.ok()) << text << ": " << p.status();
+    EXPECT_EQ(p->ToString(), text);
+    EXPECT_EQ(*Policy::Parse(p->ToString()), *p);
+  }
+  // The day and the week may be written as durations once a zone makes them local.
+  EXPECT_EQ(Policy::Parse("fixed_window:5/24h,tz=UTC")->calendar, Calendar::kDay);
+  EXPECT_EQ(Policy::Parse("fixed_window:5/7d,tz=UTC")->calendar, Calendar::kWeek);
+  EXPECT_EQ(Policy::Parse("fixed_window:5/mo,tz=UTC")->calendar, Calendar::kMonth);
+  // Without tz, nothing changes: 1d is 86400 s from the epoch.
+  EXPECT_EQ(Policy::Parse("fixed_window:5/1d")->calendar, Calendar::kNone);
+  EXPECT_TRUE(Policy::Parse("fixed_window:5/1d")->tz.empty());
+
+  const auto refused = [](const char* text) {
+    auto parsed = Policy::Parse(text);
+    return parsed.ok() ? std::string("accepted") : std::string(MessageOf(parsed.status()));
+  };
+  EXPECT_THAT(refused("fixed_window:5/1mo"), HasSubstr("add tz="));
+  EXPECT_THAT(refused("sliding_window:5/1y"), HasSubstr("add tz="));
+  EXPECT_THAT(refused("fixed_window:5/1w"), HasSubstr("add tz="));
+  EXPECT_THAT(refused("fixed_window:5/2mo,tz=UTC"), HasSubstr("1d, 1w, 1mo or 1y, got \"2mo\""));
+  EXPECT_THAT(refused("fixed_window:5/1h,tz=UTC"), HasSubstr("1d, 1w, 1mo or 1y, got 1h"));
+  EXPECT_THAT(refused("fixed_window:5/2d,tz=UTC"), HasSubstr("1d, 1w, 1mo or 1y, got 2d"));
+  EXPECT_THAT(refused("gcra:5/1d,tz=UTC"), HasSubstr("tz is only for fixed_window and "
+                                                      "sliding_window, not gcra"));
+  EXPECT_THAT(refused("token_bucket:5/1mo,tz=UTC"), HasSubstr("not token_bucket"));
+  EXPECT_THAT(refused("sliding_log:5/1d,tz=UTC"), HasSubstr("not sliding_log"));
+  EXPECT_THAT(refused("fixed_window:5/1d,tz=Mars/Olympus_Mons"),
+              HasSubstr("unknown time zone \"Mars/Olympus_Mons\""));
+  EXPECT_THAT(refused("fixed_window:5/1d,tz="), HasSubstr("tz needs a zone name"));
+  EXPECT_THAT(refused("fixed_window:5/1d,tz=UTC,tz=UTC"), HasSubstr("tz given twice"));
+  EXPECT_THAT(refused("fixed_window:5/1d,tz=UTC,prefetch=3"),
+              HasSubstr("prefetch is not for calendar windows"));
+  EXPECT_THAT(refused("concurrency:3,tz=UTC"), HasSubstr("unknown option"));
+
+  // Hand-built policies get the same checks.
+  Policy built = *Policy::Parse("fixed_window:5/1mo,tz=UTC");
+  built.tz.clear();
+  EXPECT_THAT(std::string(MessageOf(built.Validate())), HasSubstr("add tz="));
+  built = *Policy::Parse("fixed_window:5/1mo,tz=UTC");
+  built.period = std::chrono::days(30);
+  EXPECT_THAT(std::string(MessageOf(built.Validate())), HasSubstr("keeps period 31d"));
+  built = *Policy::Parse("fixed_window:5/1m");
+  built.tz = "UTC";
+  EXPECT_THAT(std::string(MessageOf(built.Validate())), HasSubstr("tz needs a calendar period"));
+  built = *Policy::Parse("concurrency:3");
+  built.tz = "UTC";
+  EXPECT_THAT(std::string(MessageOf(built.Validate())), HasSubstr("not concurrency"));
+}
+
 TEST(PolicyValidate, PrefetchFieldsOfHandBuiltPolicies) {
   Policy p = *Policy::Parse("gcra:10/1s");
   p.prefetch_ttl = std::chrono::seconds(1);  // a ttl without prefetch prints nothing

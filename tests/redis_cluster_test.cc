@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "conformance.h"
+#include "core/state_kind.h"
 #include "redis_server.h"
 #include "server/metrics.h"
 #include "store/redis/cluster.h"
@@ -352,6 +353,44 @@ TEST_F(ClusterTest, AReservationDeniedOnALaterSlotIsGivenBack) {
   EXPECT_EQ(store->redis_stats().release_failures, 0u);
   const std::vector<CheckItem> peek = {{daily, per_day, 0}};
   EXPECT_EQ(store->DecideAll({peek, now})->items[0].remaining, 3);
+}
+
+// The same with calendar windows (tz=): the release finds the window the units were
+// admitted in among the calendar bounds the store sends (lua/common.lua
+// calendar_window_of), for a fixed and a sliding window on the 23-hour day in New York.
+TEST_F(ClusterTest, ACalendarReservationDeniedOnALaterSlotIsGivenBack) {
+  auto store = OpenRedis(cluster_->url("timeout=2s&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const Policy per_second = *Policy::Parse("gcra:2/1s,burst=2");
+  // 2028-03-12T12:00-04:00.
+  const TimePoint now{std::chrono::microseconds(1'836'489'600'000'000)};
+  for (const char* text : {"fixed_window:5/1d,tz=America/New_York",
+                           "sliding_window:5/1d,tz=America/New_York"}) {
+    const Policy per_day = *Policy::Parse(text);
+    const std::string tag(core::KeyTag(core::KindOf(per_day)));
+    // "daily" on a lower slot than "burst": reserved first.
+    std::string daily, burst;
+    for (int i = 0; daily.empty(); ++i) {
+      const std::string d = fmt::format("cal-{}{}:daily", tag, i);
+      const std::string b = fmt::format("cal-{}{}:burst", tag, i);
+      if (redis::SlotOf("fg:" + tag + ":" + d) < redis::SlotOf("fg:gcra:" + b)) {
+        daily = d, burst = b;
+      }
+    }
+    const std::uint64_t releases = store->redis_stats().releases;
+    const std::vector<CheckItem> items = {{daily, per_day, 1, "daily"},
+                                          {burst, per_second, 1, "burst"}};
+    for (int i = 0; i < 5; ++i) {
+      auto d = store->DecideAll({items, now});
+      ASSERT_TRUE(d.ok()) << d.status();
+      EXPECT_EQ(d->allowed, i < 2) << text << " " << i;
+      EXPECT_EQ(d->items[0].remaining, i < 2 ? 4 - i : 3) << text << " " << i;
+    }
+    EXPECT_EQ(store->redis_stats().releases - releases, 3u) << text;
+    const std::vector<CheckItem> peek = {{daily, per_day, 0}};
+    EXPECT_EQ(store->DecideAll({peek, now})->items[0].remaining, 3) << text;
+  }
+  EXPECT_EQ(store->redis_stats().release_failures, 0u);
 }
 
 // Two stacked limits on different slots, hammered from many threads: never more than the

@@ -2,6 +2,10 @@
 //
 // The conformance vectors one call per decision and batched, exact capacity under contention, state
 // sizes, TTLs, the denial cache.
+#include <absl/time/civil_time.h>
+#include <absl/time/clock.h>
+#include <absl/time/time.h>
+
 #include "redis_test_fixture.h"
 
 namespace floodgate::testing {
@@ -17,6 +21,54 @@ TEST_F(RedisTest, ConformanceVectorsBatched) {
   auto store = OpenRedis(Url("connections=1&batch=7"));
   ASSERT_NE(store, nullptr);
   ExpectVectorsBatched(*store);
+}
+
+// Calendar windows at the server's clock (docs/algorithms.md: the script chooses the window
+// by its TIME among the bounds the store sends): a full day's denial waits until the next
+// local midnight in the zone, here one 14 hours east of UTC, so no UTC day lines up.
+TEST_F(RedisTest, CalendarWindowDecidesAtTheServerClock) {
+  auto store = OpenRedis(Url("batch=1&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("fixed_window:1/1d,tz=Pacific/Kiritimati");
+  absl::TimeZone zone;
+  ASSERT_TRUE(absl::LoadTimeZone("Pacific/Kiritimati", &zone));
+  const absl::Time before = absl::Now();
+  ASSERT_TRUE(store->Decide({"tz-server-clock", policy, 1, std::nullopt}).value().allowed);
+  const auto denied = store->Decide({"tz-server-clock", policy, 1, std::nullopt});
+  const absl::Time after = absl::Now();
+  ASSERT_TRUE(denied.ok()) << denied.status();
+  if (absl::ToCivilDay(before, zone) != absl::ToCivilDay(after, zone)) {
+    GTEST_SKIP() << "the day ended during the test";
+  }
+  const absl::Time midnight = zone.At(absl::CivilSecond(absl::ToCivilDay(after, zone) + 1)).pre;
+  EXPECT_FALSE(denied->allowed);
+  EXPECT_GE(denied->retry_after.count(), absl::ToInt64Microseconds(midnight - after) - 1'000'000);
+  EXPECT_LE(denied->retry_after.count(), absl::ToInt64Microseconds(midnight - before) + 1'000'000);
+  EXPECT_EQ(denied->reset_after, denied->retry_after);
+}
+
+// Time going back past the windows the store sent bounds for (an explicit now replayed
+// days out of order): the script cannot know where the stored window starts, so it
+// answers an error naming the cause instead of guessing, and the store answers by
+// on_error (memory:// clamps to the stored window's start, which it can compute;
+// docs/algorithms.md, "Calendar windows").
+TEST_F(RedisTest, CalendarWindowRefusesTimeGoingBackPastTheBounds) {
+  auto store = OpenRedis(Url("batch=1&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("fixed_window:3/1d,tz=UTC");
+  const TimePoint day0{std::chrono::microseconds(1'836'489'600'000'000)};
+  ASSERT_TRUE(store->Decide({"tz-back", policy, 1, day0 + std::chrono::days(5)}).ok());
+  // One window back: within the bounds, clamped to the stored window as memory:// does.
+  const auto back_one = store->Decide({"tz-back", policy, 1, day0 + std::chrono::days(4)});
+  ASSERT_TRUE(back_one.ok()) << back_one.status();
+  EXPECT_EQ(back_one->remaining, 1);
+  EXPECT_FALSE(back_one->degraded);
+  // Five back: the script's error, which the store answers by on_error (degraded).
+  const std::uint64_t errors = store->redis_stats().errors;
+  const auto back_five = store->Decide({"tz-back", policy, 1, day0});
+  ASSERT_TRUE(back_five.ok()) << back_five.status();
+  EXPECT_TRUE(back_five->degraded);
+  EXPECT_EQ(store->redis_stats().errors, errors + 1);
 }
 
 // gcra in whole µs: a same-instant burst admits exactly B, one call per decision and

@@ -104,6 +104,26 @@ TEST_F(RedisEncode, SingleDecisionAtTheCallersClock) {
                                                 "1000000", "10", "1000000", "10", "1"}}));
 }
 
+// A calendar policy's period argument is the bounds around the decision's now
+// (docs/algorithms.md, "Calendar windows"; lua/common.lua FG.parse_calendar).
+TEST_F(RedisEncode, CalendarPolicySendsTheWindowBoundsAroundNow) {
+  Policy policy = *Policy::Parse("fixed_window:3/1d,tz=America/New_York");
+  // 2028-03-12T12:00-04:00, the 23-hour day: the window before it and four after.
+  const std::int64_t now = 1836489600000000;
+  auto unit = Make(UnitMode::kSingle, {{"u", policy}}, 1, now);
+  unit->items[0].calendar = CalendarArgument(policy, now);
+  // Days since 1970-01-01 (March 11 2028 is day 21254), starts at local midnight: 05:00Z,
+  // then 05:00Z (the day that loses an hour), then 04:00Z.
+  EXPECT_EQ(unit->items[0].calendar,
+            "c21254:1836363600000000:1836450000000000:1836532800000000:1836619200000000:"
+            "1836705600000000");
+  EXPECT_EQ(Encoded({unit}), (std::vector<Args>{{"EVALSHA", "sha4", "1", "fg:fw:u", "fw",
+                                                  "1836489600000000", "3",
+                                                  unit->items[0].calendar, "3", "1"}}));
+  // Without tz nothing is added: the period in µs as before.
+  EXPECT_TRUE(CalendarArgument(*Policy::Parse("fixed_window:3/1d"), now).empty());
+}
+
 TEST_F(RedisEncode, EvalCarriesTheScriptsBody) {
   const auto chunk = std::vector{Make(UnitMode::kSingle, {{"u", Gcra(10)}})};
   const auto commands = Encoded(chunk, ScriptForm::kBody);

@@ -24,6 +24,11 @@ enum class Algorithm : std::uint8_t {
 
 enum class Refill : std::uint8_t { kSmooth, kInterval };
 
+// Calendar windows (docs/algorithms.md, "Calendar windows"): with a time zone, the
+// window algorithms count per local day, ISO week (from Monday), month or year instead of
+// epoch-aligned multiples of the period. kNone: the period's epoch-aligned windows.
+enum class Calendar : std::uint8_t { kNone, kDay, kWeek, kMonth, kYear };
+
 // Prefetch (docs/prefetch_client.md): whether a Redis store leases units of the shared
 // limit to spend in process. kFixed leases up to Policy::prefetch_units; kAuto sizes the
 // lease per key from its traffic.
@@ -75,9 +80,17 @@ struct Policy {
   // denying everything without charging. 0: none; else kMinBlock..kMaxBlock. Every
   // algorithm but concurrency.
   std::chrono::microseconds block{0};
+  // tz=ZONE (fixed_window and sliding_window only): the IANA zone name (or "UTC") whose
+  // local midnights start the windows, and which calendar unit a window is. Both set or
+  // both empty. `period` then holds the unit's longest length (1d: 24h, 1w: 7d, 1mo: 31d,
+  // 1y: 366d), a bound for what needs one (the RateLimit-Policy header's w); the
+  // decisions use the true bounds of each window (core/calendar.h).
+  std::string tz;
+  Calendar calendar = Calendar::kNone;
 
   // Parses `ALGORITHM:LIMIT/PERIOD[,burst=B][,refill=smooth|interval]
-  // [,prefetch=N|auto][,prefetch_ttl=DURATION][,block=DURATION]` (docs/service.md), or
+  // [,prefetch=N|auto][,prefetch_ttl=DURATION][,block=DURATION][,tz=ZONE]`
+  // (docs/service.md; with tz the period is 1d, 1w, 1mo or 1y), or
   // `concurrency:N[,lease=DURATION]` (limit N, period the lease time, 30s by default).
   // Errors name the offending part, e.g. "burst must be >= 1, got 0".
   static absl::StatusOr<Policy> Parse(std::string_view text);

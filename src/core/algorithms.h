@@ -54,12 +54,12 @@ struct IntervalBucketState {
 };
 
 struct FixedWindowState {
-  std::int64_t window;  // floor(t / P) of the counted window
+  std::int64_t window;  // floor(t / P) of the counted window (with tz: its ordinal, core/calendar.h)
   std::int64_t count;
 };
 
 struct SlidingWindowState {
-  std::int64_t window;  // floor(t / P) of `cur`
+  std::int64_t window;  // floor(t / P) of `cur` (with tz: its ordinal, core/calendar.h)
   // Both are bounded by the limit (<= 10^9), so 32 bits keep the state at 16 bytes.
   std::uint32_t cur;
   std::uint32_t prev;

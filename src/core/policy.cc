@@ -10,6 +10,7 @@
 
 #include "common/strings.h"
 #include "core/algorithms.h"
+#include "core/calendar.h"
 
 namespace floodgate {
 
@@ -64,6 +65,74 @@ std::string FormatPeriod(microseconds period) {
     }
   }
   return fmt::format("{}us", period.count());  // unreachable: "us" divides everything
+}
+
+// Calendar units (tz=ZONE): their spelling and the longest length each can have, which
+// Policy::period holds for them (include/floodgate/policy.h).
+struct CalendarUnit {
+  std::string_view name;
+  Calendar unit;
+  microseconds longest;
+};
+constexpr std::array<CalendarUnit, 4> kCalendarUnits{{
+    {"d", Calendar::kDay, std::chrono::days(1)},
+    {"w", Calendar::kWeek, std::chrono::days(7)},
+    {"mo", Calendar::kMonth, std::chrono::days(31)},
+    {"y", Calendar::kYear, std::chrono::days(366)},
+}};
+
+const CalendarUnit* CalendarUnitOf(Calendar unit) {
+  for (const CalendarUnit& c : kCalendarUnits) {
+    if (c.unit == unit) return &c;
+  }
+  return nullptr;
+}
+
+// `w`, `mo` and `y` (with or without a count) are calendar units, which no duration is.
+const CalendarUnit* CalendarSpelling(std::string_view period) {
+  std::size_t digits = 0;
+  while (digits < period.size() && period[digits] >= '0' && period[digits] <= '9') ++digits;
+  for (const CalendarUnit& c : kCalendarUnits) {
+    if (c.unit != Calendar::kDay && period.substr(digits) == c.name) return &c;
+  }
+  return nullptr;
+}
+
+// tz=ZONE (docs/algorithms.md, "Calendar windows"): the window algorithms only, over one
+// day, week, month or year, in a zone the database knows.
+absl::Status ValidateCalendar(const Policy& policy) {
+  const auto bad = [](std::string message) {
+    return absl::InvalidArgumentError(std::move(message));
+  };
+  if (policy.calendar == Calendar::kNone) {
+    if (!policy.tz.empty()) return bad("tz needs a calendar period: 1d, 1w, 1mo or 1y");
+    return absl::OkStatus();
+  }
+  const CalendarUnit* unit = CalendarUnitOf(policy.calendar);
+  if (unit == nullptr) return bad("unknown calendar unit");
+  if (policy.tz.empty()) {
+    return bad(fmt::format("1{} is a calendar period: add tz=ZONE (e.g. tz=UTC or "
+                           "tz=America/New_York)",
+                           unit->name));
+  }
+  if (policy.algorithm != Algorithm::kFixedWindow &&
+      policy.algorithm != Algorithm::kSlidingWindow) {
+    return bad(fmt::format("tz is only for fixed_window and sliding_window, not {}",
+                           AlgorithmName(policy.algorithm)));
+  }
+  if (policy.period != unit->longest) {
+    return bad(fmt::format("a calendar window (1{}) keeps period {}", unit->name,
+                           FormatPeriod(unit->longest)));
+  }
+  if (policy.prefetch != Prefetch::kOff) {
+    // A lease ends with its window (docs/algorithms.md, "Take up to k"), which only the
+    // zone knows; prefetch's leases are not taught calendars yet.
+    return bad("prefetch is not for calendar windows (tz=) yet");
+  }
+  if (absl::StatusOr<absl::TimeZone> zone = core::LoadZone(policy.tz); !zone.ok()) {
+    return zone.status();
+  }
+  return absl::OkStatus();
 }
 
 // gcra decides in whole µs (docs/algorithms.md, revision 2): E = ceil(P / L). Where L does
@@ -229,9 +298,20 @@ absl::StatusOr<Policy> Policy::Parse(std::string_view text) {
   auto limit = ParseCount(text, "limit", rate.substr(0, slash));
   if (!limit.ok()) return limit.status();
   policy.limit = *limit;
-  auto period = ParsePeriod(text, rate.substr(slash + 1));
-  if (!period.ok()) return period.status();
-  policy.period = *period;
+  const std::string_view period_text = rate.substr(slash + 1);
+  if (const CalendarUnit* unit = CalendarSpelling(period_text)) {
+    if (period_text != unit->name && period_text != fmt::format("1{}", unit->name)) {
+      return Invalid(text, fmt::format("a calendar period is one unit: 1d, 1w, 1mo or 1y, got "
+                                       "\"{}\"",
+                                       period_text));
+    }
+    policy.calendar = unit->unit;
+    policy.period = unit->longest;
+  } else {
+    auto period = ParsePeriod(text, period_text);
+    if (!period.ok()) return period.status();
+    policy.period = *period;
+  }
 
   bool has_burst = false;
   bool has_refill = false;
@@ -296,15 +376,28 @@ absl::StatusOr<Policy> Policy::Parse(std::string_view text) {
       if (block->count() == 0) return Invalid(text, "block must be between 1ms and 366d, got 0");
       policy.block = *block;
       has_block = true;
+    } else if (name == "tz") {
+      if (!policy.tz.empty()) return Invalid(text, "tz given twice");
+      if (value.empty()) return Invalid(text, "tz needs a zone name, e.g. tz=Europe/Berlin");
+      policy.tz = std::string(value);
     } else {
       return Invalid(text, fmt::format("unknown option \"{}\" (expected burst=B, "
                                        "refill=smooth|interval, prefetch=N|auto, "
-                                       "prefetch_ttl=DURATION or block=DURATION)",
+                                       "prefetch_ttl=DURATION, block=DURATION or tz=ZONE)",
                                        option));
     }
   }
   if (has_prefetch_ttl && !has_prefetch) {
     return Invalid(text, "prefetch_ttl needs prefetch=N or prefetch=auto");
+  }
+  if (!policy.tz.empty() && policy.calendar == Calendar::kNone) {
+    // With a zone, the day is the local one (1d or 24h alike); other lengths have no
+    // calendar meaning.
+    if (policy.period != std::chrono::days(1) && policy.period != std::chrono::days(7)) {
+      return Invalid(text, fmt::format("with tz the period must be 1d, 1w, 1mo or 1y, got {}",
+                                       period_text));
+    }
+    policy.calendar = policy.period == std::chrono::days(1) ? Calendar::kDay : Calendar::kWeek;
   }
   if (absl::Status status = policy.Validate(); !status.ok()) {
     return Invalid(text, MessageOf(status));
@@ -335,6 +428,9 @@ absl::Status Policy::Validate() const {
       return bad("prefetch is not for concurrency: its leases are held and released, not spent");
     }
     if (block.count() != 0) return bad("block is not for concurrency: a lease is never denied");
+    if (!tz.empty() || calendar != Calendar::kNone) {
+      return bad("tz is only for fixed_window and sliding_window, not concurrency");
+    }
     return absl::OkStatus();
   }
   if (block.count() != 0 && algorithm == Algorithm::kSlidingLog) {
@@ -345,6 +441,7 @@ absl::Status Policy::Validate() const {
     return bad(fmt::format("block must be between 1ms and 366d, got {}", FormatPeriod(block)));
   }
   if (absl::Status status = ValidatePrefetch(*this); !status.ok()) return status;
+  if (absl::Status status = ValidateCalendar(*this); !status.ok()) return status;
   if (limit < 1 || limit > kMaxLimit) {
     return bad(fmt::format("limit must be between 1 and 1000000000, got {}", limit));
   }
@@ -387,7 +484,11 @@ std::string Policy::ToString() const {
   if (algorithm == Algorithm::kConcurrency) {
     return fmt::format("concurrency:{},lease={}", limit, FormatPeriod(period));
   }
-  std::string out = fmt::format("{}:{}/{}", AlgorithmName(algorithm), limit, FormatPeriod(period));
+  const CalendarUnit* unit = CalendarUnitOf(calendar);
+  std::string out =
+      unit != nullptr
+          ? fmt::format("{}:{}/1{}", AlgorithmName(algorithm), limit, unit->name)
+          : fmt::format("{}:{}/{}", AlgorithmName(algorithm), limit, FormatPeriod(period));
   if (burst != 0) out += fmt::format(",burst={}", burst);
   if (refill == Refill::kInterval) out += ",refill=interval";
   if (prefetch == Prefetch::kFixed) out += fmt::format(",prefetch={}", prefetch_units);
@@ -396,6 +497,7 @@ std::string Policy::ToString() const {
     out += fmt::format(",prefetch_ttl={}", FormatPeriod(prefetch_ttl));
   }
   if (block.count() != 0) out += fmt::format(",block={}", FormatPeriod(block));
+  if (!tz.empty()) out += fmt::format(",tz={}", tz);
   return out;
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/algorithms.h"
 #include "core/arith.h"
+#include "core/calendar.h"
 
 namespace floodgate::core {
 
@@ -28,6 +29,35 @@ WindowClock ClampedWindow(std::int64_t now, std::int64_t period, const WindowSta
   return {now, window};
 }
 
+// The window holding `now` and its bounds: epoch-aligned multiples of P, or with tz the
+// calendar window (docs/algorithms.md, "Calendar windows"), where start(w) = w*P,
+// end(w) = (w+1)*P and end(w+1) = (w+2)*P become the zone's local midnights. Time going
+// backwards is clamped as in ClampedWindow.
+struct WindowSpan {
+  std::int64_t now;       // clamped
+  std::int64_t window;    // w (an ordinal with tz, core/calendar.h)
+  std::int64_t start;     // start(w)
+  std::int64_t end;       // end(w) = start(w + 1)
+  std::int64_t next_end;  // end(w + 1)
+};
+template <class WindowState>
+WindowSpan WindowSpanAt(const Policy& policy, std::int64_t now, const WindowState* stored) {
+  if (policy.calendar == Calendar::kNone) {
+    const std::int64_t period = policy.period.count();
+    const auto [at, w] = ClampedWindow(now, period, stored);
+    return {at, w, w * period, (w + 1) * period, (w + 2) * period};
+  }
+  const CalendarZone calendar = CalendarOf(policy);
+  std::int64_t w = CalendarWindowOf(calendar, now);
+  std::int64_t start = CalendarStart(calendar, w);
+  if (stored != nullptr && stored->window > w) {
+    w = stored->window;
+    now = start = CalendarStart(calendar, w);
+  }
+  const std::int64_t end = CalendarStart(calendar, w + 1);
+  return {now, w, start, end, CalendarStart(calendar, w + 2)};
+}
+
 // A sliding window's counts as window w sees them: the stored window rolled forward.
 struct WindowCounts {
   std::int64_t cur = 0;
@@ -43,10 +73,12 @@ inline Outcome<SlidingWindowState> DecideSlidingWindow(const Policy& policy,
                                                        const SlidingWindowState* stored,
                                                        std::int64_t now, std::int64_t cost,
                                                        Decision& decision) {
-  const std::int64_t period = policy.period.count();
   const std::int64_t limit = policy.limit;
-  const auto [at, w] = ClampedWindow(now, period, stored);
-  const std::int64_t x = at - w * period;
+  const WindowSpan span = WindowSpanAt(policy, now, stored);
+  const std::int64_t at = span.now;
+  const std::int64_t w = span.window;
+  const std::int64_t period = span.end - span.start;  // P_w
+  const std::int64_t x = at - span.start;
   const WindowCounts counts = CountsAt(stored, w);
   std::int64_t cur = counts.cur;
   const std::int64_t prev = counts.prev;
@@ -68,15 +100,15 @@ inline Outcome<SlidingWindowState> DecideSlidingWindow(const Policy& policy,
     // The earliest t with no other traffic at which estimate(t) + cost <= limit.
     std::int64_t t;
     if (cur <= limit - cost && prev > 0) {
-      t = w * period + CeilToInt(D(period) - D(limit - cost - cur) * D(period) / D(prev));
+      t = span.start + CeilToInt(D(period) - D(limit - cost - cur) * D(period) / D(prev));
     } else {
-      t = (w + 1) * period +
-          std::max<std::int64_t>(0, CeilToInt(D(period) - D(limit - cost) * D(period) / D(cur)));
+      const std::int64_t next = span.next_end - span.end;  // P_n
+      t = span.end +
+          std::max<std::int64_t>(0, CeilToInt(D(next) - D(limit - cost) * D(next) / D(cur)));
     }
     retry = t - at;
   }
-  const std::int64_t reset =
-      cur > 0 ? (w + 2) * period - at : (prev > 0 ? (w + 1) * period - at : 0);
+  const std::int64_t reset = cur > 0 ? span.next_end - at : (prev > 0 ? span.end - at : 0);
   SetDecision(decision, allowed, limit, FloorToInt(D(limit) - estimate), retry, reset);
   out.ttl_us = reset;
   return out;
@@ -85,9 +117,10 @@ inline Outcome<SlidingWindowState> DecideSlidingWindow(const Policy& policy,
 inline Outcome<FixedWindowState> DecideFixedWindow(const Policy& policy,
                                                    const FixedWindowState* stored, std::int64_t now,
                                                    std::int64_t cost, Decision& decision) {
-  const std::int64_t period = policy.period.count();
   const std::int64_t limit = policy.limit;
-  const auto [at, w] = ClampedWindow(now, period, stored);
+  const WindowSpan span = WindowSpanAt(policy, now, stored);
+  const std::int64_t at = span.now;
+  const std::int64_t w = span.window;
   std::int64_t count = stored != nullptr && stored->window == w ? stored->count : 0;
 
   const bool allowed = cost == 0 || count + cost <= limit;
@@ -96,7 +129,7 @@ inline Outcome<FixedWindowState> DecideFixedWindow(const Policy& policy,
     count += cost;
     out.write = FixedWindowState{w, count};
   }
-  const std::int64_t end = (w + 1) * period - at;
+  const std::int64_t end = span.end - at;
   const std::int64_t retry = allowed ? 0 : (cost > limit ? -1 : end);
   const std::int64_t reset = count > 0 ? end : 0;
   SetDecision(decision, allowed, limit, limit - count, retry, reset);

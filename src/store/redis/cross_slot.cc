@@ -82,7 +82,8 @@ UnitPtr CrossSlot::MakeUnit(const MultiState& m, const Indexes& indexes, UnitMod
     const CheckItem& item = m.items[i];
     const std::string& redis_key = m.redis_keys[i];
     unit->items.push_back(Item{redis_key, redis_key.size() - item.key.size(), item.policy,
-                               item.cost, core::KindOf(item.policy), item.shadow});
+                               item.cost, core::KindOf(item.policy), item.shadow,
+                               CalendarArgument(item.policy, m.now_us)});
   }
   unit->mode = mode;
   unit->now_us = m.now_us;

@@ -2,11 +2,14 @@
 #include "store/redis/encode.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <chrono>
 #include <string_view>
 #include <vector>
 
+#include "core/calendar.h"
 #include "store/redis/resp.h"
 
 namespace floodgate::redis {
@@ -25,8 +28,10 @@ std::vector<const Item*> DistinctPolicies(std::span<const UnitPtr> chunk,
         continue;
       }
       std::size_t j = 0;
+      // Calendar bounds depend on each decision's now: equal ones only share an entry.
       while (j < policies.size() &&
-             !(policies[j]->kind == item.kind && policies[j]->policy == item.policy)) {
+             !(policies[j]->kind == item.kind && policies[j]->policy == item.policy &&
+               policies[j]->calendar == item.calendar)) {
         ++j;
       }
       if (j == policies.size()) policies.push_back(&item);
@@ -57,6 +62,17 @@ bool AcrossSlots(std::span<const UnitPtr> chunk) {
 
 }  // namespace
 
+std::string CalendarArgument(const Policy& policy, std::optional<std::int64_t> now_us) {
+  if (policy.calendar == Calendar::kNone) return {};
+  const std::int64_t now =
+      now_us ? *now_us
+             : std::chrono::duration_cast<std::chrono::microseconds>(
+                   std::chrono::system_clock::now().time_since_epoch())
+                   .count();
+  const core::CalendarBounds bounds = core::CalendarBoundsAround(core::CalendarOf(policy), now);
+  return fmt::format("c{}:{}", bounds.first, fmt::join(bounds.starts, ":"));
+}
+
 EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, ScriptForm form,
                    Asking asking) {
   const bool reservations = chunk[0]->reservation();
@@ -80,6 +96,11 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
   };
   const auto now_arg = [](const Unit& p) {
     return p.now_us ? std::to_string(*p.now_us) : std::string();
+  };
+  // P in µs, or a calendar policy's bounds (CalendarArgument).
+  const auto period_arg = [&number](const Item& item) -> std::string_view {
+    if (!item.calendar.empty()) return item.calendar;
+    return number(std::to_string(item.policy.period.count()));
   };
   // A policy's kind, with its block when it has one (lua/common.lua FG.split_kind).
   const auto kind_arg = [&number](const Item& item) -> std::string_view {
@@ -124,7 +145,7 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
     for (const Item* item : policies) {
       args.push_back(kind_arg(*item));
       args.push_back(number(std::to_string(item->policy.limit)));
-      args.push_back(number(std::to_string(item->policy.period.count())));
+      args.push_back(period_arg(*item));
       args.push_back(number(std::to_string(item->policy.capacity())));
     }
   };
@@ -171,7 +192,7 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
     args.push_back(kind_arg(item));
     args.push_back(number(now_arg(p)));
     args.push_back(number(std::to_string(item.policy.limit)));
-    args.push_back(number(std::to_string(item.policy.period.count())));
+    args.push_back(period_arg(item));
     args.push_back(number(std::to_string(item.policy.capacity())));
     args.push_back(number(std::to_string(item.cost)));
   } else {  // lua/batch.lua: the distinct policies once, the groups, then each item

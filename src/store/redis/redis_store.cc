@@ -210,6 +210,7 @@ class RedisStore::Impl final : public redis::Dispatcher,
     pending->items.push_back(
         Item{std::move(redis_key), key_at, request.policy, request.cost, kind});
     if (request.now) pending->now_us = request.now->time_since_epoch().count();
+    pending->items.front().calendar = redis::CalendarArgument(request.policy, pending->now_us);
     pending->deadline = now + options_.timeout;
     pending->done = std::move(done);
     Dispatch(std::move(pending), now);

@@ -32,7 +32,19 @@ struct Item {
   std::int64_t cost;
   core::StateKind kind;
   bool shadow = false;
+  // With tz: what the scripts get for the period, the calendar bounds around the
+  // decision's now (CalendarArgument); empty otherwise.
+  std::string calendar;
 };
+
+// The period argument of a calendar policy (tz=ZONE, docs/algorithms.md "Calendar
+// windows"): "c<first>:<s0>:...:<s4>", the ordinal of the window before the one holding
+// `now_us` (or this host's clock when not given) and the starts of five windows from it.
+// Lua has no zone database, so the bounds come from here (abseil), while the script still
+// chooses the window by its own clock among them (lua/common.lua calendar_window): a
+// server clock within a day of this host's always finds it. Empty without tz, so the
+// policies without one send exactly what they did.
+std::string CalendarArgument(const Policy& policy, std::optional<std::int64_t> now_us);
 
 // What lua/batch.lua does with a group of items (docs/multi.md): a single decision is no
 // group; kAll decides a multi-decision's items all or nothing, kDry decides them and
