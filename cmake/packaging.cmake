@@ -45,7 +45,8 @@ set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE ${deb_arch})
 set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # postinst's adduser; the shared libraries' packages are added to this by dpkg-shlibdeps.
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser")
+# tzdata: the zones of calendar windows (tz=ZONE), read by abseil from /usr/share/zoneinfo.
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser, tzdata")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 set(CPACK_DEBIAN_SERVER_PACKAGE_CONTROL_EXTRA
     ${CMAKE_CURRENT_SOURCE_DIR}/packaging/deb/conffiles

@@ -3,7 +3,7 @@
 #
 # Assembles WORK_DIR/rootfs: the stripped binary, every shared library `ldd` lists (at the
 # path the dynamic loader looks in), CA certificates, the default config, /etc/passwd and
-# /etc/group with the floodgate user (65532) and a /tmp; then `podman build`s it FROM scratch.
+# /etc/group with the floodgate user (65532), the time zone database and a /tmp; then `podman build`s it FROM scratch.
 # Usage: build-image.sh FLOODGATE_BINARY WORK_DIR TAG
 # PODMAN_ARGS: podman's global options (e.g. --root DIR --storage-driver vfs for a scratch store).
 set -euo pipefail
@@ -25,6 +25,11 @@ ldd "$binary" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' 
   done
 chmod 755 "$rootfs"/lib*/ld-linux* 2>/dev/null || true
 install -m 644 /etc/ssl/certs/ca-certificates.crt "$rootfs/etc/ssl/certs/"
+# The time zones of calendar windows (tz=ZONE), where abseil looks for them; not the
+# leap-second variants (right/), which no civil time here uses.
+mkdir -p "$rootfs/usr/share"
+cp -a /usr/share/zoneinfo "$rootfs/usr/share/"
+rm -rf "$rootfs/usr/share/zoneinfo/right"
 install -m 644 "$source_dir/packaging/floodgate.yaml" "$rootfs/etc/floodgate/"
 printf 'root:x:0:0:root:/root:/sbin/nologin\nfloodgate:x:65532:65532:floodgate:/nonexistent:/sbin/nologin\n' \
   > "$rootfs/etc/passwd"

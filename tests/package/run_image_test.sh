@@ -51,6 +51,10 @@ first=$(check)
 second=$(check)
 echo "$first" | grep -q '"allowed":true' || fail "the first request of 1/1h should be allowed: $first"
 echo "$second" | grep -q '"allowed":false' || fail "the second request of 1/1h should be denied: $second"
+# A calendar window reads the image's zone database (an absent zone is refused).
+calendar=$(curl -s -X POST "$url/v1/check" \
+  -d '{"key":"c","policy":"fixed_window:5/1mo,tz=America/New_York"}')
+echo "$calendar" | grep -q '"allowed":true' || fail "a tz=America/New_York window: $calendar"
 
 pid=$(podman inspect -f '{{.State.Pid}}' "$name")
 uid=$(awk '/^Uid:/ {print $2}' "/proc/$pid/status")

@@ -33,7 +33,7 @@ done
 # 2. Control data: Depends from dpkg-shlibdeps (libc6 and the libraries the binary links),
 # the conffile, the scripts that create the user and remove it on purge.
 depends=$(dpkg-deb -f "$deb" Depends)
-for dep in adduser libc6 'libgrpc++' libssl3 libstdc++6; do
+for dep in adduser tzdata libc6 'libgrpc++' libssl3 libstdc++6; do
   echo "$depends" | grep -q "$dep" || fail "Depends lacks $dep: $depends"
 done
 dpkg-deb -e "$deb" "$work/control"
