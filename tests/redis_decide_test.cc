@@ -217,5 +217,20 @@ TEST_F(RedisTest, DeniedRepeatsComeFromTheDenialCache) {
   EXPECT_EQ(store->redis_stats().calls, calls + 1);
 }
 
+// A blocked answer's retry_after is max(the block's end, the algorithm's wait): the cache
+// cannot tell when its answers stop being `blocked`, so Redis answers each.
+TEST_F(RedisTest, BlockedDenialsAreNotCachedAndSayBlocked) {
+  auto store = OpenRedis(Url());
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("fixed_window:1/1h,block=1m");
+  EXPECT_TRUE(store->Decide({"blocked", policy, 1, std::nullopt})->allowed);
+  for (int i = 0; i < 3; ++i) {
+    const Decision d = *store->Decide({"blocked", policy, 1, std::nullopt});
+    EXPECT_FALSE(d.allowed);
+    EXPECT_TRUE(d.blocked) << i;
+  }
+  EXPECT_EQ(store->redis_stats().denial_cache_hits, 0u);
+}
+
 }  // namespace
 }  // namespace floodgate::testing

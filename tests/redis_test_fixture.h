@@ -43,7 +43,9 @@ inline void ExpectVectorsBatched(RedisStore& store) {
   for (std::size_t c = 0; c < cases.size(); ++c) {
     RunCaseInFlight(store, cases[c], fmt::format("b{}:", c));
   }
-  EXPECT_GT(store.redis_stats().batched_decisions, 300u);
+  // How many share a call depends on the scheduler: ~640 of the ~700 decisions on a quiet
+  // machine, 207 once in a clean `make test` beside a compiling tree. Without batching, none.
+  EXPECT_GT(store.redis_stats().batched_decisions, 100u);
   EXPECT_EQ(store.redis_stats().degraded, 0u);
 }
 

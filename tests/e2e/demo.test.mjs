@@ -236,6 +236,26 @@ async function main() {
   check(pixels.green > 20 && pixels.red > 20, 'the chart plots allowed (green) and denied (red) answers',
     JSON.stringify(pixels));
 
+  // 2b. The same policy with a penalty block (block=15m) on a new key: the first denial
+  // blocks the key, and the page says so.
+  await testid(page, 'block').fill('15m');
+  check(await text(page, 'policy') === 'fixed_window:5/1h,block=15m', 'the policy string carries block=',
+    JSON.stringify(await text(page, 'policy')));
+  await testid(page, 'new-key').click();
+  await testid(page, 'burst-size').fill('8');
+  await testid(page, 'send-burst').click();
+  c = await waitForAnswers(page, 8);
+  check(c.allowed === 5 && c.denied === 3, 'fixed_window:5/1h,block=15m burst of 8: 5 allowed, 3 denied',
+    `allowed ${c.allowed}, denied ${c.denied}`);
+  const blockedBody = JSON.parse(await text(page, 'last-body'));
+  check(blockedBody.blocked === true && blockedBody.retry_after_us >= 899_000_000,
+    'the last answer is blocked for about 15 minutes', JSON.stringify(blockedBody));
+  check((await page.locator('#last-verdict').textContent()).includes('(blocked)') &&
+    (await page.locator('#last-detail').textContent()).includes('blocked for'),
+    'the last answer reads blocked, and for how long',
+    `${await page.locator('#last-verdict').textContent()} / ${await page.locator('#last-detail').textContent()}`);
+  await testid(page, 'block').fill('');
+
   // 3. sliding_log, 3 per minute, on a new key: a burst of 6 gives 3 allowed, 3 denied.
   await setPolicy(page, { algorithm: 'sliding_log', limit: 3, period: 1, unit: 'm' });
   await testid(page, 'new-key').click();
@@ -243,6 +263,7 @@ async function main() {
   check(key2 !== key1 && /^demo:\S+$/.test(key2), 'New key switches to a fresh key', `${key1} -> ${key2}`);
   c = await counts(page);
   check(c.allowed === 0 && c.denied === 0, 'New key resets the counters', JSON.stringify(c));
+  check(await testid(page, 'block-field').isHidden(), 'the block field hides for sliding_log');
   check(await text(page, 'policy') === 'sliding_log:3/1m', 'the policy string reads sliding_log:3/1m',
     JSON.stringify(await text(page, 'policy')));
   await testid(page, 'burst-size').fill('6');

@@ -350,7 +350,10 @@ void Budgets::OnTaken(const std::shared_ptr<Budget>& budget, Moment sent,
       denied_takes_.fetch_add(1, std::memory_order_relaxed);
       const microseconds retry = taken->decision.retry_after;
       b.phase = Phase::kIdle;
-      if (options_.remember_denials.count() > 0 && retry >= options_.remember_denials) {
+      // Not a blocked denial: when its answers stop being `blocked` is not known here
+      // (as in the Redis store's denial cache).
+      if (options_.remember_denials.count() > 0 && retry >= options_.remember_denials &&
+          !taken->decision.blocked) {
         b.phase = Phase::kDenied;
         b.denial = taken->decision;
         b.denied_at = sent.steady;

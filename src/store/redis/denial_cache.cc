@@ -44,6 +44,10 @@ std::optional<Decision> DenialCache::Lookup(std::string_view key, const Policy& 
 void DenialCache::Insert(const std::string& key, const Policy& policy, std::int64_t cost,
                          const Decision& decision, Clock::time_point now) {
   if (decision.retry_after.count() <= 0) return;  // -1: never fits; nothing lapses
+  // A blocked answer: its retry_after is max(the block's end, the algorithm's wait), so
+  // when the block ends, and the answers stop being `blocked`, is not known here. Redis
+  // answers those (a block's requests are denied there without a charge).
+  if (decision.blocked) return;
   Shard& shard = ShardFor(key);
   std::lock_guard lock(shard.mu);
   if (shard.denials.size() >= per_shard_ && !shard.denials.contains(ToAbsl(key))) {
