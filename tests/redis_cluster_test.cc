@@ -671,6 +671,13 @@ class Load {
   std::vector<std::jthread> threads_;
 };
 
+// The store's failure counters, for a failing expectation's message.
+std::string StatsLine(RedisStore& store) {
+  const RedisStats r = store.redis_stats();
+  return fmt::format("errors {}, timeouts {}, retried {}, moved {}, asked {}, breaker open {}",
+                     r.errors, r.timeouts, r.retried, r.moved, r.asked, r.breaker_open);
+}
+
 // What Redis holds for each key, read through floodgate (a cost-0 decision):
 // limit - remaining = units admitted.
 void ExpectStoredCountsMatch(Store& store, const Policy& policy,
@@ -743,7 +750,7 @@ TEST_F(ClusterTest, ASlotMigratedUnderLoadLosesAndDoublesNothing) {
   }
   load->Stop();
   EXPECT_GT(store->redis_stats().moved, 0u);
-  EXPECT_EQ(load->failures(), 0) << load->first_failure();
+  EXPECT_EQ(load->failures(), 0) << load->first_failure() << "; " << StatsLine(*store);
   // The load carried on past the move (how many ran before it depends on the machine).
   EXPECT_GE(load->decisions(), decisions_at_move + 500);
   auto allowed = load->allowed();
@@ -863,7 +870,7 @@ TEST_F(ClusterTest, ReshardingByRedisCliUnderLoadLosesAndDoublesNothing) {
   }
   load->Stop();
   ASSERT_EQ(cluster_->PrimaryOf(0), target) << out;
-  EXPECT_EQ(load->failures(), 0) << load->first_failure();
+  EXPECT_EQ(load->failures(), 0) << load->first_failure() << "; " << StatsLine(*store);
   EXPECT_GE(load->decisions(), decisions_at_move + 500);
   EXPECT_GT(store->redis_stats().moved, 0u);
   // A storm of MOVED asks for the topology at most once per 100 ms, not once per MOVED.
