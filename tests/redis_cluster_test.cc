@@ -671,8 +671,11 @@ class Load {
 // The store's failure counters, for a failing expectation's message.
 std::string StatsLine(RedisStore& store) {
   const RedisStats r = store.redis_stats();
-  return fmt::format("errors {}, timeouts {}, retried {}, moved {}, asked {}, breaker open {}",
-                     r.errors, r.timeouts, r.retried, r.moved, r.asked, r.breaker_open);
+  return fmt::format(
+      "errors {} (last: {}), timeouts {}, retried {}, moved {}, asked {}, node batches sent "
+      "again {}, breaker open {}",
+      r.errors, r.last_error, r.timeouts, r.retried, r.moved, r.asked, r.node_batch_retries,
+      r.breaker_open);
 }
 
 // What Redis holds for each key, read through floodgate (a cost-0 decision):

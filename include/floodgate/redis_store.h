@@ -112,6 +112,7 @@ struct RedisStats {
   std::uint64_t calls = 0;              // script calls sent
   std::uint64_t batched_decisions = 0;  // decisions that went in a multi-decision call
   std::uint64_t errors = 0;             // decisions that failed on Redis (then on_error)
+  std::string last_error;               // the last of those failures' message ("": none)
   std::uint64_t timeouts = 0;
   std::uint64_t degraded = 0;  // answers given by on_error
   std::uint64_t denial_cache_hits = 0;

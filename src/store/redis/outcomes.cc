@@ -87,7 +87,7 @@ void Outcomes::RememberDenial(const Unit& p, const Item& item, const Decision& d
 }
 
 void Outcomes::CountFailure(Unit& p, const absl::Status& status, Steady::time_point now) {
-  ++counters_.errors;
+  counters_.RecordError(status);
   if (absl::IsDeadlineExceeded(status)) ++counters_.timeouts;
   if (p.route.node != nullptr) p.route.node->breaker.Failure(now);
 }

@@ -364,6 +364,7 @@ class RedisStore::Impl final : public redis::Dispatcher,
     s.calls = counters_.calls;
     s.batched_decisions = counters_.batched;
     s.errors = counters_.errors;
+    s.last_error = counters_.last_error();
     s.timeouts = counters_.timeouts;
     s.degraded = counters_.degraded;
     s.denial_cache_hits = counters_.denial_cache_hits;
