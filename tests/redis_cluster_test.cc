@@ -97,6 +97,9 @@ TEST(ClusterRules, ClusterUrls) {
   ASSERT_EQ(o->seeds.size(), 3u);
   EXPECT_EQ(o->seeds[1], (RedisEndpoint{"::1", 7001}));
   EXPECT_EQ(o->seeds[2], (RedisEndpoint{"h", 6379}));
+  EXPECT_EQ(o->connections_per_server(), 1);  // one per primary unless connections= says
+  EXPECT_EQ(RedisStoreOptions::FromUrl("redis-cluster://h:1?connections=3")->connections_per_server(),
+            3);
   EXPECT_EQ(o->timeout, milliseconds(1000));
   EXPECT_EQ(o->Describe(), "redis-cluster://u:***@10.0.0.1:7000,[::1]:7001,h:6379");
   auto db = RedisStoreOptions::FromUrl("redis-cluster://h:1/2");

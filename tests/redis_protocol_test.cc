@@ -257,6 +257,8 @@ TEST(RedisUrl, ParsesAndRejects) {
   EXPECT_EQ(o->timeout, milliseconds(20));
   EXPECT_EQ(o->on_error, OnError::kFailOpen);
   EXPECT_EQ(o->connections, 4);
+  EXPECT_EQ(o->connections_per_server(), 4);
+  EXPECT_EQ(RedisStoreOptions::FromUrl("redis://h:1")->connections_per_server(), 2);
   EXPECT_EQ(o->max_batch, 32);
   EXPECT_EQ(o->Describe(), "redis://u:***@[::1]:7000/3");
   for (const char* bad : {"redis://", "redis://h:0", "redis://h:70000", "redis://h:1/x",

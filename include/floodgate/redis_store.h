@@ -79,7 +79,13 @@ struct RedisStoreOptions {
   // API down with it when both restart together).
   bool lazy_connect = false;
   OnError on_error = OnError::kLocal;
-  int connections = 2;  // each auto-pipelined; decisions spread round-robin
+  // Connections per server, each auto-pipelined; decisions spread round-robin. 0: the
+  // default, 2 to one server (standalone, or Sentinel's primary) and 1 to each Cluster
+  // primary, whose decisions then share a connection's batches instead of two half-full
+  // ones (bench/cluster_bench.py, quiet machine: Redis CPU per decision 12.6 -> 10.0 µs,
+  // 100k -> 119k decisions/s).
+  int connections = 0;
+  int connections_per_server() const { return connections > 0 ? connections : cluster ? 1 : 2; }
   // Decisions queued on one connection go out as one script call of at most this many
   // (1 turns batching off: one EVALSHA per decision).
   int max_batch = 64;

@@ -119,7 +119,8 @@ class RedisStore::Impl final : public redis::Dispatcher,
     if (options_.sentinel) {
       // The sentinels name the primary; it gets a node then (NodeFor).
     } else if (!options_.cluster) {
-      AddNode({options_.host, options_.port}, options_.Describe(), options_.connections);
+      AddNode({options_.host, options_.port}, options_.Describe(),
+              options_.connections_per_server());
     } else {
       // The seeds answer CLUSTER SLOTS; the primaries found there get nodes of their own.
       for (const RedisEndpoint& seed : options_.seeds) {
@@ -183,7 +184,7 @@ class RedisStore::Impl final : public redis::Dispatcher,
       for (auto& node : nodes_) StartNode(*node);
     });
     return startup_.Wait(options_, options_.cluster    ? router_.seed_count()
-                                   : options_.sentinel ? options_.connections
+                                   : options_.sentinel ? options_.connections_per_server()
                                                        : nodes_.front()->lanes.size());
   }
 
@@ -492,7 +493,8 @@ class RedisStore::Impl final : public redis::Dispatcher,
       // Seeds have one connection, for discovery; decisions get a node of their own.
       if (node->endpoint == endpoint && !node->seed && !node->retired) return *node;
     }
-    Node& node = AddNode(endpoint, HostPort(endpoint.host, endpoint.port), options_.connections);
+    Node& node = AddNode(endpoint, HostPort(endpoint.host, endpoint.port),
+                         options_.connections_per_server());
     StartNode(node);
     return node;
   }
