@@ -12,6 +12,11 @@ what tells how throughput scales with primaries on machines with cores to spare
 (docs/scaling.md). Everything runs on free loopback ports and is stopped at the end.
 The cluster has no replicas here: on 2 cores their replication traffic would only
 take CPU from the primaries being measured.
+
+A fourth row, "3 standalone", is the floor any cluster client meets on this machine: three
+standalone servers, each with its own client process sending a third of the concurrency
+over a third of the keys, all at once. No routing, no redirects, every call batched as on
+one server: what splitting the load over three servers costs by itself.
 """
 import argparse
 import json
@@ -27,7 +32,7 @@ import part_output  # bench/part_output.py: the markdown and CSV files of a part
 from redis_bench import Redis  # a redis-server on a free loopback port
 
 TICKS = os.sysconf("SC_CLK_TCK")
-STORES = ["standalone", "cluster", "cluster of 1"]
+STORES = ["standalone", "cluster", "cluster of 1", "3 standalone"]
 
 
 def port_free(port):
@@ -80,16 +85,28 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
 
 
-def bench(binary, url, duration, pids):
+def bench(binary, urls, duration, pids, concurrency=128, keys=100000):
+    """`floodgate bench` on each of `urls` at once, `concurrency` and `keys` split evenly
+    among them; decisions and CPU summed over all."""
     before = {pid: cpu_seconds(pid) for pid in pids}
     start = os.times()
-    out = subprocess.run([binary, "bench", "--store", url, "--policy", "gcra:1000/1s", "--keys",
-                          "100000", "--threads", "1", "--concurrency", "128", "--duration",
-                          duration, "--json"], capture_output=True, text=True, check=True).stdout
+    procs = [subprocess.Popen([binary, "bench", "--store", url, "--policy", "gcra:1000/1s",
+                               "--keys", str(keys // len(urls)), "--threads", "1",
+                               "--concurrency", str(concurrency // len(urls)), "--duration",
+                               duration, "--json"], stdout=subprocess.PIPE, text=True)
+             for url in urls]
+    outs = [p.communicate()[0] for p in procs]
     end = os.times()
-    result = json.loads(out)
-    if result["errors"] or result["degraded"]:
-        raise SystemExit(f"floodgate bench reported errors: {out}")
+    if any(p.returncode for p in procs):
+        raise SystemExit(f"floodgate bench failed: {outs}")
+    runs = [json.loads(out) for out in outs]
+    if any(r["errors"] or r["degraded"] for r in runs):
+        raise SystemExit(f"floodgate bench reported errors: {outs}")
+    result = {"decisions": sum(r["decisions"] for r in runs),
+              "decisions_per_sec": sum(r["decisions_per_sec"] for r in runs),
+              "store_calls": sum(r["store_calls"] for r in runs),
+              # Each client's own percentiles: the slowest one's.
+              "p50_us": max(r["p50_us"] for r in runs), "p99_us": max(r["p99_us"] for r in runs)}
     n = result["decisions"]
     result["server_us"] = sum(cpu_seconds(pid) - before[pid] for pid in pids) / n * 1e6
     result["client_us"] = ((end.children_user - start.children_user) +
@@ -121,12 +138,15 @@ def main():
         servers.append(single)
         single.cli("CLUSTER", "ADDSLOTSRANGE", "0", "16383")
         wait_healthy(nodes + [single])
+        split = [Redis() for _ in range(3)]
+        servers.extend(split)
 
-        urls = {"standalone": f"redis://127.0.0.1:{standalone.port}",
-                "cluster": "redis-cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in nodes),
-                "cluster of 1": f"redis-cluster://127.0.0.1:{single.port}"}
+        urls = {"standalone": [f"redis://127.0.0.1:{standalone.port}"],
+                "cluster": ["redis-cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in nodes)],
+                "cluster of 1": [f"redis-cluster://127.0.0.1:{single.port}"],
+                "3 standalone": [f"redis://127.0.0.1:{s.port}" for s in split]}
         pids = {"standalone": [standalone.proc.pid], "cluster": [n.proc.pid for n in nodes],
-                "cluster of 1": [single.proc.pid]}
+                "cluster of 1": [single.proc.pid], "3 standalone": [s.proc.pid for s in split]}
         rows = []
         for batch in (1, 64):
             runs = {store: [] for store in STORES}
@@ -137,7 +157,8 @@ def main():
                 got = {}
                 for store in order:
                     got[store] = bench(args.floodgate,
-                                       f"{urls[store]}?batch={batch}&denial_cache=0us&timeout=1s",
+                                       [f"{url}?batch={batch}&denial_cache=0us&timeout=1s"
+                                        for url in urls[store]],
                                        args.duration, pids[store])
                     runs[store].append(got[store])
                 for store in ratios:
@@ -157,7 +178,9 @@ def main():
                   f"  cluster {row['cluster']['decisions_per_sec']:>9.0f}/s"
                   f"  ratio {row['ratio']['cluster']:.2f}"
                   f"  redis CPU ratio {row['cpu_ratio']['cluster']:.2f}"
-                  f"  decisions/call {row['cluster']['per_call']:.1f}", file=sys.stderr)
+                  f"  decisions/call {row['cluster']['per_call']:.1f}"
+                  f"  (3 standalone: redis CPU ratio {row['cpu_ratio']['3 standalone']:.2f})",
+                  file=sys.stderr)
     finally:
         for s in servers:
             s.stop()
@@ -166,8 +189,11 @@ def main():
           "the client and every redis-server)\n",
           f"`floodgate bench --policy gcra:1000/1s --keys 100000 --threads 1 --concurrency 128 "
           f"-d {args.duration}`, denial cache off, on one redis-server, on a 3-primary "
-          "cluster (no replicas) and on a cluster of one primary holding every slot (the cost "
-          "of routing alone), back to back in each round; medians of "
+          "cluster (no replicas), on a cluster of one primary holding every slot (the cost "
+          "of routing alone), and on three standalone servers at once, each with its own "
+          "client sending a third of the concurrency over a third of the keys (what splitting "
+          "the load over three servers costs on this machine, with no cluster at all; p50 and "
+          "p99 the slowest client's), back to back in each round; medians of "
           f"{args.rounds} rounds, ratios within a round. CPU per decision from /proc: all "
           "redis-servers together, and the client process. Decisions per call: how well they "
           "batched (a cluster batches per node where Redis knows script flags, 7.0+).\n",
