@@ -894,5 +894,34 @@ TEST_F(ClusterTest, ReshardingByRedisCliUnderLoadLosesAndDoublesNothing) {
       static_cast<unsigned long long>(store->redis_stats().node_batch_retries));
 }
 
+// Two primaries each naming the other as a slot's owner (CLUSTER SETSLOT ... NODE on
+// both): a redirect loop no refresh of the slot map ends. The store follows it a bounded
+// number of times and answers by on_error with why, instead of spinning until the deadline.
+TEST_F(ClusterTest, ARedirectLoopIsAnsweredByOnErrorAfterBoundedTries) {
+  const std::string key = "looping";
+  const int slot = redis::SlotOf(FixedWindowKey(key));
+  RedisServer* first = cluster_->PrimaryOf(slot);
+  ASSERT_NE(first, nullptr);
+  RedisServer* second = cluster_->AnotherPrimary(*first);
+  ASSERT_NE(second, nullptr);
+  auto store = OpenRedis(cluster_->url("timeout=5s&on_error=fail_closed&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("fixed_window:10/1h");
+  // The slot holds no key: a primary refuses to give away a slot it holds keys of.
+  const std::string first_id = NodeId(*first), second_id = NodeId(*second);
+  ASSERT_THAT(first->Cli({"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", second_id}),
+              ::testing::HasSubstr("OK"));
+  ASSERT_THAT(second->Cli({"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", first_id}),
+              ::testing::HasSubstr("OK"));
+  auto looped = store->Decide({key, policy, 1, std::nullopt});
+  ASSERT_TRUE(looped.ok()) << looped.status();
+  EXPECT_TRUE(looped->degraded);
+  EXPECT_FALSE(looped->allowed);  // fail_closed
+  const RedisStats stats = store->redis_stats();
+  EXPECT_THAT(stats.last_error, ::testing::HasSubstr("still redirected after 16 tries"));
+  EXPECT_EQ(stats.timeouts, 0u);  // answered by the bound, not by the 5 s deadline
+  EXPECT_GE(stats.moved, 16u);
+}
+
 }  // namespace
 }  // namespace floodgate::testing
