@@ -120,8 +120,10 @@ end
 local BLOCK_STATE_SIZE = {gcra = 0, tb = 16, tbi = 16, sw = 16, fw = 12}
 -- A kind whose state is a sorted set (sliding_log) keeps blocked_until in that set, where
 -- its decider steps over it, and registers how (lua/sliding_log.lua):
---   BLOCK_LOG[kind].read(key, now) -> blocked_until (0: none; an ended block is dropped)
---   BLOCK_LOG[kind].start(key, now, blocked_until): saves it, the key's TTL covering it
+--   BLOCK_LOG[kind](key, now) -> blocked_until (0: none; an ended block is dropped)
+--   BLOCK_LOG[kind](key, now, blocked_until): saves it, the key's TTL covering it
+-- (One function per kind and no helpers beside it: a loaded script makes each of its
+-- functions again on every call, whether it runs or not; see lua/sliding_log.lua.)
 local BLOCK_LOG = {}
 
 -- Calendar windows (tz=ZONE; docs/algorithms.md, "Calendar windows"): a window
@@ -349,25 +351,21 @@ local function block_join(kind, state, until_)
   return (state or '') .. struct.pack('<d', until_)
 end
 
--- A key's block before a decision under a policy with one: its raw string state and the
--- algorithm's state without the block (both nil for a BLOCK_LOG kind, whose decider reads
--- its set itself), and blocked_until (0: none).
-local function block_read(kind, key, now)
-  local log = BLOCK_LOG[kind]
-  if log then return nil, nil, log.read(key, now) end
-  local raw = get(key)
-  return raw, block_split(kind, raw)
-end
-
 -- p.decide of a policy with block=D: src/core/block.h DecideWithBlock, step by step. The
 -- algorithm decides on its own state (known[key] holds it meanwhile) with its writes held
 -- back; they are made only when it decided unblocked. Answers allowed as 0|1, plus 2 when
 -- the key is blocked after the decision (src/store/redis/decode.cc).
 function FG.decide_blocked(key, now, p, cost)
   local log = BLOCK_LOG[p.kind]
-  local raw, state, until_ = block_read(p.kind, key, now)
+  local raw, state, until_
+  if log then
+    until_ = log(key, now)  -- the decider reads its set itself
+  else
+    raw = get(key)
+    state, until_ = block_split(p.kind, raw)
+    known[key] = state
+  end
   local mark, was = deferred_n, deferring
-  if not log then known[key] = state end
   deferring = true
   local allowed, remaining, retry, reset = p.decide_own(key, now, p, cost)
   if now < until_ then
@@ -387,7 +385,7 @@ function FG.decide_blocked(key, now, p, cost)
     deferred_n, deferring = mark, was
     local block = p.block
     if log then
-      log.start(key, now, now + block)
+      log(key, now, now + block)
     else
       local value = block_join(p.kind, state, now + block)
       redis.call('SET', key, value, 'PX', ttl_ms(max(block, reset)))
