@@ -117,8 +117,14 @@ end
 -- string: 0). A blocked state is the algorithm's state (empty when it is fresh) followed
 -- by blocked_until: struct.pack('<d', blocked_until) after a packed state, ':' and the
 -- decimal blocked_until after gcra's tat. A state without one is as before (absent = 0).
--- sliding_log (a sorted set) takes no block yet: Policy::Validate refuses it too.
 local BLOCK_STATE_SIZE = {gcra = 0, tb = 16, tbi = 16, sw = 16, fw = 12}
+-- A kind whose state is a sorted set (sliding_log) keeps blocked_until in that set, where
+-- its decider steps over it, and registers how (lua/sliding_log.lua):
+--   BLOCK_LOG[kind](key, now) -> blocked_until (0: none; an ended block is dropped)
+--   BLOCK_LOG[kind](key, now, blocked_until): saves it, the key's TTL covering it
+-- (One function per kind and no helpers beside it: a loaded script makes each of its
+-- functions again on every call, whether it runs or not; see lua/sliding_log.lua.)
+local BLOCK_LOG = {}
 
 -- Calendar windows (tz=ZONE; docs/algorithms.md, "Calendar windows"): a window
 -- algorithm's period argument is then 'c<first>:<s0>:<s1>:<s2>:<s3>:<s4>'
@@ -149,7 +155,9 @@ function FG.check_policy(kind, limit, period, burst)
   local block
   kind, block = FG.split_kind(kind)
   if not block then return 'block must be an integer count of microseconds in [1ms, 366d]' end
-  if block > 0 and BLOCK_STATE_SIZE[kind] == nil then return 'block is not for this algorithm' end
+  if block > 0 and BLOCK_STATE_SIZE[kind] == nil and BLOCK_LOG[kind] == nil then
+    return 'block is not for this algorithm'
+  end
   if DECIDERS[kind] == nil then return 'unknown algorithm kind' end
   if not FG.parse_int(limit, 1, FG.MAX_LIMIT) then
     return 'limit must be an integer in [1, 1000000000]'
@@ -348,16 +356,24 @@ end
 -- back; they are made only when it decided unblocked. Answers allowed as 0|1, plus 2 when
 -- the key is blocked after the decision (src/store/redis/decode.cc).
 function FG.decide_blocked(key, now, p, cost)
-  local raw = get(key)
-  local state, until_ = block_split(p.kind, raw)
+  local log = BLOCK_LOG[p.kind]
+  local raw, state, until_
+  if log then
+    until_ = log(key, now)  -- the decider reads its set itself
+  else
+    raw = get(key)
+    state, until_ = block_split(p.kind, raw)
+    known[key] = state
+  end
   local mark, was = deferred_n, deferring
-  known[key], deferring = state, true
+  deferring = true
   local allowed, remaining, retry, reset = p.decide_own(key, now, p, cost)
   if now < until_ then
     if cost > 0 and allowed == 1 then  -- nothing is charged: the state's own reset
       retry, reset = 0, select(4, p.decide_own(key, now, p, 0))
     end
-    deferred_n, deferring, known[key] = mark, was, raw
+    deferred_n, deferring = mark, was
+    if not log then known[key] = raw end
     local left = until_ - now
     if reset < left then reset = left end
     if cost == 0 then return 3, 0, 0, reset end
@@ -368,12 +384,17 @@ function FG.decide_blocked(key, now, p, cost)
     -- The denial starts a block: its one write, made whatever a multi-decision does.
     deferred_n, deferring = mark, was
     local block = p.block
-    local value = block_join(p.kind, state, now + block)
-    redis.call('SET', key, value, 'PX', ttl_ms(max(block, reset)))
-    known[key] = value
+    if log then
+      log(key, now, now + block)
+    else
+      local value = block_join(p.kind, state, now + block)
+      redis.call('SET', key, value, 'PX', ttl_ms(max(block, reset)))
+      known[key] = value
+    end
     return 2, 0, max(block, retry), max(block, reset)
   end
-  deferring, known[key] = was, raw
+  deferring = was
+  if not log then known[key] = raw end
   if not was then flush_deferred() end
   return allowed, remaining, retry, reset
 end
@@ -479,7 +500,9 @@ end
 -- newest member ({member, score}, empty when none) and that score, now clamped to it
 -- (time going backwards decides at the newest entry, so entries stay in time order and
 -- waits are never negative), and the entries at or before now - P dropped (an entry P
--- old no longer counts; removing the last one deletes the key). Returns now, newest,
+-- old no longer counts; removing the last one deletes the key). A member scored -inf is
+-- no entry (sliding_log's block, lua/sliding_log.lua): the exclusive bound '(-inf' keeps
+-- it, at no cost to a key without one. Returns now, newest,
 -- newest_time. A key with no newest entry has none at all: nothing to drop, and no call
 -- (a fresh key, or one its last lease has just left, is most keys). lua/concurrency.lua's
 -- cc_acquire and cc_release write these steps out, with cc_held's count and the peek:
@@ -492,7 +515,7 @@ local function trim_log(key, now, period)
   local newest_time = tonumber(newest[2])
   if newest_time then
     if newest_time > now then now = newest_time end
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', int_string(now - period))
+    redis.call('ZREMRANGEBYSCORE', key, '(-inf', int_string(now - period))
   end
   return now, newest, newest_time
 end

@@ -74,7 +74,7 @@ local function cc_acquire(key, now, p, random)
   local count = 0
   if newest_time then
     if newest_time > now then now = newest_time end
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - period))
+    redis.call('ZREMRANGEBYSCORE', key, '(-inf', format('%d', now - period))
     if newest_time > now - period then count = redis.call('ZCARD', key) end
   end
   if count < limit then
@@ -119,7 +119,7 @@ local function cc_release(key, now, member, actual)
   local newest_time = tonumber(redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2])
   if newest_time then
     if newest_time > now then now = newest_time end
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - period))
+    redis.call('ZREMRANGEBYSCORE', key, '(-inf', format('%d', now - period))
     if newest_time > now - period then
       local remaining = limit - redis.call('ZCARD', key)
       if remaining < 0 then remaining = 0 end

@@ -251,13 +251,18 @@ local function take(i, now)
   if p.block > 0 then
     -- Blocked: answered as a cost-1 request (docs/algorithms.md, "Take up to k"); else
     -- the take reads the algorithm's state, and its denial starts a block through p.decide.
-    local state, until_ = block_split(p.kind, get(key))
+    local log, state, until_ = BLOCK_LOG[p.kind]
+    if log then
+      until_ = log(key, now)  -- and TAKE steps over it
+    else
+      raw = get(key)
+      state, until_ = block_split(p.kind, raw)
+    end
     if now < until_ then
       local allowed, remaining, retry, reset = p.decide(key, now, p, 1)
       return 1, allowed, p.limit, remaining, retry, reset, 0
     end
-    raw = get(key)
-    known[key] = state
+    if not log then known[key] = state end
   end
   local units, ends, allowed, remaining, retry, reset =
       TAKE[p.kind](key, now, p, op_cost[i], op_hold[i])

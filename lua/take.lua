@@ -85,7 +85,8 @@ end
 
 -- The run is stamped at the lease's end; the runs a decision clamped to that stamp would
 -- trim too early (score <= stamp - P) become one run at stamp - P + 1 (a prefix of the log,
--- so the running totals stay right). TTL: P after the stamp, from the caller's now.
+-- so the running totals stay right; from '(-inf', which keeps a block's member, scored
+-- -inf). TTL: P after the stamp, from the caller's now.
 TAKE['sl'] = function(key, now, p, up_to, lifetime)
   local limit, period = p.limit, p.period
   local at, newest_time, newest_total, before, count = sl_counted(key, now, period)
@@ -93,11 +94,11 @@ TAKE['sl'] = function(key, now, p, up_to, lifetime)
   if units < 1 then return no_lease(key, now, p) end
   local stamp = at + lifetime
   if newest_time and newest_time > stamp then stamp = newest_time end
-  local old = redis.call('ZRANGEBYSCORE', key, '-inf', int_string(stamp - period))
+  local old = redis.call('ZRANGEBYSCORE', key, '(-inf', int_string(stamp - period))
   if #old > 0 then
     local first_total, first_units = sl_parse(old[1])
     local last_total = sl_parse(old[#old])
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', int_string(stamp - period))
+    redis.call('ZREMRANGEBYSCORE', key, '(-inf', int_string(stamp - period))
     redis.call('ZADD', key, int_string(stamp - period + 1),
                sl_member(last_total, last_total - first_total + first_units))
   end

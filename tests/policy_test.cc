@@ -97,7 +97,7 @@ TEST(PolicyParse, Block) {
   EXPECT_NE(*p, *Policy::Parse("gcra:5/1m"));
   for (const char* text : {"token_bucket:5/1s,burst=9,refill=interval,block=1ms",
                            "gcra:5/15m,block=366d", "sliding_window:7/90s,block=2h",
-                           "fixed_window:10/1s,prefetch=2,block=30s"}) {
+                           "fixed_window:10/1s,prefetch=2,block=30s", "sliding_log:3/1s,block=1m"}) {
     p = Policy::Parse(text);
     ASSERT_TRUE(p.ok()) << text << ": " << p.status();
     EXPECT_EQ(p->ToString(), text);
@@ -113,7 +113,6 @@ TEST(PolicyParse, Block) {
   EXPECT_THAT(refused("gcra:5/1m,block=5"), HasSubstr("needs a unit"));
   EXPECT_THAT(refused("gcra:5/1m,block=1s,block=2s"), HasSubstr("block given twice"));
   EXPECT_THAT(refused("concurrency:3,block=1m"), HasSubstr("block is not for concurrency"));
-  EXPECT_THAT(refused("sliding_log:3/1s,block=1m"), HasSubstr("not implemented for sliding_log"));
   Policy concurrency = *Policy::Parse("concurrency:3");
   concurrency.block = std::chrono::seconds(1);
   EXPECT_THAT(std::string(MessageOf(concurrency.Validate())), HasSubstr("not for concurrency"));

@@ -232,5 +232,65 @@ TEST_F(RedisTest, BlockedDenialsAreNotCachedAndSayBlocked) {
   EXPECT_EQ(store->redis_stats().denial_cache_hits, 0u);
 }
 
+// sliding_log keeps blocked_until in its sorted set (lua/sliding_log.lua): the block's start
+// raises the key's TTL to cover it, well past the log's P, and a settle that writes a new
+// run while the key is blocked (its reservation's run has left the log) keeps it covered.
+// Explicit times, so TTLs floor at 60 s: a block of 1 h stands out from that.
+TEST_F(RedisTest, SlidingLogBlockIsCoveredByTheKeysTtl) {
+  auto store = OpenRedis(Url("batch=1&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const Policy policy = *Policy::Parse("sliding_log:2/1s,block=1h");
+  const std::string key = "t:RedisTest.SlidingLogBlockIsCoveredByTheKeysTtl:sl:k";
+  const auto pttl_ms = [&] { return std::stoll(server_->Cli({"PTTL", key})); };
+  const TimePoint t0{microseconds(1'700'000'000'000'000)};
+  const auto reserved = store->Reserve(ReserveRequest{"k", policy, 1, kDefaultHold, t0});
+  ASSERT_TRUE(reserved.ok()) << reserved.status();
+  ASSERT_TRUE(reserved->decision.allowed);
+  ASSERT_TRUE(store->Decide({"k", policy, 1, t0})->allowed);
+  EXPECT_LE(pttl_ms(), 60'000);
+  const Decision denied = *store->Decide({"k", policy, 1, t0});
+  EXPECT_TRUE(denied.blocked);
+  EXPECT_GT(pttl_ms(), 3'590'000);
+  // At t0 + 1.5 s the runs at t0 have left: the overcharge of 2 is a new run at that time.
+  const auto settled =
+      store->Settle(SettleRequest{reserved->id, 3, t0 + std::chrono::milliseconds(1500)});
+  ASSERT_TRUE(settled.ok()) << settled.status();
+  EXPECT_EQ(settled->remaining, 0);
+  EXPECT_GT(pttl_ms(), 3'590'000);
+  const Decision still = *store->Decide({"k", policy, 1, t0 + std::chrono::seconds(2)});
+  EXPECT_TRUE(still.blocked);
+  EXPECT_EQ(still.retry_after, std::chrono::seconds(3598));
+}
+
+// A rule that drops its block (a config reload) decides on the log as it is: the block's
+// member is no run, and nothing reads it as an unreadable state. Back on the block, the
+// key is still blocked.
+TEST_F(RedisTest, SlidingLogWithoutItsBlockStepsOverTheBlock) {
+  auto store = OpenRedis(Url("batch=1&denial_cache=0us"));
+  ASSERT_NE(store, nullptr);
+  const Policy blocking = *Policy::Parse("sliding_log:2/1m,block=1h");
+  const Policy plain = *Policy::Parse("sliding_log:2/1m");
+  const TimePoint t0{microseconds(1'700'000'000'000'000)};
+  ASSERT_TRUE(store->Decide({"k", blocking, 1, t0})->allowed);
+  ASSERT_TRUE(store->Decide({"k", blocking, 1, t0 + std::chrono::seconds(10)})->allowed);
+  ASSERT_TRUE(store->Decide({"k", blocking, 1, t0 + std::chrono::seconds(20)})->blocked);
+  // Without the block: the oldest unit (t0) leaves at t0 + 1m.
+  Decision d = *store->Decide({"k", plain, 1, t0 + std::chrono::seconds(30)});
+  EXPECT_FALSE(d.allowed);
+  EXPECT_FALSE(d.blocked);
+  EXPECT_FALSE(d.degraded);
+  EXPECT_EQ(d.retry_after, std::chrono::seconds(30));
+  EXPECT_EQ(d.reset_after, std::chrono::seconds(40));
+  d = *store->Decide({"k", plain, 1, t0 + std::chrono::seconds(65)});
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.remaining, 0);
+  // The block, from t0 + 20s, lasts until t0 + 1h20s.
+  d = *store->Decide({"k", blocking, 1, t0 + std::chrono::seconds(80)});
+  EXPECT_FALSE(d.allowed);
+  EXPECT_TRUE(d.blocked);
+  EXPECT_FALSE(d.degraded);
+  EXPECT_EQ(d.retry_after, std::chrono::seconds(3540));
+}
+
 }  // namespace
 }  // namespace floodgate::testing

@@ -433,10 +433,6 @@ absl::Status Policy::Validate() const {
     }
     return absl::OkStatus();
   }
-  if (block.count() != 0 && algorithm == Algorithm::kSlidingLog) {
-    // Its Redis state is a sorted set of runs, which has no place for blocked_until yet.
-    return bad("block is not implemented for sliding_log yet: use sliding_window");
-  }
   if (block.count() != 0 && (block < kMinBlock || block > kMaxBlock)) {
     return bad(fmt::format("block must be between 1ms and 366d, got {}", FormatPeriod(block)));
   }

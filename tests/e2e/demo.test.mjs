@@ -267,7 +267,7 @@ async function main() {
   check(key2 !== key1 && /^demo:\S+$/.test(key2), 'New key switches to a fresh key', `${key1} -> ${key2}`);
   c = await counts(page);
   check(c.allowed === 0 && c.denied === 0, 'New key resets the counters', JSON.stringify(c));
-  check(await testid(page, 'block-field').isHidden(), 'the block field hides for sliding_log');
+  check(!(await testid(page, 'block-field').isHidden()), 'the block field shows for sliding_log too');
   check(await text(page, 'policy') === 'sliding_log:3/1m', 'the policy string reads sliding_log:3/1m',
     JSON.stringify(await text(page, 'policy')));
   await testid(page, 'burst-size').fill('6');
