@@ -144,7 +144,9 @@ local function decide_group(from)
       local at = first + 3 * (i - 1)
       local policy = policy_of[ARGV[at]]
       local now = FG.set_clock(ARGV[at + 1], clock)
-      if policy.block > 0 and not BLOCK_LOG[policy.kind] then  -- a log's RELEASE keeps it
+      -- A string state may carry a block even under a policy without block= (a rule that
+      -- dropped the option): it stays. A log's RELEASE keeps its block itself.
+      if BLOCK_STATE_SIZE[policy.kind] then
         beside_block(KEYS[i], now, policy.kind, RELEASE[policy.kind], KEYS[i], now, policy,
                      cost_of[ARGV[at + 2]], group_at[from])
       else

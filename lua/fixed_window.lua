@@ -5,7 +5,12 @@ DECIDERS['fw'] = function(key, now, p, cost)
   local limit, period = p.limit, p.period
   local raw = get(key)
   local stored_w, stored_count
-  if raw then stored_w, stored_count = unpack_state('<dI4', raw, 12) end
+  if raw then
+    if #raw ~= 12 then  -- a block after the state: as in DECIDERS['gcra']
+      return beside_block(key, now, 'fw', DECIDERS['fw'], key, now, p, cost)
+    end
+    stored_w, stored_count = unpack_state('<dI4', raw, 12)
+  end
   local at, w, to_end
   if p.cal then  -- calendar windows (tz=ZONE): end(w) is the next local midnight
     local start, window_end

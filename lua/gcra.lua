@@ -21,7 +21,15 @@ DECIDERS['gcra'] = function(key, now, p, cost)
   local raw = get(key)
   if raw then
     local stored = tonumber(raw)
-    if stored == nil then corrupt() end
+    if stored == nil then
+      -- A block after the tat (lua/common.lua block_join), met by a policy without
+      -- block= (its rule dropped the option): decided on the tat alone, the block kept
+      -- while it lasts, as memory:// does. Off the common path: tonumber failed.
+      if find(raw, ':', 1, true) then
+        return beside_block(key, now, 'gcra', DECIDERS['gcra'], key, now, p, cost)
+      end
+      corrupt()
+    end
     if stored > now then tat = stored end
   end
   -- What the key could admit now, before this request.

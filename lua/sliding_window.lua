@@ -14,8 +14,9 @@ end
 
 -- The counts at `now` (as core::WindowSpanAt and core::CountsAt): returns at (the
 -- clamped time), w (its window), cur (window w) and prev (window w-1), then start(w),
--- end(w) and end(w + 1) (w * P, (w + 1) * P and (w + 2) * P without tz). A stored state
--- one window old shifts down; an older one counts nothing.
+-- end(w) and end(w + 1) (w * P, (w + 1) * P and (w + 2) * P without tz), and the stored
+-- string (false: none). A stored state one window old shifts down; an older one counts
+-- nothing.
 local function sw_load(key, now, p)
   local raw = get(key)
   local stored_w, stored_cur, stored_prev
@@ -34,12 +35,15 @@ local function sw_load(key, now, p)
   elseif stored_w == w - 1 then
     prev = stored_cur
   end
-  return at, w, cur, prev, start, window_end, next_end
+  return at, w, cur, prev, start, window_end, next_end, raw
 end
 
 DECIDERS['sw'] = function(key, now, p, cost)
   local limit = p.limit
-  local at, w, cur, prev, start, window_end, next_end = sw_load(key, now, p)
+  local at, w, cur, prev, start, window_end, next_end, raw = sw_load(key, now, p)
+  if raw and #raw ~= 16 then  -- a block after the state: as in DECIDERS['gcra']
+    return beside_block(key, now, 'sw', DECIDERS['sw'], key, now, p, cost)
+  end
   -- P_w and x: with tz a window is 23 to 25 hours, 28 to 31 days... (P without tz).
   local period = window_end - start
   local x = at - start

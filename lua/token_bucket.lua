@@ -23,20 +23,23 @@ end
 
 -- Both modes store struct '<dd' (level, last), the level bit-exact (fractional when
 -- smooth, whole when interval); a missing key is a full bucket. Time going backwards is
--- clamped to `last`. Returns level, last, now, and whether the key held state.
+-- clamped to `last`. Returns level, last, now, and the stored string (false: none).
 local function tb_load(key, cap, now)
   local level, last = cap, now
   local raw = get(key)
   if raw then level, last = unpack_state('<dd', raw, 16) end
   if last > now then now = last end
-  return level, last, now, raw ~= false
+  return level, last, now, raw
 end
 
 DECIDERS['tb'] = function(key, now, p, cost)
   local limit, period, burst = p.limit, p.period, p.burst
   local cap = burst
-  local t0, last
-  t0, last, now = tb_load(key, cap, now)
+  local t0, last, at, raw = tb_load(key, cap, now)
+  if raw and #raw ~= 16 then  -- a block after the state: as in DECIDERS['gcra']
+    return beside_block(key, now, 'tb', DECIDERS['tb'], key, now, p, cost)
+  end
+  now = at
   local tokens = tb_level(cap, limit, period, t0, last, now, 0)
 
   if cost == 0 or tokens >= cost then  -- a peek allows even a bucket an overcharge emptied
@@ -62,7 +65,8 @@ local function tbi_wait(limit, period, tokens, last, now, x)
 end
 
 -- The interval bucket as it stands at `now`, every refill already due applied (as
--- core::RefillInterval): returns tokens, last, now (clamped), and whether the key held state.
+-- core::RefillInterval): returns tokens, last, now (clamped), and the stored string (false:
+-- none).
 local function tbi_load(key, p, now)
   local cap, limit, period = p.burst, p.limit, p.period
   local tokens, last, found
@@ -79,8 +83,11 @@ end
 
 DECIDERS['tbi'] = function(key, now, p, cost)
   local limit, period, cap = p.limit, p.period, p.burst
-  local tokens, last, found
-  tokens, last, now, found = tbi_load(key, p, now)
+  local tokens, last, at, found = tbi_load(key, p, now)
+  if found and #found ~= 16 then  -- a block after the state: as in DECIDERS['gcra']
+    return beside_block(key, now, 'tbi', DECIDERS['tbi'], key, now, p, cost)
+  end
+  now = at
 
   local allowed = cost == 0 or tokens >= cost
   if allowed then tokens = tokens - cost end

@@ -292,5 +292,53 @@ TEST_F(RedisTest, SlidingLogWithoutItsBlockStepsOverTheBlock) {
   EXPECT_EQ(d.retry_after, std::chrono::seconds(3540));
 }
 
+// A rule that drops its block= (a config reload) while keys are blocked: every algorithm
+// then decides on the key's state as if there were no block, keeps the block while it
+// lasts, and meets it again when the option comes back, on Redis as on memory://, answer
+// for answer. (Redis appends blocked_until to a string state: a policy without block=
+// must not take that for an unreadable state.)
+TEST_F(RedisTest, EveryAlgorithmWithoutItsBlockStepsOverTheBlockAsMemoryDoes) {
+  auto redis = OpenRedis(Url("batch=1&denial_cache=0us"));
+  ASSERT_NE(redis, nullptr);
+  auto memory = OpenStore("memory://");
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  const TimePoint t0{microseconds(1'700'000'000'000'000)};
+  const auto at = [&](int seconds) { return t0 + std::chrono::seconds(seconds); };
+  for (const std::string spec :
+       {"gcra:2/1m", "token_bucket:2/1m", "token_bucket:2/1m,refill=interval", "fixed_window:2/1m",
+        "sliding_window:2/1m", "sliding_log:2/1m"}) {
+    SCOPED_TRACE(spec);
+    const Policy blocking = *Policy::Parse(spec + ",block=1h");
+    const Policy plain = *Policy::Parse(spec);
+    const std::string key = "dropped:" + spec;
+    struct Step {
+      const Policy& policy;
+      std::int64_t cost;
+      int second;
+    };
+    const std::vector<Step> steps = {{blocking, 1, 0}, {blocking, 1, 10}, {blocking, 1, 20},
+                                     {plain, 1, 30},   {plain, 0, 30},    {plain, 1, 65},
+                                     {plain, 1, 66},   {blocking, 1, 80}, {blocking, 0, 80}};
+    bool blocked_at_end = false;
+    for (const Step& step : steps) {
+      const DecideRequest request{key, step.policy, step.cost, at(step.second)};
+      const auto want = (*memory)->Decide(request);
+      const auto got = redis->Decide(request);
+      ASSERT_TRUE(want.ok() && got.ok()) << want.status() << got.status();
+      const std::string where = fmt::format("{} at +{}s cost {}", step.policy.ToString(),
+                                            step.second, step.cost);
+      EXPECT_FALSE(got->degraded) << where;
+      EXPECT_EQ(got->allowed, want->allowed) << where;
+      EXPECT_EQ(got->remaining, want->remaining) << where;
+      EXPECT_EQ(got->retry_after, want->retry_after) << where;
+      EXPECT_EQ(got->reset_after, want->reset_after) << where;
+      EXPECT_EQ(got->blocked, want->blocked) << where;
+      blocked_at_end = got->blocked;
+    }
+    // The block from +20 s is still there at +80 s: the plain decisions kept it.
+    EXPECT_TRUE(blocked_at_end);
+  }
+}
+
 }  // namespace
 }  // namespace floodgate::testing
