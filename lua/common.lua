@@ -404,7 +404,12 @@ end
 local function beside_block(key, now, kind, fn, ...)
   local raw = get(key)
   local state, until_ = block_split(kind, raw)
-  if until_ == 0 then return fn(...) end
+  if until_ == 0 then
+    -- A suffix that parses as 0 is none of ours (block_join writes now + D): fn would
+    -- meet the same string and come back here, for ever.
+    if raw and state ~= raw then corrupt() end
+    return fn(...)
+  end
   local mark, was = deferred_n, deferring
   known[key], deferring = state, true
   local a, b, c, d = fn(...)

@@ -71,7 +71,9 @@ end
 
 -- Reservations (docs/reservations.md): the mark is the tat the reservation left.
 MARK['gcra'] = function(key, now, p)
-  return now, tonumber(get(key)), 0
+  -- A reserve by a policy without block= on a blocked key wrote '<tat>:<until>'.
+  local raw = get(key)
+  return now, tonumber(raw) or tonumber((block_split('gcra', raw))), 0
 end
 
 SETTLE['gcra'] = function(key, now, p, r, actual)

@@ -263,6 +263,14 @@ local function take(i, now)
       return 1, allowed, p.limit, remaining, retry, reset, 0
     end
     if not log then known[key] = state end
+  elseif BLOCK_STATE_SIZE[p.kind] then
+    -- A policy without block= on a key a rule with block= left blocked: the take leases
+    -- from the state before the block (its write then drops the block: docs/algorithms.md).
+    local size, stored = BLOCK_STATE_SIZE[p.kind], get(key)
+    if stored and (size == 0 and find(stored, ':', 1, true) or size > 0 and #stored ~= size) then
+      raw = stored
+      known[key] = (block_split(p.kind, raw))
+    end
   end
   local units, ends, allowed, remaining, retry, reset =
       TAKE[p.kind](key, now, p, op_cost[i], op_hold[i])

@@ -20,7 +20,10 @@ end
 local function sw_load(key, now, p)
   local raw = get(key)
   local stored_w, stored_cur, stored_prev
-  if raw then stored_w, stored_cur, stored_prev = unpack_state('<dI4I4', raw, 16) end
+  -- 8 bytes: a block alone, the window fresh (a policy without block= on a blocked key).
+  if raw and #raw ~= 8 then
+    stored_w, stored_cur, stored_prev = unpack_state('<dI4I4', raw, 16)
+  end
   local at, w, start, window_end, next_end
   if p.cal then
     at, w, start, window_end, next_end = calendar_window(now, p.cal, stored_w)

@@ -27,7 +27,8 @@ end
 local function tb_load(key, cap, now)
   local level, last = cap, now
   local raw = get(key)
-  if raw then level, last = unpack_state('<dd', raw, 16) end
+  -- 8 bytes: a block alone, the bucket fresh (a policy without block= on a blocked key).
+  if raw and #raw ~= 8 then level, last = unpack_state('<dd', raw, 16) end
   if last > now then now = last end
   return level, last, now, raw
 end
