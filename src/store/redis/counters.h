@@ -3,6 +3,7 @@
 // The Redis store's counters, shared by its parts and read by RedisStore::redis_stats.
 
 #include <absl/status/status.h>
+#include <floodgate/redis_store.h>
 
 #include <atomic>
 #include <cstdint>
@@ -27,6 +28,32 @@ struct Counters {
   std::string last_error() const {
     std::lock_guard lock(last_error_mu_);
     return last_error_;
+  }
+
+  // The counted part of RedisStats (the store adds what its nodes and router know).
+  RedisStats Stats() const {
+    RedisStats s;
+    s.calls = calls;
+    s.batched_decisions = batched;
+    s.errors = errors;
+    s.last_error = last_error();
+    s.timeouts = timeouts;
+    s.degraded = degraded;
+    s.denial_cache_hits = denial_cache_hits;
+    s.noscript_reloads = noscript;
+    s.reconnects = reconnects;
+    s.moved = moved;
+    s.asked = asked;
+    s.retried = retried;
+    s.topology_refreshes = refreshes;
+    s.multi_decisions = multi;
+    s.cross_slot = cross_slot;
+    s.releases = releases;
+    s.release_failures = release_failures;
+    s.node_batches = node_batches;
+    s.node_batch_retries = node_batch_retries;
+    s.primary_switches = primary_switches;
+    return s;
   }
 
  private:

@@ -361,29 +361,9 @@ class RedisStore::Impl final : public redis::Dispatcher,
   StoreStats LocalStats() const { return outcomes_.LocalStats(); }
 
   RedisStats Stats() const {
-    RedisStats s;
-    s.calls = counters_.calls;
-    s.batched_decisions = counters_.batched;
-    s.errors = counters_.errors;
-    s.last_error = counters_.last_error();
-    s.timeouts = counters_.timeouts;
-    s.degraded = counters_.degraded;
-    s.denial_cache_hits = counters_.denial_cache_hits;
-    s.noscript_reloads = counters_.noscript;
-    s.reconnects = counters_.reconnects;
-    s.moved = counters_.moved;
-    s.asked = counters_.asked;
-    s.retried = counters_.retried;
-    s.topology_refreshes = counters_.refreshes;
-    s.multi_decisions = counters_.multi;
-    s.cross_slot = counters_.cross_slot;
-    s.releases = counters_.releases;
-    s.release_failures = counters_.release_failures;
-    s.node_batches = counters_.node_batches;
-    s.node_batch_retries = counters_.node_batch_retries;
+    RedisStats s = counters_.Stats();
     s.node_batch_refusals = handshake_.node_batch_refusals();
     s.nodes = router_.primary_count();
-    s.primary_switches = counters_.primary_switches;
     const Steady::time_point now = Steady::now();
     std::lock_guard lock(nodes_mu_);
     for (const auto& node : nodes_) s.breaker_open = s.breaker_open || node->breaker.open(now);
