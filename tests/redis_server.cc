@@ -241,7 +241,7 @@ bool RedisServer::Launch() {
   posix_spawn_file_actions_destroy(&files);
   if (spawned != 0) return false;
   pid_ = pid;
-  if (WaitReady(std::chrono::seconds(10))) return true;
+  if (WaitReady(kHangGuard)) return true;
   Kill();
   return false;
 }
@@ -290,6 +290,19 @@ std::string RedisServer::Cli(const std::vector<std::string>& args) const {
   return RunShell(command);
 }
 
+PausedWrites::PausedWrites(std::vector<RedisServer*> servers) : servers_(std::move(servers)) {
+  for (RedisServer* server : servers_) {
+    EXPECT_EQ(server->Cli({"CLIENT", "PAUSE", "600000", "WRITE"}), "OK\n") << server->port();
+  }
+}
+
+void PausedWrites::End() {
+  for (RedisServer* server : servers_) {
+    if (server->running()) server->Cli({"CLIENT", "UNPAUSE"});
+  }
+  servers_.clear();
+}
+
 // ---- RedisCluster ----------------------------------------------------------------------
 
 std::unique_ptr<RedisCluster> RedisCluster::Start(int primaries) {
@@ -313,7 +326,7 @@ std::unique_ptr<RedisCluster> RedisCluster::Create(std::vector<std::unique_ptr<R
     ADD_FAILURE() << "redis-cli --cluster create failed:\n" << out;
     return nullptr;
   }
-  if (!cluster->WaitHealthy(std::chrono::seconds(20))) {
+  if (!cluster->WaitHealthy(kHangGuard)) {
     ADD_FAILURE() << "the cluster did not become healthy";
     return nullptr;
   }
@@ -515,7 +528,7 @@ std::unique_ptr<RedisSentinels> RedisSentinels::Start() {
   setup->servers_.push_back(std::move(replica));
   // Sentinels learn the replicas from the primary's INFO when they start: the replica is
   // attached first.
-  if (!PollUntil(std::chrono::seconds(10), [&] {
+  if (!PollUntil(kHangGuard, [&] {
         return InfoField(setup->servers_[1]->Cli({"INFO", "replication"}), "master_link_status") ==
                "up";
       })) {
@@ -535,7 +548,7 @@ std::unique_ptr<RedisSentinels> RedisSentinels::Start() {
   }
   // An automatic failover needs the sentinels to know each other (hello messages every 2 s)
   // and the replica.
-  if (!PollUntil(std::chrono::seconds(20), [&] {
+  if (!PollUntil(kHangGuard, [&] {
         for (const auto& sentinel : setup->sentinels_) {
           const std::string master = sentinel->Cli({"SENTINEL", "MASTER", "fg"});
           if (FieldAfter(master, "num-other-sentinels") != "2" ||

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "hang_guard.h"
+
 namespace floodgate::testing {
 
 class RedisServer {
@@ -61,6 +63,23 @@ class RedisServer {
   int port_ = 0;
   std::string unix_socket_;
   pid_t pid_ = -1;
+};
+
+// Redis's script calls held, not refused: `CLIENT PAUSE <10 min> WRITE` on every server
+// given, until End() or destruction (CLIENT UNPAUSE). A test then decides by events how
+// long Redis stays silent, instead of by a pause's duration that a loaded machine may
+// outlast. Reads, PING, SCRIPT LOAD (a reconnect's handshake) and CLIENT UNPAUSE still
+// pass; `CLIENT PAUSE ... ALL` would hold the UNPAUSE too, until the pause ran out.
+class PausedWrites {
+ public:
+  explicit PausedWrites(std::vector<RedisServer*> servers);
+  ~PausedWrites() { End(); }
+  PausedWrites(const PausedWrites&) = delete;
+  PausedWrites& operator=(const PausedWrites&) = delete;
+  void End();
+
+ private:
+  std::vector<RedisServer*> servers_;
 };
 
 // A free TCP port on 127.0.0.1 (bound and released; the caller binds it next).
