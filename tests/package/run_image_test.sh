@@ -39,7 +39,7 @@ podman run -d --name "$name" --network host --ulimit host \
   floodgate:test serve --config /etc/floodgate/floodgate.yaml --listen "127.0.0.1:$port" \
   --grpc-listen "127.0.0.1:$grpc_port" --threads 1 > /dev/null
 url="http://127.0.0.1:$port"
-for _ in $(seq 1 200); do
+for _ in $(seq 1 1200); do
   curl -sf "$url/healthz" > /dev/null 2>&1 && break
   [ "$(podman inspect -f '{{.State.Running}}' "$name")" = true ] || fail "the container exited"
   sleep 0.05

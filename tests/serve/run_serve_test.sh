@@ -12,8 +12,8 @@ pid=""
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null || true; }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; echo "--- log"; cat "$work/serve.log" 2>/dev/null || true; exit 1; }
-wait_for() {  # bounded poll for a line in the log
-  for _ in $(seq 1 200); do grep -q "$1" "$work/serve.log" && return 0; sleep 0.05; done
+wait_for() {  # poll for a line in the log, bounded by a minute (a guard against a hang)
+  for _ in $(seq 1 1200); do grep -q "$1" "$work/serve.log" && return 0; sleep 0.05; done
   fail "no \"$1\" in the log"
 }
 
@@ -63,9 +63,11 @@ mkdir -p "$redis_dir"
 rport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 redis-server --port "$rport" --bind 127.0.0.1 --dir "$redis_dir" --save '' --appendonly no > /dev/null 2>&1 &
 rpid=$!
-for _ in $(seq 1 200); do redis-cli -p "$rport" ping > /dev/null 2>&1 && break; sleep 0.05; done
+for _ in $(seq 1 1200); do redis-cli -p "$rport" ping > /dev/null 2>&1 && break; sleep 0.05; done
 : > "$work/serve.log"
-"$binary" serve --listen 127.0.0.1:0 --store "redis://127.0.0.1:$rport" --threads 1 > "$work/serve.log" 2>&1 &
+# The store's timeout is a guard (readyz's PING waits for it): a short one would let a
+# loaded machine answer 503 with Redis up.
+"$binary" serve --listen 127.0.0.1:0 --store "redis://127.0.0.1:$rport?timeout=10s" --threads 1 > "$work/serve.log" 2>&1 &
 pid=$!
 wait_for "listening on"
 port=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/serve.log" | head -1 | sed 's/.*://')
