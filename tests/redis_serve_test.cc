@@ -44,6 +44,17 @@ nlohmann::json Check(int port, const std::string& key, const std::string& policy
 
 bool Degraded(const nlohmann::json& decision) { return decision.value("degraded", false); }
 
+// Polls (bounded by kHangGuard) until /readyz says the store answers: serve listens before
+// it has connected to Redis (lazy_connect), and a decision until then is on_error's.
+bool WaitReady(int port) {
+  const auto deadline = Steady::now() + kHangGuard;
+  while (Steady::now() < deadline) {
+    if (Http(port, beast::http::verb::get, "/readyz").status == 200) return true;
+    std::this_thread::sleep_for(milliseconds(10));  // polling readiness
+  }
+  return false;
+}
+
 // Decides on 12 keys (spread over a cluster's primaries) until a round of them all comes
 // from Redis (none degraded), for at most `limit` (a guard): how long that took, or
 // nullopt.
@@ -106,7 +117,7 @@ TEST(ServeWithoutRedis, StartsAnswersByOnErrorThenSwitchesOnceRedisAnswers) {
   const int http_port = FreeLoopbackPort();
   ServeProcess serve(
       {"--listen", fmt::format("127.0.0.1:{}", http_port), "--store",
-       fmt::format("redis://127.0.0.1:{}?on_error=fail_closed&timeout=10s", redis_port)});
+       fmt::format("redis://127.0.0.1:{}?on_error=fail_closed&timeout=60s", redis_port)});
   ExpectServingWithoutRedis(
       serve, http_port,
       fmt::format("redis unreachable at 127.0.0.1:{}: connection refused; decisions are "
@@ -139,7 +150,7 @@ TEST(ServeWithoutRedis, TheSameWithAClusterWhoseSeedsAreAllDown) {
   const std::string seeds =
       fmt::format("127.0.0.1:{},127.0.0.1:{},127.0.0.1:{}", ports[0], ports[1], ports[2]);
   ServeProcess serve({"--listen", fmt::format("127.0.0.1:{}", http_port), "--store",
-                      fmt::format("redis-cluster://{}?on_error=fail_closed&timeout=10s", seeds)});
+                      fmt::format("redis-cluster://{}?on_error=fail_closed&timeout=60s", seeds)});
   ExpectServingWithoutRedis(serve, http_port, "no slot map yet (redis unreachable at 127.0.0.1:");
 
   std::vector<std::unique_ptr<RedisServer>> nodes;
@@ -169,8 +180,9 @@ TEST(ServeOnRedis, ACachedDenialReportsTheOtherItemsAsNotConsulted) {
   const int http_port = FreeLoopbackPort();
   ServeProcess serve(
       {"--listen", fmt::format("127.0.0.1:{}", http_port), "--store",
-       fmt::format("redis://127.0.0.1:{}?denial_cache=1ms&timeout=10s", redis->port())});
+       fmt::format("redis://127.0.0.1:{}?denial_cache=1ms&timeout=60s", redis->port())});
   ASSERT_TRUE(serve.WaitListening(http_port, kHangGuard)) << serve.Log();
+  ASSERT_TRUE(WaitReady(http_port)) << serve.Log();
   const std::string body = R"({"items":[{"key":"tight","policy":"fixed_window:1/1h"},)"
                            R"({"key":"loose","policy":"fixed_window:100/1h"}]})";
   const auto items = [&] {
@@ -203,8 +215,9 @@ TEST(ServeOnRedis, ReserveAndSettleOverHttp) {
   ASSERT_NE(redis, nullptr);
   const int http_port = FreeLoopbackPort();
   ServeProcess serve({"--listen", fmt::format("127.0.0.1:{}", http_port), "--store",
-                      fmt::format("redis://127.0.0.1:{}?timeout=10s", redis->port())});
+                      fmt::format("redis://127.0.0.1:{}?timeout=60s", redis->port())});
   ASSERT_TRUE(serve.WaitListening(http_port, kHangGuard)) << serve.Log();
+  ASSERT_TRUE(WaitReady(http_port)) << serve.Log();
   const auto post = [&](const char* path, const std::string& body) {
     return Http(http_port, beast::http::verb::post, path, body);
   };
@@ -245,8 +258,9 @@ TEST(ServeOnRedis, TheReleaseHookFreesSixteenLeasesOnTheLongestKeys) {
   ASSERT_NE(redis, nullptr);
   const int http_port = FreeLoopbackPort();
   ServeProcess serve({"--listen", fmt::format("127.0.0.1:{}", http_port), "--store",
-                      fmt::format("redis://127.0.0.1:{}?timeout=10s", redis->port())});
+                      fmt::format("redis://127.0.0.1:{}?timeout=60s", redis->port())});
   ASSERT_TRUE(serve.WaitListening(http_port, kHangGuard)) << serve.Log();
+  ASSERT_TRUE(WaitReady(http_port)) << serve.Log();
   const auto acquire = [&](int i) {
     const std::string key = fmt::format("{:02}{}", i, std::string(kMaxKeyBytes - 2, 'k'));
     const Answer a = Http(http_port, beast::http::verb::post, "/v1/acquire",

@@ -67,11 +67,17 @@ for _ in $(seq 1 1200); do redis-cli -p "$rport" ping > /dev/null 2>&1 && break;
 : > "$work/serve.log"
 # The store's timeout is a guard (readyz's PING waits for it): a short one would let a
 # loaded machine answer 503 with Redis up.
-"$binary" serve --listen 127.0.0.1:0 --store "redis://127.0.0.1:$rport?timeout=10s" --threads 1 > "$work/serve.log" 2>&1 &
+"$binary" serve --listen 127.0.0.1:0 --store "redis://127.0.0.1:$rport?timeout=60s" --threads 1 > "$work/serve.log" 2>&1 &
 pid=$!
 wait_for "listening on"
 port=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/serve.log" | head -1 | sed 's/.*://')
-[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz")" = 200 ] || fail "readyz with redis up"
+# serve listens before it has connected (lazy_connect): ready once it has (polled, bounded).
+ready=""
+for _ in $(seq 1 1200); do
+  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz")" = 200 ] && { ready=1; break; }
+  sleep 0.05
+done
+[ -n "$ready" ] || fail "readyz with redis up"
 kill -9 "$rpid"; wait "$rpid" 2>/dev/null || true
 [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz")" = 503 ] || fail "readyz with redis down"
 body=$(curl -s -X POST "http://127.0.0.1:$port/v1/check" -d '{"key":"k","policy":"gcra:5/1s"}')
