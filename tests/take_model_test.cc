@@ -15,7 +15,7 @@ namespace {
 
 // A fixed number of trials, not as many as fit in some seconds: a seed checks the same
 // trials on every machine, and a run's verdict depends on the seed alone.
-constexpr int kTrialsPerKind = 4000;
+constexpr int kTrialsPerKind = 1500;
 
 class TakeModel : public ::testing::TestWithParam<Kind> {};
 
