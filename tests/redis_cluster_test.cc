@@ -197,7 +197,7 @@ TEST_F(ClusterTest, BatchesSpanANodesSlotsWithScriptFlagsElseOneSlot) {
   for (const std::optional<redis::Batching> forced :
        {std::optional<redis::Batching>(), std::optional(redis::Batching::kPerSlot)}) {
     auto options = RedisStoreOptions::FromUrl(
-        cluster_->url("batch=64&connections=1&timeout=10s&denial_cache=0us"));
+        cluster_->url("batch=64&connections=1&timeout=60s&denial_cache=0us"));
     ASSERT_TRUE(options.ok());
     auto store = redis::StoreTesting::Open(*options, forced);
     ASSERT_TRUE(store.ok()) << store.status();
@@ -240,7 +240,7 @@ TEST_F(ClusterTest, BatchesSpanANodesSlotsWithScriptFlagsElseOneSlot) {
 }
 
 TEST_F(ClusterTest, SameInstantGcraBurstsAdmitExactlyB) {
-  auto store = OpenRedis(cluster_->url("batch=64&connections=1&timeout=10s&denial_cache=0us"));
+  auto store = OpenRedis(cluster_->url("batch=64&connections=1&timeout=60s&denial_cache=0us"));
   ASSERT_NE(store, nullptr);
   const std::size_t decisions = ExpectSameInstantGcraBurstsAdmitExactlyB(
       *store, "burst:", HoldingScriptCalls(cluster_->Primaries()));
@@ -250,7 +250,7 @@ TEST_F(ClusterTest, SameInstantGcraBurstsAdmitExactlyB) {
 }
 
 TEST_F(ClusterTest, ConformanceVectorsPassSpreadOverEveryPrimary) {
-  auto store = OpenRedis(cluster_->url("batch=1&timeout=10s"));
+  auto store = OpenRedis(cluster_->url("batch=1&timeout=60s"));
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(store->redis_stats().nodes, 3u);
   const auto cases = LoadAllVectors();
@@ -258,7 +258,7 @@ TEST_F(ClusterTest, ConformanceVectorsPassSpreadOverEveryPrimary) {
   for (std::size_t i = 0; i < cases.size(); ++i) RunCase(*store, cases[i], fmt::format("c{}:", i));
 
   // The same, every step of a case in flight at once: batched within a slot.
-  auto batched = OpenRedis(cluster_->url("batch=16&connections=1&timeout=10s"));
+  auto batched = OpenRedis(cluster_->url("batch=16&connections=1&timeout=60s"));
   ASSERT_NE(batched, nullptr);
   for (std::size_t c = 0; c < cases.size(); ++c) {
     RunCaseInFlight(*batched, cases[c], fmt::format("b{}:", c));
@@ -287,7 +287,7 @@ TEST_F(ClusterTest, ConformanceVectorsPassSpreadOverEveryPrimary) {
 // span the slots of a node (lua/node_batch.lua), and each case's decisions still see the
 // ones before.
 TEST_F(ClusterTest, ConformanceVectorsPassInBatchesOverANodesSlots) {
-  auto store = OpenRedis(cluster_->url("batch=64&connections=1&timeout=10s&denial_cache=0us"));
+  auto store = OpenRedis(cluster_->url("batch=64&connections=1&timeout=60s&denial_cache=0us"));
   ASSERT_NE(store, nullptr);
   const auto cases = LoadAllVectors();
   ASSERT_GE(cases.size(), 60u);
@@ -302,7 +302,7 @@ TEST_F(ClusterTest, ConformanceVectorsPassInBatchesOverANodesSlots) {
 // docs/reservations.md on a cluster: each record lives on its limit key's slot, so every
 // vector passes with keys spread over the primaries.
 TEST_F(ClusterTest, ReservationVectorsAcrossPrimaries) {
-  auto store = OpenRedis(cluster_->url("timeout=10s&denial_cache=0us"));
+  auto store = OpenRedis(cluster_->url("timeout=60s&denial_cache=0us"));
   ASSERT_NE(store, nullptr);
   const auto cases = LoadReserveVectors();
   for (std::size_t c = 0; c < cases.size(); ++c) {
@@ -317,7 +317,7 @@ TEST_F(ClusterTest, ReservationVectorsAcrossPrimaries) {
 // tag: one script call), and again with its keys spread over slots (reserved slot by slot,
 // released when a later one denies).
 TEST_F(ClusterTest, MultiVectorsOnOneSlotAndAcrossSlots) {
-  auto store = OpenRedis(cluster_->url("timeout=10s&denial_cache=0us"));
+  auto store = OpenRedis(cluster_->url("timeout=60s&denial_cache=0us"));
   ASSERT_NE(store, nullptr);
   const auto cases = LoadMultiVectors();
   for (std::size_t c = 0; c < cases.size(); ++c) {
@@ -334,7 +334,7 @@ TEST_F(ClusterTest, MultiVectorsOnOneSlotAndAcrossSlots) {
 // Two keys whose slots come in a known order: a request is reserved on the first slot and
 // denied on the second, so the reservation is given back, and nothing of it remains.
 TEST_F(ClusterTest, AReservationDeniedOnALaterSlotIsGivenBack) {
-  auto store = OpenRedis(cluster_->url("timeout=10s&denial_cache=0us"));
+  auto store = OpenRedis(cluster_->url("timeout=60s&denial_cache=0us"));
   ASSERT_NE(store, nullptr);
   // "daily" on a lower slot than "burst": reserved first.
   std::string daily, burst;
@@ -364,7 +364,7 @@ TEST_F(ClusterTest, AReservationDeniedOnALaterSlotIsGivenBack) {
 // admitted in among the calendar bounds the store sends (lua/common.lua
 // calendar_window_of), for a fixed and a sliding window on the 23-hour day in New York.
 TEST_F(ClusterTest, ACalendarReservationDeniedOnALaterSlotIsGivenBack) {
-  auto store = OpenRedis(cluster_->url("timeout=10s&denial_cache=0us"));
+  auto store = OpenRedis(cluster_->url("timeout=60s&denial_cache=0us"));
   ASSERT_NE(store, nullptr);
   const Policy per_second = *Policy::Parse("gcra:2/1s,burst=2");
   // 2028-03-12T12:00-04:00.
@@ -402,7 +402,7 @@ TEST_F(ClusterTest, ACalendarReservationDeniedOnALaterSlotIsGivenBack) {
 // tighter one admits; once quiet, the counters hold exactly what was admitted (every
 // reservation a later slot denied was given back), and the capacity left is usable.
 TEST_F(ClusterTest, AcrossSlotsNeverOverAdmitsAndLeavesNothingReserved) {
-  auto store = OpenRedis(cluster_->url("timeout=10s&denial_cache=0us"));
+  auto store = OpenRedis(cluster_->url("timeout=60s&denial_cache=0us"));
   ASSERT_NE(store, nullptr);
   const Policy tight = *Policy::Parse("fixed_window:500/1h");
   const Policy loose = *Policy::Parse("fixed_window:800/1h");
@@ -449,13 +449,13 @@ TEST_F(ClusterTest, AcrossSlotsNeverOverAdmitsAndLeavesNothingReserved) {
 
 // Many threads, many decisions in flight on one key per policy: exactly the capacity.
 TEST_F(ClusterTest, EveryAlgorithmAdmitsExactlyItsCapacityUnderContention) {
-  auto store = OpenRedis(cluster_->url("timeout=10s&denial_cache=0us"));
+  auto store = OpenRedis(cluster_->url("timeout=60s&denial_cache=0us"));
   ASSERT_NE(store, nullptr);
   ExpectExactCapacityUnderContention(*store);
 }
 
 TEST_F(ClusterTest, LeasesInAMultiDecisionAreExactUnderContention) {
-  auto store = OpenRedis(cluster_->url("timeout=10s&denial_cache=0us"));
+  auto store = OpenRedis(cluster_->url("timeout=60s&denial_cache=0us"));
   ASSERT_NE(store, nullptr);
   ExpectExactLeasesUnderContention(*store, "{one slot}");  // and across slots:
   ExpectExactLeasesUnderContention(*store, "spread:");
@@ -464,7 +464,7 @@ TEST_F(ClusterTest, LeasesInAMultiDecisionAreExactUnderContention) {
 // Every primary loses its scripts (a restart or failover does that): decisions carry on,
 // resent with the script body, none degraded.
 TEST_F(ClusterTest, ScriptsLostOnEveryPrimaryAreReloadedInvisibly) {
-  auto store = OpenRedis(cluster_->url("timeout=10s"));
+  auto store = OpenRedis(cluster_->url("timeout=60s"));
   ASSERT_NE(store, nullptr);
   const Policy policy = *Policy::Parse("gcra:100/1s");
   for (int i = 0; i < 50; ++i)
@@ -500,7 +500,7 @@ std::pair<std::vector<std::string>, std::vector<std::string>> KeysOnAndOff(Redis
 TEST_F(ClusterTest, AKilledPrimaryDegradesOnlyItsKeysThenRecoversAfterFailover) {
   // A killed primary resets its connections: its keys degrade at once, whatever the
   // timeout, which is only a guard for the other primaries' keys.
-  auto store = OpenRedis(cluster_->url("timeout=10s&on_error=fail_closed&denial_cache=0us"));
+  auto store = OpenRedis(cluster_->url("timeout=60s&on_error=fail_closed&denial_cache=0us"));
   ASSERT_NE(store, nullptr);
   const Policy policy = *Policy::Parse("fixed_window:1000000/1h");
   RedisServer* victim = cluster_->PrimaryOf(redis::SlotOf(FixedWindowKey("client-0")));
@@ -707,7 +707,7 @@ void ExpectStoredCountsMatch(Store& store, const Policy& policy,
 // (and new keys) are answered through ASK by the importing node, the rest by the old
 // owner; after the move, MOVED. Every decision is counted exactly once.
 TEST_F(ClusterTest, ASlotMigratedUnderLoadLosesAndDoublesNothing) {
-  auto store = OpenRedis(cluster_->url("timeout=10s&denial_cache=0us&batch=16"));
+  auto store = OpenRedis(cluster_->url("timeout=60s&denial_cache=0us&batch=16"));
   ASSERT_NE(store, nullptr);
   const Policy policy = *Policy::Parse("fixed_window:1000000000/1h");
   // All under one hash tag: one slot.
@@ -779,7 +779,7 @@ TEST_F(ClusterTest, ASlotMigratedUnderLoadLosesAndDoublesNothing) {
 // is stale): the call is refused with nothing written, and its decisions go again slot
 // by slot, the moved one following MOVED. Each is counted exactly once.
 TEST_F(ClusterTest, ANodesBatchWithAMovedKeyIsSentAgainBySlot) {
-  auto store = OpenRedis(cluster_->url("batch=64&connections=1&timeout=10s&denial_cache=0us"));
+  auto store = OpenRedis(cluster_->url("batch=64&connections=1&timeout=60s&denial_cache=0us"));
   ASSERT_NE(store, nullptr);
   const Policy policy = *Policy::Parse("fixed_window:1000/1h");
   const auto slot_of = [](const std::string& key) { return redis::SlotOf(FixedWindowKey(key)); };
@@ -855,7 +855,7 @@ TEST_F(ClusterTest, ANodesBatchWithAMovedKeyIsSentAgainBySlot) {
 
 // redis-cli moves a range of slots (and their keys) while decisions run on keys in it.
 TEST_F(ClusterTest, ReshardingByRedisCliUnderLoadLosesAndDoublesNothing) {
-  auto store = OpenRedis(cluster_->url("timeout=10s&denial_cache=0us"));
+  auto store = OpenRedis(cluster_->url("timeout=60s&denial_cache=0us"));
   ASSERT_NE(store, nullptr);
   const Policy policy = *Policy::Parse("fixed_window:1000000000/1h");
   RedisServer* source = cluster_->PrimaryOf(0);  // redis-cli takes the lowest slots first

@@ -75,10 +75,10 @@ TEST_F(RedisTest, CalendarWindowRefusesTimeGoingBackPastTheBounds) {
 // batched (the whole burst in flight at once).
 TEST_F(RedisTest, SameInstantGcraBurstsAdmitExactlyB) {
   // A burst of up to 1,000 in flight at once: the timeout leaves room for a slow tree.
-  auto single = OpenRedis(Url("batch=1&denial_cache=0us&timeout=10s"));
+  auto single = OpenRedis(Url("batch=1&denial_cache=0us&timeout=60s"));
   ASSERT_NE(single, nullptr);
   ExpectSameInstantGcraBurstsAdmitExactlyB(*single, "single:");
-  auto batched = OpenRedis(Url("connections=1&batch=64&denial_cache=0us&timeout=10s"));
+  auto batched = OpenRedis(Url("connections=1&batch=64&denial_cache=0us&timeout=60s"));
   ASSERT_NE(batched, nullptr);
   const std::size_t decisions = ExpectSameInstantGcraBurstsAdmitExactlyB(
       *batched, "batched:", HoldingScriptCalls({server_.get()}));

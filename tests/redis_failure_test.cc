@@ -60,7 +60,7 @@ TEST(RedisFailure, RestartDegradesThenRecovers) {
   ASSERT_NE(server, nullptr);
   // The timeout is a guard here: a decision that waited on the dead connection would count
   // a timeout.
-  auto store = OpenRedis(server->url("timeout=10s&on_error=local"));
+  auto store = OpenRedis(server->url("timeout=60s&on_error=local"));
   ASSERT_NE(store, nullptr);
   const Policy policy = *Policy::Parse("fixed_window:1000000/1h");
   ASSERT_FALSE(store->Decide({"k", policy, 1, std::nullopt})->degraded);
@@ -157,7 +157,7 @@ TEST(RedisFailure, MetricsShowDegradedAnswersErrorsAndTheLocalLimitersKeys) {
   auto server = RedisServer::Start();
   ASSERT_NE(server, nullptr);
   const ServiceOnRedis running =
-      StartService(*server, "timeout=10s&on_error=local", "fixed_window:2/1h");
+      StartService(*server, "timeout=60s&on_error=local", "fixed_window:2/1h");
   ASSERT_NE(running.service, nullptr);
   server::Service& service = *running.service;
   const auto call = [&](const char* target, const char* uri) {
@@ -315,7 +315,7 @@ TEST(RedisFailure, UnreachableServerIsAClearError) {
 TEST(RedisLazyConnect, OpensWithoutRedisThenSwitchesOnceItAnswers) {
   const int port = FreeLoopbackPort();
   auto opened = RedisStore::Open(*RedisStoreOptions::FromUrl(
-      fmt::format("redis://127.0.0.1:{}?lazy_connect=1&on_error=fail_closed&timeout=10s", port)));
+      fmt::format("redis://127.0.0.1:{}?lazy_connect=1&on_error=fail_closed&timeout=60s", port)));
   ASSERT_TRUE(opened.ok()) << opened.status();
   RedisStore& store = **opened;
   const absl::Status health = store.Health();

@@ -191,7 +191,7 @@ TEST_F(RedisTest, PrefetchFourProcessesOnOneKeyAdmitExactlyTheLimit) {
 TEST(RedisClusterPrefetch, FourProcessesOnOneKeyAdmitExactlyTheLimit) {
   RedisCluster* cluster = RedisCluster::Shared();
   ASSERT_NE(cluster, nullptr);
-  ExpectFourProcessesShareTheLimit(cluster->url("timeout=10s"));
+  ExpectFourProcessesShareTheLimit(cluster->url("timeout=60s"));
 }
 
 TEST_F(RedisTest, PrefetchASigkilledHolderLosesAtMostItsBudget) {

@@ -175,7 +175,7 @@ TEST(RedisAuth, PasswordAndAclUser) {
   const std::string base = fmt::format("127.0.0.1:{}", server->port());
 
   // The timeout is a guard: a decision answered by on_error would not reach Redis.
-  auto ok = OpenRedis("redis://:s3cret@" + base + "?timeout=10s");
+  auto ok = OpenRedis("redis://:s3cret@" + base + "?timeout=60s");
   ASSERT_NE(ok, nullptr);
   EXPECT_TRUE(ok->Decide({"k", policy, 1, std::nullopt})->allowed);
 
@@ -191,7 +191,7 @@ TEST(RedisAuth, PasswordAndAclUser) {
 
   server->Cli({"-a", "s3cret", "--no-auth-warning", "ACL", "SETUSER", "limiter", "on",
                ">pa:ss@word", "~*", "+@all"});
-  auto user = OpenRedis("redis://limiter:pa%3Ass%40word@" + base + "/2?timeout=10s");
+  auto user = OpenRedis("redis://limiter:pa%3Ass%40word@" + base + "/2?timeout=60s");
   ASSERT_NE(user, nullptr);
   EXPECT_TRUE(user->Decide({"k", policy, 1, std::nullopt})->allowed);
   EXPECT_EQ(server->Cli({"-a", "s3cret", "--no-auth-warning", "-n", "2", "EXISTS", "fg:gcra:k"}),

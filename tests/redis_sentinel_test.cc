@@ -144,7 +144,7 @@ TEST(RedisWaitReplicas, AnswersOnlyWhatTheReplicasAcknowledged) {
   ASSERT_EQ(InfoField(replica->Cli({"INFO", "replication"}), "master_link_status"), "up");
   // Acknowledged writes: the timeout is only a guard here.
   auto store =
-      OpenRedis(primary->url("wait_replicas=1&timeout=10s&on_error=fail_closed&denial_cache=0us"));
+      OpenRedis(primary->url("wait_replicas=1&timeout=60s&on_error=fail_closed&denial_cache=0us"));
   ASSERT_NE(store, nullptr);
   const Policy policy = *Policy::Parse("fixed_window:1000/1h");
   for (int i = 1; i <= 50; ++i) {
@@ -253,7 +253,7 @@ class SentinelTest : public ::testing::Test {
 };
 
 TEST_F(SentinelTest, FindsThePrimaryAndPassesTheConformanceVectors) {
-  auto store = OpenRedis(setup_->url("batch=1&timeout=10s&prefix=vectors:"));
+  auto store = OpenRedis(setup_->url("batch=1&timeout=60s&prefix=vectors:"));
   ASSERT_NE(store, nullptr);
   ExpectVectorsOneCallPerDecision(*store);
   EXPECT_TRUE(store->Ping());

@@ -60,13 +60,15 @@ inline void ExpectVectorsBatched(RedisStore& store, RedisServer& server) {
 
 // `server`'s URL for the running test. Keys of every test live under their own prefix.
 // Tests here count exact answers from Redis, so unless one sets its own timeout, a call
-// may take 10 s: under a loaded `ctest -j` the 50 ms default let a slow call be answered
-// by on_error (degraded, from the local limiter), which read as a wrong count.
+// may take a minute (a guard against a hang, as kHangGuard): under a loaded `ctest -j`
+// the 50 ms default let a slow call be answered by on_error (degraded, from the local
+// limiter), which read as a wrong count, and even 5 s was outlasted by a settle in the
+// TSan tree beside two busy neighbours.
 inline std::string PerTestUrl(const RedisServer& server, const std::string& options) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::string query = fmt::format("prefix=t:{}.{}:", info->test_suite_name(), info->name());
   if (!options.starts_with("timeout=") && options.find("&timeout=") == std::string::npos) {
-    query += "&timeout=10s";
+    query += "&timeout=60s";
   }
   return server.url(options.empty() ? query : query + "&" + options);
 }

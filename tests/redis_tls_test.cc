@@ -82,7 +82,7 @@ class TlsTest : public ::testing::Test {
   }
   std::string Url(const std::string& host, const std::string& query) const {
     // The timeout is a guard: these tests want Redis's answers, never on_error's.
-    return fmt::format("rediss://{}:{}?connect_timeout=10s&timeout=10s{}{}", host, tls_port_,
+    return fmt::format("rediss://{}:{}?connect_timeout=60s&timeout=60s{}{}", host, tls_port_,
                        query.empty() ? "" : "&", query);
   }
   // 10/h: the key then lives 6 min, long enough to be looked for (10/s kept it 100 ms).
@@ -189,7 +189,7 @@ TEST_F(TlsTest, AClusterOverTls) {
   ASSERT_NE(cluster, nullptr);
 
   auto options = RedisStoreOptions::FromUrl(fmt::format(
-      "redis-cluster://127.0.0.1:{}?tls=1&ca={}&timeout=10s", tls_ports[0], (*certs_)["ca.crt"]));
+      "redis-cluster://127.0.0.1:{}?tls=1&ca={}&timeout=60s", tls_ports[0], (*certs_)["ca.crt"]));
   ASSERT_TRUE(options.ok()) << options.status();
   auto store = RedisStore::Open(*options);
   ASSERT_TRUE(store.ok()) << store.status();

@@ -102,7 +102,7 @@ TEST(RedisUnix, AuthenticatesAndSelectsTheDatabase) {
               HasSubstr("give it in the URL: redis+unix://:PASSWORD@/path"));
 
   auto store = OpenRedis(
-      fmt::format("redis+unix://s3cret@{}?db=5&prefix=u:&timeout=10s", server->unix_socket()));
+      fmt::format("redis+unix://s3cret@{}?db=5&prefix=u:&timeout=60s", server->unix_socket()));
   ASSERT_NE(store, nullptr);
   const Policy policy = *Policy::Parse("fixed_window:3/1h");
   for (int i = 0; i < 4; ++i) {
@@ -120,7 +120,7 @@ TEST(RedisUnix, AuthenticatesAndSelectsTheDatabase) {
 TEST(RedisUnix, RestartDegradesThenReconnects) {
   auto server = RedisServer::StartOnUnixSocket();
   ASSERT_NE(server, nullptr);
-  auto store = OpenRedis(server->url("timeout=10s&on_error=fail_closed&connections=1"));
+  auto store = OpenRedis(server->url("timeout=60s&on_error=fail_closed&connections=1"));
   ASSERT_NE(store, nullptr);
   const Policy policy = *Policy::Parse("fixed_window:1000000/1h");
   ASSERT_FALSE(store->Decide({"k", policy, 1, std::nullopt})->degraded);

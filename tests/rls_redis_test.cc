@@ -96,7 +96,7 @@ void CheckPollution(Store& store) {
 TEST(RlsRedisTest, DecisionsOnOneRedis) {
   auto server = RedisServer::Start();
   ASSERT_NE(server, nullptr);
-  auto store = floodgate::testing::OpenRedis(server->url("timeout=10s"));
+  auto store = floodgate::testing::OpenRedis(server->url("timeout=60s"));
   ASSERT_NE(store, nullptr);
   CheckPollution(*store);
   store->Close();
@@ -105,7 +105,7 @@ TEST(RlsRedisTest, DecisionsOnOneRedis) {
 TEST(RlsRedisTest, AllOrNothingAcrossClusterSlots) {
   RedisCluster* cluster = RedisCluster::Shared();
   ASSERT_NE(cluster, nullptr);
-  auto store = floodgate::testing::OpenRedis(cluster->url("timeout=10s"));
+  auto store = floodgate::testing::OpenRedis(cluster->url("timeout=60s"));
   ASSERT_NE(store, nullptr);
   CheckPollution(*store);
   store->Close();

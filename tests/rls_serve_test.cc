@@ -247,7 +247,7 @@ TEST(RlsServe, SigtermStopsCleanly) {
 TEST(RlsServe, HealthFollowsRedis) {
   auto redis = RedisServer::Start();
   ASSERT_NE(redis, nullptr);
-  RlsServe serve({"--store", redis->url("timeout=10s")}, {});
+  RlsServe serve({"--store", redis->url("timeout=60s")}, {});
   ASSERT_TRUE(serve.Start()) << serve.process->Log();
   ASSERT_TRUE(serve.client->WaitHealth("ratelimit", HealthCheckResponse::SERVING));
   redis->Kill();
@@ -320,11 +320,11 @@ class RlsEngine : public ::testing::TestWithParam<StoreKind> {
     if (GetParam() == StoreKind::kRedis) {
       redis_ = RedisServer::Start();
       ASSERT_NE(redis_, nullptr);
-      store = redis_->url("timeout=10s");  // a guard: these tests count Redis's answers
+      store = redis_->url("timeout=60s");  // a guard: these tests count Redis's answers
     } else if (GetParam() == StoreKind::kCluster) {
       cluster_ = RedisCluster::Shared();
       ASSERT_NE(cluster_, nullptr);
-      store = cluster_->url("timeout=10s");
+      store = cluster_->url("timeout=60s");
     }
     Launch(store, {});
   }
