@@ -64,10 +64,10 @@ class RedisEncode : public testing::Test {
     return policy;
   }
 
-  static UnitPtr Make(UnitMode mode, std::vector<std::pair<std::string, Policy>> keys,
+  static UnitPtr Make(Operation op, std::vector<std::pair<std::string, Policy>> keys,
                       std::int64_t cost = 1, std::optional<std::int64_t> now_us = {}) {
     auto unit = std::make_shared<Unit>();
-    unit->mode = mode;
+    unit->op = std::move(op);
     unit->now_us = now_us;
     for (auto& [key, policy] : keys) {
       const core::StateKind kind = core::KindOf(policy);
@@ -91,7 +91,7 @@ class RedisEncode : public testing::Test {
 };
 
 TEST_F(RedisEncode, SingleDecisionByItsAlgorithmsScript) {
-  const auto chunk = std::vector{Make(UnitMode::kSingle, {{"u", Gcra(10, 20)}}, 3)};
+  const auto chunk = std::vector{Make(Decide{}, {{"u", Gcra(10, 20)}}, 3)};
   EXPECT_TRUE(SingleCall(chunk));
   EXPECT_EQ(Encoded(chunk), (std::vector<Args>{{"EVALSHA", "sha0", "1", "fg:gcra:u", "gcra", "",
                                                 "10", "1000000", "20", "3"}}));
@@ -99,7 +99,7 @@ TEST_F(RedisEncode, SingleDecisionByItsAlgorithmsScript) {
 }
 
 TEST_F(RedisEncode, SingleDecisionAtTheCallersClock) {
-  const auto chunk = std::vector{Make(UnitMode::kSingle, {{"u", Gcra(10)}}, 1, 1'000'000)};
+  const auto chunk = std::vector{Make(Decide{}, {{"u", Gcra(10)}}, 1, 1'000'000)};
   EXPECT_EQ(Encoded(chunk), (std::vector<Args>{{"EVALSHA", "sha0", "1", "fg:gcra:u", "gcra",
                                                 "1000000", "10", "1000000", "10", "1"}}));
 }
@@ -110,7 +110,7 @@ TEST_F(RedisEncode, CalendarPolicySendsTheWindowBoundsAroundNow) {
   Policy policy = *Policy::Parse("fixed_window:3/1d,tz=America/New_York");
   // 2028-03-12T12:00-04:00, the 23-hour day: the window before it and four after.
   const std::int64_t now = 1836489600000000;
-  auto unit = Make(UnitMode::kSingle, {{"u", policy}}, 1, now);
+  auto unit = Make(Decide{}, {{"u", policy}}, 1, now);
   unit->items[0].calendar = CalendarArgument(policy, now);
   // Days since 1970-01-01 (March 11 2028 is day 21254), starts at local midnight: 05:00Z,
   // then 05:00Z (the day that loses an hour), then 04:00Z.
@@ -125,7 +125,7 @@ TEST_F(RedisEncode, CalendarPolicySendsTheWindowBoundsAroundNow) {
 }
 
 TEST_F(RedisEncode, EvalCarriesTheScriptsBody) {
-  const auto chunk = std::vector{Make(UnitMode::kSingle, {{"u", Gcra(10)}})};
+  const auto chunk = std::vector{Make(Decide{}, {{"u", Gcra(10)}})};
   const auto commands = Encoded(chunk, ScriptForm::kBody);
   ASSERT_EQ(commands.size(), 1u);
   ASSERT_EQ(commands[0].size(), 10u);
@@ -135,7 +135,7 @@ TEST_F(RedisEncode, EvalCarriesTheScriptsBody) {
 }
 
 TEST_F(RedisEncode, AskingGoesFirstInTheSameWrite) {
-  const auto chunk = std::vector{Make(UnitMode::kSingle, {{"u", Gcra(10)}})};
+  const auto chunk = std::vector{Make(Decide{}, {{"u", Gcra(10)}})};
   const EncodedCall call = Encode(chunk, scripts_, ScriptForm::kSha, Asking::kYes);
   EXPECT_EQ(call.command.substr(0, call.asking_bytes), "*1\r\n$6\r\nASKING\r\n");
   const auto commands = Encoded(chunk, ScriptForm::kSha, Asking::kYes);
@@ -147,9 +147,9 @@ TEST_F(RedisEncode, AskingGoesFirstInTheSameWrite) {
 TEST_F(RedisEncode, BatchSendsEachPolicyOnce) {
   // Two decisions under one policy, one under another, one at the caller's clock.
   const auto chunk = std::vector{
-      Make(UnitMode::kSingle, {{"a", Gcra(10)}}),
-      Make(UnitMode::kSingle, {{"b", Gcra(5)}}, 2),
-      Make(UnitMode::kSingle, {{"c", Gcra(10)}}, 1, 42),
+      Make(Decide{}, {{"a", Gcra(10)}}),
+      Make(Decide{}, {{"b", Gcra(5)}}, 2),
+      Make(Decide{}, {{"c", Gcra(10)}}, 1, 42),
   };
   EXPECT_FALSE(SingleCall(chunk));
   EXPECT_EQ(Encoded(chunk),
@@ -161,7 +161,7 @@ TEST_F(RedisEncode, BatchSendsEachPolicyOnce) {
 
 TEST_F(RedisEncode, MultiDecisionJoinsItsItems) {
   // All or nothing without shadows: the items after the first join by '+'.
-  const auto group = Make(UnitMode::kAll, {{"a", Gcra(10)}, {"b", Gcra(5)}});
+  const auto group = Make(MultiAll{}, {{"a", Gcra(10)}, {"b", Gcra(5)}});
   EXPECT_EQ(Encoded({group}),
             (std::vector<Args>{{"EVALSHA", "sha6", "2", "fg:gcra:a", "fg:gcra:b", "2", "gcra",
                                 "10", "1000000", "10", "gcra", "5", "1000000", "5", "0", "1", "",
@@ -169,19 +169,17 @@ TEST_F(RedisEncode, MultiDecisionJoinsItsItems) {
 }
 
 TEST_F(RedisEncode, WholeMultiDecisionOfOneItemIsItsSingleDecision) {
-  const auto group = Make(UnitMode::kAll, {{"a", Gcra(10)}});
-  group->group.whole = true;
+  const auto group = Make(MultiAll{.whole = true}, {{"a", Gcra(10)}});
   EXPECT_TRUE(SingleCall(std::vector{group}));
   EXPECT_EQ(Encoded({group}), (std::vector<Args>{{"EVALSHA", "sha0", "1", "fg:gcra:a", "gcra", "",
                                                   "10", "1000000", "10", "1"}}));
 }
 
 TEST_F(RedisEncode, ListedGroupsWithShadowsDryRunsAndReleases) {
-  const auto shadowed = Make(UnitMode::kAll, {{"a", Gcra(10)}, {"b", Gcra(5)}});
+  const auto shadowed = Make(MultiAll{}, {{"a", Gcra(10)}, {"b", Gcra(5)}});
   shadowed->items[1].shadow = true;
-  const auto dry = Make(UnitMode::kDry, {{"c", Gcra(10)}});
-  const auto release = Make(UnitMode::kRelease, {{"d", Gcra(10)}}, 4, 77);
-  release->group.release_at = 77;
+  const auto dry = Make(MultiDry{}, {{"c", Gcra(10)}});
+  const auto release = Make(MultiRelease{.admitted_at = 77}, {{"d", Gcra(10)}}, 4, 77);
   EXPECT_EQ(Encoded({shadowed, dry, release}),
             (std::vector<Args>{{"EVALSHA", "sha6", "4", "fg:gcra:a", "fg:gcra:b", "fg:gcra:c",
                                 "fg:gcra:d", "2", "gcra", "10", "1000000", "10", "gcra", "5",
@@ -194,18 +192,17 @@ TEST_F(RedisEncode, ListedGroupsWithShadowsDryRunsAndReleases) {
 }
 
 TEST_F(RedisEncode, ReservationsAndLeases) {
-  const auto reserve = Make(UnitMode::kReserve, {{"r", Gcra(10)}}, 3);
-  reserve->hold.record_key = "fg:res:{x}:00000000000000ff";
-  reserve->hold.hold_us = 5'000'000;
-  const auto settle = Make(UnitMode::kSettle, {{"s", Policy{}}}, 2, 9);
-  const auto acquire = Make(UnitMode::kReserve, {{"l", Concurrency(4)}});
-  acquire->hold.lease = "00000000000000aa";
-  const auto acquire_at = Make(UnitMode::kReserve, {{"m", Concurrency(4)}}, 1, 11);
-  acquire_at->hold.lease = "00000000000000bb";
-  const auto release = Make(UnitMode::kSettle, {{"l", Concurrency(4)}}, 0);
-  release->hold.lease = "00000000000000aa.30000000.4.5";
-  const auto release_cost = Make(UnitMode::kSettle, {{"l", Concurrency(4)}}, 1);
-  release_cost->hold.lease = "00000000000000aa.30000000.4.5";
+  const auto reserve =
+      Make(Reserve{.record_key = "fg:res:{x}:00000000000000ff", .hold_us = 5'000'000},
+           {{"r", Gcra(10)}}, 3);
+  const auto settle = Make(Settle{}, {{"s", Policy{}}}, 2, 9);
+  const auto acquire = Make(LeaseAcquire{.random = "00000000000000aa"}, {{"l", Concurrency(4)}});
+  const auto acquire_at =
+      Make(LeaseAcquire{.random = "00000000000000bb"}, {{"m", Concurrency(4)}}, 1, 11);
+  const auto release =
+      Make(LeaseRelease{.member = "00000000000000aa.30000000.4.5"}, {{"l", Concurrency(4)}}, 0);
+  const auto release_cost =
+      Make(LeaseRelease{.member = "00000000000000aa.30000000.4.5"}, {{"l", Concurrency(4)}}, 1);
   const std::vector chunk{reserve, settle, acquire, acquire_at, release, release_cost};
   EXPECT_EQ(Encode(chunk, scripts_, ScriptForm::kSha, Asking::kNo).keys, 7u);
   EXPECT_EQ(Encoded(chunk),
@@ -225,10 +222,10 @@ TEST_F(RedisEncode, ReservationsAndLeases) {
 
 TEST_F(RedisEncode, ANodesBatchOverSeveralSlotsRoutesByItsFirstKey) {
   // Slots as the batcher sorts them: a slot's units adjacent, a multi-decision on one slot.
-  auto a = Make(UnitMode::kSingle, {{"a", Gcra(10)}});
-  auto a_again = Make(UnitMode::kSingle, {{"a", Gcra(10)}}, 2);
-  auto group = Make(UnitMode::kAll, {{"{t}b", Gcra(10)}, {"{t}c", Gcra(5)}});
-  auto d = Make(UnitMode::kSingle, {{"d", Gcra(10)}}, 1, 42);
+  auto a = Make(Decide{}, {{"a", Gcra(10)}});
+  auto a_again = Make(Decide{}, {{"a", Gcra(10)}}, 2);
+  auto group = Make(MultiAll{}, {{"{t}b", Gcra(10)}, {"{t}c", Gcra(5)}});
+  auto d = Make(Decide{}, {{"d", Gcra(10)}}, 1, 42);
   a->route.slot = a_again->route.slot = 7;
   group->route.slot = 9;
   d->route.slot = 11;

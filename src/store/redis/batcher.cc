@@ -150,7 +150,7 @@ void Batcher::OnReply(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, A
       return;
     }
     for (std::size_t i = 0; i < chunk.size(); ++i) {
-      chunk[i]->hold.acquired_at = (*decoded)[i].acquired_at;
+      chunk[i]->Held((*decoded)[i].acquired_at);
       outcomes_.Complete(*chunk[i], std::move((*decoded)[i].decision));
     }
     return;
@@ -173,7 +173,7 @@ void Batcher::OnReply(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, A
   };
   std::size_t k = 0;
   for (auto& p : chunk) {
-    if (p->mode == UnitMode::kSingle) {
+    if (p->is<Decide>()) {
       absl::StatusOr<Decision>& d = decoded->decisions[k++];
       outcomes_.Complete(*p, d.ok() ? std::move(d) : failed(d.status()));
       continue;

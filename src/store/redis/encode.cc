@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "core/calendar.h"
@@ -23,7 +24,7 @@ std::vector<const Item*> DistinctPolicies(std::span<const UnitPtr> chunk,
   std::vector<const Item*> policies;
   for (const auto& p : chunk) {
     for (const Item& item : p->items) {
-      if (p->mode == UnitMode::kSettle) {
+      if (p->settles()) {
         policy_of.push_back(0);
         continue;
       }
@@ -48,11 +49,24 @@ std::vector<const Item*> DistinctPolicies(std::span<const UnitPtr> chunk,
 // item's own decision (docs/multi.md: a multi-decision of one item is the single one;
 // a shadow changes only what the caller makes of it).
 bool Joined(const Unit& p) {
-  return p.mode == UnitMode::kAll &&
+  return p.is<MultiAll>() &&
          (p.items.size() == 1 || std::none_of(p.items.begin(), p.items.end(),
                                               [](const Item& item) { return item.shadow; }));
 }
-bool Listed(const Unit& p) { return p.mode != UnitMode::kSingle && !Joined(p); }
+bool Listed(const Unit& p) { return p.grouped() && !Joined(p); }
+
+// A reserve's or a take's record: a KEY after the limit's.
+const std::string* RecordKeyOf(const Unit& p) {
+  if (const auto* reserve = std::get_if<Reserve>(&p.op)) return &reserve->record_key;
+  if (const auto* take = std::get_if<Take>(&p.op)) return &take->record_key;
+  return nullptr;
+}
+
+// Calls `f` with each of a variant's alternatives' own overload.
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
 
 // Units of several slots (a cluster node's batch, lua/node_batch.lua).
 bool AcrossSlots(std::span<const UnitPtr> chunk) {
@@ -84,7 +98,7 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
                                      : ScriptId::kBatch;
   std::size_t keys = 0, groups = 0;
   for (const auto& p : chunk) {
-    keys += p->items.size() + (p->mode == UnitMode::kReserve && p->hold.lease.empty());
+    keys += p->items.size() + (RecordKeyOf(*p) != nullptr);
     groups += Listed(*p);
   }
   // Decimal arguments, kept alive until the command is formatted (the vector is sized
@@ -134,9 +148,7 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
     args.push_back(number(std::to_string(keys)));
     for (const auto& p : chunk) {
       for (const Item& item : p->items) args.push_back(item.redis_key);
-      if (p->mode == UnitMode::kReserve && p->hold.lease.empty()) {
-        args.push_back(p->hold.record_key);
-      }
+      if (const std::string* record = RecordKeyOf(*p)) args.push_back(*record);
     }
   }
   // The distinct policies of a batch or of reservations, sent once: p, then 4 values each.
@@ -156,35 +168,44 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
     std::size_t k = 0;
     for (const auto& p : chunk) {
       const Item& item = p->item();
+      const std::size_t policy_number = policy_of[k++];
+      const auto policy = [&] { return number(std::to_string(policy_number)); };
       // An acquire or release at the server clock (and a release at 0) has a short form
       // (lua/reservation.lua: 'a', 'l'): each argument costs Redis ~1,000 instructions.
-      if (p->mode == UnitMode::kReserve && !p->hold.lease.empty()) {
-        args.push_back(p->now_us ? "A" : "a");
-        args.push_back(number(std::to_string(policy_of[k++])));
-        if (p->now_us) args.push_back(number(now_arg(*p)));
-        args.push_back(p->hold.lease);
-      } else if (p->mode == UnitMode::kSettle && !p->hold.lease.empty()) {
-        ++k;
-        if (p->now_us || item.cost != 0) {
-          args.push_back("L");
-          args.push_back(number(now_arg(*p)));
-          args.push_back(number(std::to_string(item.cost)));
-        } else {
-          args.push_back("l");
-        }
-        args.push_back(p->hold.lease);
-      } else if (p->mode == UnitMode::kReserve) {
-        args.push_back(p->hold.take ? "t" : "r");  // a take's arguments are a reserve's
-        args.push_back(number(std::to_string(policy_of[k++])));
-        args.push_back(number(now_arg(*p)));
-        args.push_back(number(std::to_string(item.cost)));
-        args.push_back(number(std::to_string(p->hold.hold_us)));
-      } else {
-        ++k;
-        args.push_back("s");
-        args.push_back(number(now_arg(*p)));
-        args.push_back(number(std::to_string(item.cost)));
-      }
+      std::visit(
+          Overloaded{
+              [&](const Reserve& reserve) {  // r, policy, now, estimate, hold_us
+                args.insert(args.end(),
+                            {"r", policy(), number(now_arg(*p)), number(std::to_string(item.cost)),
+                             number(std::to_string(reserve.hold_us))});
+              },
+              [&](const Take& take) {  // t: a reserve's arguments
+                args.insert(args.end(),
+                            {"t", policy(), number(now_arg(*p)), number(std::to_string(item.cost)),
+                             number(std::to_string(take.lifetime_us))});
+              },
+              [&](const Settle&) {  // s, now, actual
+                args.insert(args.end(),
+                            {"s", number(now_arg(*p)), number(std::to_string(item.cost))});
+              },
+              [&](const LeaseAcquire& acquire) {  // A, policy, now, random; a
+                if (p->now_us) {
+                  args.insert(args.end(), {"A", policy(), number(now_arg(*p)), acquire.random});
+                } else {
+                  args.insert(args.end(), {"a", policy(), acquire.random});
+                }
+              },
+              [&](const LeaseRelease& release) {  // L, now, actual, member; l
+                if (p->now_us || item.cost != 0) {
+                  args.insert(args.end(), {"L", number(now_arg(*p)),
+                                           number(std::to_string(item.cost)), release.member});
+                } else {
+                  args.insert(args.end(), {"l", release.member});
+                }
+              },
+              [](const auto&) {},  // not a reservation: never in this chunk
+          },
+          p->op);
     }
   } else if (single) {  // lua/single.lua: kind, now, limit, period, burst, cost
     const Unit& p = *chunk[0];
@@ -206,12 +227,11 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
         for (std::size_t i = 0; i < p->items.size(); ++i) mask |= p->items[i].shadow << i;
         args.push_back(number(std::to_string(first)));
         args.push_back(number(std::to_string(p->items.size())));
-        args.push_back(p->mode == UnitMode::kAll   ? "all"
-                       : p->mode == UnitMode::kDry ? "dry"
-                                                   : "release");
+        const auto* release = std::get_if<MultiRelease>(&p->op);
+        args.push_back(p->is<MultiAll>() ? "all" : p->is<MultiDry>() ? "dry" : "release");
         args.push_back(number(std::to_string(mask)));
-        args.push_back(p->mode == UnitMode::kRelease ? number(std::to_string(p->group.release_at))
-                                                     : std::string_view());
+        args.push_back(release != nullptr ? number(std::to_string(release->admitted_at))
+                                          : std::string_view());
       }
       first += p->items.size();
     }

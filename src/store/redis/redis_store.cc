@@ -46,7 +46,6 @@ using redis::Lane;
 using redis::Node;
 using redis::Steady;
 using redis::Unit;
-using redis::UnitMode;
 using redis::UnitPtr;
 
 // The sync calls over the async ones: runs `start` with a callback and waits for its
@@ -213,27 +212,19 @@ class RedisStore::Impl final : public redis::Dispatcher,
     if (request.now) pending->now_us = request.now->time_since_epoch().count();
     pending->items.front().calendar = redis::CalendarArgument(request.policy, pending->now_us);
     pending->deadline = now + options_.timeout;
-    pending->done = std::move(done);
+    pending->op = redis::Decide{std::move(done)};
     Dispatch(std::move(pending), now);
   }
 
   // ---- reservations (docs/reservations.md) ----
 
-  // `done` gets the decision and, for an admitted acquire, its lease's acquire time.
-  void SubmitReservation(UnitMode mode, Item item, Unit::Hold hold, std::optional<TimePoint> now,
-                         absl::AnyInvocable<void(absl::StatusOr<Decision>, std::int64_t)> done) {
+  void SubmitReservation(redis::Operation op, Item item, std::optional<TimePoint> now) {
     auto pending = std::make_shared<Unit>();
-    pending->mode = mode;
+    pending->op = std::move(op);
     pending->items.push_back(std::move(item));
-    pending->hold = std::move(hold);
     if (now) pending->now_us = now->time_since_epoch().count();
     const Steady::time_point at = Steady::now();
     pending->deadline = at + options_.timeout;
-    // The unit outlives the call of its own `done` (Complete calls it through the unit).
-    pending->done = [unit = pending.get(),
-                     done = std::move(done)](absl::StatusOr<Decision> d) mutable {
-      done(std::move(d), unit->hold.acquired_at);
-    };
     Dispatch(std::move(pending), at);
   }
 
@@ -260,18 +251,11 @@ class RedisStore::Impl final : public redis::Dispatcher,
     const TimePoint expires = (request.now ? *request.now : SystemNow()) + request.hold;
     const bool lease = kind == StateKind::kConcurrency;
     std::string lease_random = lease ? redis::LeaseRandom(random) : std::string();
-    Unit::Hold hold;
-    if (!lease) hold.record_key = redis::RecordKey(options_.prefix, slot, random);
-    hold.lease = lease_random;
-    hold.hold_us = request.hold.count();
-    SubmitReservation(
-        UnitMode::kReserve,
-        Item{std::move(redis_key), key_at, request.policy, request.estimate, kind}, std::move(hold),
-        request.now,
+    // Gets the decision and, for an admitted acquire, its lease's acquire time.
+    redis::HeldCallback answer =
         // Init-captures: clang before 16 cannot capture structured bindings by name.
         [slot = slot, random = random, expires, lease_random, policy = request.policy,
-         estimate = request.estimate,
-         key = lease ? std::string(request.key) : std::string(),
+         estimate = request.estimate, key = lease ? std::string(request.key) : std::string(),
          done = std::move(done)](absl::StatusOr<Decision> d, std::int64_t acquired_at) mutable {
           if (!d.ok()) return done(d.status());
           Reservation reservation;
@@ -285,7 +269,18 @@ class RedisStore::Impl final : public redis::Dispatcher,
             reservation.units = estimate;
           }
           done(std::move(reservation));
-        });
+        };
+    Item item{std::move(redis_key), key_at, request.policy, request.estimate, kind};
+    if (lease) {
+      return SubmitReservation(redis::LeaseAcquire{std::move(lease_random), 0, std::move(answer)},
+                               std::move(item), request.now);
+    }
+    SubmitReservation(
+        redis::Reserve{redis::RecordKey(options_.prefix, slot, random), request.hold.count(),
+                       [answer = std::move(answer)](absl::StatusOr<Decision> d) mutable {
+                         answer(std::move(d), 0);
+                       }},
+        std::move(item), request.now);
   }
 
   // take(k, δ) (lua/take.lua): lua/reservation.lua's 't', which answers as a reserve with
@@ -295,49 +290,43 @@ class RedisStore::Impl final : public redis::Dispatcher,
     const StateKind kind = core::KindOf(request.policy);
     auto [redis_key, slot, key_at, random] = Place(kind, request.key);
     const TimePoint asked = request.now ? *request.now : SystemNow();
-    Unit::Hold hold;
-    hold.record_key = redis::RecordKey(options_.prefix, slot, random);
-    hold.hold_us = request.lifetime.count();
-    hold.take = true;
-    SubmitReservation(UnitMode::kReserve,
+    redis::Take take;
+    take.record_key = redis::RecordKey(options_.prefix, slot, random);
+    take.lifetime_us = request.lifetime.count();
+    take.done = [slot = slot, random = random, asked, done = std::move(done)](
+                    absl::StatusOr<Decision> d, std::int64_t units) mutable {
+      if (!d.ok()) return done(d.status());
+      Reservation reservation;
+      reservation.decision = *d;
+      if (d->allowed && !d->degraded && units > 0) {
+        reservation.id = redis::ReservationId(slot, random);
+        reservation.expires = asked + d->retry_after;
+        reservation.units = units;
+        reservation.decision.retry_after = std::chrono::microseconds(0);
+      }
+      done(std::move(reservation));
+    };
+    SubmitReservation(std::move(take),
                       Item{std::move(redis_key), key_at, request.policy, request.up_to, kind},
-                      std::move(hold), request.now,
-                      [slot = slot, random = random, asked, done = std::move(done)](absl::StatusOr<Decision> d,
-                                                                    std::int64_t units) mutable {
-                        if (!d.ok()) return done(d.status());
-                        Reservation reservation;
-                        reservation.decision = *d;
-                        if (d->allowed && !d->degraded && units > 0) {
-                          reservation.id = redis::ReservationId(slot, random);
-                          reservation.expires = asked + d->retry_after;
-                          reservation.units = units;
-                          reservation.decision.retry_after = std::chrono::microseconds(0);
-                        }
-                        done(std::move(reservation));
-                      });
+                      request.now);
   }
 
   void Settle(const SettleRequest& request, DecisionCallback done) {
-    auto settled = [done = std::move(done)](absl::StatusOr<Decision> d, std::int64_t) mutable {
-      done(std::move(d));
-    };
     absl::StatusOr<redis::SettleTarget> target = redis::ParseSettleId(request.id);
-    if (!target.ok()) return settled(target.status(), 0);
+    if (!target.ok()) return done(target.status());
     if (auto* lease = std::get_if<redis::LeaseRef>(&*target)) {
       std::string redis_key = RedisKey(StateKind::kConcurrency, lease->key);
       const std::size_t key_at = redis_key.size() - lease->key.size();
-      Unit::Hold hold;
-      hold.lease = std::move(lease->member);
       return SubmitReservation(
-          UnitMode::kSettle,
+          redis::LeaseRelease{std::move(lease->member), std::move(done)},
           Item{std::move(redis_key), key_at, Policy{}, request.actual, StateKind::kConcurrency},
-          std::move(hold), request.now, std::move(settled));
+          request.now);
     }
     const auto& record = std::get<redis::ReservationRef>(*target);
-    SubmitReservation(UnitMode::kSettle,
+    SubmitReservation(redis::Settle{std::move(done)},
                       Item{redis::RecordKey(options_.prefix, record.slot, record.random), 0,
                            Policy{}, request.actual, StateKind::kGcra},
-                      Unit::Hold{}, request.now, std::move(settled));
+                      request.now);
   }
 
   // Any thread. Sends a unit on its way: on a cluster to the I/O thread, which routes it
