@@ -52,25 +52,24 @@ void Batcher::Flush(Lane& lane) {
     }
   }
   ArmSweep(lane);
-  // Reservations go by a script of their own. A cluster runs a script on keys of one slot,
-  // or, with script flags (Redis >= 7.0), of several slots of its node (lua/node_batch.lua):
-  // batch within the node then, except units that must go alone or by slot, and within a
-  // slot otherwise. Sorted by slot, a slot's keys are adjacent and a key's decisions stay
-  // in order (the sort is stable).
-  const bool cluster = options_.cluster;
-  const bool per_node = cluster && lane.batching == Batching::kPerNode;
+  // Reservations go by a script of their own. A lane batching per node sends the keys of
+  // every slot of its server in one call: one server's (whose units all carry slot 0), or a
+  // cluster node's, through script flags (Redis >= 7.0, lua/node_batch.lua), except units
+  // that must go alone or by slot; a lane batching per slot (a cluster node without script
+  // flags) keeps a call within one slot. Sorted by slot, a slot's keys are adjacent and a
+  // key's decisions stay in order (the sort is stable).
+  const bool per_node = lane.batching == Batching::kPerNode;
   const auto node_wide = [per_node](const Unit& p) {
     return per_node && !p.reservation() && !p.route.alone && !p.route.by_slot;
   };
   std::stable_sort(live.begin(), live.end(), [&](const UnitPtr& a, const UnitPtr& b) {
     if (a->reservation() != b->reservation()) return b->reservation();
-    if (!cluster) return false;
     if (node_wide(*a) != node_wide(*b)) return node_wide(*a);
     return a->route.slot < b->route.slot;
   });
   const auto joins = [&](const Unit& first, const Unit& next) {
     if (first.reservation() != next.reservation()) return false;
-    if (!cluster || (node_wide(first) && node_wide(next))) return true;
+    if (node_wide(first) && node_wide(next)) return true;
     return !first.route.alone && !next.route.alone && first.route.slot == next.route.slot;
   };
   const std::size_t batch = static_cast<std::size_t>(options_.max_batch);
@@ -111,9 +110,7 @@ void Batcher::Send(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, Aski
     OnReply(lane, std::move(chunk), form, asking, std::move(reply));
     if (lane.holding) Flush(lane);
   };
-  // WAIT behind the call: for wait_replicas, and on Sentinel (WAIT 0) because a replica
-  // refuses it (replicas.h).
-  if (options_.wait_replicas > 0 || options_.sentinel) {
+  if (acknowledge_ == Acknowledge::kByWait) {
     return SendAcknowledged(*lane.connection, command.substr(call.asking_bytes), options_,
                             lane.node.describe, std::move(answer));
   }
@@ -134,8 +131,8 @@ void Batcher::OnReply(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, A
       return Send(lane, std::move(chunk), ScriptForm::kBody, asking);
     }
     // A cluster's redirects and refusals: the script did not run. (Sentinel: a READONLY
-    // primary was demoted; the sentinels are asked again.)
-    if ((options_.cluster || options_.sentinel) && errors_.Redirected(lane, text, chunk)) return;
+    // primary was demoted; the sentinels are asked again, and the error answers the call.)
+    if (errors_.Redirected(lane, text, chunk)) return;
     const absl::Status error =
         absl::InternalError(fmt::format("redis at {}: {}", lane.node.describe, text));
     for (auto& p : chunk) outcomes_.Complete(*p, error);

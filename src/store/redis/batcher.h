@@ -5,6 +5,7 @@
 #include <floodgate/redis_store.h>
 
 #include <boost/asio/io_context.hpp>
+#include <cstdint>
 #include <string_view>
 #include <vector>
 
@@ -19,17 +20,22 @@
 
 namespace floodgate::redis {
 
+// Whether every script call is followed by WAIT (replicas.h): for wait_replicas, and on
+// Redis Sentinel (WAIT 0), because a replica refuses it.
+enum class Acknowledge : std::uint8_t { kNo, kByWait };
+
 // Enqueue runs on any thread; everything else on the I/O thread.
 class Batcher {
  public:
   Batcher(boost::asio::io_context& io, const RedisStoreOptions& options, const Scripts& scripts,
-          Outcomes& outcomes, Counters& counters, CallErrors& errors)
+          Outcomes& outcomes, Counters& counters, CallErrors& errors, Acknowledge acknowledge)
       : io_(io),
         options_(options),
         scripts_(scripts),
         outcomes_(outcomes),
         counters_(counters),
-        errors_(errors) {}
+        errors_(errors),
+        acknowledge_(acknowledge) {}
 
   // Any thread. Queues a unit on a lane and has the I/O thread flush it.
   void Enqueue(Lane& lane, UnitPtr unit);
@@ -61,6 +67,7 @@ class Batcher {
   Outcomes& outcomes_;
   Counters& counters_;
   CallErrors& errors_;
+  const Acknowledge acknowledge_;
 };
 
 }  // namespace floodgate::redis

@@ -5,7 +5,6 @@
 #include <map>
 
 #include "core/multi.h"
-#include "store/redis/cluster.h"
 
 namespace floodgate::redis {
 
@@ -36,14 +35,17 @@ void CrossSlot::Submit(const MultiRequest& request, MultiCallback done) {
   if (!request.now && options_.denial_cache_min.count() > 0 && AnswerFromDenials(*m, now)) {
     return;
   }
-  if (!options_.cluster) {
+  // The items by slot, ascending (the topology's: every key in one on a single server).
+  absl::InlinedVector<int, 4> slot_of(n);
+  for (std::size_t i = 0; i < n; ++i) slot_of[i] = dispatcher_.SlotOf(m->redis_keys[i]);
+  if (std::all_of(slot_of.begin(), slot_of.end(), [&](int slot) { return slot == slot_of[0]; })) {
     Indexes& all = m->slots.emplace_back(n);
     for (std::size_t i = 0; i < n; ++i) all[i] = i;
   } else {
     std::map<int, Indexes> by_slot;
-    for (std::size_t i = 0; i < n; ++i) by_slot[SlotOf(m->redis_keys[i])].push_back(i);
+    for (std::size_t i = 0; i < n; ++i) by_slot[slot_of[i]].push_back(i);
     for (auto& [slot, items] : by_slot) m->slots.push_back(std::move(items));
-    if (m->slots.size() > 1) ++counters_.cross_slot;
+    ++counters_.cross_slot;
   }
   ReserveNext(std::move(m));
 }

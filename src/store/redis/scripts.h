@@ -33,8 +33,10 @@ enum class ScriptId : int {
 };
 inline constexpr int kScriptCount = 9;
 
-// What a cluster connection's batches may span (docs/scaling.md): the keys of its node, by
-// lua/node_batch.lua, which needs script flags (Redis >= 7.0); or the keys of one slot.
+// What a connection's batches may span (docs/scaling.md): the keys of every slot of its
+// server (a standalone server's or Sentinel's primary's: all of them; a cluster node's, by
+// lua/node_batch.lua, which needs script flags, Redis >= 7.0), or the keys of one slot (a
+// cluster node without them).
 enum class Batching : std::uint8_t { kPerSlot, kPerNode };
 // Detection, from the answer to SCRIPT LOAD of the node batch script: a SHA from a server
 // that knows script flags; an error from one that does not (Redis < 7.0 compiles the

@@ -1,4 +1,4 @@
-// Redis Sentinel only: which server is the primary now (asked, confirmed, followed on failover).
+// Redis Sentinel: which server is the primary now (asked, confirmed, followed on failover).
 #include "store/redis/sentinel.h"
 
 #include <fmt/format.h>
@@ -33,19 +33,38 @@ std::optional<RedisEndpoint> SwitchedTo(std::string_view payload, std::string_vi
 
 }  // namespace
 
-SentinelRouter::SentinelRouter(boost::asio::io_context& io, const RedisStoreOptions& options,
-                               boost::asio::ssl::context* tls, Startup& startup, Counters& counters,
-                               NodeSource& nodes)
-    : io_(io),
-      options_(options),
-      tls_(tls),
-      startup_(startup),
-      counters_(counters),
-      nodes_(nodes),
-      round_timer_(io),
-      ask_timer_(io) {}
+// WAIT 0 behind every call even without wait_replicas: a replica refuses it (replicas.h).
+SentinelTopology::SentinelTopology(const TopologyParts& parts)
+    : Topology(parts, Batching::kPerNode, Acknowledge::kByWait),
+      round_timer_(parts.io),
+      ask_timer_(parts.io) {}
 
-void SentinelRouter::Start() {
+absl::Status SentinelTopology::WaitStarted() {
+  return startup_.WaitForConnection(options_, options_.connections_per_server());
+}
+
+void SentinelTopology::Dispatch(UnitPtr unit, Steady::time_point now) {
+  SendTo(primary(), std::move(unit), now);
+}
+
+std::vector<Node*> SentinelTopology::Primaries() {
+  if (Node* now = primary()) return {now};
+  return {};
+}
+
+absl::Status SentinelTopology::NotConnected(const Node&) {
+  return absl::UnavailableError(LastError());
+}
+
+void SentinelTopology::LaneReady(Lane&) { startup_.LaneReady(); }
+
+void SentinelTopology::LaneDown(Lane& lane, const absl::Status& status) {
+  if (lane.node.retired) return;  // an old primary, stopped on purpose
+  startup_.LaneDown(lane, status);
+  if (&lane.node == primary()) Discover();
+}
+
+void SentinelTopology::Start() {
   sentinels_.resize(options_.seeds.size());
   for (std::size_t i = 0; i < sentinels_.size(); ++i) {
     sentinels_[i].endpoint = options_.seeds[i];
@@ -58,7 +77,7 @@ void SentinelRouter::Start() {
   }
 }
 
-void SentinelRouter::Stop() {
+void SentinelTopology::Stop() {
   stopped_ = true;
   ++ask_generation_;
   round_timer_.cancel();
@@ -69,7 +88,7 @@ void SentinelRouter::Stop() {
   }
 }
 
-std::unique_ptr<Connection> SentinelRouter::Connect(std::size_t index, bool listen) {
+std::unique_ptr<Connection> SentinelTopology::Connect(std::size_t index, bool listen) {
   ConnectionOptions connection;
   connection.host = sentinels_[index].endpoint.host;
   connection.port = sentinels_[index].endpoint.port;
@@ -118,24 +137,21 @@ std::unique_ptr<Connection> SentinelRouter::Connect(std::size_t index, bool list
   return std::make_unique<Connection>(io_, std::move(connection), std::move(hooks));
 }
 
-void SentinelRouter::OnLaneDown(Lane& lane) {
-  if (&lane.node == primary()) Discover();
-}
-
-void SentinelRouter::OnCallError(Lane& lane, std::string_view error) {
+bool SentinelTopology::Redirected(Lane& lane, std::string_view error, std::vector<UnitPtr>&) {
   // READONLY: a write refused; WAIT refused "with replica instances" (replicas.h).
   const bool replica = error.starts_with("READONLY") ||
                        error.find("WAIT cannot be used with replica") != std::string_view::npos;
-  if (!replica || &lane.node != primary()) return;
+  if (!replica || &lane.node != primary()) return false;
   // Demoted, yet still connected (a sentinel closes a demoted primary's connections, so
   // this is rare): the connection is redone, and ROLE keeps it from serving as a replica.
   lane.connection->Abort(absl::UnavailableError(
       fmt::format("redis at {} is read-only now: {}", lane.node.describe, error)));
   Discover();
+  return false;
 }
 
 // Asks the sentinels now, or as soon as the last round is kRoundInterval old.
-void SentinelRouter::Discover() {
+void SentinelTopology::Discover() {
   if (stopped_) return;
   if (asking_) {
     ask_again_ = true;
@@ -152,7 +168,7 @@ void SentinelRouter::Discover() {
   });
 }
 
-void SentinelRouter::StartRound() {
+void SentinelTopology::StartRound() {
   asking_ = true;
   ask_again_ = false;
   round_settled_ = true;
@@ -162,7 +178,7 @@ void SentinelRouter::StartRound() {
 }
 
 // Asks sentinel `index`, or the next one connected; each has connect_timeout to answer.
-void SentinelRouter::AskFrom(std::size_t index) {
+void SentinelTopology::AskFrom(std::size_t index) {
   for (; index < sentinels_.size(); ++index) {
     Sentinel& sentinel = sentinels_[index];
     if (sentinel.asks->ready()) break;
@@ -193,7 +209,7 @@ void SentinelRouter::AskFrom(std::size_t index) {
   });
 }
 
-void SentinelRouter::OnAnswer(std::size_t index, absl::StatusOr<Reply> reply) {
+void SentinelTopology::OnAnswer(std::size_t index, absl::StatusOr<Reply> reply) {
   const Sentinel& sentinel = sentinels_[index];
   std::string error;
   if (!reply.ok()) {
@@ -222,7 +238,7 @@ void SentinelRouter::OnAnswer(std::size_t index, absl::StatusOr<Reply> reply) {
   AskFrom(index + 1);
 }
 
-void SentinelRouter::EndRound(bool found) {
+void SentinelTopology::EndRound(bool found) {
   asking_ = false;
   found_ = found_ || found;
   if (!found && !found_ && round_settled_) {
@@ -236,7 +252,7 @@ void SentinelRouter::EndRound(bool found) {
   if (ask_again_ || primary() == nullptr) Discover();
 }
 
-void SentinelRouter::OnMessage(const redisReply& message) {
+void SentinelTopology::OnMessage(const redisReply& message) {
   // ["message", "+switch-master", payload]; subscribe confirmations are arrays too.
   if (message.type != REDIS_REPLY_ARRAY || message.elements != 3 ||
       TextOf(*message.element[0]) != "message") {
@@ -247,10 +263,10 @@ void SentinelRouter::OnMessage(const redisReply& message) {
   }
 }
 
-void SentinelRouter::SwitchTo(const RedisEndpoint& endpoint) {
+void SentinelTopology::SwitchTo(const RedisEndpoint& endpoint) {
   Node* old = primary();
   if (old != nullptr && old->endpoint == endpoint) return;
-  Node& next = nodes_.NodeFor(endpoint);  // connects, and confirms with ROLE
+  Node& next = NodeFor(endpoint);  // connects, and confirms with ROLE
   primary_.store(&next, std::memory_order_release);
   if (old == nullptr) return;
   ++counters_.primary_switches;
