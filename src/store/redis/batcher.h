@@ -24,7 +24,8 @@ namespace floodgate::redis {
 // Redis Sentinel (WAIT 0), because a replica refuses it.
 enum class Acknowledge : std::uint8_t { kNo, kByWait };
 
-// Enqueue runs on any thread; everything else on the I/O thread.
+// The owner of each lane's queue, calls out and deadlines (node.h). Enqueue runs on any
+// thread; everything else on the I/O thread.
 class Batcher {
  public:
   Batcher(boost::asio::io_context& io, const RedisStoreOptions& options, const Scripts& scripts,
@@ -43,6 +44,11 @@ class Batcher {
   void Stage(Lane& lane, UnitPtr unit);
   // Sends what queued up since the last flush, batched.
   void Flush(Lane& lane);
+  // Watches `unit`'s deadline on `lane` (a unit waiting for the lane's node to connect).
+  void Watch(Lane& lane, const UnitPtr& unit);
+  // Closing: answers with `status` every unit queued on the lane or watched by it, and
+  // stops its sweep.
+  void Drain(Lane& lane, const absl::Status& status);
   // ASK: one call with ASKING first, to the lane of the node importing the slot.
   void SendAsked(Lane& lane, std::vector<UnitPtr> chunk);
   // Keeps the lane's timeout sweep running while it has anything to watch.

@@ -35,14 +35,12 @@ ClusterTopology::ClusterTopology(const TopologyParts& parts)
   // The seeds answer CLUSTER SLOTS; the primaries found there get nodes of their own.
   for (const RedisEndpoint& seed : options_.seeds) {
     // One connection is enough to ask for the topology.
-    Node& node = AddNode(seed, HostPort(seed.host, seed.port), 1);
-    node.seed = true;
-    seeds_.push_back(&node);
+    seeds_.push_back(&AddNode(seed, HostPort(seed.host, seed.port), 1, NodeRole::kSeed));
   }
 }
 
 void ClusterTopology::Start() {
-  for (Node* seed : seeds_) StartNode(*seed);
+  for (Node* seed : seeds_) seed->Start();
 }
 
 absl::Status ClusterTopology::WaitStarted() {
@@ -76,6 +74,12 @@ void ClusterTopology::Dispatch(UnitPtr unit, Steady::time_point) {
 }
 
 void ClusterTopology::Stop() {
+  // What waited for a node to connect was answered with the deadlines of its first lane.
+  for (auto& [node, member] : members_) {
+    for (auto& unit : member.waiting)
+      outcomes_.Complete(*unit, absl::CancelledError("store closed"));
+    member.waiting.clear();
+  }
   refresh_timer_.cancel();
   std::deque<UnitPtr> unrouted;
   {
@@ -86,11 +90,11 @@ void ClusterTopology::Stop() {
 }
 
 void ClusterTopology::LaneReady(Lane& lane) {
-  Node& node = lane.node;
-  node.ever_ready = true;
-  if (!node.waiting.empty()) {
+  Member& member = MemberOf(lane.node);
+  member.ever_ready = true;
+  if (!member.waiting.empty()) {
     std::deque<UnitPtr> waiting;
-    waiting.swap(node.waiting);
+    waiting.swap(member.waiting);
     Route(waiting);
   }
   if (!topology_known_) StartRefresh();  // a seed is up: ask it for the slot map
@@ -104,6 +108,16 @@ void ClusterTopology::LaneDown(Lane& lane, const absl::Status& status) {
   }
   startup_.LaneDown(lane, status);
   UpdateSettled();
+}
+
+// No connection is ready, and one has failed, so this is not a node still making its
+// first connections (they are not a reason to ask for the topology again: a first attempt
+// that fails asks by itself).
+bool ClusterTopology::Unreachable(const Node& node) {
+  return node.PickLane() == nullptr &&
+         (MemberOf(node).ever_ready ||
+          std::any_of(node.lanes().begin(), node.lanes().end(),
+                      [](const auto& lane) { return lane->failures() > 0; }));
 }
 
 void ClusterTopology::RouteQueued() {
@@ -135,7 +149,7 @@ void ClusterTopology::Route(Range& units) {
     if (!Admit(*node, *unit, now)) continue;
     Lane* lane = node->PickLane();
     if (lane == nullptr) {
-      if (!node->ever_ready) {
+      if (!MemberOf(*node).ever_ready) {
         Wait(*node, unit);
         continue;
       }
@@ -184,10 +198,8 @@ bool ClusterTopology::Admit(Node& node, Unit& unit, Steady::time_point now) {
 // A node that has not connected yet: the unit waits for it, its deadline enforced by
 // the sweep of the node's first connection.
 void ClusterTopology::Wait(Node& node, const UnitPtr& unit) {
-  node.waiting.push_back(unit);
-  Lane& first = *node.lanes.front();
-  first.deadlines.push_back(unit);
-  batcher_.ArmSweep(first);
+  MemberOf(node).waiting.push_back(unit);
+  batcher_.Watch(*node.lanes().front(), unit);
 }
 
 // A redirect or retry: the call did not run, so the units go again (bounded).
@@ -262,7 +274,7 @@ void ClusterTopology::Ask(Node& target, std::vector<UnitPtr> chunk) {
   Lane* lane = target.PickLane();
   if (lane == nullptr) {
     for (auto& unit : chunk) {
-      if (!target.ever_ready) {
+      if (!MemberOf(target).ever_ready) {
         // The importing node is new to us: wait for its connection; the unit then goes
         // to the slot's owner again, which sends it here with ASK once more.
         Wait(target, unit);
@@ -299,7 +311,9 @@ void ClusterTopology::StartRefresh() {
   for (int pass = 0; pass < 2 && lane == nullptr; ++pass) {
     for (std::size_t i = 0; lane == nullptr && i < nodes_.size(); ++i) {
       Node& node = *nodes_[i];
-      if (!node.retired && node.refused_topology == (pass == 1)) lane = node.PickLane();
+      if (!node.retired() && MemberOf(node).refused_topology == (pass == 1)) {
+        lane = node.PickLane();
+      }
     }
   }
   if (lane == nullptr) return RequestRefresh();  // nobody reachable yet: try again soon
@@ -319,10 +333,11 @@ void ClusterTopology::OnSlots(Lane& lane, absl::StatusOr<Reply> reply) {
   if (!reply.ok()) return RequestRefresh();
   auto ranges = ParseClusterSlots(**reply, lane.node.endpoint.host);
   if (!ranges.ok()) {
-    lane.node.refused_topology = true;
+    MemberOf(lane.node).refused_topology = true;
     // Start-up fails only once every seed has refused (one may still be loading).
-    const bool all_refused = std::all_of(seeds_.begin(), seeds_.end(),
-                                         [](const Node* seed) { return seed->refused_topology; });
+    const bool all_refused = std::all_of(seeds_.begin(), seeds_.end(), [this](Node* seed) {
+      return MemberOf(*seed).refused_topology;
+    });
     if (!topology_known_ && all_refused) {
       startup_.TopologyRefused(absl::FailedPreconditionError(
           fmt::format("redis at {} did not give the cluster topology ({}); for a single server use "
@@ -333,7 +348,7 @@ void ClusterTopology::OnSlots(Lane& lane, absl::StatusOr<Reply> reply) {
     // on the error above is closed before this comes round.
     return RequestRefresh();
   }
-  lane.node.refused_topology = false;
+  MemberOf(lane.node).refused_topology = false;
   ApplyTopology(*ranges);
   // Slots no primary serves (a cluster still being created, or a primary lost with no
   // replica to promote): keep asking, at most once per kRefreshInterval.
@@ -344,7 +359,7 @@ void ClusterTopology::OnSlots(Lane& lane, absl::StatusOr<Reply> reply) {
   // looking, at most once per kRefreshInterval. Primaries just found and still making
   // their first connections are not a reason: if those fail, OnLaneDown asks.
   for (Node* node : owner_nodes_) {
-    if (node->Unreachable()) return RequestRefresh();
+    if (Unreachable(*node)) return RequestRefresh();
   }
 }
 
@@ -362,17 +377,14 @@ void ClusterTopology::ApplyTopology(const std::vector<SlotRange>& ranges) {
   // Old primaries (failed over, or removed) stop reconnecting; a later redirect to the
   // same address gets a new node. Seeds stay, for the next CLUSTER SLOTS.
   for (auto& node : nodes_) {
-    if (node->seed || node->retired ||
+    if (node->role == NodeRole::kSeed || node->retired() ||
         std::find(owner_nodes_.begin(), owner_nodes_.end(), node.get()) != owner_nodes_.end()) {
       continue;
     }
-    node->retired = true;
-    for (auto& lane : node->lanes) {
-      lane->connection->Stop();
-      lane->ready = false;
-    }
+    // Calls in flight there are cancelled, not failed (no reason given).
+    node->Retire(std::nullopt);
     std::deque<UnitPtr> waiting;
-    waiting.swap(node->waiting);
+    waiting.swap(MemberOf(*node).waiting);
     Route(waiting);  // to whoever owns their slots now
   }
   topology_known_ = true;
@@ -384,8 +396,8 @@ void ClusterTopology::ApplyTopology(const std::vector<SlotRange>& ranges) {
 void ClusterTopology::UpdateSettled() {
   if (!topology_known_ || settled_) return;
   for (Node* node : owner_nodes_) {
-    for (auto& lane : node->lanes) {
-      if (!lane->ready && !lane->reported_down) return;
+    for (auto& lane : node->lanes()) {
+      if (!lane->ready() && lane->failures() == 0) return;
     }
   }
   settled_ = true;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "store/redis/cluster.h"
@@ -41,6 +42,19 @@ class ClusterTopology final : public Topology {
   void AppendMetrics(const RedisStats& stats, std::string& out) const override;
 
  private:
+  // What the cluster keeps of each node it made, beside it (I/O thread).
+  struct Member {
+    // A node found by a redirect or a new slot map has not connected yet: its decisions
+    // wait here (bounded by their deadlines, watched by its first lane) until it does,
+    // rather than failing and opening its breaker just as it takes over.
+    bool ever_ready = false;
+    std::deque<UnitPtr> waiting;
+    // Answered CLUSTER SLOTS with an error (a loading or non-cluster node): asked last.
+    bool refused_topology = false;
+  };
+  Member& MemberOf(const Node& node) { return members_[&node]; }
+  bool Unreachable(const Node& node);
+
   absl::Status NotConnected(const Node& node) override;
   // A call's error reply: a redirect or a refusal (the script did not run, so sending it
   // again cannot count a decision twice) takes the chunk to send it again; true then.
@@ -78,6 +92,7 @@ class ClusterTopology final : public Topology {
   bool refresh_scheduled_ = false;
   bool topology_known_ = false;
   bool settled_ = false;
+  std::unordered_map<const Node*, Member> members_;  // references stay valid as it grows
   std::vector<Node*> owners_;       // slot -> primary (nullptr: no one serves it)
   std::vector<Node*> owner_nodes_;  // the distinct primaries
   std::atomic<std::size_t> primaries_{0};

@@ -12,7 +12,8 @@
 
 namespace floodgate::redis {
 
-struct Lane;
+class Lane;
+class Node;
 
 // Implemented by the topology (topology.h): a unit on its way (routed on a cluster, else
 // admitted by the server's breaker and queued on a lane). A virtual call per unit.

@@ -59,7 +59,7 @@ absl::Status SentinelTopology::NotConnected(const Node&) {
 void SentinelTopology::LaneReady(Lane&) { startup_.LaneReady(); }
 
 void SentinelTopology::LaneDown(Lane& lane, const absl::Status& status) {
-  if (lane.node.retired) return;  // an old primary, stopped on purpose
+  if (lane.node.retired()) return;  // an old primary, stopped on purpose
   startup_.LaneDown(lane, status);
   if (&lane.node == primary()) Discover();
 }
@@ -273,14 +273,8 @@ void SentinelTopology::SwitchTo(const RedisEndpoint& endpoint) {
   left_ = old->endpoint;
   // The old primary's calls are answered by on_error (they may have run there, unseen by
   // the new one); its connections stop for good.
-  old->retired = true;
-  const absl::Status moved = absl::UnavailableError(
-      fmt::format("the primary moved from {} to {}", old->describe, next.describe));
-  for (auto& lane : old->lanes) {
-    lane->ready = false;
-    lane->connection->Abort(moved);
-    lane->connection->Stop();
-  }
+  old->Retire(absl::UnavailableError(
+      fmt::format("the primary moved from {} to {}", old->describe, next.describe)));
 }
 
 }  // namespace floodgate::redis

@@ -9,11 +9,11 @@ StandaloneTopology::StandaloneTopology(const TopologyParts& parts)
       server_(AddNode({options_.host, options_.port}, options_.Describe(),
                       options_.connections_per_server())) {}
 
-void StandaloneTopology::Start() { StartNode(server_); }
+void StandaloneTopology::Start() { server_.Start(); }
 
 // Succeeds once one of the server's connections is ready (startup.h).
 absl::Status StandaloneTopology::WaitStarted() {
-  return startup_.WaitForConnection(options_, server_.lanes.size());
+  return startup_.WaitForConnection(options_, server_.lanes().size());
 }
 
 void StandaloneTopology::Dispatch(UnitPtr unit, Steady::time_point now) {

@@ -23,14 +23,12 @@ class Startup {
     ++ready_lanes_;
     cv_.notify_all();
   }
-  void LaneDown(Lane& lane, const absl::Status& status) {
+  // I/O thread: a connection of `lane` failed (a lane counts once among the failed).
+  void LaneDown(const Lane& lane, const absl::Status& status) {
     std::lock_guard lock(mu_);
     if (first_error_.ok()) first_error_ = status;
     last_error_ = std::string(MessageOf(status));
-    if (!lane.reported_down) {
-      lane.reported_down = true;
-      ++failed_lanes_;
-    }
+    if (lane.failures() == 1) ++failed_lanes_;
     cv_.notify_all();
   }
   // Every seed refused to give the topology (Redis Sentinel: no sentinel named the

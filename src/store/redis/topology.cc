@@ -59,25 +59,9 @@ void Topology::Close() {
   // fails its calls, whose handlers would otherwise flush what queued behind them to
   // a connection that is no longer there (an error, answered by on_error).
   for (auto& node : nodes_) {
-    for (auto& lane : node->lanes) {
-      std::deque<UnitPtr> queued;
-      {
-        std::lock_guard lock(lane->mu);
-        queued.swap(lane->queued);
-      }
-      for (auto& pending : queued) outcomes_.Complete(*pending, closed);
-      for (auto& pending : lane->deadlines) outcomes_.Complete(*pending, closed);
-      lane->deadlines.clear();
-    }
-    for (auto& pending : node->waiting) outcomes_.Complete(*pending, closed);
-    node->waiting.clear();
+    for (auto& lane : node->lanes()) batcher_.Drain(*lane, closed);
   }
-  for (auto& node : nodes_) {
-    for (auto& lane : node->lanes) {
-      lane->connection->Stop();
-      lane->sweep.cancel();
-    }
-  }
+  for (auto& node : nodes_) node->Stop();
   Stop();
 }
 
@@ -92,9 +76,10 @@ void Topology::AddStats(RedisStats& stats) const {
 
 void Topology::AppendMetrics(const RedisStats&, std::string&) const {}
 
-Node& Topology::AddNode(const RedisEndpoint& endpoint, std::string describe, int connections) {
+Node& Topology::AddNode(const RedisEndpoint& endpoint, std::string describe, int connections,
+                        NodeRole role) {
   auto node = std::make_unique<Node>(endpoint, std::move(describe), options_.breaker_failures,
-                                     options_.breaker_open);
+                                     options_.breaker_open, role);
   ConnectionOptions connection;
   connection.host = endpoint.host;
   connection.port = endpoint.port;
@@ -104,41 +89,24 @@ Node& Topology::AddNode(const RedisEndpoint& endpoint, std::string describe, int
   connection.tls = tls_;
   connection.tls_server_name = options_.tls_server_name;
   connection.unix_socket = options_.unix_socket;  // set only for one standalone server
-  Node* raw_node = node.get();
-  for (int i = 0; i < connections; ++i) {
-    auto lane = std::make_unique<Lane>(io_, *node);
-    lane->batching = batching_;
-    Lane* raw = lane.get();
-    lane->connection = std::make_unique<Connection>(
-        io_, connection,
-        Connection::Hooks{
-            [this] { return handshake_.Commands(); },
-            [this, raw_node, raw](std::size_t index, const redisReply& reply) {
-              return handshake_.Check(raw_node->describe, index, reply, raw->batching);
-            },
-            [this, raw] { OnReady(*raw); },
-            [this, raw](const absl::Status& status) { OnDown(*raw, status); },
-        });
-    node->lanes.push_back(std::move(lane));
-  }
+  node->AddLanes(io_, connection, connections, batching_, *this);
+  Node& made = *node;
   std::lock_guard lock(nodes_mu_);
   nodes_.push_back(std::move(node));
-  return *raw_node;
+  return made;
 }
 
 Node& Topology::NodeFor(const RedisEndpoint& endpoint) {
   for (auto& node : nodes_) {
     // Seeds have one connection, for discovery; decisions get a node of their own.
-    if (node->endpoint == endpoint && !node->seed && !node->retired) return *node;
+    if (node->endpoint == endpoint && node->role == NodeRole::kServer && !node->retired()) {
+      return *node;
+    }
   }
   Node& node =
       AddNode(endpoint, HostPort(endpoint.host, endpoint.port), options_.connections_per_server());
-  StartNode(node);
+  node.Start();
   return node;
-}
-
-void Topology::StartNode(Node& node) {
-  for (auto& lane : node.lanes) lane->connection->Start();
 }
 
 void Topology::SendTo(Node* primary, UnitPtr pending, Steady::time_point now) {
@@ -160,16 +128,24 @@ absl::Status Topology::HealthOf(Node* primary) {
   return absl::UnavailableError(LastError());
 }
 
-void Topology::OnReady(Lane& lane) {
-  lane.ready = true;
+std::vector<std::string> Topology::HandshakeOf(Lane&) { return handshake_.Commands(); }
+
+absl::Status Topology::CheckHandshake(Lane& lane, std::size_t index, const redisReply& reply) {
+  Batching batching = lane.batching();
+  absl::Status status = handshake_.Check(lane.node.describe, index, reply, batching);
+  lane.set_batching(batching);
+  return status;
+}
+
+void Topology::OnLaneReady(Lane& lane) {
   // A connection that finished its handshake (AUTH, SCRIPT LOAD) has heard the server
   // answer: decisions go to it at once, not after the breaker's open period.
   lane.node.breaker.Success();
   LaneReady(lane);
 }
 
-void Topology::OnDown(Lane& lane, const absl::Status& status) {
-  if (lane.ready.exchange(false)) ++counters_.reconnects;
+void Topology::OnLaneDown(Lane& lane, const absl::Status& status, LaneWas was) {
+  if (was == LaneWas::kReady) ++counters_.reconnects;
   LaneDown(lane, status);
 }
 

@@ -53,7 +53,7 @@ absl::StatusOr<TopologyKind> TopologyOf(const RedisStoreOptions& options);
 
 // Dispatch and SlotOf run on any thread, AddStats anywhere; everything else on the I/O
 // thread but WaitStarted (Open's thread).
-class Topology : public Dispatcher, private CallErrors {
+class Topology : public Dispatcher, private CallErrors, private LaneEvents {
  public:
   static std::unique_ptr<Topology> Make(TopologyKind kind, const TopologyParts& parts);
   Topology(const Topology&) = delete;
@@ -89,11 +89,11 @@ class Topology : public Dispatcher, private CallErrors {
   virtual std::size_t primary_count() const { return 0; }
 
   // A node of `connections` lanes, not connected yet. Constructor, or I/O thread.
-  Node& AddNode(const RedisEndpoint& endpoint, std::string describe, int connections);
-  // The node serving `endpoint` (seeds and retired nodes aside), made and connected on
+  Node& AddNode(const RedisEndpoint& endpoint, std::string describe, int connections,
+                NodeRole role = NodeRole::kServer);
+  // The server node at `endpoint` (seeds and retired nodes aside), made and connected on
   // first use.
   Node& NodeFor(const RedisEndpoint& endpoint);
-  static void StartNode(Node& node);
   // One server at a time (standalone, Sentinel): `unit` through `primary`'s breaker to one
   // of its connections (nullptr: none known yet). Any thread.
   void SendTo(Node* primary, UnitPtr unit, Steady::time_point now);
@@ -111,14 +111,18 @@ class Topology : public Dispatcher, private CallErrors {
   const Batching batching_;
   Startup startup_;
   Batcher batcher_;
-  // Grows on the I/O thread only (Sentinel's primaries, a cluster's); other threads look
-  // under nodes_mu_ (AddStats). Nodes live as long as the store: units point at them.
+  // The nodes it made, their owner. Grows on the I/O thread only (Sentinel's primaries, a
+  // cluster's); other threads look under nodes_mu_ (AddStats). Nodes live as long as the
+  // store: units point at them.
   mutable std::mutex nodes_mu_;
   std::vector<std::unique_ptr<Node>> nodes_;
 
  private:
-  void OnReady(Lane& lane);
-  void OnDown(Lane& lane, const absl::Status& status);
+  // LaneEvents (node.h): the common part of a lane's news, then LaneReady / LaneDown.
+  std::vector<std::string> HandshakeOf(Lane& lane) override;
+  absl::Status CheckHandshake(Lane& lane, std::size_t index, const redisReply& reply) override;
+  void OnLaneReady(Lane& lane) final;
+  void OnLaneDown(Lane& lane, const absl::Status& status, LaneWas was) final;
 };
 
 }  // namespace floodgate::redis

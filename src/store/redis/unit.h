@@ -25,7 +25,7 @@
 namespace floodgate::redis {
 
 using Steady = std::chrono::steady_clock;
-struct Node;
+class Node;
 
 // One key of a call: a single decision's, or one item of a multi-decision.
 struct Item {
