@@ -273,31 +273,77 @@ TEST(RedisHandshake, ScriptFlagsAreDetectedFromTheNodeBatchScriptsLoad) {
 
   RedisStoreOptions options;
   Scripts scripts;
-  // Standalone: no node batch script to load (PING, then the other scripts).
-  EXPECT_EQ(Handshake(options, scripts).Commands().size(), 1u + kScriptCount - 1);
-  options.cluster = true;
   Handshake handshake(options, scripts);
-  const auto commands = handshake.Commands();
-  ASSERT_EQ(commands.size(), 1u + kScriptCount);
-  EXPECT_NE(commands.back().find("allow-cross-slot-keys"), std::string::npos);
-  const std::size_t node_script = commands.size() - 1;
+  // Standalone: no node batch script to load (PING, then the other scripts).
+  std::vector<HandshakeStep> steps;
+  handshake.Login("h:1", steps);
+  handshake.LoadScripts("h:1", steps);
+  EXPECT_EQ(steps.size(), 1u + kScriptCount - 1);
+  // A cluster's connection loads it last; its answer is the connection's Batching.
   Batching batching = Batching::kPerSlot;
+  handshake.LoadNodeBatch([&batching](Batching found) { batching = found; }, steps);
+  ASSERT_EQ(steps.size(), 1u + kScriptCount);
+  EXPECT_NE(steps.back().command.find("allow-cross-slot-keys"), std::string::npos);
+  const HandshakeStep& node_script = steps.back();
   // Refused: the connection still comes up, batching by slot, and the refusal is counted.
   EXPECT_EQ(handshake.node_batch_refusals(), 0u);
-  EXPECT_TRUE(handshake.Check("h:1", node_script, Reply(REDIS_REPLY_ERROR, old), batching).ok());
+  EXPECT_TRUE(node_script.check(Reply(REDIS_REPLY_ERROR, old)).ok());
   EXPECT_EQ(batching, Batching::kPerSlot);
   EXPECT_EQ(handshake.node_batch_refusals(), 1u);
-  EXPECT_TRUE(handshake.Check("h:1", node_script, Reply(REDIS_REPLY_STRING, sha), batching).ok());
+  EXPECT_TRUE(node_script.check(Reply(REDIS_REPLY_STRING, sha)).ok());
   EXPECT_EQ(batching, Batching::kPerNode);
   EXPECT_EQ(handshake.node_batch_refusals(), 1u);
   EXPECT_EQ(scripts.sha(ScriptId::kNodeBatch), sha);
   // Another script's refusal still fails the handshake.
-  EXPECT_FALSE(handshake.Check("h:1", 1, Reply(REDIS_REPLY_ERROR, old), batching).ok());
+  EXPECT_FALSE(steps[1].check(Reply(REDIS_REPLY_ERROR, old)).ok());
   // A forced result (tests) wins over the reply.
   batching = Batching::kPerNode;
   Handshake forced(options, scripts, Batching::kPerSlot);
-  EXPECT_TRUE(forced.Check("h:1", node_script, Reply(REDIS_REPLY_STRING, sha), batching).ok());
+  std::vector<HandshakeStep> forced_steps;
+  forced.LoadNodeBatch([&batching](Batching found) { batching = found; }, forced_steps);
+  EXPECT_TRUE(forced_steps.back().check(Reply(REDIS_REPLY_STRING, sha)).ok());
   EXPECT_EQ(batching, Batching::kPerSlot);
+}
+
+// Each handshake command carries the check of its own answer, whatever comes before it.
+TEST(RedisHandshake, EachCommandIsCheckedByItsOwnStep) {
+  RedisStoreOptions options;
+  options.password = "p";
+  options.db = 2;
+  Scripts scripts;
+  Handshake handshake(options, scripts);
+  std::vector<HandshakeStep> steps;
+  handshake.Login("h:1", steps);
+  handshake.ConfirmPrimary("h:1", steps);
+  handshake.LoadScripts("h:1", steps);
+  ASSERT_EQ(steps.size(), 3u + kScriptCount - 1);
+  EXPECT_NE(steps[0].command.find("AUTH"), std::string::npos);
+  EXPECT_NE(steps[1].command.find("SELECT"), std::string::npos);
+  EXPECT_NE(steps[2].command.find("ROLE"), std::string::npos);
+  std::string refused = "ERR no";
+  EXPECT_NE(steps[0].check(Reply(REDIS_REPLY_ERROR, refused)).message().find("refused AUTH"),
+            std::string::npos);
+  EXPECT_NE(steps[1].check(Reply(REDIS_REPLY_ERROR, refused)).message().find("refused SELECT"),
+            std::string::npos);
+  EXPECT_NE(steps[2].check(Reply(REDIS_REPLY_ERROR, refused)).message().find("refused ROLE"),
+            std::string::npos);
+  // ROLE's answer must name a primary.
+  std::string is = "slave";
+  redisReply name = Reply(REDIS_REPLY_STRING, is);
+  redisReply* element[] = {&name};
+  redisReply role{};
+  role.type = REDIS_REPLY_ARRAY;
+  role.elements = 1;
+  role.element = element;
+  EXPECT_TRUE(absl::IsUnavailable(steps[2].check(role)));
+  is = "master";
+  name = Reply(REDIS_REPLY_STRING, is);
+  EXPECT_TRUE(steps[2].check(role).ok());
+  // A SCRIPT LOAD's answer is its script's SHA.
+  std::string sha = "0123456789abcdef0123456789abcdef01234567";
+  EXPECT_TRUE(steps[3].check(Reply(REDIS_REPLY_STRING, sha)).ok());
+  EXPECT_EQ(scripts.sha(ScriptId::kGcra), sha);
+  EXPECT_FALSE(steps[3].check(Reply(REDIS_REPLY_STATUS, sha)).ok());
 }
 
 }  // namespace

@@ -61,6 +61,14 @@ absl::Status ClusterTopology::Health() {
   return absl::OkStatus();
 }
 
+std::vector<HandshakeStep> ClusterTopology::HandshakeOf(Lane& lane) {
+  std::vector<HandshakeStep> steps;
+  handshake_.Login(lane.node.describe, steps);
+  handshake_.LoadScripts(lane.node.describe, steps);
+  handshake_.LoadNodeBatch([&lane](Batching batching) { lane.set_batching(batching); }, steps);
+  return steps;
+}
+
 absl::Status ClusterTopology::NotConnected(const Node& node) { return NotConnectedError(node); }
 
 void ClusterTopology::Dispatch(UnitPtr unit, Steady::time_point) {

@@ -55,6 +55,9 @@ class ClusterTopology final : public Topology {
   Member& MemberOf(const Node& node) { return members_[&node]; }
   bool Unreachable(const Node& node);
 
+  // AUTH (or PING), SELECT, the scripts, and the node batch script, whose answer is the
+  // lane's Batching.
+  std::vector<HandshakeStep> HandshakeOf(Lane& lane) override;
   absl::Status NotConnected(const Node& node) override;
   // A call's error reply: a redirect or a refusal (the script did not run, so sending it
   // again cannot count a decision twice) takes the chunk to send it again; true then.

@@ -10,9 +10,6 @@ Lane::Lane(boost::asio::io_context& io, Node& node, ConnectionOptions options, B
           std::make_unique<Connection>(io, std::move(options),
                                        Connection::Hooks{
                                            [this] { return events_.HandshakeOf(*this); },
-                                           [this](std::size_t index, const redisReply& reply) {
-                                             return events_.CheckHandshake(*this, index, reply);
-                                           },
                                            [this] { OnReady(); },
                                            [this](const absl::Status& status) { OnDown(status); },
                                        })),

@@ -39,10 +39,9 @@ enum class LaneWas : std::uint8_t { kConnecting, kReady };
 // what it asks it. I/O thread.
 class LaneEvents {
  public:
-  // The commands a new connection sends first (AUTH, SCRIPT LOAD, ...), and the check of
-  // the answer to command `index`: an error closes the connection.
-  virtual std::vector<std::string> HandshakeOf(Lane& lane) = 0;
-  virtual absl::Status CheckHandshake(Lane& lane, std::size_t index, const redisReply& reply) = 0;
+  // What a new connection sends first (AUTH, SCRIPT LOAD, ...), each command with the
+  // check of its answer (scripts.h).
+  virtual std::vector<HandshakeStep> HandshakeOf(Lane& lane) = 0;
   virtual void OnLaneReady(Lane& lane) = 0;
   virtual void OnLaneDown(Lane& lane, const absl::Status& status, LaneWas was) = 0;
 

@@ -52,6 +52,14 @@ std::vector<Node*> SentinelTopology::Primaries() {
   return {};
 }
 
+std::vector<HandshakeStep> SentinelTopology::HandshakeOf(Lane& lane) {
+  std::vector<HandshakeStep> steps;
+  handshake_.Login(lane.node.describe, steps);
+  handshake_.ConfirmPrimary(lane.node.describe, steps);
+  handshake_.LoadScripts(lane.node.describe, steps);
+  return steps;
+}
+
 absl::Status SentinelTopology::NotConnected(const Node&) {
   return absl::UnavailableError(LastError());
 }
@@ -99,19 +107,7 @@ std::unique_ptr<Connection> SentinelTopology::Connect(std::size_t index, bool li
   connection.tls_server_name = options_.tls_server_name;
   const std::string where = HostPort(connection.host, connection.port);
   Connection::Hooks hooks;
-  hooks.handshake = [this, listen] {
-    std::vector<std::string> commands(1);
-    if (options_.sentinel_password.empty()) {
-      AppendCommand(commands[0], {"PING"});
-    } else if (options_.sentinel_user.empty()) {
-      AppendCommand(commands[0], {"AUTH", options_.sentinel_password});
-    } else {
-      AppendCommand(commands[0], {"AUTH", options_.sentinel_user, options_.sentinel_password});
-    }
-    if (listen) AppendCommand(commands.emplace_back(), {"SUBSCRIBE", "+switch-master"});
-    return commands;
-  };
-  hooks.check_handshake = [this, where](std::size_t, const redisReply& reply) {
+  const auto check = [this, where](const redisReply& reply) {
     if (reply.type != REDIS_REPLY_ERROR) return absl::OkStatus();
     const std::string_view text = TextOf(reply);
     if (text.starts_with("NOAUTH") || text.starts_with("WRONGPASS") ||
@@ -121,6 +117,23 @@ std::unique_ptr<Connection> SentinelTopology::Connect(std::size_t index, bool li
           text, options_.sentinel_password.empty() ? ", not given" : ""));
     }
     return absl::FailedPreconditionError(fmt::format("sentinel at {}: {}", where, text));
+  };
+  hooks.handshake = [this, listen, check] {
+    std::vector<HandshakeStep> steps(1);
+    if (options_.sentinel_password.empty()) {
+      AppendCommand(steps[0].command, {"PING"});
+    } else if (options_.sentinel_user.empty()) {
+      AppendCommand(steps[0].command, {"AUTH", options_.sentinel_password});
+    } else {
+      AppendCommand(steps[0].command, {"AUTH", options_.sentinel_user, options_.sentinel_password});
+    }
+    steps[0].check = check;
+    if (listen) {
+      HandshakeStep& subscribe = steps.emplace_back();
+      AppendCommand(subscribe.command, {"SUBSCRIBE", "+switch-master"});
+      subscribe.check = check;
+    }
+    return steps;
   };
   hooks.on_ready = [this, index] {
     sentinels_[index].failed = false;

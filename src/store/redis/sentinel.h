@@ -51,6 +51,9 @@ class SentinelTopology final : public Topology {
 
   // The node decisions go to; nullptr until a sentinel named one. Any thread.
   Node* primary() const { return primary_.load(std::memory_order_acquire); }
+  // AUTH (or PING), SELECT, ROLE (the server a sentinel named must still be the primary),
+  // the scripts.
+  std::vector<HandshakeStep> HandshakeOf(Lane& lane) override;
   absl::Status NotConnected(const Node& node) override;
   // A call's error reply: READONLY, or WAIT refused, means the primary was demoted under
   // us. The error answers the call (on_error).

@@ -20,6 +20,13 @@ void StandaloneTopology::Dispatch(UnitPtr unit, Steady::time_point now) {
   SendTo(&server_, std::move(unit), now);
 }
 
+std::vector<HandshakeStep> StandaloneTopology::HandshakeOf(Lane& lane) {
+  std::vector<HandshakeStep> steps;
+  handshake_.Login(lane.node.describe, steps);
+  handshake_.LoadScripts(lane.node.describe, steps);
+  return steps;
+}
+
 absl::Status StandaloneTopology::NotConnected(const Node&) {
   return absl::UnavailableError(LastError());
 }

@@ -22,6 +22,8 @@ class StandaloneTopology final : public Topology {
   absl::Status Health() override { return HealthOf(&server_); }
 
  private:
+  // AUTH (or PING), SELECT, the scripts.
+  std::vector<HandshakeStep> HandshakeOf(Lane& lane) override;
   absl::Status NotConnected(const Node& node) override;
   bool Redirected(Lane& lane, std::string_view error, std::vector<UnitPtr>& chunk) override;
   void LaneReady(Lane& lane) override;

@@ -128,15 +128,6 @@ absl::Status Topology::HealthOf(Node* primary) {
   return absl::UnavailableError(LastError());
 }
 
-std::vector<std::string> Topology::HandshakeOf(Lane&) { return handshake_.Commands(); }
-
-absl::Status Topology::CheckHandshake(Lane& lane, std::size_t index, const redisReply& reply) {
-  Batching batching = lane.batching();
-  absl::Status status = handshake_.Check(lane.node.describe, index, reply, batching);
-  lane.set_batching(batching);
-  return status;
-}
-
 void Topology::OnLaneReady(Lane& lane) {
   // A connection that finished its handshake (AUTH, SCRIPT LOAD) has heard the server
   // answer: decisions go to it at once, not after the breaker's open period.

@@ -119,8 +119,7 @@ class Topology : public Dispatcher, private CallErrors, private LaneEvents {
 
  private:
   // LaneEvents (node.h): the common part of a lane's news, then LaneReady / LaneDown.
-  std::vector<std::string> HandshakeOf(Lane& lane) override;
-  absl::Status CheckHandshake(Lane& lane, std::size_t index, const redisReply& reply) override;
+  // HandshakeOf is each topology's own.
   void OnLaneReady(Lane& lane) final;
   void OnLaneDown(Lane& lane, const absl::Status& status, LaneWas was) final;
 };
