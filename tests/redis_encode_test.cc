@@ -4,12 +4,17 @@
 // script flags.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <memory>
+#include <span>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "store/redis/encode.h"
+#include "store/redis/lua_sources.h"
 #include "store/redis/resp.h"
+#include "store/redis/script_layout.h"
 #include "store/redis/scripts.h"
 
 namespace floodgate::redis {
@@ -246,6 +251,83 @@ TEST_F(RedisEncode, ANodesBatchOverSeveralSlotsRoutesByItsFirstKey) {
   EXPECT_FALSE(Encode(chunk, scripts_, ScriptForm::kSha, Asking::kNo).across_slots);
   EXPECT_EQ(Encoded(chunk)[0][1], "sha6");
   EXPECT_EQ(Encoded(chunk)[0][2], "5");
+}
+
+// Each operation sends the arguments its row of script_layout.h names, no more, no fewer.
+TEST_F(RedisEncode, EveryOperationSendsItsLayoutsRow) {
+  using namespace layout;  // NOLINT(google-build-using-namespace): the table's rows
+  const auto single = Encoded({Make(Decide{}, {{"u", Gcra(10)}})})[0];
+  EXPECT_EQ(single.size(), 4 + kSingle.size());  // EVALSHA, SHA, 1, the key
+  // One operation of lua/reservation.lua: after its keys, p (0 or 1) policies, n = 1.
+  const auto operation = [&](UnitPtr unit, std::size_t keys) {
+    const Args args = Encoded({std::move(unit)})[0];
+    const std::size_t p = std::stoul(args[3 + keys]);
+    const std::size_t at = 3 + keys + 1 + p * kPolicy.size();
+    EXPECT_EQ(args[at], "1");  // n
+    return Args(args.begin() + at + 1, args.end());
+  };
+  const auto expect_row = [](const Args& sent, std::span<const Field> row) {
+    ASSERT_EQ(sent.size(), row.size());
+    EXPECT_EQ(sent[0], row[0]);  // the operation's letter
+  };
+  expect_row(operation(Make(Reserve{"fg:res:{u}:1", 5}, {{"u", Gcra(10)}}), 2), kReserve);
+  expect_row(operation(Make(Take{"fg:res:{u}:1", 5}, {{"u", Gcra(10)}}), 2), kTake);
+  expect_row(operation(Make(Settle{}, {{"fg:res:{u}:1", Policy{}}}), 1), kSettle);
+  expect_row(operation(Make(LeaseAcquire{"aa"}, {{"l", Concurrency(4)}}, 1, 7), 1), kAcquire);
+  expect_row(operation(Make(LeaseAcquire{"aa"}, {{"l", Concurrency(4)}}), 1), kAcquireNow);
+  expect_row(operation(Make(LeaseRelease{"aa.1.2.3"}, {{"l", Concurrency(4)}}, 1), 1), kRelease);
+  expect_row(operation(Make(LeaseRelease{"aa.1.2.3"}, {{"l", Concurrency(4)}}, 0), 1), kReleaseNow);
+  // lua/batch.lua: a listed group and two decisions after one policy.
+  const Args batch =
+      Encoded({Make(MultiDry{}, {{"a", Gcra(10)}}), Make(Decide{}, {{"b", Gcra(10)}})})[0];
+  const std::size_t groups_at = 3 + 2 + 1 + kPolicy.size();
+  EXPECT_EQ(batch[groups_at], "1");
+  EXPECT_EQ(batch.size(), groups_at + 1 + kGroup.size() + 2 * kDecision.size());
+}
+
+// lua/README.md and the drivers' opening comments show every row of script_layout.h as
+// its fields joined by ", ".
+TEST(ScriptLayout, TheReadmeAndTheDriversShowEveryRow) {
+  using namespace layout;  // NOLINT(google-build-using-namespace): the table's rows
+  const auto text = [](std::span<const Field> row) {
+    std::string joined;
+    for (Field field : row) joined.append(joined.empty() ? "" : ", ").append(field);
+    return joined;
+  };
+  std::ifstream file(FLOODGATE_LUA_README);
+  ASSERT_TRUE(file) << FLOODGATE_LUA_README;
+  std::stringstream readme;
+  readme << file.rdbuf();
+  const std::vector<std::span<const Field>> every = {
+      kSingle, kPolicy,  kGroup,      kDecision, kNodeBatch,  kReserve,       kTake,
+      kSettle, kAcquire, kAcquireNow, kRelease,  kReleaseNow, kDecisionReply, kOperationReply};
+  for (std::span<const Field> row : every) {
+    EXPECT_NE(readme.str().find(text(row)), std::string::npos) << "lua/README.md: " << text(row);
+  }
+  const std::vector<std::pair<std::string_view, std::vector<std::span<const Field>>>> drivers = {
+      {lua::k_single, {kSingle, kDecisionReply}},
+      {lua::k_batch, {kPolicy, kGroup, kDecision, kDecisionReply}},
+      {lua::k_node_batch, {kNodeBatch}},
+      {lua::k_reservation,
+       {kPolicy, kReserve, kTake, kSettle, kAcquire, kAcquireNow, kRelease, kReleaseNow,
+        kOperationReply}},
+  };
+  // A driver's opening comment: its lines up to the first that is not a comment.
+  const auto opening = [](std::string_view source) {
+    std::size_t end = 0;
+    while (end < source.size() && source.substr(end).starts_with("--")) {
+      const std::size_t next = source.find('\n', end);
+      end = next == std::string_view::npos ? source.size() : next + 1;
+    }
+    return source.substr(0, end);
+  };
+  for (const auto& [driver, rows] : drivers) {
+    const std::string_view comment = opening(driver);
+    for (std::span<const Field> row : rows) {
+      EXPECT_NE(comment.find(text(row)), std::string::npos)
+          << driver.substr(0, driver.find('\n')) << ": " << text(row);
+    }
+  }
 }
 
 TEST_F(RedisEncode, TheNodeBatchScriptCarriesItsFlagsOnItsFirstLine) {

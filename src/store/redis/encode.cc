@@ -12,6 +12,7 @@
 
 #include "core/calendar.h"
 #include "store/redis/resp.h"
+#include "store/redis/script_layout.h"
 
 namespace floodgate::redis {
 
@@ -104,7 +105,10 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
   // Decimal arguments, kept alive until the command is formatted (the vector is sized
   // up front, so the views into it stay valid).
   std::vector<std::string> numbers;
-  numbers.reserve(4 + keys * 7 + groups * 6);
+  // Per key at most a policy's and a decision's (a reserve's 8 over its 2 keys), per
+  // group its own and the mode's place, and a few.
+  numbers.reserve(4 + keys * (layout::kPolicy.size() + layout::kDecision.size()) +
+                  groups * (layout::kGroup.size() + 1));
   const auto number = [&numbers](std::string text) -> std::string_view {
     return numbers.emplace_back(std::move(text));
   };
@@ -122,11 +126,12 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
     return number(fmt::format("{}/{}", core::KeyTag(item.kind), item.policy.block.count()));
   };
   std::vector<std::string_view> args;
-  args.reserve(10 + keys * 8 + groups * 5);
+  args.reserve(10 + keys * (1 + layout::kPolicy.size() + layout::kDecision.size()) +
+               groups * layout::kGroup.size());
   const bool as_eval = form == ScriptForm::kBody;
   args.push_back(as_eval ? "EVAL" : "EVALSHA");
   args.push_back(as_eval ? scripts.body(id) : scripts.sha(id));
-  if (across_slots) {  // lua/node_batch.lua: the first key routes; n, slot marks, the others
+  if (across_slots) {  // lua/node_batch.lua: the first key routes; layout::kNodeBatch
     args.push_back("1");
     args.push_back(chunk[0]->item().redis_key);
     args.push_back(number(std::to_string(keys)));
@@ -151,7 +156,8 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
       if (const std::string* record = RecordKeyOf(*p)) args.push_back(*record);
     }
   }
-  // The distinct policies of a batch or of reservations, sent once: p, then 4 values each.
+  // The distinct policies of a batch or of reservations, sent once: p, then layout::kPolicy
+  // each.
   const auto append_policies = [&](const std::vector<const Item*>& policies) {
     args.push_back(number(std::to_string(policies.size())));
     for (const Item* item : policies) {
@@ -171,31 +177,31 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
       const std::size_t policy_number = policy_of[k++];
       const auto policy = [&] { return number(std::to_string(policy_number)); };
       // An acquire or release at the server clock (and a release at 0) has a short form
-      // (lua/reservation.lua: 'a', 'l'): each argument costs Redis ~1,000 instructions.
+      // (layout::kAcquireNow, kReleaseNow): each argument costs Redis ~1,000 instructions.
       std::visit(
           Overloaded{
-              [&](const Reserve& reserve) {  // r, policy, now, estimate, hold_us
+              [&](const Reserve& reserve) {  // layout::kReserve
                 args.insert(args.end(),
                             {"r", policy(), number(now_arg(*p)), number(std::to_string(item.cost)),
                              number(std::to_string(reserve.hold_us))});
               },
-              [&](const Take& take) {  // t: a reserve's arguments
+              [&](const Take& take) {  // layout::kTake: a reserve's arguments
                 args.insert(args.end(),
                             {"t", policy(), number(now_arg(*p)), number(std::to_string(item.cost)),
                              number(std::to_string(take.lifetime_us))});
               },
-              [&](const Settle&) {  // s, now, actual
+              [&](const Settle&) {  // layout::kSettle
                 args.insert(args.end(),
                             {"s", number(now_arg(*p)), number(std::to_string(item.cost))});
               },
-              [&](const LeaseAcquire& acquire) {  // A, policy, now, random; a
+              [&](const LeaseAcquire& acquire) {  // layout::kAcquire, kAcquireNow
                 if (p->now_us) {
                   args.insert(args.end(), {"A", policy(), number(now_arg(*p)), acquire.random});
                 } else {
                   args.insert(args.end(), {"a", policy(), acquire.random});
                 }
               },
-              [&](const LeaseRelease& release) {  // L, now, actual, member; l
+              [&](const LeaseRelease& release) {  // layout::kRelease, kReleaseNow
                 if (p->now_us || item.cost != 0) {
                   args.insert(args.end(), {"L", number(now_arg(*p)),
                                            number(std::to_string(item.cost)), release.member});
@@ -207,7 +213,7 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
           },
           p->op);
     }
-  } else if (single) {  // lua/single.lua: kind, now, limit, period, burst, cost
+  } else if (single) {  // lua/single.lua: layout::kSingle
     const Unit& p = *chunk[0];
     const Item& item = p.item();
     args.push_back(kind_arg(item));
@@ -222,7 +228,7 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
     args.push_back(number(std::to_string(groups)));
     std::size_t first = 1;
     for (const auto& p : chunk) {
-      if (Listed(*p)) {
+      if (Listed(*p)) {  // layout::kGroup
         unsigned mask = 0;
         for (std::size_t i = 0; i < p->items.size(); ++i) mask |= p->items[i].shadow << i;
         args.push_back(number(std::to_string(first)));
@@ -236,7 +242,7 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
       first += p->items.size();
     }
     std::size_t k = 0;
-    for (const auto& p : chunk) {
+    for (const auto& p : chunk) {  // layout::kDecision
       const std::string_view now = number(now_arg(*p));
       const bool joins = Joined(*p);
       for (std::size_t i = 0; i < p->items.size(); ++i) {
