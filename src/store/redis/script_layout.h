@@ -1,7 +1,6 @@
 #pragma once
 
-// The scripts' argument and reply layouts, field by field: the one table of lua/README.md's
-// contract.
+// Each Lua script's arguments and replies, field by field: the one table of their layouts.
 //
 // Encode (encode.cc) sends the arguments in these orders and Decode* (decode.cc) reads the
 // replies so; lua/README.md ("Calling contract") and the drivers' opening comments

@@ -76,7 +76,7 @@ class Topology : public Dispatcher, private CallErrors, private LaneEvents {
   virtual void AppendMetrics(const RedisStats& stats, std::string& out) const;
 
  protected:
-  // `batching`: what its lanes' batches span until a handshake finds otherwise (lane.h).
+  // `batching`: what its lanes' batches span until a handshake finds otherwise (node.h).
   Topology(const TopologyParts& parts, Batching batching, Acknowledge acknowledge);
 
   // A connection finished its handshake, or went down (after the common part: a ready
