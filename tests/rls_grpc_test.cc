@@ -346,6 +346,20 @@ TEST_F(RlsHttpTest, HealthcheckAnswersOk) {
   EXPECT_EQ(r.body, "OK");
 }
 
+// The `ratelimit` command's health (draining after SIGTERM...): 500 with an empty body, as
+// upstream's; any method, as upstream's router.
+TEST_F(RlsHttpTest, HealthcheckAnswers500WhileUnhealthy) {
+  bool healthy = true;
+  service_.SetHealthCheck([&] { return healthy; });
+  EXPECT_EQ(Call(http::verb::post, "/healthcheck").status, 200);
+  healthy = false;
+  const Response r = Call(http::verb::get, "/healthcheck");
+  EXPECT_EQ(r.status, 500);
+  EXPECT_EQ(r.body, "");
+  healthy = true;
+  EXPECT_EQ(Call(http::verb::get, "/healthcheck").body, "OK");
+}
+
 TEST_F(RlsHttpTest, JsonTakesAndAnswersProtobufJson) {
   const Response ok = Call(http::verb::post, "/json",
                            R"({"domain":"ok","descriptors":[{"entries":[{"key":"k","value":"v"}]}],
