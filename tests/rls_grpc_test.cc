@@ -482,6 +482,9 @@ TEST(UpstreamRedisEnv, RefusesWhatCannotMap) {
   refused({{"REDIS_URL", "/var/run/nutcracker/ratelimit.sock"}, {"REDIS_TLS", "true"}},
           "Redis serves TLS on TCP only");
   refused({{"REDIS_URL", "/r.sock"}, {"REDIS_TYPE", "cluster"}}, "a cluster is reached over TCP");
+  // Booleans as upstream reads them: "yes" is no boolean to Go's strconv.ParseBool.
+  refused({{"REDIS_URL", "h:1"}, {"REDIS_SOCKET_TYPE", "tcp"}, {"REDIS_TLS", "yes"}},
+          "REDIS_TLS=\"yes\"");
   refused({{"REDIS_URL", "h:1"}, {"REDIS_SOCKET_TYPE", "unix"}}, "the socket's absolute path");
   refused({{"REDIS_URL", "h:1"}, {"REDIS_SOCKET_TYPE", "udp"}},
           "REDIS_SOCKET_TYPE must be tcp or unix");

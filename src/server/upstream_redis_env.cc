@@ -10,6 +10,7 @@
 
 #include "common/strings.h"
 #include "server/config.h"
+#include "server/rls/upstream_settings.h"
 
 namespace floodgate::server {
 
@@ -139,9 +140,17 @@ absl::StatusOr<std::optional<std::string>> StoreUrlFromUpstreamRedisEnv(
     const char* value = env(name);
     return value == nullptr ? "" : value;
   };
-  const auto truthy = [](std::string value) {
-    absl::AsciiStrToLower(&value);
-    return value == "true" || value == "1" || value == "t" || value == "yes";
+  // Booleans as upstream reads them (Go's strconv.ParseBool); another value stops the start.
+  const auto flag = [&](const char* name, bool& into) -> absl::Status {
+    const std::string value = get(name);
+    if (value.empty()) return absl::OkStatus();
+    auto parsed = rls::ParseGoBool(value);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(fmt::format("upstream Redis settings: {}=\"{}\": {}", name,
+                                                    value, MessageOf(parsed.status())));
+    }
+    into = *parsed;
+    return absl::OkStatus();
   };
   UpstreamRedis redis;
   redis.url = get("REDIS_URL");
@@ -150,11 +159,15 @@ absl::StatusOr<std::optional<std::string>> StoreUrlFromUpstreamRedisEnv(
   if (redis.type.empty()) redis.type = "single";
   redis.socket_type = absl::AsciiStrToLower(get("REDIS_SOCKET_TYPE"));
   redis.auth = get("REDIS_AUTH");
-  redis.tls = truthy(get("REDIS_TLS"));
+  if (absl::Status s = flag("REDIS_TLS", redis.tls); !s.ok()) return s;
   redis.ca = get("REDIS_TLS_CACERT");
   redis.cert = get("REDIS_TLS_CLIENT_CERT");
   redis.key = get("REDIS_TLS_CLIENT_KEY");
-  redis.skip_hostname_verification = truthy(get("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"));
+  if (absl::Status s =
+          flag("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", redis.skip_hostname_verification);
+      !s.ok()) {
+    return s;
+  }
   if (const std::string pool = get("REDIS_POOL_SIZE"); !pool.empty()) {
     int size = 0;
     if (!ParseDecimal(std::string_view(pool), size) || size < 1) {
