@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "redis_server.h"
 #include "rls_request.h"
 #include "serve_process.h"
@@ -234,15 +235,29 @@ TEST(UpstreamModeProcess, HealthyOnlyWithADomainWhenAsked) {
   const Answer unhealthy = Http(ports.http, beast::http::verb::get, "/healthcheck");
   EXPECT_EQ(unhealthy.status, 500);
   EXPECT_EQ(unhealthy.body, "");
+  // gRPC health's "ratelimit" follows /healthcheck, as upstream's health checker sets both.
+  auto health = ::grpc::health::v1::Health::NewStub(grpc::CreateChannel(
+      fmt::format("127.0.0.1:{}", ports.grpc), grpc::InsecureChannelCredentials()));
+  const auto grpc_status = [&] {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    ::grpc::health::v1::HealthCheckRequest request;
+    request.set_service("ratelimit");
+    ::grpc::health::v1::HealthCheckResponse response;
+    EXPECT_TRUE(health->Check(&context, request, &response).ok());
+    return response.status();
+  };
+  EXPECT_EQ(grpc_status(), ::grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   config.Write("config.yaml", kThreePerMinute);
   const auto deadline = std::chrono::steady_clock::now() + kRatelimitStart;
   int status = 0;
   while (std::chrono::steady_clock::now() < deadline) {
     status = Http(ports.http, beast::http::verb::get, "/healthcheck").status;
-    if (status == 200) break;
+    if (status == 200 && grpc_status() == ::grpc::health::v1::HealthCheckResponse::SERVING) break;
     std::this_thread::sleep_for(milliseconds(50));
   }
   EXPECT_EQ(status, 200) << "a domain loaded";
+  EXPECT_EQ(grpc_status(), ::grpc::health::v1::HealthCheckResponse::SERVING);
 
   // LOG_FORMAT=json: every line one object with upstream's field names.
   EXPECT_EQ(process.Stop(kRatelimitStart), 0);
