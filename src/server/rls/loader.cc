@@ -12,24 +12,13 @@
 
 #include "common/strings.h"
 #include "server/config_file.h"
+#include "server/rls/upstream_settings.h"
 
 namespace floodgate::server::rls {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-// Go's strconv.ParseBool, which upstream's settings (envconfig) use.
-absl::StatusOr<bool> ParseGoBool(const char* name, std::string_view text) {
-  for (std::string_view yes : {"1", "t", "T", "TRUE", "true", "True"}) {
-    if (text == yes) return true;
-  }
-  for (std::string_view no : {"0", "f", "F", "FALSE", "false", "False"}) {
-    if (text == no) return false;
-  }
-  return absl::InvalidArgumentError(
-      fmt::format("{}=\"{}\" must be true or false (1, t, TRUE, 0, f, FALSE...)", name, text));
-}
 
 bool IsDotName(const fs::path& path) {
   const std::string name = path.filename().string();
@@ -47,8 +36,12 @@ absl::StatusOr<RlsSettings> FromEnvironment(absl::FunctionRef<const char*(const 
   auto flag = [&](const char* name, bool& into) -> absl::Status {
     const char* value = getenv(name);
     if (value == nullptr || *value == '\0') return absl::OkStatus();
-    auto parsed = ParseGoBool(name, value);
-    if (!parsed.ok()) return parsed.status();
+    // Go's strconv.ParseBool, as upstream's settings (envconfig) read booleans.
+    auto parsed = ParseGoBool(value);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}=\"{}\": {}", name, value, MessageOf(parsed.status())));
+    }
     into = *parsed;
     return absl::OkStatus();
   };
