@@ -35,15 +35,24 @@ namespace asio = boost::asio;
 using std::chrono::milliseconds;
 using Steady = std::chrono::steady_clock;
 
+// How the binary is started: `floodgate serve ARGS`, or as envoyproxy/ratelimit's binary
+// (argv[0] "ratelimit", upstream's mode; ARGS follow, and are ignored by it).
+enum class StartAs { kServe, kRatelimit };
+
 // `floodgate serve ARGS`, its stdout and stderr in a log file; SIGTERM at the end.
 class ServeProcess {
  public:
   // `env`: "NAME=value" entries added to (or replacing) this process's environment.
-  explicit ServeProcess(std::vector<std::string> args, std::vector<std::string> env = {}) {
+  explicit ServeProcess(std::vector<std::string> args, std::vector<std::string> env = {},
+                        StartAs start_as = StartAs::kServe) {
     std::string dir = (fs::temp_directory_path() / "floodgate-serve-XXXXXX").string();
     if (mkdtemp(dir.data()) != nullptr) dir_ = dir;
     log_ = dir_ / "serve.log";
-    args.insert(args.begin(), {FLOODGATE_BINARY, "serve"});
+    if (start_as == StartAs::kServe) {
+      args.insert(args.begin(), {FLOODGATE_BINARY, "serve"});
+    } else {
+      args.insert(args.begin(), "ratelimit");
+    }
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -139,6 +148,24 @@ class ServeProcess {
     pid_ = -1;
     return -1;
   }
+  // Waits (bounded) for the process to exit on its own: its exit status, or -1 (still
+  // running, or killed by a signal).
+  int WaitExit(milliseconds limit) {
+    const auto deadline = Steady::now() + limit;
+    while (pid_ > 0 && Steady::now() < deadline) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    return -1;
+  }
+  // Sends `signal` (the process keeps running until it handles it).
+  void Signal(int signal) const {
+    if (pid_ > 0) kill(pid_, signal);
+  }
   const fs::path& dir() const { return dir_; }
 
  private:
@@ -189,5 +216,6 @@ inline Answer Http(int port, beast::http::verb verb, const std::string& target,
 using serve_process_detail::Answer;
 using serve_process_detail::Http;
 using serve_process_detail::ServeProcess;
+using serve_process_detail::StartAs;
 
 }  // namespace floodgate::testing

@@ -289,7 +289,7 @@ void HttpServer::Worker::Accept() {
   });
 }
 
-HttpServer::HttpServer(Service& service, HttpOptions options)
+HttpServer::HttpServer(HttpHandler& service, HttpOptions options)
     : service_(service), options_(std::move(options)) {}
 
 HttpServer::~HttpServer() { Shutdown(std::chrono::milliseconds(0)); }
