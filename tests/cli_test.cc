@@ -1,5 +1,6 @@
 // The floodgate binary as users run it: flags, output, exit codes.
 #include <floodgate/memory_store.h>
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -14,6 +15,7 @@
 #include <string>
 
 #include "alias_bomb.h"
+#include "hang_guard.h"
 
 namespace floodgate {
 namespace {
@@ -214,13 +216,14 @@ TEST_F(CliTest, ReplayStopsAtABadLineWithItsNumber) {
 
 // `config check` reads only regular files, within bounds (docs/security.md, "Configuration
 // files"): a FIFO given as the file and a runtime directory holding /proc/kmsg both hung it, a
-// 3 KB alias bomb took 30 s and 1.3 GB. Under `timeout`, so that a hang fails the test.
+// 3 KB alias bomb took 30 s and 1.3 GB. Under `timeout` (kHangGuard), so that a hang fails the
+// test.
 TEST_F(CliTest, ConfigCheckRefusesWhatIsNotABoundedRegularFile) {
   const auto check = [&](const std::string& args) {
     const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-    const std::string command = std::string("timeout -s KILL 20 '") + FLOODGATE_BINARY +
-                                "' config check " + args + " </dev/null >" + out.string() + " 2>" +
-                                err.string();
+    const std::string command =
+        fmt::format("timeout -s KILL {} '{}' config check {} </dev/null >{} 2>{}",
+                    testing::kHangGuard.count(), FLOODGATE_BINARY, args, out.string(), err.string());
     const int status = std::system(command.c_str());
     return ProcessResult{WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(out), Slurp(err)};
   };

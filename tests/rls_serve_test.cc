@@ -263,13 +263,13 @@ TEST(RlsServe, ReadsItsConfigDirectoryWithinBoundsAtStartAndAtReloads) {
   EXPECT_EQ(limit(), 3u);
   runtime.Write("bomb.yaml", AliasBomb(10, 6));
   EXPECT_TRUE(serve.process->WaitLogLines("YAML nodes in one config once aliases are expanded", 1,
-                                          milliseconds(10'000)))
+                                          kHangGuard))
       << serve.process->Log();
   EXPECT_EQ(limit(), 3u);
   fs::remove(runtime.config_dir() / "bomb.yaml");
   ASSERT_EQ(::mkfifo((runtime.config_dir() / "f.yaml").c_str(), 0600), 0);
   EXPECT_TRUE(serve.process->WaitLogLines(
-      "f.yaml: a FIFO: config files are read from regular files only", 1, milliseconds(10'000)))
+      "f.yaml: a FIFO: config files are read from regular files only", 1, kHangGuard))
       << serve.process->Log();
   EXPECT_EQ(limit(), 3u);
 }

@@ -88,7 +88,7 @@ kill -TERM "$pid"; wait "$pid" 2>/dev/null || true; pid=""
 # REDIS_URL when FLOODGATE_STORE is not set either; a flag beats the environment.
 # Upstream's REDIS_URL beside a store given otherwise would be ignored: the start stops.
 if FLOODGATE_STORE="memory://?max_keys=1000" REDIS_URL="redis://127.0.0.1:1" \
-  timeout 10 "$binary" serve --listen 127.0.0.1:0 --threads 1 > "$work/serve.log" 2>&1; then
+  timeout 60 "$binary" serve --listen 127.0.0.1:0 --threads 1 > "$work/serve.log" 2>&1; then
   fail "REDIS_URL beside FLOODGATE_STORE should stop the start"
 fi
 grep -q 'REDIS_URL is set .* but the store is FLOODGATE_STORE=memory://' "$work/serve.log" ||
