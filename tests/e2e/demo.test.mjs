@@ -157,7 +157,7 @@ async function main() {
   }
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   const page = await context.newPage();
-  page.setDefaultTimeout(10_000);
+  page.setDefaultTimeout(HANG_GUARD_MS);  // actions wait for their element: a guard, not a speed
 
   const pageErrors = [];
   const foreign = [];
