@@ -1,10 +1,12 @@
 // The floodgate binary as users run it: flags, output, exit codes.
 #include <floodgate/memory_store.h>
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +15,7 @@
 #include <string>
 
 #include "alias_bomb.h"
+#include "hang_guard.h"
 
 namespace floodgate {
 namespace {
@@ -213,13 +216,14 @@ TEST_F(CliTest, ReplayStopsAtABadLineWithItsNumber) {
 
 // `config check` reads only regular files, within bounds (docs/security.md, "Configuration
 // files"): a FIFO given as the file and a runtime directory holding /proc/kmsg both hung it, a
-// 3 KB alias bomb took 30 s and 1.3 GB. Under `timeout`, so that a hang fails the test.
+// 3 KB alias bomb took 30 s and 1.3 GB. Under `timeout` (kHangGuard), so that a hang fails the
+// test.
 TEST_F(CliTest, ConfigCheckRefusesWhatIsNotABoundedRegularFile) {
   const auto check = [&](const std::string& args) {
     const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-    const std::string command = std::string("timeout -s KILL 20 '") + FLOODGATE_BINARY +
-                                "' config check " + args + " </dev/null >" + out.string() + " 2>" +
-                                err.string();
+    const std::string command =
+        fmt::format("timeout -s KILL {} '{}' config check {} </dev/null >{} 2>{}",
+                    testing::kHangGuard.count(), FLOODGATE_BINARY, args, out.string(), err.string());
     const int status = std::system(command.c_str());
     return ProcessResult{WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(out), Slurp(err)};
   };
@@ -245,71 +249,106 @@ TEST_F(CliTest, ConfigCheckRefusesWhatIsNotABoundedRegularFile) {
                                "aliases are expanded"));
 }
 
+// `floodgate bench` runs bounded by count (--max-decisions), not by time: a run ends when
+// its decisions are done, whatever the machine's speed, and --duration is only a guard
+// against a hang (minutes, where the runs take milliseconds).
+constexpr const char* kBenchBound = "--max-decisions 1000 --duration 120s";
+
+// The hour since the epoch: a fixed window of 1 h admits its limit once per hour.
+std::int64_t HourNow() {
+  return std::chrono::duration_cast<std::chrono::hours>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// What a bench run on one key of a `limit`/1h fixed window admitted: exactly the limit,
+// or, when the run crossed an hour boundary (two windows), at most twice that.
+void ExpectAdmitted(const nlohmann::json& j, std::int64_t limit, std::int64_t hour_before) {
+  const std::int64_t allowed = j["allowed"].get<std::int64_t>();
+  if (HourNow() == hour_before) {
+    EXPECT_EQ(allowed, limit) << j.dump();
+  } else {
+    EXPECT_GE(allowed, limit) << j.dump() << " (the run crossed an hour boundary)";
+    EXPECT_LE(allowed, 2 * limit) << j.dump() << " (the run crossed an hour boundary)";
+  }
+  EXPECT_EQ(allowed + j["denied"].get<std::int64_t>(), 1000) << j.dump();
+}
+
 TEST_F(CliTest, BenchJsonReportsExactCountsOnOneKey) {
+  const std::int64_t hour = HourNow();
   ProcessResult r = Floodgate(
-      "bench --policy fixed_window:100/1h --keys 1 --threads 2 --duration 300ms "
-      "--json");
+      std::string("bench --policy fixed_window:100/1h --keys 1 --threads 2 --json ") + kBenchBound);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   for (const char* field : {"decisions_per_sec", "allowed", "denied", "errors", "p50_us", "p90_us",
                             "p99_us", "p999_us"}) {
     EXPECT_TRUE(j.contains(field)) << field;
   }
+  EXPECT_EQ(j["decisions"], 1000) << "each thread its share of --max-decisions, all of it";
   EXPECT_GT(j["decisions_per_sec"].get<double>(), 0);
   EXPECT_EQ(j["errors"], 0);
-  // One key, 1 h window: at most one window boundary can fall inside a 0.3 s run.
-  EXPECT_GE(j["allowed"].get<int>(), 100);
-  EXPECT_LE(j["allowed"].get<int>(), 200);
-  EXPECT_EQ(j["allowed"].get<std::int64_t>() + j["denied"].get<std::int64_t>(),
-            j["decisions"].get<std::int64_t>());
+  ExpectAdmitted(j, 100, hour);
   EXPECT_LE(j["p50_us"].get<double>(), j["p99_us"].get<double>());
 }
 
 TEST_F(CliTest, BenchDecidesSeveralPoliciesAllOrNothing) {
   // Two limits on one key, the second the tighter: each request is one multi-decision,
   // so the looser limit consumes only what the tighter admits.
+  std::int64_t hour = HourNow();
   ProcessResult r = Floodgate(
-      "bench --policy fixed_window:100/1h --policy fixed_window:30/1h --same-slot --keys 1 "
-      "--threads 2 --duration 300ms --json");
+      std::string("bench --policy fixed_window:100/1h --policy fixed_window:30/1h --same-slot "
+                  "--keys 1 --threads 2 --json ") +
+      kBenchBound);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["policy"], "fixed_window:100/1h + fixed_window:30/1h");
   EXPECT_EQ(j["multi"], true);
   EXPECT_EQ(j["errors"], 0);
-  // At most one window boundary falls inside the run.
-  EXPECT_GE(j["allowed"].get<int>(), 30);
-  EXPECT_LE(j["allowed"].get<int>(), 60);
-  EXPECT_EQ(j["allowed"].get<std::int64_t>() + j["denied"].get<std::int64_t>(),
-            j["decisions"].get<std::int64_t>());
+  ExpectAdmitted(j, 30, hour);
 
   // --multi: one policy, through the multi-decision API; the same answers.
-  r = Floodgate(
-      "bench --policy fixed_window:100/1h --multi --keys 1 --threads 2 --duration 300ms --json");
+  hour = HourNow();
+  r = Floodgate(std::string("bench --policy fixed_window:100/1h --multi --keys 1 --threads 2 "
+                            "--json ") +
+                kBenchBound);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["multi"], true);
   EXPECT_EQ(j["errors"], 0);
-  EXPECT_GE(j["allowed"].get<int>(), 100);
-  EXPECT_LE(j["allowed"].get<int>(), 200);
+  ExpectAdmitted(j, 100, hour);
 
-  r = Floodgate("bench --policy fixed_window:100/1h --keys 1 --duration 100ms --json");
+  r = Floodgate(std::string("bench --policy fixed_window:100/1h --keys 1 --json ") + kBenchBound);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["multi"], false);
 
   // --one-by-one: a single decision per policy, the request allowed when both are.
+  hour = HourNow();
   r = Floodgate(
-      "bench --policy fixed_window:100/1h --policy fixed_window:30/1h --one-by-one --keys 1 "
-      "--threads 2 --concurrency 4 --duration 300ms --json");
+      std::string("bench --policy fixed_window:100/1h --policy fixed_window:30/1h --one-by-one "
+                  "--keys 1 --threads 2 --concurrency 4 --json ") +
+      kBenchBound);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["multi"], false);
   EXPECT_EQ(j["one_by_one"], true);
   EXPECT_EQ(j["errors"], 0);
-  EXPECT_GE(j["allowed"].get<int>(), 30);
-  EXPECT_LE(j["allowed"].get<int>(), 60);
+  ExpectAdmitted(j, 30, hour);
   r = Floodgate("bench --policy fixed_window:100/1h --one-by-one --duration 100ms");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--one-by-one takes several policies"));
+}
+
+// A run bounded by count ends with its decisions, not at --duration: what it measured is
+// less than its guard (its decisions take milliseconds; a run that waited out the guard
+// reports all of it).
+TEST_F(CliTest, BenchEndsWhenItsDecisionsAreDone) {
+  ProcessResult r = Floodgate(
+      "bench --policy gcra:1000/1s --keys 10 --threads 2 --max-decisions 1000 --duration 30s "
+      "--json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["decisions"], 1000);
+  EXPECT_LT(j["seconds"].get<double>(), 30.0) << "the run waited out --duration";
 }
 
 TEST_F(CliTest, BenchRejectsBadFlags) {

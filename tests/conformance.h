@@ -6,6 +6,7 @@
 
 #include <floodgate/store.h>
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -117,6 +118,21 @@ void RunCase(Store& store, const VectorCase& c, const std::string& key_prefix);
 // an asynchronous store batches them, and each decision must still see the ones before.
 void RunCaseInFlight(Store& store, const VectorCase& c, const std::string& key_prefix);
 
+// What a test does around submitting decisions in flight: `hold` before the first,
+// `release` after the last (empty: nothing). A Redis test holds Redis's script calls
+// (PausedWrites) so that what is in flight queues and goes in batch calls whatever the
+// machine's speed, instead of as many as the scheduler happens to gather.
+struct InFlightHooks {
+  std::function<void()> hold;
+  std::function<void()> release;
+};
+
+// Every step of every case submitted at once, case c's keys under `<key_prefix><c>:`,
+// between the hooks; then every answer judged as RunCaseInFlight does. Returns how many
+// decisions were submitted.
+std::size_t RunCasesInFlight(Store& store, const std::vector<VectorCase>& cases,
+                             const std::string& key_prefix, const InFlightHooks& hooks = {});
+
 // 8 threads with 64 decisions each in flight hammer one key per policy (every
 // algorithm): exactly the policy's capacity is admitted, and nothing fails.
 void ExpectExactCapacityUnderContention(Store& store);
@@ -129,7 +145,9 @@ void ExpectExactLeasesUnderContention(Store& store, const std::string& key_prefi
 
 // gcra in whole µs (docs/algorithms.md, revision 2): for a table of policies whose limit does
 // not divide the period (and some that do), B + 1 cost-1 requests at one instant, all in
-// flight at once, admit exactly B, and the one after waits exactly E = ceil(P / L).
-void ExpectSameInstantGcraBurstsAdmitExactlyB(Store& store, const std::string& key_prefix);
+// flight at once (every policy's, between the hooks), admit exactly B, and the one after
+// waits exactly E = ceil(P / L). Returns how many decisions were submitted.
+std::size_t ExpectSameInstantGcraBurstsAdmitExactlyB(Store& store, const std::string& key_prefix,
+                                                     const InFlightHooks& hooks = {});
 
 }  // namespace floodgate::testing

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "hang_guard.h"
 #include "store/prefetch/budgets.h"
 #include "test_time.h"
 
@@ -570,7 +571,7 @@ TEST_F(BudgetsTest, ThreadsOfSeveralInstancesWithTakesAnsweredElsewhere) {
     });
   }
   for (auto& thread : threads) thread.join();
-  const auto deadline = Steady::now() + std::chrono::seconds(30);
+  const auto deadline = Steady::now() + floodgate::testing::kHangGuard;
   while (answered.load() < 8 * kPerThread && Steady::now() < deadline) std::this_thread::yield();
   stop = true;
   answerer.join();
@@ -593,7 +594,7 @@ TEST_F(BudgetsTest, TheSweeperReturnsLeasesOnItsOwn) {
   const Policy policy = Window("fixed_window:100/1h,prefetch=10,prefetch_ttl=10ms");
   store_.now = microseconds(SystemNow().time_since_epoch());
   budgets->Decide(DecideRequest{"k", policy, 1, std::nullopt}, [](absl::StatusOr<Decision>) {});
-  const auto deadline = Steady::now() + std::chrono::seconds(10);
+  const auto deadline = Steady::now() + floodgate::testing::kHangGuard;
   while (budgets->stats().units_returned == 0 && Steady::now() < deadline) {
     std::this_thread::sleep_for(milliseconds(1));
   }

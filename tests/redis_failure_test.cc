@@ -22,70 +22,89 @@
 namespace floodgate::testing {
 namespace {
 
-TEST_F(RedisTest, ClientPauseAnswersDegradedWithinTheTimeout) {
-  auto store = OpenRedis(Url("timeout=50ms&on_error=fail_closed"));
-  ASSERT_NE(store, nullptr);
+// Redis silent (script calls held): a decision is answered by on_error once its timeout
+// fires, never by Redis's answer after the pause, and then the open breaker answers the
+// rest without waiting. Here one failure opens the breaker, for the whole test: exactly
+// one decision waits out the timeout, however slow the machine.
+TEST_F(RedisTest, ASilentRedisIsAnsweredByTheTimeoutThenTheBreaker) {
+  auto options = RedisStoreOptions::FromUrl(Url("timeout=2s&on_error=fail_closed"));
+  ASSERT_TRUE(options.ok()) << options.status();
+  options->breaker_failures = 1;
+  options->breaker_open = std::chrono::minutes(10);
+  auto opened = RedisStore::Open(*options);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  RedisStore& store = **opened;
   const Policy policy = *Policy::Parse("gcra:1000/1s");
-  ASSERT_FALSE(store->Decide({"k", policy, 1, std::nullopt})->degraded);
-  server_->Cli({"CLIENT", "PAUSE", "1000", "ALL"});
+  ASSERT_FALSE(store.Decide({"k", policy, 1, std::nullopt})->degraded);
+  PausedWrites paused({server_.get()});
   int degraded = 0;
-  milliseconds slowest{0};
   for (int i = 0; i < 20; ++i) {
-    const auto begin = Steady::now();
-    const Decision d = *store->Decide({fmt::format("k{}", i), policy, 1, std::nullopt});
-    slowest = std::max(slowest, std::chrono::duration_cast<milliseconds>(Steady::now() - begin));
+    const Decision d = *store.Decide({fmt::format("k{}", i), policy, 1, std::nullopt});
     degraded += d.degraded;
-    if (d.degraded) {
-      EXPECT_FALSE(d.allowed);  // fail_closed
-    }
+    EXPECT_FALSE(d.allowed) << i;  // fail_closed
   }
+  // All answered while Redis still held every call: none waited for Redis.
   EXPECT_EQ(degraded, 20);
-  // Timeout + the sweep's tick + scheduling on a loaded machine (sanitizers, parallel
-  // tests); what must never happen is waiting out the 1 s pause.
-  EXPECT_LE(slowest, milliseconds(50 + 150));
-  EXPECT_TRUE(store->redis_stats().breaker_open);  // most of them never reached Redis
-  server_->Cli({"CLIENT", "UNPAUSE"});
+  const RedisStats stats = store.redis_stats();
+  EXPECT_EQ(stats.timeouts, 1u) << "the first by its timeout, the rest by the open breaker";
+  EXPECT_EQ(stats.degraded, 20u);
+  EXPECT_TRUE(stats.breaker_open);
 }
 
-TEST(RedisFailure, RestartDegradesThenRecoversWithinASecond) {
+// Redis killed: every decision meanwhile is on_error's, answered because the connection is
+// gone (an error, not a timeout waited out); restarted, Redis answers again on a new
+// connection. (How soon is the reconnect backoff's, capped at reconnect_max: the time is
+// printed, not asserted; a loaded machine decides it as much as the store does.)
+TEST(RedisFailure, RestartDegradesThenRecovers) {
   auto server = RedisServer::Start();
   ASSERT_NE(server, nullptr);
-  auto store = OpenRedis(server->url("timeout=50ms&on_error=local"));
+  // The timeout is a guard here: a decision that waited on the dead connection would count
+  // a timeout.
+  auto store = OpenRedis(server->url("timeout=60s&on_error=local"));
   ASSERT_NE(store, nullptr);
   const Policy policy = *Policy::Parse("fixed_window:1000000/1h");
   ASSERT_FALSE(store->Decide({"k", policy, 1, std::nullopt})->degraded);
 
   server->Kill();
   for (int i = 0; i < 50; ++i) {
-    const auto begin = Steady::now();
     const Decision d = *store->Decide({"k", policy, 1, std::nullopt});
-    EXPECT_LE(Steady::now() - begin, milliseconds(50 + 150));  // timeout + scheduling margin
     EXPECT_TRUE(d.degraded);
     EXPECT_TRUE(d.allowed);  // the local limiter decides, and has room
   }
+  EXPECT_EQ(store->redis_stats().timeouts, 0u) << store->redis_stats().last_error;
+  EXPECT_GE(store->redis_stats().errors, 1u);
   ASSERT_TRUE(server->Restart());
-  const auto answered = TimeUntilRedisAnswers(*store, "k", policy, std::chrono::seconds(3));
+  const auto answered = TimeUntilRedisAnswers(*store, "k", policy, kHangGuard);
   ASSERT_TRUE(answered.has_value());
-  EXPECT_LE(*answered, std::chrono::seconds(1));
+  std::printf("Redis answered again %lld ms after it was back\n",
+              static_cast<long long>(std::chrono::duration_cast<milliseconds>(*answered).count()));
   EXPECT_GE(store->redis_stats().reconnects, 1u);
 }
 
+// A connection whose oldest call has waited past the stall limit (max(1 s, 20 x timeout))
+// is taken for dead and replaced, while Redis is still silent: the store does not wait on
+// it for good. Every answer meanwhile is on_error's.
 TEST(RedisFailure, AConnectionThatStopsAnsweringIsReplaced) {
   auto server = RedisServer::Start();
   ASSERT_NE(server, nullptr);
   auto store = OpenRedis(server->url("timeout=20ms&connections=1"));
   ASSERT_NE(store, nullptr);
   const Policy policy = *Policy::Parse("gcra:1000/1s");
-  ASSERT_FALSE(store->Decide({"k", policy, 1, std::nullopt})->degraded);
-  // Paused past the stall limit (max(1 s, 20 x timeout)): the store must not wait on the
-  // silent connection forever.
-  server->Cli({"CLIENT", "PAUSE", "1800", "ALL"});
-  const auto paused = Steady::now();
-  while (Steady::now() - paused < std::chrono::milliseconds(1600)) {
-    EXPECT_TRUE(store->Decide({"k", policy, 1, std::nullopt})->degraded);
+  ASSERT_TRUE(TimeUntilRedisAnswers(*store, "k", policy, kHangGuard).has_value());
+  const auto paused_at = Steady::now();  // every call below is sent after this
+  PausedWrites paused({server.get()});
+  // Decisions, one a millisecond (bounded by kHangGuard), until the store has replaced
+  // the connection.
+  int decided = 0;
+  while (store->redis_stats().reconnects == 0 && Steady::now() - paused_at < kHangGuard) {
+    EXPECT_TRUE(store->Decide({"k", policy, 1, std::nullopt})->degraded) << decided;
+    ++decided;
+    std::this_thread::sleep_for(milliseconds(1));  // pacing the load, not synchronisation
   }
-  EXPECT_GE(store->redis_stats().reconnects, 1u);
-  EXPECT_TRUE(TimeUntilRedisAnswers(*store, "k", policy, std::chrono::seconds(5)).has_value());
+  ASSERT_GE(store->redis_stats().reconnects, 1u) << "after " << decided << " decisions";
+  EXPECT_GE(Steady::now() - paused_at, std::chrono::seconds(1)) << "not before the stall limit";
+  paused.End();
+  EXPECT_TRUE(TimeUntilRedisAnswers(*store, "k", policy, kHangGuard).has_value());
 }
 
 TEST(RedisFailure, EachOnErrorModeAnswersAsConfigured) {
@@ -138,7 +157,7 @@ TEST(RedisFailure, MetricsShowDegradedAnswersErrorsAndTheLocalLimitersKeys) {
   auto server = RedisServer::Start();
   ASSERT_NE(server, nullptr);
   const ServiceOnRedis running =
-      StartService(*server, "timeout=50ms&on_error=local", "fixed_window:2/1h");
+      StartService(*server, "timeout=60s&on_error=local", "fixed_window:2/1h");
   ASSERT_NE(running.service, nullptr);
   server::Service& service = *running.service;
   const auto call = [&](const char* target, const char* uri) {
@@ -179,7 +198,7 @@ TEST(RedisFailure, MetricsShowDegradedAnswersErrorsAndTheLocalLimitersKeys) {
       text, ::testing::ContainsRegex("floodgate_build_info\\{version=\"[^\"]+\",store=\"redis://"));
 }
 
-// SIGTERM's graceful shutdown: a request the store is still answering (Redis paused) is
+// SIGTERM's graceful shutdown: a request the store is still answering (Redis silent) is
 // answered before the server stops; nothing new is accepted meanwhile.
 TEST(RedisFailure, ShutdownFinishesARequestTheStoreIsStillAnswering) {
   namespace beast = boost::beast;
@@ -187,7 +206,7 @@ TEST(RedisFailure, ShutdownFinishesARequestTheStoreIsStillAnswering) {
   auto server = RedisServer::Start();
   ASSERT_NE(server, nullptr);
   const ServiceOnRedis running =
-      StartService(*server, "timeout=5s&denial_cache=0us", "gcra:100/1s");
+      StartService(*server, "timeout=60s&denial_cache=0us", "gcra:100/1s");
   ASSERT_NE(running.service, nullptr);
   RedisStore* store = running.store.get();
   server::HttpOptions options;
@@ -197,7 +216,7 @@ TEST(RedisFailure, ShutdownFinishesARequestTheStoreIsStillAnswering) {
   ASSERT_TRUE(http.Start().ok());
 
   const auto calls = store->redis_stats().calls;
-  server->Cli({"CLIENT", "PAUSE", "1000", "ALL"});
+  PausedWrites paused({server.get()});
   asio::io_context io;
   asio::ip::tcp::socket client(io);
   client.connect({asio::ip::make_address("127.0.0.1"), http.port()});
@@ -205,51 +224,61 @@ TEST(RedisFailure, ShutdownFinishesARequestTheStoreIsStillAnswering) {
   request.set(beast::http::field::host, "localhost");
   request.set("X-Original-URI", "/api");
   beast::http::write(client, request);
-  // In flight: the script call has gone to the paused Redis.
-  const auto sent_by = Steady::now() + std::chrono::seconds(5);
+  // In flight: the script call has gone to the silent Redis.
+  const auto sent_by = Steady::now() + kHangGuard;
   while (store->redis_stats().calls == calls && Steady::now() < sent_by) std::this_thread::yield();
   ASSERT_GT(store->redis_stats().calls, calls);
 
-  auto shutdown = std::async(std::launch::async, [&] { http.Shutdown(std::chrono::seconds(10)); });
+  // The grace is a guard: the shutdown ends when the request does.
+  auto shutdown = std::async(std::launch::async, [&] { http.Shutdown(std::chrono::minutes(2)); });
+  // Until the server has stopped accepting (polled, bounded), then Redis answers.
+  const auto refused = [&] {
+    asio::ip::tcp::socket probe(io);
+    beast::error_code ec;
+    probe.connect({asio::ip::make_address("127.0.0.1"), http.port()}, ec);
+    return static_cast<bool>(ec);
+  };
+  const auto stopped_by = Steady::now() + kHangGuard;
+  while (!refused() && Steady::now() < stopped_by) {
+    std::this_thread::sleep_for(milliseconds(5));  // polling the listener
+  }
+  EXPECT_TRUE(refused()) << "a connection was accepted after the shutdown began";
+  paused.End();
   beast::flat_buffer buffer;
   beast::http::response<beast::http::string_body> response;
   beast::error_code ec;
   beast::http::read(client, buffer, response, ec);
   ASSERT_FALSE(ec) << ec.message();
-  EXPECT_EQ(response.result_int(), 204);  // Redis's answer, once the pause ended
+  EXPECT_EQ(response.result_int(), 204);  // Redis's answer, once it answered
   EXPECT_FALSE(response.keep_alive());    // and the connection closes after it
-  EXPECT_EQ(shutdown.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_EQ(shutdown.wait_for(kHangGuard), std::future_status::ready);
   EXPECT_EQ(store->redis_stats().degraded, 0u);
-  asio::ip::tcp::socket late(io);
-  late.connect({asio::ip::make_address("127.0.0.1"), http.port()}, ec);
-  EXPECT_TRUE(ec) << "a connection was accepted after the shutdown";
 }
 
 // Close answers what is still waiting (Cancelled), at once; later decisions get on_error.
+// A decision the timeout answered would be degraded, not Cancelled.
 TEST(RedisClose, AnswersEverythingStillPending) {
-  auto server = RedisServer::Start();  // its own: it stays paused
+  auto server = RedisServer::Start();  // its own: it stays silent
   ASSERT_NE(server, nullptr);
-  auto store = OpenRedis(server->url("timeout=10s&on_error=fail_closed"));
+  auto store = OpenRedis(server->url("timeout=60s&on_error=fail_closed"));
   ASSERT_NE(store, nullptr);
   const Policy policy = *Policy::Parse("gcra:1000/1s");
   ASSERT_FALSE(store->Decide({"k", policy, 1, std::nullopt})->degraded);
-  // Long enough that a loaded machine (sanitizers, parallel tests) still submits inside it.
-  server->Cli({"CLIENT", "PAUSE", "5000", "ALL"});
+  PausedWrites paused({server.get()});
   std::vector<std::promise<absl::StatusOr<Decision>>> answers(20);
   for (std::size_t i = 0; i < answers.size(); ++i) {
     store->DecideAsync({fmt::format("k{}", i), policy, 1, std::nullopt},
                        [&answers, i](absl::StatusOr<Decision> d) { answers[i].set_value(d); });
   }
-  const auto begin = Steady::now();
   store->Close();
   for (auto& answer : answers) {
     auto got = answer.get_future();
-    ASSERT_EQ(got.wait_for(std::chrono::seconds(1)), std::future_status::ready);
+    ASSERT_EQ(got.wait_for(kHangGuard), std::future_status::ready);
     const absl::StatusOr<Decision> result = got.get();
     EXPECT_TRUE(absl::IsCancelled(result.status()))
         << result.status() << (result.ok() && result->degraded ? " (degraded)" : "");
   }
-  EXPECT_LT(Steady::now() - begin, std::chrono::seconds(1));  // not the 10 s timeout
+  EXPECT_EQ(store->redis_stats().timeouts, 0u);
   auto after = store->Decide({"k", policy, 1, std::nullopt});
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_TRUE(after->degraded);
@@ -281,12 +310,12 @@ TEST(RedisFailure, UnreachableServerIsAClearError) {
 }
 
 // lazy_connect (what `floodgate serve` uses): the store opens with no Redis there, says
-// why in Health(), answers every decision by on_error within the timeout, and switches
-// to Redis within a second of it answering, deciding exactly from then on.
-TEST(RedisLazyConnect, OpensWithoutRedisThenSwitchesWithinASecondOfItAnswering) {
+// why in Health(), answers every decision by on_error (at once: an error, not a timeout
+// waited out), and switches to Redis once it answers, deciding exactly from then on.
+TEST(RedisLazyConnect, OpensWithoutRedisThenSwitchesOnceItAnswers) {
   const int port = FreeLoopbackPort();
   auto opened = RedisStore::Open(*RedisStoreOptions::FromUrl(
-      fmt::format("redis://127.0.0.1:{}?lazy_connect=1&on_error=fail_closed&timeout=50ms", port)));
+      fmt::format("redis://127.0.0.1:{}?lazy_connect=1&on_error=fail_closed&timeout=60s", port)));
   ASSERT_TRUE(opened.ok()) << opened.status();
   RedisStore& store = **opened;
   const absl::Status health = store.Health();
@@ -294,24 +323,24 @@ TEST(RedisLazyConnect, OpensWithoutRedisThenSwitchesWithinASecondOfItAnswering) 
             fmt::format("redis unreachable at 127.0.0.1:{}: connection refused", port));
   EXPECT_FALSE(store.Ping());
   const Policy policy = *Policy::Parse("fixed_window:5/1h");
-  // Redis stays away for 1.5 s, long enough for the reconnect backoff to reach its cap
-  // (500 ms): decisions meanwhile, a few hundred at most.
+  // Redis stays away for at least 1.5 s, long enough for the reconnect backoff to reach
+  // its cap (500 ms): decisions meanwhile, a few hundred at most.
   const auto down_until = Steady::now() + milliseconds(1500);
   for (int i = 0; i < 300 && Steady::now() < down_until; ++i) {
-    const auto begin = Steady::now();
     const auto d = store.Decide({"k", policy, 1, std::nullopt});
-    EXPECT_LE(Steady::now() - begin, milliseconds(50 + 150));  // timeout + scheduling margin
     ASSERT_TRUE(d.ok()) << d.status();
     EXPECT_TRUE(d->degraded);
     EXPECT_FALSE(d->allowed);                      // fail_closed
     std::this_thread::sleep_for(milliseconds(5));  // pacing the load, not synchronisation
   }
+  EXPECT_EQ(store.redis_stats().timeouts, 0u) << "answered because Redis is away, not by waiting";
 
   auto server = RedisServer::Start({}, port);
   ASSERT_NE(server, nullptr);
-  const auto answered = TimeUntilRedisAnswers(store, "probe", policy, std::chrono::seconds(3));
+  const auto answered = TimeUntilRedisAnswers(store, "probe", policy, kHangGuard);
   ASSERT_TRUE(answered.has_value());
-  EXPECT_LE(*answered, std::chrono::seconds(1));
+  std::printf("Redis answered %lld ms after it was up\n",
+              static_cast<long long>(std::chrono::duration_cast<milliseconds>(*answered).count()));
   EXPECT_TRUE(store.Health().ok()) << store.Health();
   EXPECT_TRUE(store.Ping());
   for (int i = 0; i < 8; ++i) {
@@ -324,14 +353,14 @@ TEST(RedisLazyConnect, OpensWithoutRedisThenSwitchesWithinASecondOfItAnswering) 
 }
 
 // Without lazy_connect (the library's default, and `floodgate check` / `replay`), a store
-// with no Redis is an error at once, as before.
+// with no Redis is an error at once: refused, not a connect timeout waited out.
 TEST(RedisLazyConnect, OffByDefaultSoOpenFailsFast) {
   const int port = FreeLoopbackPort();
-  const auto begin = Steady::now();
-  auto store = RedisStore::Open(
-      *RedisStoreOptions::FromUrl(fmt::format("redis://127.0.0.1:{}?lazy_connect=0", port)));
-  EXPECT_FALSE(store.ok());
-  EXPECT_LE(Steady::now() - begin, std::chrono::seconds(1));
+  auto store = RedisStore::Open(*RedisStoreOptions::FromUrl(
+      fmt::format("redis://127.0.0.1:{}?lazy_connect=0&connect_timeout=600s", port)));
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(std::string(MessageOf(store.status())),
+            fmt::format("redis unreachable at 127.0.0.1:{}: connection refused", port));
   EXPECT_FALSE(RedisStoreOptions::FromUrl("redis://h:1?lazy_connect=yes").ok());
 }
 

@@ -34,7 +34,10 @@ TEST_F(RedisTest, ReservationVectorsOneByOneAndBatched) {
 
 // take(k, δ) (lua/take.lua, the twin of src/core/take.h): the model check's trials
 // (tests/take_model.h), drawn from one seed, answer on Redis exactly as on memory:// at
-// every step (units, lease ends, denials, returns), and stay within the envelope.
+// every step (units, lease ends, denials, returns), and stay within the envelope. A fixed
+// number of trials per kind, so that a seed checks the same trials on any machine.
+constexpr int kRedisTakeTrials = 40;
+
 TEST_F(RedisTest, TakeModelTrialsAnswerAsOnMemory) {
   const std::uint64_t seed = take_model::ModelSeed();
   std::cout << "take model on Redis: seed " << seed << " (FG_TAKE_MODEL_SEED replays it)\n";
@@ -43,9 +46,8 @@ TEST_F(RedisTest, TakeModelTrialsAnswerAsOnMemory) {
   MemoryStore memory;
   for (const take_model::Kind& kind : take_model::Kinds()) {
     std::mt19937_64 rng(seed);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     int trial = 0;
-    for (; trial < 200 && std::chrono::steady_clock::now() < deadline; ++trial) {
+    for (; trial < kRedisTakeTrials; ++trial) {
       const Policy policy = take_model::RandomPolicy(rng, kind.algorithm, kind.refill);
       std::mt19937_64 same_draws = rng;
       const std::string key = fmt::format("take:{}:{}", kind.name, trial);
@@ -61,7 +63,6 @@ TEST_F(RedisTest, TakeModelTrialsAnswerAsOnMemory) {
       ASSERT_EQ(violation, "") << take_model::Report(seed, trial, policy, violation, got);
     }
     std::cout << "  " << kind.name << ": " << trial << " trials\n";
-    EXPECT_GT(trial, 0);
   }
 }
 
@@ -205,8 +206,9 @@ TEST_F(RedisTest, ALeaseIdIsItsKeyAndMemberAndOnlyTheTrueOneReleases) {
 }
 
 // Redis down (docs/leases.md): an acquire, alone or in a multi-decision, is answered by
-// on_error within the timeout and never holds a lease: fail_open admits with nothing to
-// release, fail_closed and local deny.
+// on_error and never holds a lease: fail_open admits with nothing to release, fail_closed
+// and local deny. Answered because the connection is gone, not by a timeout waited out
+// (the timeout is a guard here).
 TEST(RedisLeases, OnErrorAnswersWithoutALease) {
   auto server = RedisServer::Start();
   ASSERT_NE(server, nullptr);
@@ -215,13 +217,12 @@ TEST(RedisLeases, OnErrorAnswersWithoutALease) {
   const std::vector<CheckItem> items = {{"r", rate, 1, "rate"}, {"c", leases, 1, "running"}};
   std::vector<std::unique_ptr<RedisStore>> stores;
   for (const char* mode : {"fail_open", "fail_closed", "local"}) {
-    stores.push_back(OpenRedis(server->url(fmt::format("timeout=50ms&on_error={}", mode))));
+    stores.push_back(OpenRedis(server->url(fmt::format("timeout=60s&on_error={}", mode))));
     ASSERT_NE(stores.back(), nullptr) << mode;
   }
   server->Kill();
   for (std::size_t s = 0; s < stores.size(); ++s) {
     const bool open = s == 0;
-    const auto begin = std::chrono::steady_clock::now();
     const auto lease = stores[s]->Acquire(AcquireRequest{"c", leases, std::nullopt});
     ASSERT_TRUE(lease.ok()) << s << ": " << lease.status();
     EXPECT_TRUE(lease->decision.degraded) << s;
@@ -232,8 +233,7 @@ TEST(RedisLeases, OnErrorAnswersWithoutALease) {
     EXPECT_TRUE(multi->degraded) << s;
     EXPECT_EQ(multi->allowed, open) << s;
     EXPECT_TRUE(multi->held.empty()) << s;
-    EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::milliseconds(4 * 50 + 600))
-        << s << ": at most two store calls' timeouts, plus the margin of the other tests";
+    EXPECT_EQ(stores[s]->redis_stats().timeouts, 0u) << s;
   }
 }
 

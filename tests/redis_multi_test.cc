@@ -143,7 +143,7 @@ TEST_F(RedisTest, AMultiDecisionIsDeniedFromTheDenialCache) {
 // Leases taken in steps (docs/leases.md, "In a multi-decision"), many in flight: never
 // more than the tighter limit, and the denied requests leave nothing held or spent.
 TEST_F(RedisTest, LeasesInAMultiDecisionAreExactUnderContention) {
-  auto store = OpenRedis(Url("timeout=2s&denial_cache=0us"));
+  auto store = OpenRedis(Url("denial_cache=0us"));
   ASSERT_NE(store, nullptr);
   ExpectExactLeasesUnderContention(*store, "");
 }

@@ -170,10 +170,12 @@ TEST_F(RedisTest, ScriptFlushLosesNoDecision) {
 TEST(RedisAuth, PasswordAndAclUser) {
   auto server = RedisServer::Start({"--requirepass", "s3cret"});
   ASSERT_NE(server, nullptr);
-  const Policy policy = *Policy::Parse("gcra:10/1s");
+  // 10/h: the key then lives 6 min (10/s kept it 100 ms, which a redis-cli could outlast).
+  const Policy policy = *Policy::Parse("gcra:10/1h");
   const std::string base = fmt::format("127.0.0.1:{}", server->port());
 
-  auto ok = OpenRedis("redis://:s3cret@" + base);
+  // The timeout is a guard: a decision answered by on_error would not reach Redis.
+  auto ok = OpenRedis("redis://:s3cret@" + base + "?timeout=60s");
   ASSERT_NE(ok, nullptr);
   EXPECT_TRUE(ok->Decide({"k", policy, 1, std::nullopt})->allowed);
 
@@ -189,7 +191,7 @@ TEST(RedisAuth, PasswordAndAclUser) {
 
   server->Cli({"-a", "s3cret", "--no-auth-warning", "ACL", "SETUSER", "limiter", "on",
                ">pa:ss@word", "~*", "+@all"});
-  auto user = OpenRedis("redis://limiter:pa%3Ass%40word@" + base + "/2");
+  auto user = OpenRedis("redis://limiter:pa%3Ass%40word@" + base + "/2?timeout=60s");
   ASSERT_NE(user, nullptr);
   EXPECT_TRUE(user->Decide({"k", policy, 1, std::nullopt})->allowed);
   EXPECT_EQ(server->Cli({"-a", "s3cret", "--no-auth-warning", "-n", "2", "EXISTS", "fg:gcra:k"}),

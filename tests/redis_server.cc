@@ -75,6 +75,16 @@ bool Pings(int port, const std::string& unix_socket) {
   return ok;
 }
 
+// A test's store options: its own, and unless it sets one, a connect_timeout that only
+// guards a hang. The default (1 s) is less than a sanitized process on a loaded machine
+// may need to connect and load the scripts: `floodgate bench` then exited with "no
+// connection within 1000 ms" (measured beside two busy neighbours in the TSan tree).
+std::string WithConnectGuard(const std::string& options) {
+  if (options.find("connect_timeout=") != std::string::npos) return options;
+  const std::string guard = fmt::format("connect_timeout={}s", kHangGuard.count());
+  return options.empty() ? guard : options + "&" + guard;
+}
+
 bool PortIsFree(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
@@ -241,7 +251,7 @@ bool RedisServer::Launch() {
   posix_spawn_file_actions_destroy(&files);
   if (spawned != 0) return false;
   pid_ = pid;
-  if (WaitReady(std::chrono::seconds(10))) return true;
+  if (WaitReady(kHangGuard)) return true;
   Kill();
   return false;
 }
@@ -250,7 +260,12 @@ bool RedisServer::WaitReady(std::chrono::milliseconds limit) const {
   // Polls until the server answers (bounded): readiness is the condition waited for.
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (Pings(port_, unix_socket_)) return true;
+    if (Pings(port_, unix_socket_)) {
+      // This server, not another test's that holds the port (ours then exits, unable to
+      // bind it, and Launch tries another port). A server with a password says nothing.
+      const std::string pid = InfoField(Cli({"INFO", "server"}), "process_id");
+      if (pid.empty() || std::atoi(pid.c_str()) == pid_) return true;
+    }
     int status = 0;
     if (waitpid(pid_, &status, WNOHANG) == pid_) return false;  // it exited
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -266,7 +281,7 @@ RedisServer::~RedisServer() {
 std::string RedisServer::url(const std::string& options) const {
   const std::string where = unix_socket_.empty() ? fmt::format("redis://127.0.0.1:{}", port_)
                                                  : "redis+unix://" + unix_socket_;
-  return fmt::format("{}{}{}", where, options.empty() ? "" : "?", options);
+  return fmt::format("{}?{}", where, WithConnectGuard(options));
 }
 
 void RedisServer::Kill() {
@@ -283,11 +298,27 @@ bool RedisServer::Restart() {
 }
 
 std::string RedisServer::Cli(const std::vector<std::string>& args) const {
-  std::string command = unix_socket_.empty() ? fmt::format("redis-cli -h 127.0.0.1 -p {}", port_)
-                                             : "redis-cli -s " + ShellQuote(unix_socket_);
+  // Bounded (a server that never answers would hold redis-cli, and the test, for good).
+  std::string command =
+      fmt::format("timeout {} redis-cli ", kHangGuard.count()) +
+      (unix_socket_.empty() ? fmt::format("-h 127.0.0.1 -p {}", port_)
+                            : "-s " + ShellQuote(unix_socket_));
   for (const auto& a : args) command += " " + ShellQuote(a);
   command += " 2>&1";
   return RunShell(command);
+}
+
+PausedWrites::PausedWrites(std::vector<RedisServer*> servers) : servers_(std::move(servers)) {
+  for (RedisServer* server : servers_) {
+    EXPECT_EQ(server->Cli({"CLIENT", "PAUSE", "600000", "WRITE"}), "OK\n") << server->port();
+  }
+}
+
+void PausedWrites::End() {
+  for (RedisServer* server : servers_) {
+    if (server->running()) server->Cli({"CLIENT", "UNPAUSE"});
+  }
+  servers_.clear();
 }
 
 // ---- RedisCluster ----------------------------------------------------------------------
@@ -308,12 +339,14 @@ std::unique_ptr<RedisCluster> RedisCluster::Create(std::vector<std::unique_ptr<R
                                                    const std::string& create_command) {
   std::unique_ptr<RedisCluster> cluster(new RedisCluster());
   cluster->nodes_ = std::move(nodes);
-  const std::string out = RunShell(create_command + " 2>&1");
+  // Bounded: redis-cli waits for the nodes to agree with no limit of its own.
+  const std::string out =
+      RunShell(fmt::format("timeout {} {} 2>&1", kHangGuard.count(), create_command));
   if (out.find("[OK] All 16384 slots covered") == std::string::npos) {
     ADD_FAILURE() << "redis-cli --cluster create failed:\n" << out;
     return nullptr;
   }
-  if (!cluster->WaitHealthy(std::chrono::seconds(20))) {
+  if (!cluster->WaitHealthy(kHangGuard)) {
     ADD_FAILURE() << "the cluster did not become healthy";
     return nullptr;
   }
@@ -349,7 +382,7 @@ std::string RedisCluster::url(const std::string& options) const {
     if (!hosts.empty()) hosts += ',';
     hosts += fmt::format("127.0.0.1:{}", node->port());
   }
-  return fmt::format("redis-cluster://{}{}{}", hosts, options.empty() ? "" : "?", options);
+  return fmt::format("redis-cluster://{}?{}", hosts, WithConnectGuard(options));
 }
 
 // CLUSTER NODES: "<id> <ip:port@bus> <flags> <primary> <ping> <pong> <epoch> <state>
@@ -515,7 +548,7 @@ std::unique_ptr<RedisSentinels> RedisSentinels::Start() {
   setup->servers_.push_back(std::move(replica));
   // Sentinels learn the replicas from the primary's INFO when they start: the replica is
   // attached first.
-  if (!PollUntil(std::chrono::seconds(10), [&] {
+  if (!PollUntil(kHangGuard, [&] {
         return InfoField(setup->servers_[1]->Cli({"INFO", "replication"}), "master_link_status") ==
                "up";
       })) {
@@ -535,7 +568,7 @@ std::unique_ptr<RedisSentinels> RedisSentinels::Start() {
   }
   // An automatic failover needs the sentinels to know each other (hello messages every 2 s)
   // and the replica.
-  if (!PollUntil(std::chrono::seconds(20), [&] {
+  if (!PollUntil(kHangGuard, [&] {
         for (const auto& sentinel : setup->sentinels_) {
           const std::string master = sentinel->Cli({"SENTINEL", "MASTER", "fg"});
           if (FieldAfter(master, "num-other-sentinels") != "2" ||
@@ -557,7 +590,7 @@ std::string RedisSentinels::url(const std::string& options) const {
     if (!hosts.empty()) hosts += ',';
     hosts += fmt::format("127.0.0.1:{}", sentinel->port());
   }
-  return fmt::format("redis-sentinel://{}/fg{}{}", hosts, options.empty() ? "" : "?", options);
+  return fmt::format("redis-sentinel://{}/fg?{}", hosts, WithConnectGuard(options));
 }
 
 int RedisSentinels::PrimaryPort() {

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "hang_guard.h"
+
 namespace floodgate::testing {
 
 class RedisServer {
@@ -35,7 +37,8 @@ class RedisServer {
 
   int port() const { return port_; }
   const std::string& unix_socket() const { return unix_socket_; }  // empty: TCP
-  // redis://127.0.0.1:PORT or redis+unix:///PATH, then ?options when given.
+  // redis://127.0.0.1:PORT or redis+unix:///PATH, then ?options, with connect_timeout set
+  // to kHangGuard unless the options set it.
   std::string url(const std::string& options = "") const;
 
   // SIGKILL, like a crash; Restart() brings it back on the same port.
@@ -61,6 +64,23 @@ class RedisServer {
   int port_ = 0;
   std::string unix_socket_;
   pid_t pid_ = -1;
+};
+
+// Redis's script calls held, not refused: `CLIENT PAUSE <10 min> WRITE` on every server
+// given, until End() or destruction (CLIENT UNPAUSE). A test then decides by events how
+// long Redis stays silent, instead of by a pause's duration that a loaded machine may
+// outlast. Reads, PING, SCRIPT LOAD (a reconnect's handshake) and CLIENT UNPAUSE still
+// pass; `CLIENT PAUSE ... ALL` would hold the UNPAUSE too, until the pause ran out.
+class PausedWrites {
+ public:
+  explicit PausedWrites(std::vector<RedisServer*> servers);
+  ~PausedWrites() { End(); }
+  PausedWrites(const PausedWrites&) = delete;
+  PausedWrites& operator=(const PausedWrites&) = delete;
+  void End();
+
+ private:
+  std::vector<RedisServer*> servers_;
 };
 
 // A free TCP port on 127.0.0.1 (bound and released; the caller binds it next).
@@ -101,7 +121,7 @@ class RedisCluster {
   static std::unique_ptr<RedisCluster> Create(std::vector<std::unique_ptr<RedisServer>> nodes,
                                               const std::string& create_command);
 
-  // redis-cluster://127.0.0.1:P1,127.0.0.1:P2,...[?options]
+  // redis-cluster://127.0.0.1:P1,127.0.0.1:P2,...?options (connect_timeout as url() above)
   std::string url(const std::string& options = "") const;
   std::vector<std::unique_ptr<RedisServer>>& nodes() { return nodes_; }
   // The node serving as primary for `slot` now (as that node's CLUSTER NODES says).
@@ -140,7 +160,7 @@ class RedisSentinels {
  public:
   static std::unique_ptr<RedisSentinels> Start();
 
-  // redis-sentinel://127.0.0.1:S1,127.0.0.1:S2,127.0.0.1:S3/fg[?options]
+  // redis-sentinel://127.0.0.1:S1,...,127.0.0.1:S3/fg?options (connect_timeout as url() above)
   std::string url(const std::string& options = "") const;
   std::vector<std::unique_ptr<RedisServer>>& servers() { return servers_; }
   std::vector<std::unique_ptr<RedisServer>>& sentinels() { return sentinels_; }

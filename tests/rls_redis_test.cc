@@ -2,7 +2,7 @@
 //
 // Answers arrive on the store's I/O thread, several descriptors of one request decided
 // concurrently, the server's clock, all_or_nothing across cluster slots, and a killed Redis
-// answered by on_error within the timeout.
+// answered by on_error without waiting.
 
 #include <gtest/gtest.h>
 
@@ -52,18 +52,15 @@ class Asker {
                                           config.ok() ? *config : nullptr, metrics_);
   }
   // Waits (bounded) for the answer from the store's thread.
-  absl::StatusOr<Response> Ask(const pb::RateLimitRequest& request,
-                               std::chrono::steady_clock::duration* took = nullptr) {
+  absl::StatusOr<Response> Ask(const pb::RateLimitRequest& request) {
     auto response = std::make_shared<Response>();
     auto answered = std::make_shared<std::promise<absl::Status>>();
-    const auto start = std::chrono::steady_clock::now();
     engine_->ShouldRateLimit(request, response.get(),
                              [response, answered](absl::Status s) { answered->set_value(s); });
     auto future = answered->get_future();
-    if (future.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
-      return absl::DeadlineExceededError("no answer within 10 s");
+    if (future.wait_for(floodgate::testing::kHangGuard) != std::future_status::ready) {
+      return absl::DeadlineExceededError("no answer: a hang");
     }
-    if (took != nullptr) *took = std::chrono::steady_clock::now() - start;
     const absl::Status status = future.get();
     if (!status.ok()) return status;
     return *response;
@@ -99,7 +96,7 @@ void CheckPollution(Store& store) {
 TEST(RlsRedisTest, DecisionsOnOneRedis) {
   auto server = RedisServer::Start();
   ASSERT_NE(server, nullptr);
-  auto store = floodgate::testing::OpenRedis(server->url("timeout=1s"));
+  auto store = floodgate::testing::OpenRedis(server->url("timeout=60s"));
   ASSERT_NE(store, nullptr);
   CheckPollution(*store);
   store->Close();
@@ -108,31 +105,30 @@ TEST(RlsRedisTest, DecisionsOnOneRedis) {
 TEST(RlsRedisTest, AllOrNothingAcrossClusterSlots) {
   RedisCluster* cluster = RedisCluster::Shared();
   ASSERT_NE(cluster, nullptr);
-  auto store = floodgate::testing::OpenRedis(cluster->url("timeout=1s"));
+  auto store = floodgate::testing::OpenRedis(cluster->url("timeout=60s"));
   ASSERT_NE(store, nullptr);
   CheckPollution(*store);
   store->Close();
 }
 
-TEST(RlsRedisTest, KilledRedisIsAnsweredWithinTheTimeout) {
+// Killed, Redis is answered for by on_error at once: the connection is gone, so no call
+// waits out the timeout (a guard here, which a call that waited would count).
+TEST(RlsRedisTest, KilledRedisIsAnsweredByOnErrorWithoutWaiting) {
   auto server = RedisServer::Start();
   ASSERT_NE(server, nullptr);
-  auto store = floodgate::testing::OpenRedis(server->url("timeout=100ms&on_error=fail_closed"));
+  auto store = floodgate::testing::OpenRedis(server->url("timeout=60s&on_error=fail_closed"));
   ASSERT_NE(store, nullptr);
   {
     Asker asker(*store);
     ASSERT_EQ(asker.Ask(Request("d", "k"))->overall_code(), Response::OK);
     server->Kill();
     for (int i = 0; i < 3; ++i) {
-      std::chrono::steady_clock::duration took{};
-      auto answer = asker.Ask(Request("d", "k"), &took);
+      auto answer = asker.Ask(Request("d", "k"));
       ASSERT_TRUE(answer.ok()) << answer.status();
       EXPECT_EQ(answer->overall_code(), Response::OVER_LIMIT);  // fail_closed
-      // The timeout (100 ms) plus scheduling; a second and third request do not wait
-      // it out again once the breaker is open, but the bound here is the same for all.
-      EXPECT_LT(took, std::chrono::milliseconds(1000)) << i;
     }
     EXPECT_GE(asker.metrics().Get("d.big", RlsMetrics::kDegraded), 3u);
+    EXPECT_EQ(store->redis_stats().timeouts, 0u) << store->redis_stats().last_error;
 
     RlsSettings unavailable;
     unavailable.unavailable_on_store_error = true;

@@ -46,8 +46,6 @@ using std::chrono::milliseconds;
 using Steady = std::chrono::steady_clock;
 using Code = pb::RateLimitResponse;  // Code::OK, Code::OVER_LIMIT
 
-constexpr auto kStartLimit = milliseconds(10'000);
-
 using D = RlsDescriptor;
 
 // A gRPC client of one `serve`: RLS and health.
@@ -62,15 +60,12 @@ class RlsClient {
   struct Result {
     grpc::Status status;
     pb::RateLimitResponse response;
-    Steady::duration took{};
   };
-  Result Call(const pb::RateLimitRequest& request, milliseconds deadline = milliseconds(5000)) {
+  Result Call(const pb::RateLimitRequest& request, milliseconds deadline = kHangGuard) {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + deadline);
     Result result;
-    const auto begin = Steady::now();
     result.status = rls_->ShouldRateLimit(&context, request, &result.response);
-    result.took = Steady::now() - begin;
     return result;
   }
   // The response, failing the test when the call fails.
@@ -82,17 +77,16 @@ class RlsClient {
   }
   std::optional<HealthCheckResponse::ServingStatus> Health(const std::string& service) {
     grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    context.set_deadline(std::chrono::system_clock::now() + kHangGuard);
     HealthCheckRequest request;
     request.set_service(service);
     HealthCheckResponse response;
     if (!health_->Check(&context, request, &response).ok()) return std::nullopt;
     return response.status();
   }
-  // Polls (bounded) until the health of `service` is `want`.
-  bool WaitHealth(const std::string& service, HealthCheckResponse::ServingStatus want,
-                  milliseconds limit) {
-    const auto deadline = Steady::now() + limit;
+  // Polls (bounded by kHangGuard) until the health of `service` is `want`.
+  bool WaitHealth(const std::string& service, HealthCheckResponse::ServingStatus want) {
+    const auto deadline = Steady::now() + kHangGuard;
     while (Steady::now() < deadline) {
       if (Health(service) == want) return true;
       std::this_thread::sleep_for(milliseconds(20));
@@ -153,15 +147,15 @@ struct RlsServe {
     client.emplace(grpc_port);
   }
   bool Start() {
-    return process->WaitListening(grpc_port, kStartLimit) &&
-           process->WaitListening(http_port, kStartLimit);
+    return process->WaitListening(grpc_port, kHangGuard) &&
+           process->WaitListening(http_port, kHangGuard);
   }
   // Start(), then polls (bounded) until /readyz says the store answers: serve listens
   // before it has connected to Redis (lazy_connect), and decisions until then come from
   // on_error, which tests of exact counts must not see.
   bool StartReady() {
     if (!Start()) return false;
-    const auto deadline = Steady::now() + kStartLimit;
+    const auto deadline = Steady::now() + kHangGuard;
     while (Steady::now() < deadline) {
       if (Http(http_port, beast::http::verb::get, "/readyz").status == 200) return true;
       std::this_thread::sleep_for(milliseconds(10));
@@ -214,7 +208,7 @@ TEST(RlsServe, TakesTheGrpcAddressFromUpstreamsEnvironment) {
   std::vector<std::string> env = runtime.Env();
   env.insert(env.end(), {"GRPC_HOST=127.0.0.1", fmt::format("GRPC_PORT={}", grpc_port)});
   ServeProcess serve({"--listen", fmt::format("127.0.0.1:{}", http_port)}, env);
-  ASSERT_TRUE(serve.WaitListening(grpc_port, kStartLimit)) << serve.Log();
+  ASSERT_TRUE(serve.WaitListening(grpc_port, kHangGuard)) << serve.Log();
   RlsClient client(grpc_port);
   EXPECT_EQ(client.Health("ratelimit"), HealthCheckResponse::SERVING);
 }
@@ -224,7 +218,7 @@ TEST(RlsServe, RefusesUpstreamRedisSettingsItCannotMap) {
   ServeProcess serve(
       {"--listen", fmt::format("127.0.0.1:{}", http_port)},
       {"REDIS_URL=/var/run/nutcracker/ratelimit.sock", "REDIS_TLS=true", "FLOODGATE_STORE="});
-  EXPECT_FALSE(serve.WaitListening(http_port, kStartLimit));
+  EXPECT_FALSE(serve.WaitListening(http_port, kHangGuard));
   EXPECT_THAT(serve.Log(), ::testing::HasSubstr("Redis serves TLS on TCP only"));
 }
 
@@ -236,12 +230,10 @@ TEST(RlsServe, ServesOnUpstreamsUnixSocketSettings) {
       {}, {"REDIS_SOCKET_TYPE=unix", "REDIS_URL=" + redis->unix_socket(), "FLOODGATE_STORE="});
   ASSERT_TRUE(serve.StartReady()) << serve.process->Log();
   // gRPC health follows the store's health watcher, which may report a beat after /readyz.
-  EXPECT_TRUE(
-      serve.client->WaitHealth("ratelimit", HealthCheckResponse::SERVING, milliseconds(5000)))
+  EXPECT_TRUE(serve.client->WaitHealth("ratelimit", HealthCheckResponse::SERVING))
       << serve.process->Log();
   // The log reaches its file when the process flushes it, not by the time it answers.
-  EXPECT_TRUE(
-      serve.process->WaitLogLines("redis+unix://" + redis->unix_socket(), 1, milliseconds(5000)))
+  EXPECT_TRUE(serve.process->WaitLogLines("redis+unix://" + redis->unix_socket(), 1, kHangGuard))
       << serve.process->Log();
 }
 
@@ -271,13 +263,13 @@ TEST(RlsServe, ReadsItsConfigDirectoryWithinBoundsAtStartAndAtReloads) {
   EXPECT_EQ(limit(), 3u);
   runtime.Write("bomb.yaml", AliasBomb(10, 6));
   EXPECT_TRUE(serve.process->WaitLogLines("YAML nodes in one config once aliases are expanded", 1,
-                                          milliseconds(10'000)))
+                                          kHangGuard))
       << serve.process->Log();
   EXPECT_EQ(limit(), 3u);
   fs::remove(runtime.config_dir() / "bomb.yaml");
   ASSERT_EQ(::mkfifo((runtime.config_dir() / "f.yaml").c_str(), 0600), 0);
   EXPECT_TRUE(serve.process->WaitLogLines(
-      "f.yaml: a FIFO: config files are read from regular files only", 1, milliseconds(10'000)))
+      "f.yaml: a FIFO: config files are read from regular files only", 1, kHangGuard))
       << serve.process->Log();
   EXPECT_EQ(limit(), 3u);
 }
@@ -286,7 +278,7 @@ TEST(RlsServe, SigtermStopsCleanly) {
   RlsServe serve({}, {});
   ASSERT_TRUE(serve.Start()) << serve.process->Log();
   ASSERT_TRUE(serve.client->Ask("d", {D{{{"k", "v"}}}}).IsInitialized());
-  EXPECT_EQ(serve.process->Stop(milliseconds(15'000)), 0) << serve.process->Log();
+  EXPECT_EQ(serve.process->Stop(kHangGuard), 0) << serve.process->Log();
 }
 
 // gRPC health follows the store like /readyz: NOT_SERVING while Redis is away, SERVING
@@ -294,18 +286,15 @@ TEST(RlsServe, SigtermStopsCleanly) {
 TEST(RlsServe, HealthFollowsRedis) {
   auto redis = RedisServer::Start();
   ASSERT_NE(redis, nullptr);
-  RlsServe serve({"--store", redis->url()}, {});
+  RlsServe serve({"--store", redis->url("timeout=60s")}, {});
   ASSERT_TRUE(serve.Start()) << serve.process->Log();
-  ASSERT_TRUE(
-      serve.client->WaitHealth("ratelimit", HealthCheckResponse::SERVING, milliseconds(5000)));
+  ASSERT_TRUE(serve.client->WaitHealth("ratelimit", HealthCheckResponse::SERVING));
   redis->Kill();
-  EXPECT_TRUE(
-      serve.client->WaitHealth("ratelimit", HealthCheckResponse::NOT_SERVING, milliseconds(5000)))
+  EXPECT_TRUE(serve.client->WaitHealth("ratelimit", HealthCheckResponse::NOT_SERVING))
       << serve.process->Log();
   EXPECT_EQ(serve.client->Health(""), HealthCheckResponse::NOT_SERVING);
   ASSERT_TRUE(redis->Restart());
-  EXPECT_TRUE(
-      serve.client->WaitHealth("ratelimit", HealthCheckResponse::SERVING, milliseconds(5000)))
+  EXPECT_TRUE(serve.client->WaitHealth("ratelimit", HealthCheckResponse::SERVING))
       << serve.process->Log();
 }
 
@@ -370,11 +359,11 @@ class RlsEngine : public ::testing::TestWithParam<StoreKind> {
     if (GetParam() == StoreKind::kRedis) {
       redis_ = RedisServer::Start();
       ASSERT_NE(redis_, nullptr);
-      store = redis_->url();
+      store = redis_->url("timeout=60s");  // a guard: these tests count Redis's answers
     } else if (GetParam() == StoreKind::kCluster) {
       cluster_ = RedisCluster::Shared();
       ASSERT_NE(cluster_, nullptr);
-      store = cluster_->url();
+      store = cluster_->url("timeout=60s");
     }
     Launch(store, {});
   }
@@ -388,7 +377,7 @@ class RlsEngine : public ::testing::TestWithParam<StoreKind> {
   // Polls (bounded) until `check` holds for a fresh answer (a reload to take effect).
   template <class Check>
   bool WaitFor(const std::string& domain, const std::vector<D>& descriptors, Check check) {
-    const auto deadline = Steady::now() + milliseconds(10'000);
+    const auto deadline = Steady::now() + kHangGuard;
     while (Steady::now() < deadline) {
       const auto r = client().Call(RlsRequest(domain, descriptors, 0));
       if (r.status.ok() && check(r.response)) return true;
@@ -542,7 +531,7 @@ descriptors:
   - key: k
     rate_limit: {unit: FORTNIGHT, requests_per_unit: 8}
 )");
-  EXPECT_TRUE(serve_->process->WaitLogLines("invalid rate limit unit", 1, milliseconds(10'000)))
+  EXPECT_TRUE(serve_->process->WaitLogLines("invalid rate limit unit", 1, kHangGuard))
       << serve_->process->Log();
   EXPECT_THAT(serve_->process->Log(), ::testing::HasSubstr("second.yaml"));
   EXPECT_EQ(client().Ask("second", {d}).statuses(0).current_limit().requests_per_unit(), 7u);
@@ -607,14 +596,10 @@ TEST(RlsEngineEnvironment, GlobalShadowModeAndResponseHeaders) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Redis killed: every answer within the store timeout plus a margin, by on_error; never
-// two timeouts in a row (the breaker). The timeout is long enough (200 ms) that a
-// request which waited it out is told apart from one a loaded CI machine (two sanitizer
-// trees, ctest -j2) descheduled for a while, and the margin (600 ms) is generous yet
-// below the 1 s connect timeout, so an answer that waited for a reconnect still fails.
-
-constexpr auto kStoreTimeout = milliseconds(200);
-constexpr auto kTimeoutAndMargin = kStoreTimeout + milliseconds(600);
+// Redis killed: every answer is on_error's (or UNAVAILABLE with rls.on_error: error), given
+// at once because the connection is gone. The store's timeout is a guard that must never
+// fire (/metrics counts no timeout): an answer that waited it out, or waited for a
+// reconnect, would show there, where a time measured on a loaded machine proves nothing.
 
 struct DownCase {
   std::string on_error;  // store.on_error, or "error" for rls.on_error
@@ -624,27 +609,22 @@ struct DownCase {
 
 class RlsRedisDown : public ::testing::TestWithParam<DownCase> {};
 
-TEST_P(RlsRedisDown, AnswersWithinTheTimeoutByOnError) {
+TEST_P(RlsRedisDown, AnswersByOnErrorWithoutWaiting) {
   auto redis = RedisServer::Start();
   ASSERT_NE(redis, nullptr);
   RuntimeDir runtime;
   runtime.Write("config.yaml", kConfig);
   const bool error = GetParam().on_error == "error";
   const fs::path config_file = runtime.root() / "floodgate.yaml";
-  std::ofstream(config_file) << fmt::format(
-      "store:\n  url: {}\n  timeout: {}ms\n  on_error: {}\n{}", redis->url(), kStoreTimeout.count(),
-      error ? "fail_open" : GetParam().on_error, error ? "rls:\n  on_error: error\n" : "");
+  std::ofstream(config_file) << fmt::format("store:\n  url: {}\n  timeout: 30s\n  on_error: {}\n{}",
+                                            redis->url(), error ? "fail_open" : GetParam().on_error,
+                                            error ? "rls:\n  on_error: error\n" : "");
   RlsServe serve({"--config", config_file.string()}, runtime.Env());
   ASSERT_TRUE(serve.StartReady()) << serve.process->Log();
   ASSERT_EQ(serve.client->Ask("e2e", {D{{{"remote_address", "warm"}}}}).overall_code(), Code::OK);
   redis->Kill();
-  int slow_in_a_row = 0;
-  int most_slow_in_a_row = 0;
   for (std::size_t i = 0; i < std::max<std::size_t>(GetParam().codes.size(), 10); ++i) {
     const auto r = serve.client->Call(RlsRequest("e2e", {D{{{"remote_address", "down"}}}}));
-    EXPECT_LE(r.took, kTimeoutAndMargin) << i;
-    slow_in_a_row = r.took >= kStoreTimeout ? slow_in_a_row + 1 : 0;
-    most_slow_in_a_row = std::max(most_slow_in_a_row, slow_in_a_row);
     if (error) {
       EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE) << i;
       continue;
@@ -654,7 +634,10 @@ TEST_P(RlsRedisDown, AnswersWithinTheTimeoutByOnError) {
       EXPECT_EQ(r.response.overall_code(), GetParam().codes[i]) << i;
     }
   }
-  EXPECT_LE(most_slow_in_a_row, 1) << "the breaker: never two timeouts in a row";
+  const Answer metrics = Http(serve.http_port, beast::http::verb::get, "/metrics");
+  ASSERT_EQ(metrics.status, 200);
+  EXPECT_THAT(metrics.body, ::testing::HasSubstr("\nfloodgate_store_timeouts_total 0\n"));
+  EXPECT_THAT(metrics.body, ::testing::ContainsRegex("\nfloodgate_store_errors_total [1-9]"));
 }
 
 INSTANTIATE_TEST_SUITE_P(OnError, RlsRedisDown,

@@ -23,6 +23,8 @@
 #include <utility>
 #include <vector>
 
+#include "hang_guard.h"
+
 extern char** environ;
 
 namespace floodgate::testing {
@@ -181,8 +183,8 @@ struct Answer {
   Steady::duration took{};
 };
 
-// One HTTP/1.1 request to 127.0.0.1:`port` (5 s bounded), with `headers` besides Host and
-// a JSON body's; status 0 when it failed.
+// One HTTP/1.1 request to 127.0.0.1:`port` (bounded by kHangGuard), with `headers` besides
+// Host and a JSON body's; status 0 when it failed.
 inline Answer Http(int port, beast::http::verb verb, const std::string& target,
                    const std::string& body = "",
                    const std::vector<std::pair<std::string, std::string>>& headers = {}) {
@@ -192,7 +194,7 @@ inline Answer Http(int port, beast::http::verb verb, const std::string& target,
   boost::system::error_code ec;
   stream.connect({asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)}, ec);
   if (ec) return {};
-  stream.expires_after(std::chrono::seconds(5));
+  stream.expires_after(kHangGuard);
   beast::http::request<beast::http::string_body> request(verb, target, 11);
   request.set(beast::http::field::host, "127.0.0.1");
   for (const auto& [name, value] : headers) request.set(name, value);

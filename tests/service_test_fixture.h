@@ -25,6 +25,7 @@
 #include "server/config.h"
 #include "server/http_server.h"
 #include "server/service.h"
+#include "test_time.h"
 
 namespace floodgate::server {
 
@@ -58,11 +59,21 @@ rules:
 
 // ---- request handling, without sockets -------------------------------------------------
 
+// memory:// whose clock stands still at T0 (13 min into an hour): a test's requests are
+// all decided at one instant, however long the machine takes between them (with the
+// system clock, gcra:2/1s gave a unit back to a third request made 500 ms after the
+// first, and an hour's window could end between two requests).
+inline std::shared_ptr<MemoryStore> StoreAtOneInstant() {
+  MemoryStoreOptions options;
+  options.clock = [] { return TimePoint(std::chrono::microseconds(T0)); };
+  return std::make_shared<MemoryStore>(std::move(options));
+}
+
 class ServiceTest : public ::testing::Test {
  protected:
   ServiceTest() : ServiceTest(kConfig) {}
   explicit ServiceTest(const char* config)
-      : store_(std::make_shared<MemoryStore>()),
+      : store_(StoreAtOneInstant()),
         service_(store_, std::make_shared<const ServerConfig>(*ParseConfig(config, "t.yaml"))) {}
 
   Response Call(http::verb method, std::string target, std::string body = "",

@@ -7,15 +7,15 @@
 #include <floodgate/memory_store.h>
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <iostream>
 #include <string>
 
 namespace floodgate::take_model {
 namespace {
 
-constexpr int kTrialsPerKind = 4000;
-constexpr auto kTimePerKind = std::chrono::seconds(3);
+// A fixed number of trials, not as many as fit in some seconds: a seed checks the same
+// trials on every machine, and a run's verdict depends on the seed alone.
+constexpr int kTrialsPerKind = 1500;
 
 class TakeModel : public ::testing::TestWithParam<Kind> {};
 
@@ -28,10 +28,9 @@ TEST_P(TakeModel, SpendingInsideLeasesStaysWithinTheEnvelope) {
   MemoryStoreOptions options;
   options.shards = 1;
   MemoryStore store(std::move(options));
-  const auto deadline = std::chrono::steady_clock::now() + kTimePerKind;
   int trials = 0;
   std::int64_t leased = 0;
-  for (; trials < kTrialsPerKind && std::chrono::steady_clock::now() < deadline; ++trials) {
+  for (; trials < kTrialsPerKind; ++trials) {
     const Policy policy = RandomPolicy(rng, GetParam().algorithm, GetParam().refill);
     const Trial trial = Simulate(rng, store, fmt::format("key{}", trials), policy);
     for (const auto& [t, n] : trial.spent) leased += n;
@@ -40,7 +39,6 @@ TEST_P(TakeModel, SpendingInsideLeasesStaysWithinTheEnvelope) {
     if (HasFailure()) return;
   }
   std::cout << "  " << trials << " trials, " << leased << " units spent\n";
-  EXPECT_GT(trials, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryAlgorithm, TakeModel, ::testing::ValuesIn(Kinds()),

@@ -321,9 +321,12 @@ Command AddBench(CLI::App& app) {
                   "inline, so it always has one)")
       ->check(CLI::Range(1, 65536))
       ->capture_default_str();
-  cmd->add_option("--duration", flags->duration, "how long to run, e.g. 10s")
+  cmd->add_option("--duration", flags->duration,
+                  "how long to run at most (a run bounded by --max-decisions ends when they are "
+                  "done), e.g. 10s")
       ->capture_default_str();
-  cmd->add_option("--max-decisions", flags->max_decisions, "stop after this many decisions")
+  cmd->add_option("--max-decisions", flags->max_decisions,
+                  "stop after this many decisions (each thread its share)")
       ->capture_default_str();
   cmd->add_option("--rate", flags->rate,
                   "offered load in decisions/s over all threads (open loop); 0: as fast as "

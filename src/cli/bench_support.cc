@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <condition_variable>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -75,12 +77,26 @@ LoopResult RunTimed(int threads, std::chrono::nanoseconds duration,
                     const std::function<std::uint64_t(int, const std::atomic<bool>&)>& body) {
   std::atomic<bool> stop{false};
   std::atomic<std::uint64_t> total{0};
+  std::mutex mu;
+  std::condition_variable finished_cv;
+  int finished = 0;  // guarded by mu
   std::vector<std::jthread> workers;
   const auto start = std::chrono::steady_clock::now();
   for (int t = 0; t < threads; ++t) {
-    workers.emplace_back([&, t] { total += body(t, stop); });
+    workers.emplace_back([&, t] {
+      total += body(t, stop);
+      std::lock_guard lock(mu);
+      ++finished;
+      finished_cv.notify_one();
+    });
   }
-  std::this_thread::sleep_for(duration);  // the measured interval itself, not a sync
+  {
+    // The measured interval, or less once every body has returned on its own (a count
+    // bound such as bench's --max-decisions): a run bounded by count ends with its work,
+    // and its duration is then only a guard.
+    std::unique_lock lock(mu);
+    finished_cv.wait_for(lock, duration, [&] { return finished == threads; });
+  }
   stop = true;
   workers.clear();  // joins
   const auto end = std::chrono::steady_clock::now();

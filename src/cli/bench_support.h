@@ -45,9 +45,10 @@ class KeySequence {
 
 std::vector<std::string> MakeKeys(std::size_t count);
 
-// Runs `body(thread_index, stop)` on `threads` threads, raising `stop` after `duration`.
-// Each body polls `stop` and returns the number of operations it did; the total is
-// returned with the measured wall time.
+// Runs `body(thread_index, stop)` on `threads` threads, raising `stop` after `duration`
+// or returning as soon as every body has returned, whichever comes first. Each body polls
+// `stop` and returns the number of operations it did; the total is returned with the
+// measured wall time.
 struct LoopResult {
   std::uint64_t operations = 0;
   double seconds = 0;

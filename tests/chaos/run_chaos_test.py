@@ -5,12 +5,15 @@ Steady HTTP load from a bounded client (4 keep-alive connections), while Redis i
 restarted, paused past the timeout (CLIENT PAUSE), loses its scripts (SCRIPT FLUSH), runs out of
 memory (CONFIG SET maxmemory), and the server is sent SIGHUP with a broken config.
 
-Asserts: the server never crashes or stops answering; every answer arrives within the
-store timeout plus a margin; every degraded answer is what on_error says (fail_closed: a
-denial; fail_open, and local under this test's generous policy: allowed); after each
-fault is cleared, answers come from Redis again within 1 s; the broken config is refused
-(logged with its file and line) and the old one keeps serving; the server's RSS, sampled
-after every fault, stays bounded.
+Asserts: the server never crashes or stops answering (no request fails); while Redis is
+silent (paused) it keeps answering, by on_error, without waiting for Redis; every degraded
+answer is what on_error says (fail_closed: a denial; fail_open, and local under this test's
+generous policy: allowed); after each fault is cleared, answers come from Redis again; the
+broken config is refused (logged with its file and line) and the old one keeps serving; the
+server's RSS, sampled after every fault, stays bounded. Each fault lasts a number of answers,
+not a time, and no assertion is about how fast anything was (issue 34): the slowest answer
+and the recovery times are printed, not judged, and every wait is bounded by HANG_GUARD_S
+only to end a test that would otherwise hang.
 Usage: run_chaos_test.py FLOODGATE_BINARY WORK_DIR [ON_ERROR]
 """
 import http.client
@@ -25,11 +28,12 @@ import threading
 import time
 
 TIMEOUT_MS = 100
-# Answers must come within the store timeout plus this (scheduling of a Python client
-# and three busy processes on two cores, the breaker's probe, one sweep tick).
-MARGIN_MS = 400
-RECOVERY_S = 1.0
-LOAD_SECONDS_MAX = 90
+# How long a wait for an event (an answer, a log line) may take before it is a hang.
+HANG_GUARD_S = 60
+# Answers that arrive during each fault: the fault lasts that many, however fast they come.
+ANSWERS_PER_FAULT = 200
+# The load's own bounds (ctest's TIMEOUT is the outer guard).
+LOAD_SECONDS_MAX = 500
 REQUESTS_MAX = 2_000_000
 
 
@@ -56,8 +60,8 @@ class Redis:
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
              "--save", "", "--appendonly", "no", "--logfile", "redis.log"])
-        deadline = time.time() + 10
-        while time.time() < deadline:
+        deadline = time.monotonic() + HANG_GUARD_S
+        while time.monotonic() < deadline:
             if self.cli("PING").strip() == "PONG":
                 return
             time.sleep(0.02)
@@ -87,7 +91,7 @@ class Load:
             t.start()
 
     def run(self, index):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=HANG_GUARD_S)
         deadline = time.time() + LOAD_SECONDS_MAX
         i = 0
         while not self.stop.is_set() and time.time() < deadline and i < REQUESTS_MAX // 4:
@@ -102,7 +106,7 @@ class Load:
                 with self.lock:
                     self.errors.append(f"{type(e).__name__}: {e}")
                 conn.close()
-                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=HANG_GUARD_S)
                 continue
             took = time.monotonic() - begin
             if response.status != 200:
@@ -123,13 +127,17 @@ class Load:
         with self.lock:
             return [a for a in self.answers if a[0] >= t]
 
+    def count(self):
+        with self.lock:
+            return len(self.answers)
+
 
 def rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         return next(int(l.split()[1]) for l in f if l.startswith("VmRSS"))
 
 
-def wait_until(predicate, seconds, what):
+def wait_until(predicate, what, seconds=HANG_GUARD_S):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if predicate():
@@ -157,6 +165,7 @@ def main():
             "    policy: gcra:1000000/1s\n")
     with open(config, "w") as f:
         f.write(good)
+    redis_cli_pause = ["CLIENT", "PAUSE", "600000", "WRITE"]  # held, not refused, until UNPAUSE
     port = free_port()
     log = open(os.path.join(work, "serve.log"), "w")
     server = subprocess.Popen([binary, "serve", "--config", config, "--listen",
@@ -164,19 +173,21 @@ def main():
     load = None
     try:
         wait_until(lambda: subprocess.run(["curl", "-sf", f"http://127.0.0.1:{port}/readyz"],
-                                          capture_output=True).returncode == 0, 10,
+                                          capture_output=True).returncode == 0,
                    "floodgate serve did not become ready")
         load = Load(port)
         recoveries = {}
 
         def from_redis_again(name, cleared_at):
             # The first answer from Redis after the fault was cleared.
-            t = wait_until(lambda: any(not a[2] for a in load.since(cleared_at)), 10,
-                           f"{name}: no answer from Redis within 10 s after the fault was cleared")
+            t = wait_until(lambda: any(not a[2] for a in load.since(cleared_at)),
+                           f"{name}: no answer from Redis after the fault was cleared")
             recoveries[name] = t - cleared_at
 
-        def degraded_seen(since):
-            wait_until(lambda: any(a[2] for a in load.since(since)), 10, "no degraded answer")
+        def degraded_answers(since, n, what):
+            # The fault lasts until n degraded answers came after `since`.
+            wait_until(lambda: sum(1 for a in load.since(since) if a[2]) >= n,
+                       f"{what}: fewer than {n} degraded answers")
 
         def settled():
             # Answers to requests sent during the last fault (waiting out the timeout) can
@@ -186,27 +197,38 @@ def main():
                 with load.lock:
                     last = load.answers[-200:]
                 return len(last) == 200 and not any(a[2] for a in last)
-            wait_until(quiet, 10, "answers did not settle after a fault")
+            wait_until(quiet, "answers did not settle after a fault")
 
-        wait_until(lambda: len(load.since(0)) > 500, 20, "no load")
+        wait_until(lambda: load.count() > 500, "no load")
         rss_start = rss_kib(server.pid)
         rss = [rss_start]  # sampled after every fault, not only at the end
 
-        # 1. Redis killed, then restarted on the same port.
+        # 1. Redis killed, then restarted on the same port, once the outage has lasted
+        # ANSWERS_PER_FAULT answers (the load keeps running meanwhile).
         t = time.monotonic()
         redis.kill()
-        degraded_seen(t)
-        time.sleep(1)  # let the outage last: the load keeps running meanwhile
+        degraded_answers(t, ANSWERS_PER_FAULT, "Redis killed")
         redis.start()
         from_redis_again("kill + restart", time.monotonic())
 
         rss.append(rss_kib(server.pid))
-        # 2. Paused past the timeout.
+        # 2. Redis silent: its script calls held until it is told to go on. The server keeps
+        # answering meanwhile, by on_error, every answer degraded: it never waits for Redis.
+        settled()
+        if redis.cli(*redis_cli_pause).strip() != "OK":
+            fail("CLIENT PAUSE")
         t = time.monotonic()
-        redis.cli("CLIENT", "PAUSE", "1500", "ALL")
-        degraded_seen(t)
-        wait_until(lambda: time.monotonic() - t >= 1.5, 5, "pause")
-        from_redis_again("CLIENT PAUSE 1.5 s", t + 1.5)
+        degraded_answers(t, ANSWERS_PER_FAULT, "Redis paused")
+        paused_answers = load.since(t)
+        if redis.cli("CLIENT", "UNPAUSE").strip() != "OK":
+            fail("CLIENT UNPAUSE")
+        cleared = time.monotonic()
+        # Every request sent after the pause began was answered by on_error, all while
+        # Redis held every call: the server did not wait for Redis.
+        from_redis = [a for a in paused_answers if not a[2]]
+        if len(from_redis) > 4:  # at most the 4 connections' requests Redis ran before
+            fail(f"{len(from_redis)} answers from Redis while it was paused")
+        from_redis_again("CLIENT PAUSE", cleared)
 
         rss.append(rss_kib(server.pid))
         # 3. Scripts lost: resent with their bodies, nothing degraded.
@@ -214,7 +236,7 @@ def main():
         t = time.monotonic()
         if redis.cli("SCRIPT", "FLUSH").strip() != "OK":
             fail("SCRIPT FLUSH")
-        wait_until(lambda: len(load.since(t)) > 500, 10, "no answers after SCRIPT FLUSH")
+        wait_until(lambda: len(load.since(t)) > 500, "no answers after SCRIPT FLUSH")
         flushed = [a for a in load.since(t) if a[2]]
         if flushed:
             fail(f"{len(flushed)} degraded answers after SCRIPT FLUSH (should be invisible)")
@@ -223,8 +245,7 @@ def main():
         # 4. Out of memory: writes refused, then memory given back.
         t = time.monotonic()
         redis.cli("CONFIG", "SET", "maxmemory", "1")
-        degraded_seen(t)
-        time.sleep(1)
+        degraded_answers(t, ANSWERS_PER_FAULT, "maxmemory")
         redis.cli("CONFIG", "SET", "maxmemory", "0")
         from_redis_again("maxmemory OOM", time.monotonic())
 
@@ -235,10 +256,10 @@ def main():
             f.write("rules:\n  - name: api\n    policy: nonsense\n")
         t = time.monotonic()
         server.send_signal(signal.SIGHUP)
-        wait_until(lambda: len([a for a in load.since(t) if not a[2]]) > 500, 10,
+        wait_until(lambda: len([a for a in load.since(t) if not a[2]]) > 500,
                    "no answers from Redis after a broken SIGHUP")
         log_path = os.path.join(work, "serve.log")
-        wait_until(lambda: "reload refused" in open(log_path, errors="replace").read(), 5,
+        wait_until(lambda: "reload refused" in open(log_path, errors="replace").read(),
                    "the broken config was not refused (no \"reload refused\" in the log)")
         refusal = next(l for l in open(log_path, errors="replace") if "reload refused" in l)
         if "floodgate.yaml:3" not in refusal:
@@ -246,7 +267,8 @@ def main():
         with open(config, "w") as f:
             f.write(good)
 
-        wait_until(lambda: len(load.since(time.monotonic() - 0.5)) > 0, 5, "load stopped")
+        answered = load.count()
+        wait_until(lambda: load.count() > answered, "load stopped")
         load.finish()
         rss_end = rss_kib(server.pid)
         rss.append(rss_end)
@@ -262,14 +284,9 @@ def main():
         slowest = max(a[1] for a in answers)
         degraded = [a for a in answers if a[2]]
         wrong = [a for a in degraded if a[3] != degraded_allows]
-        if slowest * 1000 > TIMEOUT_MS + MARGIN_MS:
-            fail(f"an answer took {slowest * 1000:.0f} ms (timeout {TIMEOUT_MS} ms + {MARGIN_MS})")
         if wrong:
             fail(f"{len(wrong)} degraded answers {'denied' if degraded_allows else 'allowed'}; "
                  f"on_error={on_error} {'allows' if degraded_allows else 'denies'}")
-        for name, seconds in recoveries.items():
-            if seconds > RECOVERY_S:
-                fail(f"{name}: answers from Redis again only after {seconds:.2f} s")
         if max(rss) > rss_start + 64 * 1024:
             fail(f"RSS grew from {rss_start} KiB to {max(rss)} KiB (samples: {rss})")
         print(f"ok: {len(answers)} answers, {len(degraded)} degraded (all {'allowed' if degraded_allows else 'denials'}, on_error={on_error}), slowest "

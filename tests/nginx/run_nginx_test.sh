@@ -26,7 +26,7 @@ sed 's/^listen: .*/listen: 127.0.0.1:0/' "$root/examples/nginx/floodgate.yaml" >
 "$binary" serve --config "$work/floodgate.yaml" --threads 2 > "$work/floodgate.log" 2>&1 &
 pids+=($!)
 fg_port=""
-for _ in $(seq 1 200); do  # bounded wait for the "listening on" line
+for _ in $(seq 1 1200); do  # bounded wait for the "listening on" line
   fg_port=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/floodgate.log" | head -1 | sed 's/.*://' || true)
   [ -n "$fg_port" ] && break
   sleep 0.05
@@ -38,7 +38,7 @@ sed -e "s|@PREFIX@|$work|g" -e "s|@FLOODGATE@|127.0.0.1:$fg_port|g" -e "s|@PORT@
     -e "s|@UPSTREAM_PORT@|$upstream|g" "$root/examples/nginx/nginx.conf" > "$work/nginx.conf"
 nginx -p "$work" -c "$work/nginx.conf" -e "$work/error.log" &
 pids+=($!)
-for _ in $(seq 1 200); do
+for _ in $(seq 1 1200); do
   curl -s -o /dev/null "http://127.0.0.1:$port/health-of-nginx" 2>/dev/null && break
   sleep 0.05
 done
@@ -73,10 +73,10 @@ export_status() {
   curl -s -o /dev/null -w '%{http_code}' "${client[@]}" "http://127.0.0.1:$port/exports/$1"
 }
 # The release lands just after the client has its answer (post_action runs after the
-# response): wait for it by asking again, at most 100 times.
+# response): wait for it by asking again (bounded: a minute, a guard against a hang).
 eventually() {
   local want=$1; shift
-  for _ in $(seq 1 100); do [ "$("$@")" = "$want" ] && return 0; sleep 0.05; done
+  for _ in $(seq 1 1200); do [ "$("$@")" = "$want" ] && return 0; sleep 0.05; done
   return 1
 }
 [ "$(export_status first)" = 200 ] || fail "the first export was not admitted"
@@ -85,7 +85,7 @@ eventually 200 export_status second || fail "the first export's lease never came
 # floodgate's /v1/authz as nginx calls it for the same client takes the lease (once the
 # second export's release has landed).
 lease=""
-for _ in $(seq 1 100); do
+for _ in $(seq 1 1200); do
   lease=$(curl -s -D - -o /dev/null "${client[@]}" -H "X-Original-URI: /exports/direct" \
                "http://127.0.0.1:$fg_port/v1/authz" |
           grep -i '^X-RateLimit-Lease:' | awk '{print $2}' | tr -d '\r' || true)

@@ -151,7 +151,7 @@ until_ok() {
 container_init() {
   init=$(pgrep -P "$nspawn" -x systemd) || return 1
 }
-until_ok 30 "the container's systemd" container_init
+until_ok 60 "the container's systemd" container_init
 # Runs a command inside the container, bounded in time, with a clean environment.
 inside() {
   timeout -k 5 60 nsenter -t "$init" -a \
@@ -185,7 +185,7 @@ inside dpkg -i "/debs/$(basename "$deb")" > "$work/install.log" 2>&1 ||
 [ "$(inside systemctl is-enabled floodgate)" = enabled ] || fail "the unit is not enabled"
 [ "$(inside systemctl is-active floodgate)" = active ] ||
   { journal; fail "the unit is not active"; }
-until_ok 20 "/healthz" http -f http://127.0.0.1:8080/healthz
+until_ok 60 "/healthz" http -f http://127.0.0.1:8080/healthz
 [ "$(http http://127.0.0.1:8080/healthz)" = ok ] || fail "/healthz"
 [ "$(limit_answered)" = 5 ] || fail "the shipped rule's limit: '$(limit_answered)', wanted 5"
 
@@ -209,7 +209,7 @@ case ",$root_options," in *,ro,*) ;; *) fail "/ is not read-only: $root_options"
 edit_config 's|sliding_log:5/15m|sliding_log:7/15m|'
 inside systemctl reload floodgate > "$work/reload.log" 2>&1 ||
   { cat "$work/reload.log"; journal | tail -5; fail "systemctl reload"; }
-until_ok 10 "the reload in the log" journal_has "config reloaded (1 rules)"
+until_ok 60 "the reload in the log" journal_has "config reloaded (1 rules)"
 [ "$(limit_answered)" = 7 ] || fail "after the reload the limit is '$(limit_answered)', wanted 7"
 [ "$(main_pid)" = "$pid" ] || fail "the reload restarted the service"
 
@@ -220,12 +220,12 @@ inside systemctl reload floodgate > "$work/reload-broken.log" 2>&1 &&
 [ "$(inside systemctl is-active floodgate)" = active ] || fail "a failed reload stopped the unit"
 [ "$(main_pid)" = "$pid" ] || fail "a failed reload restarted the service"
 [ "$(limit_answered)" = 7 ] || fail "after a broken reload the limit is '$(limit_answered)'"
-until_ok 10 "the reload's error in the log" journal_has "rules[0].policy"
+until_ok 60 "the reload's error in the log" journal_has "rules[0].policy"
 edit_config 's|sliding_log:0/15m|sliding_log:7/15m|'
 
 # 8. The logs.
 for line in "floodgate $version listening on http://127.0.0.1:8080" "config reloaded (1 rules)"; do
-  until_ok 10 "'$line' in journalctl" journal_has "$line"
+  until_ok 60 "'$line' in journalctl" journal_has "$line"
 done
 
 # 9. Upgrade: the edited conffile stays, the service restarts into the new version with it.
@@ -240,7 +240,7 @@ upgrade_to "$version+upgrade1"
 [ "$(inside systemctl is-enabled floodgate)" = enabled ] || fail "not enabled after the upgrade"
 [ "$(inside systemctl is-active floodgate)" = active ] || fail "not active after the upgrade"
 [ "$(main_pid)" != "$pid" ] || fail "the upgrade did not restart the service"
-until_ok 20 "/healthz after the upgrade" http -f http://127.0.0.1:8080/healthz
+until_ok 60 "/healthz after the upgrade" http -f http://127.0.0.1:8080/healthz
 [ "$(limit_answered)" = 7 ] || fail "after the upgrade the limit is '$(limit_answered)', wanted 7"
 # The administrator's choice stays: disabled and stopped, an upgrade neither enables nor starts.
 inside systemctl disable --now floodgate 2> /dev/null
@@ -248,12 +248,12 @@ upgrade_to "$version+upgrade2"
 [ "$(inside systemctl is-enabled floodgate)" = disabled ] || fail "the upgrade enabled the unit"
 [ "$(inside systemctl is-active floodgate)" = inactive ] || fail "the upgrade started the unit"
 inside systemctl enable --now floodgate 2> /dev/null
-until_ok 20 "/healthz when started again" http -f http://127.0.0.1:8080/healthz
+until_ok 60 "/healthz when started again" http -f http://127.0.0.1:8080/healthz
 
 # 10. Stop: SIGTERM, a clean exit, the port closed.
 inside systemctl stop floodgate
 [ "$(inside systemctl is-active floodgate)" = inactive ] || fail "not inactive after stop"
-until_ok 10 "a clean stop in the log" journal_has "floodgate: stopped"
+until_ok 60 "a clean stop in the log" journal_has "floodgate: stopped"
 http http://127.0.0.1:8080/healthz > /dev/null 2>&1 && fail "/healthz answers after stop"
 
 # 11. Purge, from a running service: stopped, and nothing of it left.

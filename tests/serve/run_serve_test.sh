@@ -12,8 +12,8 @@ pid=""
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null || true; }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; echo "--- log"; cat "$work/serve.log" 2>/dev/null || true; exit 1; }
-wait_for() {  # bounded poll for a line in the log
-  for _ in $(seq 1 200); do grep -q "$1" "$work/serve.log" && return 0; sleep 0.05; done
+wait_for() {  # poll for a line in the log, bounded by a minute (a guard against a hang)
+  for _ in $(seq 1 1200); do grep -q "$1" "$work/serve.log" && return 0; sleep 0.05; done
   fail "no \"$1\" in the log"
 }
 
@@ -63,13 +63,21 @@ mkdir -p "$redis_dir"
 rport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 redis-server --port "$rport" --bind 127.0.0.1 --dir "$redis_dir" --save '' --appendonly no > /dev/null 2>&1 &
 rpid=$!
-for _ in $(seq 1 200); do redis-cli -p "$rport" ping > /dev/null 2>&1 && break; sleep 0.05; done
+for _ in $(seq 1 1200); do redis-cli -p "$rport" ping > /dev/null 2>&1 && break; sleep 0.05; done
 : > "$work/serve.log"
-"$binary" serve --listen 127.0.0.1:0 --store "redis://127.0.0.1:$rport" --threads 1 > "$work/serve.log" 2>&1 &
+# The store's timeout is a guard (readyz's PING waits for it): a short one would let a
+# loaded machine answer 503 with Redis up.
+"$binary" serve --listen 127.0.0.1:0 --store "redis://127.0.0.1:$rport?timeout=60s" --threads 1 > "$work/serve.log" 2>&1 &
 pid=$!
 wait_for "listening on"
 port=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/serve.log" | head -1 | sed 's/.*://')
-[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz")" = 200 ] || fail "readyz with redis up"
+# serve listens before it has connected (lazy_connect): ready once it has (polled, bounded).
+ready=""
+for _ in $(seq 1 1200); do
+  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz")" = 200 ] && { ready=1; break; }
+  sleep 0.05
+done
+[ -n "$ready" ] || fail "readyz with redis up"
 kill -9 "$rpid"; wait "$rpid" 2>/dev/null || true
 [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz")" = 503 ] || fail "readyz with redis down"
 body=$(curl -s -X POST "http://127.0.0.1:$port/v1/check" -d '{"key":"k","policy":"gcra:5/1s"}')
@@ -80,7 +88,7 @@ kill -TERM "$pid"; wait "$pid" 2>/dev/null || true; pid=""
 # REDIS_URL when FLOODGATE_STORE is not set either; a flag beats the environment.
 # Upstream's REDIS_URL beside a store given otherwise would be ignored: the start stops.
 if FLOODGATE_STORE="memory://?max_keys=1000" REDIS_URL="redis://127.0.0.1:1" \
-  timeout 10 "$binary" serve --listen 127.0.0.1:0 --threads 1 > "$work/serve.log" 2>&1; then
+  timeout 60 "$binary" serve --listen 127.0.0.1:0 --threads 1 > "$work/serve.log" 2>&1; then
   fail "REDIS_URL beside FLOODGATE_STORE should stop the start"
 fi
 grep -q 'REDIS_URL is set .* but the store is FLOODGATE_STORE=memory://' "$work/serve.log" ||
