@@ -6,6 +6,7 @@
 #include "server/rls/rls_engine.h"
 
 #include <floodgate/memory_store.h>
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -85,6 +86,26 @@ TEST_F(RlsEngineTest, RequestChecksUseUpstreamTexts) {
   auto no_descriptors = Ask(RlsRequest("d", {}));
   EXPECT_EQ(no_descriptors.status(),
             absl::InvalidArgumentError("rate limit descriptor list must not be empty"));
+}
+
+// Issue 39: 10,000 descriptors in one request queued past the Redis store's timeout and
+// opened its breaker for every client. At most kMaxDescriptors, refused before any work.
+TEST_F(RlsEngineTest, DescriptorsPerRequestAreBoundedBeforeAnyIsDecided) {
+  Start(kBasic);
+  std::vector<Descriptor> descriptors(kMaxDescriptors, Descriptor{{{"per_day", "x"}}});
+  const auto decisions = [&] { return metrics_.Get("d.per_day", RlsMetrics::kTotalHits); };
+  EXPECT_TRUE(Ask(RlsRequest("d", descriptors)).ok());  // 64: decided
+  const std::uint64_t before = decisions();
+  EXPECT_EQ(before, static_cast<std::uint64_t>(kMaxDescriptors));
+  descriptors.resize(10'000, Descriptor{{{"per_day", "x"}}});
+  for (const std::size_t n : {std::size_t{kMaxDescriptors + 1}, std::size_t{10'000}}) {
+    descriptors.resize(n);
+    auto refused = Ask(RlsRequest("d", descriptors));
+    EXPECT_EQ(refused.status(),
+              absl::InvalidArgumentError(fmt::format(
+                  "{} descriptors in one request; at most {} are taken", n, kMaxDescriptors)));
+  }
+  EXPECT_EQ(decisions(), before);  // nothing of them reached the store
 }
 
 TEST_F(RlsEngineTest, OverLimitWhenTheCountPassesTheLimitPerSecond) {
