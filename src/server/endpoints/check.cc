@@ -77,7 +77,18 @@ void Check(const Request& request, const ServerConfig& config, Decider& decider,
   if (!object.ok()) return bad(MessageOf(object.status()));
   simdjson::dom::array items;
   if ((*object)["items"].get_array().get(items) == simdjson::SUCCESS) {
-    if (object->size() != 1) return bad("give \"items\" alone, or a single key");
+    if (object->size() != 1) {
+      std::size_t named = 0;
+      for (const auto field : *object) named += field.key == "items";
+      return bad(named > 1 ? "field \"items\" given twice"
+                           : "give \"items\" alone, or a single key");
+    }
+    // Counted before any item is read (a 64 KiB body holds thousands), and again as
+    // rules add their limits: no request does more than kMaxItems items' work.
+    const auto too_many = [&](std::size_t count) {
+      return bad(fmt::format("\"items\" must hold 1 to {} limits, got {}", kMaxItems, count));
+    };
+    if (items.size() > kMaxItems) return too_many(items.size());
     auto limits = std::make_shared<RequestLimits>();
     limits->shape = RequestLimits::Shape::kItemized;
     std::size_t n = 0;
@@ -87,17 +98,11 @@ void Check(const Request& request, const ServerConfig& config, Decider& decider,
         return bad(fmt::format("items[{}] must be a JSON object", n));
       }
       auto status = AddCheckItem(item, n, request, config, *limits);
-      if (!status.ok()) {
-        return respond(ErrorResponse(
-            request, absl::IsNotFound(status) ? http::status::not_found : http::status::bad_request,
-            absl::IsNotFound(status) ? "not_found" : "invalid_argument", MessageOf(status)));
-      }
+      if (!status.ok()) return respond(StoreError(Reply::To(request), status));
+      if (limits->items.size() > kMaxItems) return too_many(limits->items.size());
       ++n;
     }
-    if (limits->items.empty() || limits->items.size() > kMaxItems) {
-      return bad(fmt::format("\"items\" must hold 1 to {} limits, got {}", kMaxItems,
-                             limits->items.size()));
-    }
+    if (limits->items.empty()) return too_many(0);
     return Answer(request, decider, std::move(limits), std::move(respond));
   }
   static constexpr Field kCheckFields[] = {Field::kKey, Field::kRule, Field::kPolicy, Field::kCost};
