@@ -165,6 +165,44 @@ TEST_F(ServiceTest, ItemsAreCountedBeforeAnyIsRead) {
   EXPECT_EQ(Body(r)["message"], "\"items\" must hold 1 to 16 limits, got 3000");
 }
 
+class InlinePoliciesOff : public ServiceTest {
+ protected:
+  InlinePoliciesOff()
+      : ServiceTest(R"(
+inline_policies: false
+rules:
+  - name: api
+    match: {path_prefix: /api}
+    policy: fixed_window:2/1h
+)") {}
+};
+
+TEST_F(InlinePoliciesOff, APolicyFromTheRequestIsForbiddenOnEveryEndpoint) {
+  const auto forbidden = [&](const char* path, const char* body) {
+    const Response r = Call(http::verb::post, path, body);
+    EXPECT_EQ(r.result_int(), 403) << path << " " << body << ": " << r.body;
+    EXPECT_EQ(Body(r)["code"], "permission_denied");
+    EXPECT_THAT(Body(r)["message"].get<std::string>(),
+                HasSubstr("inline policies are off (inline_policies: false)"));
+  };
+  forbidden("/v1/check", R"({"key":"k","policy":"gcra:1/1s"})");
+  // Refused before the text is read: a zone path is not even looked at.
+  forbidden("/v1/check", R"({"key":"k","policy":"fixed_window:5/1d,tz=/dev/stdin"})");
+  forbidden("/v1/check",
+            R"({"items":[{"key":"k","rule":"api"},{"key":"k","policy":"gcra:1/1s"}]})");
+  forbidden("/v1/reserve", R"({"key":"k","policy":"gcra:1/1s","estimate":1})");
+  forbidden("/v1/acquire", R"({"key":"k","policy":"concurrency:1"})");
+  EXPECT_EQ(store_->Stats().keys, 0u);
+  // The configured rules still decide.
+  EXPECT_EQ(Call(http::verb::post, "/v1/check", R"({"key":"k","rule":"api"})").result_int(), 200);
+}
+
+TEST(ServerConfig, InlinePoliciesAreOnUnlessTurnedOff) {
+  EXPECT_TRUE(ParseConfig("", "t.yaml")->inline_policies);
+  EXPECT_FALSE(ParseConfig("inline_policies: false", "t.yaml")->inline_policies);
+  EXPECT_FALSE(ParseConfig("inline_policies: nope", "t.yaml").ok());
+}
+
 // Issue 34: tz=/dev/stdin from any client blocked a server thread for good.
 TEST_F(ServiceTest, AZoneIsNeverAPath) {
   for (const char* tz : {"/dev/stdin", "/proc/self/fd/0", "../../../../dev/stdin",

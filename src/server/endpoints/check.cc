@@ -42,8 +42,11 @@ absl::Status AddCheckItem(simdjson::dom::object item, std::size_t index, const R
     }
     return absl::OkStatus();
   }
-  auto policy = Policy::Parse(*fields->policy);
-  if (!policy.ok()) return bad(policy.status());
+  auto policy = InlinePolicy(*fields->policy, config);
+  if (!policy.ok()) {
+    return absl::Status(policy.status().code(),
+                        fmt::format("items[{}]: {}", index, MessageOf(policy.status())));
+  }
   limits.Add(std::string(key), name.empty() ? fmt::format("items[{}]", index) : std::string(name),
              RequestLimits::kNoRule, *policy, fields->cost.value_or(1), config.shadow, hold);
   if (std::find(limits.rules.begin(), limits.rules.end(), kInlinePolicy) == limits.rules.end()) {
@@ -122,8 +125,8 @@ void Check(const Request& request, const ServerConfig& config, Decider& decider,
     AddRuleLimits(*rule, key, ':', "", fields->cost.value_or(rule->cost), request, config, *limits);
     limits->rules.push_back(rule->name);
   } else {
-    auto policy = Policy::Parse(*fields->policy);
-    if (!policy.ok()) return bad(MessageOf(policy.status()));
+    auto policy = InlinePolicy(*fields->policy, config);
+    if (!policy.ok()) return respond(StoreError(Reply::To(request), policy.status()));
     limits->shape = RequestLimits::Shape::kOne;
     limits->Add(std::string(key), std::string(kInlinePolicy), RequestLimits::kNoRule, *policy,
                 fields->cost.value_or(1), false);
