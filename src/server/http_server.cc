@@ -112,9 +112,11 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     arena_.release();  // the previous request's header fields
     parser_.emplace(std::piecewise_construct, std::make_tuple(),
                     std::make_tuple(FieldAllocator(&arena_)));
-    parser_->eager(true);
-    parser_->header_limit(static_cast<std::uint32_t>(worker_.server.options_.header_limit));
+    // Not eager until the header is done: a put() then stops at the header's end, so what
+    // it consumed is exactly the header's bytes (see Parse).
+    parser_->eager(false);
     parser_->body_limit(worker_.server.options_.body_limit);
+    header_bytes_ = 0;
     // The deadline runs through reading, handling and writing: one bound per request
     // (the store bounds its own waits far below it), so neither a slowloris nor a client
     // that stops reading its answers can pin the connection.
@@ -144,10 +146,29 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
   // answered, anything less waits for more bytes.
   void Parse() {
     if (state_ == State::kDone) return;  // closed (shutdown) before a posted parse ran
+    const std::size_t header_limit = worker_.server.options_.header_limit;
     while (buffer_.size() > 0 && !parser_->is_done()) {
+      const bool in_header = !parser_->is_header_done();
+      // Beast checks its header_limit per put() and never counts down what earlier puts
+      // consumed: fields arriving over several reads passed twice the limit (32,730
+      // bytes). The header's bytes are counted here, the rest of the budget given to
+      // each put, so the request line and fields together stay within header_limit.
+      if (in_header) {
+        parser_->header_limit(static_cast<std::uint32_t>(header_limit - header_bytes_));
+      }
       beast::error_code ec;
       const std::size_t used = parser_->put(buffer_.data(), ec);
       buffer_.consume(used);
+      if (in_header) {
+        header_bytes_ += used;
+        if (header_bytes_ > header_limit) return OnRequest(http::error::header_limit);
+        if (parser_->is_header_done()) parser_->eager(true);
+        // Still no header end within the budget, and the bytes here already reach past
+        // it: the header cannot end in time (Beast would only wait for more).
+        if (ec == http::error::need_more && header_bytes_ + buffer_.size() >= header_limit) {
+          return OnRequest(http::error::header_limit);
+        }
+      }
       if (ec == http::error::need_more) break;
       if (ec) return OnRequest(ec);
       if (used == 0) break;
@@ -272,6 +293,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
   beast::flat_buffer buffer_;
   std::pmr::monotonic_buffer_resource arena_{arena_buffer_, sizeof arena_buffer_};
   std::optional<http::request_parser<http::string_body, FieldAllocator>> parser_;
+  std::size_t header_bytes_ = 0;       // of the request being read, its header's so far
   std::shared_ptr<Session> handling_;  // the session, while the service decides
   bool answering_inline_ = false;
   std::optional<Response> inline_answer_;
