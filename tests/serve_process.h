@@ -5,6 +5,7 @@
 // Spawned with its own log file, polled (bounded) until it listens, stopped by its PID.
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -17,6 +18,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -37,11 +39,19 @@ using Steady = std::chrono::steady_clock;
 class ServeProcess {
  public:
   // `env`: "NAME=value" entries added to (or replacing) this process's environment.
-  explicit ServeProcess(std::vector<std::string> args, std::vector<std::string> env = {}) {
+  // `max_open_files`: the process's file descriptor limit, soft and hard (util-linux's
+  // prlimit sets it, then runs floodgate under the same PID).
+  explicit ServeProcess(std::vector<std::string> args, std::vector<std::string> env = {},
+                        std::optional<int> max_open_files = std::nullopt) {
     std::string dir = (fs::temp_directory_path() / "floodgate-serve-XXXXXX").string();
     if (mkdtemp(dir.data()) != nullptr) dir_ = dir;
     log_ = dir_ / "serve.log";
     args.insert(args.begin(), {FLOODGATE_BINARY, "serve"});
+    const char* program = FLOODGATE_BINARY;
+    if (max_open_files) {
+      program = "/usr/bin/prlimit";
+      args.insert(args.begin(), {program, fmt::format("--nofile={0}:{0}", *max_open_files)});
+    }
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -61,7 +71,7 @@ class ServeProcess {
     std::vector<char*> envp;
     for (auto& e : environment) envp.push_back(e.data());
     envp.push_back(nullptr);
-    if (posix_spawn(&pid_, FLOODGATE_BINARY, &files, nullptr, argv.data(), envp.data()) != 0) {
+    if (posix_spawn(&pid_, program, &files, nullptr, argv.data(), envp.data()) != 0) {
       pid_ = -1;
     }
     posix_spawn_file_actions_destroy(&files);
@@ -155,7 +165,7 @@ struct Answer {
 };
 
 // One HTTP/1.1 request to 127.0.0.1:`port` (5 s bounded), with `headers` besides Host and
-// a JSON body's; status 0 when it failed.
+// a JSON body's; status 0 when it failed or timed out.
 inline Answer Http(int port, beast::http::verb verb, const std::string& target,
                    const std::string& body = "",
                    const std::vector<std::pair<std::string, std::string>>& headers = {}) {
@@ -174,10 +184,18 @@ inline Answer Http(int port, beast::http::verb verb, const std::string& target,
     request.body() = body;
     request.prepare_payload();
   }
-  beast::http::write(stream, request, ec);
+  // Asynchronous, so that the stream's timeout applies (Beast times out only asynchronous
+  // operations: a server that never answers held a synchronous read for good).
   beast::flat_buffer buffer;
   beast::http::response<beast::http::string_body> response;
-  if (!ec) beast::http::read(stream, buffer, response, ec);
+  beast::http::async_write(stream, request, [&](beast::error_code write_error, std::size_t) {
+    ec = write_error;
+    if (!ec) {
+      beast::http::async_read(stream, buffer, response,
+                              [&](beast::error_code read_error, std::size_t) { ec = read_error; });
+    }
+  });
+  io.run();
   if (ec) return {};
   return {static_cast<int>(response.result_int()), response.body(), Steady::now() - begin};
 }

@@ -42,6 +42,8 @@ class Service {
 
   // Counts a response by status class for /metrics; the server calls it as it writes.
   void CountResponse(int status) { metrics_.CountHttp(status); }
+  // Counts a failed accept for /metrics (the server backs off and retries).
+  void CountAcceptError() { metrics_.CountAcceptError(); }
 
  private:
   // The current config, through a per-thread cache: loading the shared pointer itself on

@@ -1,0 +1,113 @@
+// `floodgate serve` as a process at its limits: out of descriptors, a FIFO as a zone, shutdown.
+//
+// Issues 34 (section 5) and 39 (bug 5): what a hostile client or a starved machine must not do to
+// the process. Loopback only; every wait bounded.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+#include <filesystem>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "redis_server.h"
+#include "serve_process.h"
+
+namespace floodgate::testing {
+namespace {
+
+namespace fs = std::filesystem;
+namespace asio = boost::asio;
+namespace http = boost::beast::http;
+using std::chrono::milliseconds;
+using Steady = std::chrono::steady_clock;
+
+constexpr milliseconds kLimitsStartLimit{10'000};
+
+// The value of an unlabelled counter in /metrics text, or nullopt.
+std::optional<std::uint64_t> MetricsCounter(const std::string& metrics, const std::string& name) {
+  std::istringstream lines(metrics);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with(name + " ")) return std::stoull(line.substr(name.size() + 1));
+  }
+  return std::nullopt;
+}
+
+// Issue 39 bug 5: with descriptors gone, the accept loop re-armed at once after every
+// error (198% CPU, no log line) until the request deadlines freed some.
+TEST(ServeLimits, OutOfDescriptorsItBacksOffLogsOnceCountsAndRecovers) {
+  const int port = FreeLoopbackPort();
+  const auto started = Steady::now();
+  ServeProcess serve({"--listen", fmt::format("127.0.0.1:{}", port), "--threads", "2"}, {},
+                     /*max_open_files=*/64);
+  ASSERT_TRUE(serve.WaitListening(port, kLimitsStartLimit)) << serve.Log();
+  // More idle connections than the process has descriptors: the kernel completes them
+  // all (the backlog), the server runs out taking them.
+  asio::io_context io;
+  std::vector<asio::ip::tcp::socket> idle;
+  for (int i = 0; i < 100; ++i) {
+    idle.emplace_back(io).connect(
+        {asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)});
+  }
+  ASSERT_TRUE(serve.WaitLogLines("cannot accept connections", 1, kLimitsStartLimit)) << serve.Log();
+  EXPECT_THAT(serve.Log(), ::testing::HasSubstr("Too many open files"));
+  // Out of descriptors for a while, each worker retrying after its backoff.
+  std::this_thread::sleep_for(milliseconds(500));  // the episode's length is the point
+  idle.clear();  // descriptors free: the server accepts again by itself
+  std::optional<Answer> metrics;
+  for (int i = 0; i < 50 && (!metrics || metrics->status != 200); ++i) {
+    metrics = Http(port, http::verb::get, "/metrics");
+  }
+  ASSERT_EQ(metrics->status, 200) << serve.Log();
+  const auto elapsed_ms = std::chrono::duration_cast<milliseconds>(Steady::now() - started).count();
+  const std::optional<std::uint64_t> errors =
+      MetricsCounter(metrics->body, "floodgate_http_accept_errors_total");
+  ASSERT_TRUE(errors.has_value()) << metrics->body;
+  EXPECT_GE(*errors, 1u);
+  // A bound no slow machine can break, only a spinning loop: two workers, each waiting
+  // at least 5 ms between attempts (the backoff doubles from there). Spinning made
+  // thousands of attempts a second.
+  EXPECT_LE(*errors, static_cast<std::uint64_t>(2 * (elapsed_ms / 5 + 1)));
+  EXPECT_TRUE(serve.WaitLogLines("accepting connections again", 1, kLimitsStartLimit))
+      << serve.Log();
+  EXPECT_EQ(serve.CountLogLines("cannot accept connections"), 1) << serve.Log();  // once
+  EXPECT_EQ(serve.Stop(milliseconds(15'000)), 0) << serve.Log();
+}
+
+// Issue 34 section 5: tz=/dev/stdin, or any FIFO's path, blocked a server thread for good
+// (and then SIGTERM, waiting for it). A zone is a name on tzdata's list, never a path.
+TEST(ServeLimits, AFifoNamedAsAZoneIsNeverOpened) {
+  const int port = FreeLoopbackPort();
+  ServeProcess serve({"--listen", fmt::format("127.0.0.1:{}", port), "--threads", "1"});
+  ASSERT_TRUE(serve.WaitListening(port, kLimitsStartLimit)) << serve.Log();
+  const std::string fifo = (serve.dir() / "zone").string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& tz : {fifo, std::string("/dev/stdin"), "../../../.." + fifo}) {
+    const Answer a = Http(port, http::verb::post, "/v1/check",
+                          fmt::format(R"({{"key":"a","policy":"fixed_window:5/1d,tz={}"}})", tz));
+    EXPECT_EQ(a.status, 400) << tz;  // 0: the request never came back
+    EXPECT_THAT(a.body, ::testing::HasSubstr("unknown time zone")) << tz;
+  }
+  // Nobody has the FIFO open for reading (a writer's non-blocking open says so), and the
+  // one server thread still serves.
+  const int writer = open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+  const int open_error = errno;
+  EXPECT_EQ(writer, -1);
+  EXPECT_EQ(open_error, ENXIO);
+  if (writer >= 0) close(writer);
+  EXPECT_EQ(Http(port, http::verb::get, "/healthz").status, 200);
+  EXPECT_EQ(serve.Stop(milliseconds(15'000)), 0) << serve.Log();
+}
+
+}  // namespace
+}  // namespace floodgate::testing
