@@ -14,6 +14,7 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -107,6 +108,43 @@ TEST(ServeLimits, AFifoNamedAsAZoneIsNeverOpened) {
   if (writer >= 0) close(writer);
   EXPECT_EQ(Http(port, http::verb::get, "/healthz").status, 200);
   EXPECT_EQ(serve.Stop(milliseconds(15'000)), 0) << serve.Log();
+}
+
+// SIGTERM took 4-5 s after load runs: gRPC's shutdown, given the grace, waited for every
+// idle HTTP/2 connection to close after its GOAWAY, which an idle C++ client does when
+// its backup poller next runs (5 s); a client that never closes held it the whole 10 s
+// grace. The connection here is set up (settings exchanged) and then only sits there.
+TEST(ServeLimits, AnIdleGrpcConnectionDoesNotHoldTheShutdown) {
+  const int http_port = FreeLoopbackPort();
+  const int grpc_port = FreeLoopbackPort();
+  const fs::path dir = fs::temp_directory_path() / fmt::format("floodgate-idle-{}", getpid());
+  fs::create_directories(dir / "rl" / "config");
+  std::ofstream(dir / "rl" / "config" / "d.yaml")
+      << "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: "
+         "10}\n";
+  ServeProcess serve({"--listen", fmt::format("127.0.0.1:{}", http_port), "--grpc-listen",
+                      fmt::format("127.0.0.1:{}", grpc_port)},
+                     {"RUNTIME_ROOT=" + dir.string(), "RUNTIME_SUBDIRECTORY=rl"});
+  ASSERT_TRUE(serve.WaitListening(grpc_port, kLimitsStartLimit)) << serve.Log();
+  asio::io_context io;
+  asio::ip::tcp::socket h2(io);
+  h2.connect({asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(grpc_port)});
+  // The client preface and an empty SETTINGS; then the server's SETTINGS, acknowledged.
+  const std::string preface =
+      std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") + std::string("\0\0\0\x04\0\0\0\0\0", 9);
+  asio::write(h2, asio::buffer(preface));
+  char frame_header[9];
+  asio::read(h2, asio::buffer(frame_header));
+  ASSERT_EQ(frame_header[3], '\x04') << "the server's first frame is its SETTINGS";
+  const std::size_t length = (static_cast<unsigned char>(frame_header[0]) << 16) |
+                             (static_cast<unsigned char>(frame_header[1]) << 8) |
+                             static_cast<unsigned char>(frame_header[2]);
+  std::string payload(length, '\0');
+  asio::read(h2, asio::buffer(payload));
+  asio::write(h2, asio::buffer(std::string("\0\0\0\x04\x01\0\0\0\0", 9)));  // SETTINGS ACK
+  // Well within the 10 s grace, which only requests in flight may use.
+  EXPECT_EQ(serve.Stop(milliseconds(5'000)), 0) << serve.Log();
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -9,18 +9,23 @@
 #include <floodgate/version.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <condition_variable>
 #include <csignal>
 #include <cstdlib>
+#include <mutex>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <thread>
 
 #include "cli/commands.h"
 #include "common/strings.h"
+#include "core/zone_names.h"
 #include "server/config.h"
 #include "server/http_server.h"
 #include "server/rls/grpc_server.h"
@@ -144,6 +149,44 @@ class StoreWatch {
   bool healthy_ = true;
 };
 
+// How long requests in flight may take to finish after SIGTERM (HTTP and gRPC alike).
+constexpr std::chrono::seconds kGrace{10};
+// Past the grace, what is still running is stuck (a thread blocked where no timeout
+// reaches it): the process exits anyway, this much later, rather than never.
+constexpr std::chrono::seconds kStuckAfterGrace{2};
+
+// Ends the process if the shutdown has not finished `limit` after it began: every wait of
+// the shutdown is bounded, but a thread blocked in a call that never returns would keep
+// joins waiting for good (tz=/dev/stdin once did; SIGTERM then no longer stopped serve).
+void ExitIfStuck(const std::stop_token& finished, std::chrono::seconds limit) {
+  std::mutex mu;
+  std::condition_variable_any wake;
+  std::unique_lock lock(mu);
+  // Woken only by `finished` (the predicate never holds) or by the time running out.
+  wake.wait_for(lock, finished, limit, [] { return false; });
+  if (finished.stop_requested()) return;
+  spdlog::error(
+      "floodgate: not stopped {} s after the signal to stop (a request is stuck); "
+      "exiting",
+      limit.count());
+  spdlog::default_logger()->flush();
+  std::_Exit(kExitError);
+}
+
+// One descriptor per connection: a soft limit of 1,024 (systemd's default) runs out
+// long before the machine does, and gRPC (Debian's 1.51) stops accepting for good
+// after one accept fails for want of a descriptor. Raised to the hard limit, as Go's
+// runtime does; the HTTP server backs off when even that runs out.
+void RaiseDescriptorLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  const rlim_t was = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    spdlog::warn("floodgate: cannot raise the file descriptor limit from {}", was);
+  }
+}
+
 }  // namespace
 
 Command AddServe(CLI::App& app) {
@@ -167,6 +210,13 @@ Command AddServe(CLI::App& app) {
             // abseil is built without NDEBUG, as Debian's is: a debugging aid that took 2-4% of
             // the gRPC server's CPU in perf profiles. Set before any thread starts.
             absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+            // Destroyed last: it watches the destructors of what follows too.
+            std::jthread watchdog;
+            RaiseDescriptorLimit();
+            // The zone list is read now, not by the first request that names a zone.
+            if (absl::Status zones = core::SystemZoneNamesError(); !zones.ok()) {
+              spdlog::warn("floodgate: {}; tz= takes only UTC", MessageOf(zones));
+            }
             auto config = Effective(*flags);
             if (!config.ok()) {
               fmt::print(stderr, "floodgate serve: {}\n", MessageOf(config.status()));
@@ -240,8 +290,13 @@ Command AddServe(CLI::App& app) {
                   if (signal != SIGHUP) {
                     spdlog::info("floodgate: {} received, finishing requests in flight",
                                  signal == SIGINT ? "SIGINT" : "SIGTERM");
-                    if (grpc) grpc_stopping = std::jthread([&grpc] { grpc->Shutdown(); });
-                    http.Shutdown();
+                    watchdog = std::jthread([](std::stop_token finished) {
+                      ExitIfStuck(finished, kGrace + kStuckAfterGrace);
+                    });
+                    if (grpc) {
+                      grpc_stopping = std::jthread([&grpc] { grpc->Shutdown(kGrace); });
+                    }
+                    http.Shutdown(kGrace);
                     if (watch) watch->Stop();
                     return;
                   }
