@@ -13,6 +13,7 @@
 #include <atomic>
 #include <future>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -106,6 +107,25 @@ TEST_F(RlsEngineTest, DescriptorsPerRequestAreBoundedBeforeAnyIsDecided) {
                   "{} descriptors in one request; at most {} are taken", n, kMaxDescriptors)));
   }
   EXPECT_EQ(decisions(), before);  // nothing of them reached the store
+}
+
+// A request's keys name the series of its `limit` override (and its last value a
+// detailed_metric's): any client could add series, of any length, without bound.
+TEST_F(RlsEngineTest, MetricSeriesFromRequestTextAreBounded) {
+  Start(kBasic);
+  constexpr std::size_t kRequests = RlsMetrics::kMaxSeries + 100;
+  for (std::size_t i = 0; i < kRequests; ++i) {
+    Descriptor d{{{fmt::format("client-chosen-{}-{}", i, std::string(300, 'k')), "v"}}};
+    d.limit = std::pair{10u, ::envoy::type::v3::RateLimitUnit::SECOND};
+    ASSERT_TRUE(Ask(RlsRequest("d", {d})).ok());
+  }
+  EXPECT_EQ(metrics_.series(), RlsMetrics::kMaxSeries + 1);  // the rest as one
+  EXPECT_EQ(metrics_.Get(RlsMetrics::kOtherSeries, RlsMetrics::kTotalHits),
+            kRequests - RlsMetrics::kMaxSeries);
+  std::istringstream lines(metrics_.Render());
+  for (std::string line; std::getline(lines, line);) {
+    ASSERT_LE(line.size(), RlsMetrics::kMaxNameBytes + 64) << line.substr(0, 80);
+  }
 }
 
 TEST_F(RlsEngineTest, OverLimitWhenTheCountPassesTheLimitPerSecond) {
