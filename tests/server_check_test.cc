@@ -165,6 +165,27 @@ TEST_F(ServiceTest, ItemsAreCountedBeforeAnyIsRead) {
   EXPECT_EQ(Body(r)["message"], "\"items\" must hold 1 to 16 limits, got 3000");
 }
 
+// A CR LF in an item's name wrote headers of the client's choosing into the response: the
+// name goes into RateLimit-Policy and RateLimit, printable ASCII only.
+TEST_F(ServiceTest, AnItemsNameCannotWriteHeaders) {
+  const Response r =
+      Call(http::verb::post, "/v1/check",
+           R"({"items":[{"key":"k","policy":"gcra:5/1s","name":"x\r\nSet-Cookie: evil=1"}]})");
+  EXPECT_EQ(r.result_int(), 400);
+  EXPECT_EQ(Body(r)["message"], "items[0]: \"name\" must be 0 to 64 printable ASCII characters");
+  EXPECT_EQ(Header(r, "Set-Cookie"), "");
+  EXPECT_EQ(Call(http::verb::post, "/v1/check",
+                 fmt::format(R"({{"items":[{{"key":"k","policy":"gcra:5/1s","name":"{}"}}]}})",
+                             std::string(65, 'n')))
+                .result_int(),
+            400);
+  const Response ok =
+      Call(http::verb::post, "/v1/check",
+           R"({"items":[{"key":"k","policy":"gcra:5/1s","name":"a \"quoted\" name"}]})");
+  EXPECT_EQ(ok.result_int(), 200);
+  EXPECT_EQ(Header(ok, "RateLimit-Policy"), R"("a \"quoted\" name";q=5;w=1)");
+}
+
 class InlinePoliciesOff : public ServiceTest {
  protected:
   InlinePoliciesOff()

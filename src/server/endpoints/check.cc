@@ -15,6 +15,8 @@ namespace floodgate::server::endpoints {
 
 namespace {
 
+constexpr std::size_t kMaxItemNameBytes = 64;  // as a rule's name
+
 // One entry of /v1/check's "items": {"key", "rule" | "policy", "cost", "name", "hold_ms"}.
 // A rule brings all its limits, keyed as a {"key", "rule"} check keys them.
 absl::Status AddCheckItem(simdjson::dom::object item, std::size_t index, const Request& request,
@@ -29,6 +31,15 @@ absl::Status AddCheckItem(simdjson::dom::object item, std::size_t index, const R
   if (const absl::Status valid = CheckKeyAndLimit(*fields); !valid.ok()) return bad(valid);
   const std::string_view key = *fields->key, rule_name = fields->rule.value_or("");
   const std::string_view name = fields->name.value_or("");
+  // The name goes into the RateLimit-Policy and RateLimit headers, a structured-field
+  // string (RFC 8941): printable ASCII only. A CR LF in it wrote headers of the client's
+  // choosing into the response (Set-Cookie...).
+  if (name.size() > kMaxItemNameBytes ||
+      !std::all_of(name.begin(), name.end(), [](char c) { return c >= 0x20 && c <= 0x7e; })) {
+    return absl::InvalidArgumentError(
+        fmt::format("items[{}]: \"name\" must be 0 to {} printable ASCII characters", index,
+                    kMaxItemNameBytes));
+  }
   const std::chrono::milliseconds hold(fields->hold_ms.value_or(0));
   if (!rule_name.empty()) {
     const Rule* rule = config.Find(rule_name);
