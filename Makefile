@@ -30,10 +30,10 @@ run: build
 # (which also runs each libFuzzer harness for FUZZ_SECONDS from its seed corpus), and in
 # a ThreadSanitizer tree. Any sanitizer report fails its test. The sanitizer trees skip
 # what does not exercise our code under the sanitizer: the packaging tests (an outside
-# project built against the installed library, the .deb, the container image) and the
-# browser tests. ASan's quarantine
+# project built against the installed library, the .deb, the .deb under systemd, the
+# container image) and the browser tests. ASan's quarantine
 # of freed memory is kept small, so that the chaos test's RSS bound still means something.
-SANITIZED_SKIP = embed_example|demo_page_e2e|package_deb|package_image
+SANITIZED_SKIP = embed_example|demo_page_e2e|package_deb|package_systemd|package_image
 FUZZ_SECONDS ?= 10
 # tests/tsan_grpc.supp: races TSan reports inside Debian's gRPC and abseil (not built
 # with TSan), where it cannot see their synchronisation; never our own code.

@@ -7,12 +7,12 @@
 -- Same arguments as lua/reservation.lua, so Redis parses what floodgate sends:
 --   ARGV = {p, p x (kind, limit, period_us, burst), n, n x (r, policy number, now,
 --           estimate, hold_us)}, 2 KEYS per operation: the limit's key, the record's;
--- and the same reply: 6 integers per operation (outcome, allowed, limit, remaining,
--- retry_after_us, reset_after_us), then the clock. The same gcra as lua/gcra.lua
--- (E = ceil(P / L), tau = B * E, admitted iff now + tau - (tat + c * E) >= 0); an
--- admitted reserve writes the key and a record of what its settle needs (E, tau, L,
--- the tat it left, the estimate, when the hold ends: 6 packed doubles; then the key)
--- that expires with the hold. What it leaves out is what a floor may: argument validation
+-- and its reply but the last field (acquired_at, 0 for a reserve): 6 integers per
+-- operation (outcome, allowed, limit, remaining, retry_after_us, reset_after_us), then the
+-- clock. The same gcra as lua/gcra.lua (E = ceil(P / L), tau = B * E, admitted iff
+-- now + tau - (tat + c * E) >= 0); an admitted reserve writes the key and a record of
+-- what its settle needs (E, tau, L, the tat it left, the estimate, when the hold ends: 6
+-- packed doubles; then the key) that expires with the hold. What it leaves out is what a floor may: argument validation
 -- (every operation is a reserve, `now` is always the server clock, read once), the other
 -- algorithms, and the helper calls. Loaded alone, as a floor must be, so it repeats
 -- bare_batch_gcra.lua's policy loop rather than share it.

@@ -3,11 +3,12 @@
 -- It settles bench/bare_reserve_gcra.lua's reservations (see there). Not loaded by floodgate.
 --
 -- Same arguments as lua/reservation.lua's settles: ARGV = {0, n, n x (s, now, actual)},
--- 1 KEY per operation: the record's; the same reply: 6 integers per operation, then the
--- clock. Each settle reads its record (one MGET for all), then its key (one MGET for
--- all), gives back what lua/gcra.lua's settle gives back (the unused estimate, as far as
--- its span is still ahead of now) or charges the excess, writes the key when that
--- changed it, and answers the key's peek; the records go with one DEL. Left out, as a
+-- 1 KEY per operation: the record's; its reply but the last field (acquired_at, 0 for a
+-- settle): 6 integers per operation, then the clock. Each settle reads its record (one
+-- MGET for all), then its key (one MGET for all), gives back what lua/gcra.lua's settle
+-- gives back (the unused estimate, as far as its span is still ahead of now) or charges
+-- the excess, writes the key when that changed it, and answers the key's peek; the
+-- records go with one DEL. Left out, as a
 -- floor may: validation (every operation is a settle at the server clock), the record
 -- already settled or never made, and an excess that would take the key past its cap.
 local t = redis.call('TIME')

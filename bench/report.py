@@ -14,7 +14,9 @@ Parts (each its own script or program, each writing a Markdown table and a CSV):
      proven to deny over the limit first);
   4. accuracy: bench/accuracy_bench (approximate algorithms against the exact log on a
      bursty trace; a non-atomic limiter against the scripts on a real Redis);
-  5. JSON parsing cost (bench/json_bench);
+  5. JSON parsing cost (bench/json_bench); loading configs of 10,000 to 60,000 rules
+     beside yaml-cpp's parse of the same text, and matching a request against the rules
+     (bench/config_bench);
   6. several limits in one decision (docs/multi.md): a two-limit decision against a
      one-limit one, in process (bench/memory_bench --multi) and on Redis and Redis
      Cluster with batching on (bench/multi_bench.py); over HTTP, floodgate with a rule of
@@ -186,6 +188,16 @@ def json_part(args, out):
     return run
 
 
+def config_part(args, out):
+    def run():
+        config_out = subprocess.run([f"{args.build}/bench/config_bench", "--benchmark_repetitions=3",
+                                     "--benchmark_report_aggregates_only=true"],
+                                    capture_output=True, text=True, check=True).stdout
+        with open(f"{out}/config.txt", "w") as f:
+            f.write(config_out)
+    return run
+
+
 # The parts in the order `make bench` runs them: name -> (title, function of (args,
 # floodgate binary, results dir) giving a command line or a function to call). The soak
 # goes last, after everything else, so that it cannot disturb the comparisons.
@@ -225,6 +237,7 @@ PARTS = {
         sys.executable, f"{HERE}/reserve_bench.py", "--floodgate", binary, "--out", out]),
     "accuracy": ("accuracy", lambda args, binary, out: accuracy_part(args, out)),
     "json": ("JSON parsing", lambda args, binary, out: json_part(args, out)),
+    "config": ("config loading", lambda args, binary, out: config_part(args, out)),
     "soak": ("soak", lambda args, binary, out: [
         f"{args.build}/bench/soak_bench", "--csv", f"{out}/soak.csv",
         "--markdown", f"{out}/soak.md"]),
@@ -322,6 +335,12 @@ def main():
     json_lines = [l for l in open(f"{out}/json.txt").read().splitlines() if "_median" in l]
     md.append("## JSON parsing\n\n`bench/json_bench`, medians of 5 repetitions:\n\n```\n" +
               "\n".join(json_lines) + "\n```\n")
+    if os.path.exists(f"{out}/config.txt"):
+        config_lines = [l for l in open(f"{out}/config.txt").read().splitlines()
+                        if "_median" in l or "_BigO" in l or "_RMS" in l]
+        md.append("## Config loading\n\n`bench/config_bench`, medians of 3 repetitions; "
+                  "ParseConfig against YAML::Load of the same text, and the fit to O(N):\n\n```\n" +
+                  "\n".join(config_lines) + "\n```\n")
     with open(os.path.join(out, "latest.md"), "w") as f:
         f.write("\n".join(md))
     # The full report, then the README's headline block.

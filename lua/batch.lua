@@ -4,11 +4,11 @@
 -- one's write), except the groups, whose items are decided together (docs/multi.md). KEYS[i] = the
 -- key of decision i. The decisions of a batch usually share their policy, so policies are sent
 -- once:
---   ARGV = {p, then p policies of 4 values (kind, limit, period_us, burst),
---           g, then g listed groups of 5 values (first item, item count, mode, shadow
---           mask, at),
---           then 3 values per decision (its policy's number 1..p, now ('' = the server
---           clock), cost)}
+--   ARGV = {p, then p policies of 4 values: kind, limit, period_us, burst
+--           g, then g listed groups of 5 values: first, count, mode, shadow mask, at
+--             (first: the group's first item, count: its items)
+--           then 3 values per decision: policy, now, cost
+--             (policy: its policy's number 1..p; now: '' = the server clock)}
 -- A group's mode: 'all' (all or nothing: consumed only if every enforced item with cost
 -- > 0 allows; bit j-1 of the shadow mask marks item j of the group as a shadow that
 -- never denies), 'dry' (each item decided, nothing consumed) or 'release' (each item's
@@ -16,8 +16,9 @@
 -- listed: its items after the first carry their policy number as '+j', joining the
 -- previous item's group (a listed group's items never do). Items a group does not
 -- consume report their peek, denials their denial. Returns a flat array of 4*n
--- integers, allowed (1|0), remaining, retry_after_us, reset_after_us per decision, then
--- the server clock it read (0: none).
+-- integers, per decision: allowed, remaining, retry_after_us, reset_after_us (allowed:
+-- 1|0), then the server clock it read (0: none). The layouts of every driver:
+-- src/store/redis/script_layout.h, lua/README.md.
 -- Every argument is checked before any decision runs, so bad input never applies half
 -- a batch. TIME is read at most once, so all clock-timed decisions share one now.
 local p = FG.parse_int(ARGV[1] or '', 1, 1024)

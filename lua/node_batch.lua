@@ -4,9 +4,9 @@
 -- (CROSSSLOT); a script flagged allow-cross-slot-keys (the shebang this script opens with)
 -- may still use keys of every slot its node serves. So KEYS[1], the first decision's key,
 -- routes the call and the other keys lead ARGV:
---   ARGV = {n, marks, keys 2..n, then lua/batch.lua's ARGV for the n decisions}
--- where marks is n characters, '1' where a key's slot differs from the previous key's (the
--- keys of a slot are adjacent) and '0' elsewhere.
+--   ARGV = {n, slot marks, keys 2..n, then lua/batch.lua's ARGV for the n decisions}
+-- where the slot marks are n characters, '1' where a key's slot differs from the previous
+-- key's (the keys of a slot are adjacent) and '0' elsewhere.
 -- Every key is read before anything is written (one MGET per slot: a command's keys must
 -- still share a slot): a key the node no longer serves (moved, or migrating and absent)
 -- fails the call with "Script attempted to access a non local key" and nothing written,

@@ -3,19 +3,20 @@
 -- Each exactly as if it ran alone (docs/reservations.md, docs/leases.md). Assembled after
 -- common.lua and every algorithm file.
 -- The reserves of a call usually share their policy, so policies are sent once:
---   ARGV = {p, then p policies of 4 values (kind, limit, period_us, burst),
+--   ARGV = {p, then p policies of 4 values: kind, limit, period_us, burst
 --           n, then per operation either
---     'r', policy number 1..p, now, estimate, hold_us   (2 KEYS: the limit's key, the
---                                                         record's)
---     's', now, actual                                   (1 KEY: the record's)
---     'A', policy number 1..p, now, random               (1 KEY: the concurrency key)
---     'L', now, actual, member                           (1 KEY: the concurrency key)
---     'a', policy number 1..p, random                    ('A' at the server clock)
---     'l', member                                        ('L' at the server clock, at 0)
---     't', policy number 1..p, now, up_to, lifetime_us   (take, lua/take.lua; 2 KEYS as 'r')}
---   now: '' = the server clock. Every argument costs Redis about 1,000 instructions (an
---   object made, pushed into ARGV, freed: callgrind'd redis-server), so the acquires and
---   releases most requests make, at the server clock, have forms without now and cost.
+--     r, policy, now, estimate, hold_us     (2 KEYS: the limit's key, the record's)
+--     s, now, actual                        (1 KEY: the record's)
+--     A, policy, now, random                (1 KEY: the concurrency key)
+--     L, now, actual, member                (1 KEY: the concurrency key)
+--     a, policy, random                     ('A' at the server clock)
+--     l, member                             ('L' at the server clock, at 0)
+--     t, policy, now, up_to, lifetime_us    (take, lua/take.lua; 2 KEYS as 'r')}
+--   policy: its number 1..p; now: '' = the server clock. Every argument costs Redis about
+--   1,000 instructions (an object made, pushed into ARGV, freed: callgrind'd
+--   redis-server), so the acquires and releases most requests make, at the server clock,
+--   have forms without now and cost. The layouts of every driver:
+--   src/store/redis/script_layout.h, lua/README.md.
 -- A reserve decides the limit's key at cost = estimate and, when allowed, writes the
 -- record: what the settle needs (the policy, the mark, when the hold ends, the limit's
 -- key), expiring with the hold. A settle reads and deletes the record, then settles the
@@ -24,14 +25,14 @@
 -- no record: its lease is a member of the key, '<random>.<T>.<N>.<acquire time>' (random:
 -- the caller's 16 characters; lua/concurrency.lua); its release ('L', a settle at
 -- `actual`) names that member, which the lease's id carries. Returns 7 integers per
--- operation: outcome (1 done; a settle's or release's 0: no such record or lease, 2: its
--- hold or lease time had ended, 3: a lease settled at a cost, refused and still held),
--- allowed, limit, remaining, retry_after_us, reset_after_us, and an admitted acquire's
--- acquire time (the end of its member; 0 for any other); then the server clock it read
--- (0: none). A take answers as a reserve, with the units leased in place of the acquire
--- time and, when it leased any, the lease's length (µs from now) in place of
--- retry_after_us (0 in any allowed decision). Its record's kind carries a '+': a lease,
--- whose return refunds as src/core/settle.h's MayRefund says.
+-- operation: outcome, allowed, limit, remaining, retry_after_us, reset_after_us, acquired_at
+-- (outcome: 1 done; a settle's or release's 0: no such record or lease, 2: its hold or
+-- lease time had ended, 3: a lease settled at a cost, refused and still held; acquired_at:
+-- an admitted acquire's acquire time, the end of its member, 0 for any other); then the
+-- server clock it read (0: none). A take answers as a reserve, with the units leased in
+-- place of the acquire time and, when it leased any, the lease's length (µs from now) in
+-- place of retry_after_us (0 in any allowed decision). Its record's kind carries a '+': a
+-- lease, whose return refunds as src/core/settle.h's MayRefund says.
 -- Every argument is checked before any operation runs.
 -- Locals: the parse below reads them a few times per operation (1.6% of a reserve +
 -- settle's Redis instructions as globals, measured).

@@ -1,9 +1,10 @@
 -- Driver: one decision per call (batching off).
 --
 -- KEYS[1] = the store key (docs/algorithms.md, "Store keys");
--- ARGV = {kind, now ('' = the server clock), limit, period_us, burst, cost}.
--- Returns {allowed (1|0), remaining, retry_after_us, reset_after_us}; the caller adds
--- limit. Assembled after common.lua and the algorithm file(s) that define DECIDERS.
+-- ARGV = {kind, now, limit, period_us, burst, cost} (now: '' = the server clock).
+-- Returns {allowed, remaining, retry_after_us, reset_after_us} (allowed: 1|0); the caller
+-- adds limit. Assembled after common.lua and the algorithm file(s) that define DECIDERS.
+-- The layouts of every driver: src/store/redis/script_layout.h, lua/README.md.
 if #KEYS ~= 1 or #ARGV ~= 6 then
   return redis.error_reply('floodgate: expected 1 key and 6 arguments '
                            .. '(kind, now, limit, period_us, burst, cost)')

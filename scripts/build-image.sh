@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds floodgate's container image from ./Containerfile with podman, pulling nothing.
 #
-# Assembles WORK_DIR/rootfs: the stripped binary, every shared library `ldd` lists (at the
+# Assembles WORK_DIR/rootfs: the stripped binary (also as /bin/ratelimit), every shared library `ldd` lists (at the
 # path the dynamic loader looks in), CA certificates, the default config, /etc/passwd and
 # /etc/group with the floodgate user (65532), the time zone database and a /tmp; then `podman build`s it FROM scratch.
 # Usage: build-image.sh FLOODGATE_BINARY WORK_DIR TAG
@@ -18,6 +18,11 @@ rootfs=$work/rootfs
 install -d "$rootfs/usr/bin" "$rootfs/etc/floodgate" "$rootfs/etc/ssl/certs"
 install -d -m 1777 "$rootfs/tmp"
 strip --strip-unneeded -o "$rootfs/usr/bin/floodgate" "$binary"
+# envoyproxy/ratelimit's path: the same binary under upstream's name starts upstream's mode
+# (`command: /bin/ratelimit`, `--entrypoint /bin/ratelimit`; docs/envoy.md). A hard link: one
+# file in the image.
+install -d "$rootfs/bin"
+ln "$rootfs/usr/bin/floodgate" "$rootfs/bin/ratelimit"
 # "libfoo.so.1 => /lib/x86_64-linux-gnu/libfoo.so.1 (0x...)" and the loader's own line.
 ldd "$binary" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' |
   while read -r lib; do

@@ -22,8 +22,10 @@ packages=(
   # real servers the tests and benchmarks start themselves, and the bench driver
   redis-server redis-tools python3 wrk curl openssl
   # the .deb and the container image (make package, make image and their tests):
-  # systemd-analyze verifies the unit; podman builds and runs the image with runc
-  systemd podman runc
+  # systemd-analyze verifies the unit; podman builds and runs the image with runc;
+  # mmdebstrap (gpg: the archive's keys) builds the root the .deb is booted in with
+  # systemd-nspawn (systemd-container)
+  systemd podman runc mmdebstrap gpg systemd-container
 )
 # Programs that may come from more than one package: installed only when the command
 # is missing (a machine with another nginx build or its own Node keeps it).

@@ -2,6 +2,7 @@
 #include <floodgate/memory_store.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -10,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+
+#include "alias_bomb.h"
 
 namespace floodgate {
 namespace {
@@ -206,6 +209,40 @@ TEST_F(CliTest, ReplayStopsAtABadLineWithItsNumber) {
   r = Floodgate("replay --policy gcra:1/1s --input " + (dir_ / "missing.jsonl").string());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("cannot read"));
+}
+
+// `config check` reads only regular files, within bounds (docs/security.md, "Configuration
+// files"): a FIFO given as the file and a runtime directory holding /proc/kmsg both hung it, a
+// 3 KB alias bomb took 30 s and 1.3 GB. Under `timeout`, so that a hang fails the test.
+TEST_F(CliTest, ConfigCheckRefusesWhatIsNotABoundedRegularFile) {
+  const auto check = [&](const std::string& args) {
+    const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
+    const std::string command = std::string("timeout -s KILL 20 '") + FLOODGATE_BINARY +
+                                "' config check " + args + " </dev/null >" + out.string() + " 2>" +
+                                err.string();
+    const int status = std::system(command.c_str());
+    return ProcessResult{WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(out), Slurp(err)};
+  };
+  ASSERT_EQ(::mkfifo((dir_ / "fifo.yaml").c_str(), 0600), 0);
+  ProcessResult r = check((dir_ / "fifo.yaml").string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("fifo.yaml: a FIFO: config files are read from regular files only"));
+
+  const fs::path kmsg = dir_ / "kmsg";
+  fs::create_directories(kmsg / "config");
+  std::ofstream(kmsg / "config" / "a.yaml") << "domain: a\n";
+  fs::create_symlink("/proc/kmsg", kmsg / "config" / "k.yaml");
+  r = check("--runtime-root " + kmsg.string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("k.yaml: a file of /proc or /sys, not a config file"));
+
+  const fs::path bomb = dir_ / "bomb";
+  fs::create_directories(bomb / "config");
+  std::ofstream(bomb / "config" / "a.yaml") << testing::AliasBomb(10, 7);
+  r = check("--runtime-root " + bomb.string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("a.yaml:2: more than 1000000 YAML nodes in one config once "
+                               "aliases are expanded"));
 }
 
 TEST_F(CliTest, BenchJsonReportsExactCountsOnOneKey) {

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <barrier>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -16,7 +17,10 @@
 #include <random>
 #include <semaphore>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace floodgate::testing {
 
@@ -198,8 +202,8 @@ void RunReserveCase(Store& store, const ReserveCase& c, const std::string& key_p
         got = reservation->decision;
       }
     } else if (step.op == "take") {
-      absl::StatusOr<Reservation> lease = store.Take(TakeRequest{
-          key, *policy, step.amount, std::chrono::microseconds(step.lifetime_us), now});
+      absl::StatusOr<Reservation> lease = store.Take(
+          TakeRequest{key, *policy, step.amount, std::chrono::microseconds(step.lifetime_us), now});
       if (!lease.ok()) {
         got = lease.status();
       } else {
@@ -355,6 +359,41 @@ void RunCaseInFlight(Store& store, const VectorCase& c, const std::string& key_p
     ASSERT_TRUE(answers[i].ok()) << answers[i].status();
     EXPECT_EQ(*answers[i], c.steps[i].expect) << c.file << " / " << c.name << ", step " << i + 1;
   }
+}
+
+void ExpectOnlyItsOwnIdsSettle(Store& store, const std::string& key_prefix) {
+  const Policy policy = *Policy::Parse("gcra:1000/1s");
+  // An id with a letter, to write it in upper case: ids are random hex digits, so 40 in a
+  // row without one (each ~(10/16)^16, 5e-4) does not happen.
+  std::string id;
+  for (int i = 0; i < 40 && id.find_first_of("abcdef") == std::string::npos; ++i) {
+    auto reservation = store.Reserve({key_prefix + "ids" + std::to_string(i), policy, 1});
+    ASSERT_TRUE(reservation.ok()) << reservation.status();
+    id = reservation->id;
+  }
+  const std::size_t letter = id.find_first_of("abcdef");
+  ASSERT_NE(letter, std::string::npos) << id;
+  std::string upper = id;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  std::string one_upper = id;
+  one_upper[letter] = static_cast<char>(std::toupper(static_cast<unsigned char>(id[letter])));
+  const std::vector<std::pair<std::string_view, std::string>> forged = {
+      {"upper-cased", upper},
+      {"one letter upper-cased", one_upper},
+      {"signed", "+" + id},
+      {"after a space", " " + id},
+      {"before a newline", id + "\n"},
+      {"in 0x", "0x" + id},
+      {"one digit short", id.substr(0, id.size() - 1)},
+      {"one digit more", id + "0"},
+  };
+  for (const auto& [what, other] : forged) {
+    const auto settled = store.Settle({other, 0});
+    EXPECT_EQ(settled.status().code(), absl::StatusCode::kNotFound)
+        << what << " \"" << other << "\" (of " << id << "): " << settled.status();
+  }
+  const auto settled = store.Settle({id, 0});
+  EXPECT_TRUE(settled.ok()) << settled.status();
 }
 
 void RunCase(Store& store, const VectorCase& c, const std::string& key_prefix) {

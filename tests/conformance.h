@@ -103,6 +103,11 @@ std::vector<ReserveCase> LoadReserveVectors();
 // Runs one reservation case on `store`, keys prefixed with `key_prefix`.
 void RunReserveCase(Store& store, const ReserveCase& c, const std::string& key_prefix);
 
+// Ids a store did not make, each written from one it did (upper-cased whole or one letter,
+// signed, spaced, cut, lengthened): a settle of each is NotFound on every store, and the
+// true id then settles once. Keys prefixed with `key_prefix`.
+void ExpectOnlyItsOwnIdsSettle(Store& store, const std::string& key_prefix);
+
 // Runs one case on `store`, each key prefixed with `key_prefix` (a store shared by many
 // cases gives each its own prefix, since every case starts from an empty store).
 // Records a gtest failure, naming the step, for every field that differs.

@@ -4,12 +4,17 @@
 // script flags.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <memory>
+#include <span>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "store/redis/encode.h"
+#include "store/redis/lua_sources.h"
 #include "store/redis/resp.h"
+#include "store/redis/script_layout.h"
 #include "store/redis/scripts.h"
 
 namespace floodgate::redis {
@@ -64,10 +69,10 @@ class RedisEncode : public testing::Test {
     return policy;
   }
 
-  static UnitPtr Make(UnitMode mode, std::vector<std::pair<std::string, Policy>> keys,
+  static UnitPtr Make(Operation op, std::vector<std::pair<std::string, Policy>> keys,
                       std::int64_t cost = 1, std::optional<std::int64_t> now_us = {}) {
     auto unit = std::make_shared<Unit>();
-    unit->mode = mode;
+    unit->op = std::move(op);
     unit->now_us = now_us;
     for (auto& [key, policy] : keys) {
       const core::StateKind kind = core::KindOf(policy);
@@ -91,7 +96,7 @@ class RedisEncode : public testing::Test {
 };
 
 TEST_F(RedisEncode, SingleDecisionByItsAlgorithmsScript) {
-  const auto chunk = std::vector{Make(UnitMode::kSingle, {{"u", Gcra(10, 20)}}, 3)};
+  const auto chunk = std::vector{Make(Decide{}, {{"u", Gcra(10, 20)}}, 3)};
   EXPECT_TRUE(SingleCall(chunk));
   EXPECT_EQ(Encoded(chunk), (std::vector<Args>{{"EVALSHA", "sha0", "1", "fg:gcra:u", "gcra", "",
                                                 "10", "1000000", "20", "3"}}));
@@ -99,7 +104,7 @@ TEST_F(RedisEncode, SingleDecisionByItsAlgorithmsScript) {
 }
 
 TEST_F(RedisEncode, SingleDecisionAtTheCallersClock) {
-  const auto chunk = std::vector{Make(UnitMode::kSingle, {{"u", Gcra(10)}}, 1, 1'000'000)};
+  const auto chunk = std::vector{Make(Decide{}, {{"u", Gcra(10)}}, 1, 1'000'000)};
   EXPECT_EQ(Encoded(chunk), (std::vector<Args>{{"EVALSHA", "sha0", "1", "fg:gcra:u", "gcra",
                                                 "1000000", "10", "1000000", "10", "1"}}));
 }
@@ -110,7 +115,7 @@ TEST_F(RedisEncode, CalendarPolicySendsTheWindowBoundsAroundNow) {
   Policy policy = *Policy::Parse("fixed_window:3/1d,tz=America/New_York");
   // 2028-03-12T12:00-04:00, the 23-hour day: the window before it and four after.
   const std::int64_t now = 1836489600000000;
-  auto unit = Make(UnitMode::kSingle, {{"u", policy}}, 1, now);
+  auto unit = Make(Decide{}, {{"u", policy}}, 1, now);
   unit->items[0].calendar = CalendarArgument(policy, now);
   // Days since 1970-01-01 (March 11 2028 is day 21254), starts at local midnight: 05:00Z,
   // then 05:00Z (the day that loses an hour), then 04:00Z.
@@ -125,7 +130,7 @@ TEST_F(RedisEncode, CalendarPolicySendsTheWindowBoundsAroundNow) {
 }
 
 TEST_F(RedisEncode, EvalCarriesTheScriptsBody) {
-  const auto chunk = std::vector{Make(UnitMode::kSingle, {{"u", Gcra(10)}})};
+  const auto chunk = std::vector{Make(Decide{}, {{"u", Gcra(10)}})};
   const auto commands = Encoded(chunk, ScriptForm::kBody);
   ASSERT_EQ(commands.size(), 1u);
   ASSERT_EQ(commands[0].size(), 10u);
@@ -135,7 +140,7 @@ TEST_F(RedisEncode, EvalCarriesTheScriptsBody) {
 }
 
 TEST_F(RedisEncode, AskingGoesFirstInTheSameWrite) {
-  const auto chunk = std::vector{Make(UnitMode::kSingle, {{"u", Gcra(10)}})};
+  const auto chunk = std::vector{Make(Decide{}, {{"u", Gcra(10)}})};
   const EncodedCall call = Encode(chunk, scripts_, ScriptForm::kSha, Asking::kYes);
   EXPECT_EQ(call.command.substr(0, call.asking_bytes), "*1\r\n$6\r\nASKING\r\n");
   const auto commands = Encoded(chunk, ScriptForm::kSha, Asking::kYes);
@@ -147,9 +152,9 @@ TEST_F(RedisEncode, AskingGoesFirstInTheSameWrite) {
 TEST_F(RedisEncode, BatchSendsEachPolicyOnce) {
   // Two decisions under one policy, one under another, one at the caller's clock.
   const auto chunk = std::vector{
-      Make(UnitMode::kSingle, {{"a", Gcra(10)}}),
-      Make(UnitMode::kSingle, {{"b", Gcra(5)}}, 2),
-      Make(UnitMode::kSingle, {{"c", Gcra(10)}}, 1, 42),
+      Make(Decide{}, {{"a", Gcra(10)}}),
+      Make(Decide{}, {{"b", Gcra(5)}}, 2),
+      Make(Decide{}, {{"c", Gcra(10)}}, 1, 42),
   };
   EXPECT_FALSE(SingleCall(chunk));
   EXPECT_EQ(Encoded(chunk),
@@ -161,7 +166,7 @@ TEST_F(RedisEncode, BatchSendsEachPolicyOnce) {
 
 TEST_F(RedisEncode, MultiDecisionJoinsItsItems) {
   // All or nothing without shadows: the items after the first join by '+'.
-  const auto group = Make(UnitMode::kAll, {{"a", Gcra(10)}, {"b", Gcra(5)}});
+  const auto group = Make(MultiAll{}, {{"a", Gcra(10)}, {"b", Gcra(5)}});
   EXPECT_EQ(Encoded({group}),
             (std::vector<Args>{{"EVALSHA", "sha6", "2", "fg:gcra:a", "fg:gcra:b", "2", "gcra",
                                 "10", "1000000", "10", "gcra", "5", "1000000", "5", "0", "1", "",
@@ -169,19 +174,17 @@ TEST_F(RedisEncode, MultiDecisionJoinsItsItems) {
 }
 
 TEST_F(RedisEncode, WholeMultiDecisionOfOneItemIsItsSingleDecision) {
-  const auto group = Make(UnitMode::kAll, {{"a", Gcra(10)}});
-  group->group.whole = true;
+  const auto group = Make(MultiAll{.whole = true}, {{"a", Gcra(10)}});
   EXPECT_TRUE(SingleCall(std::vector{group}));
   EXPECT_EQ(Encoded({group}), (std::vector<Args>{{"EVALSHA", "sha0", "1", "fg:gcra:a", "gcra", "",
                                                   "10", "1000000", "10", "1"}}));
 }
 
 TEST_F(RedisEncode, ListedGroupsWithShadowsDryRunsAndReleases) {
-  const auto shadowed = Make(UnitMode::kAll, {{"a", Gcra(10)}, {"b", Gcra(5)}});
+  const auto shadowed = Make(MultiAll{}, {{"a", Gcra(10)}, {"b", Gcra(5)}});
   shadowed->items[1].shadow = true;
-  const auto dry = Make(UnitMode::kDry, {{"c", Gcra(10)}});
-  const auto release = Make(UnitMode::kRelease, {{"d", Gcra(10)}}, 4, 77);
-  release->group.release_at = 77;
+  const auto dry = Make(MultiDry{}, {{"c", Gcra(10)}});
+  const auto release = Make(MultiRelease{.admitted_at = 77}, {{"d", Gcra(10)}}, 4, 77);
   EXPECT_EQ(Encoded({shadowed, dry, release}),
             (std::vector<Args>{{"EVALSHA", "sha6", "4", "fg:gcra:a", "fg:gcra:b", "fg:gcra:c",
                                 "fg:gcra:d", "2", "gcra", "10", "1000000", "10", "gcra", "5",
@@ -194,18 +197,17 @@ TEST_F(RedisEncode, ListedGroupsWithShadowsDryRunsAndReleases) {
 }
 
 TEST_F(RedisEncode, ReservationsAndLeases) {
-  const auto reserve = Make(UnitMode::kReserve, {{"r", Gcra(10)}}, 3);
-  reserve->hold.record_key = "fg:res:{x}:00000000000000ff";
-  reserve->hold.hold_us = 5'000'000;
-  const auto settle = Make(UnitMode::kSettle, {{"s", Policy{}}}, 2, 9);
-  const auto acquire = Make(UnitMode::kReserve, {{"l", Concurrency(4)}});
-  acquire->hold.lease = "00000000000000aa";
-  const auto acquire_at = Make(UnitMode::kReserve, {{"m", Concurrency(4)}}, 1, 11);
-  acquire_at->hold.lease = "00000000000000bb";
-  const auto release = Make(UnitMode::kSettle, {{"l", Concurrency(4)}}, 0);
-  release->hold.lease = "00000000000000aa.30000000.4.5";
-  const auto release_cost = Make(UnitMode::kSettle, {{"l", Concurrency(4)}}, 1);
-  release_cost->hold.lease = "00000000000000aa.30000000.4.5";
+  const auto reserve =
+      Make(Reserve{.record_key = "fg:res:{x}:00000000000000ff", .hold_us = 5'000'000},
+           {{"r", Gcra(10)}}, 3);
+  const auto settle = Make(Settle{}, {{"s", Policy{}}}, 2, 9);
+  const auto acquire = Make(LeaseAcquire{.random = "00000000000000aa"}, {{"l", Concurrency(4)}});
+  const auto acquire_at =
+      Make(LeaseAcquire{.random = "00000000000000bb"}, {{"m", Concurrency(4)}}, 1, 11);
+  const auto release =
+      Make(LeaseRelease{.member = "00000000000000aa.30000000.4.5"}, {{"l", Concurrency(4)}}, 0);
+  const auto release_cost =
+      Make(LeaseRelease{.member = "00000000000000aa.30000000.4.5"}, {{"l", Concurrency(4)}}, 1);
   const std::vector chunk{reserve, settle, acquire, acquire_at, release, release_cost};
   EXPECT_EQ(Encode(chunk, scripts_, ScriptForm::kSha, Asking::kNo).keys, 7u);
   EXPECT_EQ(Encoded(chunk),
@@ -225,10 +227,10 @@ TEST_F(RedisEncode, ReservationsAndLeases) {
 
 TEST_F(RedisEncode, ANodesBatchOverSeveralSlotsRoutesByItsFirstKey) {
   // Slots as the batcher sorts them: a slot's units adjacent, a multi-decision on one slot.
-  auto a = Make(UnitMode::kSingle, {{"a", Gcra(10)}});
-  auto a_again = Make(UnitMode::kSingle, {{"a", Gcra(10)}}, 2);
-  auto group = Make(UnitMode::kAll, {{"{t}b", Gcra(10)}, {"{t}c", Gcra(5)}});
-  auto d = Make(UnitMode::kSingle, {{"d", Gcra(10)}}, 1, 42);
+  auto a = Make(Decide{}, {{"a", Gcra(10)}});
+  auto a_again = Make(Decide{}, {{"a", Gcra(10)}}, 2);
+  auto group = Make(MultiAll{}, {{"{t}b", Gcra(10)}, {"{t}c", Gcra(5)}});
+  auto d = Make(Decide{}, {{"d", Gcra(10)}}, 1, 42);
   a->route.slot = a_again->route.slot = 7;
   group->route.slot = 9;
   d->route.slot = 11;
@@ -249,6 +251,83 @@ TEST_F(RedisEncode, ANodesBatchOverSeveralSlotsRoutesByItsFirstKey) {
   EXPECT_FALSE(Encode(chunk, scripts_, ScriptForm::kSha, Asking::kNo).across_slots);
   EXPECT_EQ(Encoded(chunk)[0][1], "sha6");
   EXPECT_EQ(Encoded(chunk)[0][2], "5");
+}
+
+// Each operation sends the arguments its row of script_layout.h names, no more, no fewer.
+TEST_F(RedisEncode, EveryOperationSendsItsLayoutsRow) {
+  using namespace layout;  // NOLINT(google-build-using-namespace): the table's rows
+  const auto single = Encoded({Make(Decide{}, {{"u", Gcra(10)}})})[0];
+  EXPECT_EQ(single.size(), 4 + kSingle.size());  // EVALSHA, SHA, 1, the key
+  // One operation of lua/reservation.lua: after its keys, p (0 or 1) policies, n = 1.
+  const auto operation = [&](UnitPtr unit, std::size_t keys) {
+    const Args args = Encoded({std::move(unit)})[0];
+    const std::size_t p = std::stoul(args[3 + keys]);
+    const std::size_t at = 3 + keys + 1 + p * kPolicy.size();
+    EXPECT_EQ(args[at], "1");  // n
+    return Args(args.begin() + at + 1, args.end());
+  };
+  const auto expect_row = [](const Args& sent, std::span<const Field> row) {
+    ASSERT_EQ(sent.size(), row.size());
+    EXPECT_EQ(sent[0], row[0]);  // the operation's letter
+  };
+  expect_row(operation(Make(Reserve{"fg:res:{u}:1", 5}, {{"u", Gcra(10)}}), 2), kReserve);
+  expect_row(operation(Make(Take{"fg:res:{u}:1", 5}, {{"u", Gcra(10)}}), 2), kTake);
+  expect_row(operation(Make(Settle{}, {{"fg:res:{u}:1", Policy{}}}), 1), kSettle);
+  expect_row(operation(Make(LeaseAcquire{"aa"}, {{"l", Concurrency(4)}}, 1, 7), 1), kAcquire);
+  expect_row(operation(Make(LeaseAcquire{"aa"}, {{"l", Concurrency(4)}}), 1), kAcquireNow);
+  expect_row(operation(Make(LeaseRelease{"aa.1.2.3"}, {{"l", Concurrency(4)}}, 1), 1), kRelease);
+  expect_row(operation(Make(LeaseRelease{"aa.1.2.3"}, {{"l", Concurrency(4)}}, 0), 1), kReleaseNow);
+  // lua/batch.lua: a listed group and two decisions after one policy.
+  const Args batch =
+      Encoded({Make(MultiDry{}, {{"a", Gcra(10)}}), Make(Decide{}, {{"b", Gcra(10)}})})[0];
+  const std::size_t groups_at = 3 + 2 + 1 + kPolicy.size();
+  EXPECT_EQ(batch[groups_at], "1");
+  EXPECT_EQ(batch.size(), groups_at + 1 + kGroup.size() + 2 * kDecision.size());
+}
+
+// lua/README.md and the drivers' opening comments show every row of script_layout.h as
+// its fields joined by ", ".
+TEST(ScriptLayout, TheReadmeAndTheDriversShowEveryRow) {
+  using namespace layout;  // NOLINT(google-build-using-namespace): the table's rows
+  const auto text = [](std::span<const Field> row) {
+    std::string joined;
+    for (Field field : row) joined.append(joined.empty() ? "" : ", ").append(field);
+    return joined;
+  };
+  std::ifstream file(FLOODGATE_LUA_README);
+  ASSERT_TRUE(file) << FLOODGATE_LUA_README;
+  std::stringstream readme;
+  readme << file.rdbuf();
+  const std::vector<std::span<const Field>> every = {
+      kSingle, kPolicy,  kGroup,      kDecision, kNodeBatch,  kReserve,       kTake,
+      kSettle, kAcquire, kAcquireNow, kRelease,  kReleaseNow, kDecisionReply, kOperationReply};
+  for (std::span<const Field> row : every) {
+    EXPECT_NE(readme.str().find(text(row)), std::string::npos) << "lua/README.md: " << text(row);
+  }
+  const std::vector<std::pair<std::string_view, std::vector<std::span<const Field>>>> drivers = {
+      {lua::k_single, {kSingle, kDecisionReply}},
+      {lua::k_batch, {kPolicy, kGroup, kDecision, kDecisionReply}},
+      {lua::k_node_batch, {kNodeBatch}},
+      {lua::k_reservation,
+       {kPolicy, kReserve, kTake, kSettle, kAcquire, kAcquireNow, kRelease, kReleaseNow,
+        kOperationReply}},
+  };
+  // A driver's opening comment: its lines up to the first that is not a comment.
+  const auto opening = [](std::string_view source) {
+    std::size_t end = 0;
+    while (end < source.size() && source.substr(end).starts_with("--")) {
+      const std::size_t next = source.find('\n', end);
+      end = next == std::string_view::npos ? source.size() : next + 1;
+    }
+    return source.substr(0, end);
+  };
+  for (const auto& [driver, rows] : drivers) {
+    const std::string_view comment = opening(driver);
+    for (std::span<const Field> row : rows) {
+      EXPECT_NE(comment.find(text(row)), std::string::npos)
+          << driver.substr(0, driver.find('\n')) << ": " << text(row);
+    }
+  }
 }
 
 TEST_F(RedisEncode, TheNodeBatchScriptCarriesItsFlagsOnItsFirstLine) {
@@ -276,31 +355,77 @@ TEST(RedisHandshake, ScriptFlagsAreDetectedFromTheNodeBatchScriptsLoad) {
 
   RedisStoreOptions options;
   Scripts scripts;
-  // Standalone: no node batch script to load (PING, then the other scripts).
-  EXPECT_EQ(Handshake(options, scripts).Commands().size(), 1u + kScriptCount - 1);
-  options.cluster = true;
   Handshake handshake(options, scripts);
-  const auto commands = handshake.Commands();
-  ASSERT_EQ(commands.size(), 1u + kScriptCount);
-  EXPECT_NE(commands.back().find("allow-cross-slot-keys"), std::string::npos);
-  const std::size_t node_script = commands.size() - 1;
+  // Standalone: no node batch script to load (PING, then the other scripts).
+  std::vector<HandshakeStep> steps;
+  handshake.Login("h:1", steps);
+  handshake.LoadScripts("h:1", steps);
+  EXPECT_EQ(steps.size(), 1u + kScriptCount - 1);
+  // A cluster's connection loads it last; its answer is the connection's Batching.
   Batching batching = Batching::kPerSlot;
+  handshake.LoadNodeBatch([&batching](Batching found) { batching = found; }, steps);
+  ASSERT_EQ(steps.size(), 1u + kScriptCount);
+  EXPECT_NE(steps.back().command.find("allow-cross-slot-keys"), std::string::npos);
+  const HandshakeStep& node_script = steps.back();
   // Refused: the connection still comes up, batching by slot, and the refusal is counted.
   EXPECT_EQ(handshake.node_batch_refusals(), 0u);
-  EXPECT_TRUE(handshake.Check("h:1", node_script, Reply(REDIS_REPLY_ERROR, old), batching).ok());
+  EXPECT_TRUE(node_script.check(Reply(REDIS_REPLY_ERROR, old)).ok());
   EXPECT_EQ(batching, Batching::kPerSlot);
   EXPECT_EQ(handshake.node_batch_refusals(), 1u);
-  EXPECT_TRUE(handshake.Check("h:1", node_script, Reply(REDIS_REPLY_STRING, sha), batching).ok());
+  EXPECT_TRUE(node_script.check(Reply(REDIS_REPLY_STRING, sha)).ok());
   EXPECT_EQ(batching, Batching::kPerNode);
   EXPECT_EQ(handshake.node_batch_refusals(), 1u);
   EXPECT_EQ(scripts.sha(ScriptId::kNodeBatch), sha);
   // Another script's refusal still fails the handshake.
-  EXPECT_FALSE(handshake.Check("h:1", 1, Reply(REDIS_REPLY_ERROR, old), batching).ok());
+  EXPECT_FALSE(steps[1].check(Reply(REDIS_REPLY_ERROR, old)).ok());
   // A forced result (tests) wins over the reply.
   batching = Batching::kPerNode;
   Handshake forced(options, scripts, Batching::kPerSlot);
-  EXPECT_TRUE(forced.Check("h:1", node_script, Reply(REDIS_REPLY_STRING, sha), batching).ok());
+  std::vector<HandshakeStep> forced_steps;
+  forced.LoadNodeBatch([&batching](Batching found) { batching = found; }, forced_steps);
+  EXPECT_TRUE(forced_steps.back().check(Reply(REDIS_REPLY_STRING, sha)).ok());
   EXPECT_EQ(batching, Batching::kPerSlot);
+}
+
+// Each handshake command carries the check of its own answer, whatever comes before it.
+TEST(RedisHandshake, EachCommandIsCheckedByItsOwnStep) {
+  RedisStoreOptions options;
+  options.password = "p";
+  options.db = 2;
+  Scripts scripts;
+  Handshake handshake(options, scripts);
+  std::vector<HandshakeStep> steps;
+  handshake.Login("h:1", steps);
+  handshake.ConfirmPrimary("h:1", steps);
+  handshake.LoadScripts("h:1", steps);
+  ASSERT_EQ(steps.size(), 3u + kScriptCount - 1);
+  EXPECT_NE(steps[0].command.find("AUTH"), std::string::npos);
+  EXPECT_NE(steps[1].command.find("SELECT"), std::string::npos);
+  EXPECT_NE(steps[2].command.find("ROLE"), std::string::npos);
+  std::string refused = "ERR no";
+  EXPECT_NE(steps[0].check(Reply(REDIS_REPLY_ERROR, refused)).message().find("refused AUTH"),
+            std::string::npos);
+  EXPECT_NE(steps[1].check(Reply(REDIS_REPLY_ERROR, refused)).message().find("refused SELECT"),
+            std::string::npos);
+  EXPECT_NE(steps[2].check(Reply(REDIS_REPLY_ERROR, refused)).message().find("refused ROLE"),
+            std::string::npos);
+  // ROLE's answer must name a primary.
+  std::string is = "slave";
+  redisReply name = Reply(REDIS_REPLY_STRING, is);
+  redisReply* element[] = {&name};
+  redisReply role{};
+  role.type = REDIS_REPLY_ARRAY;
+  role.elements = 1;
+  role.element = element;
+  EXPECT_TRUE(absl::IsUnavailable(steps[2].check(role)));
+  is = "master";
+  name = Reply(REDIS_REPLY_STRING, is);
+  EXPECT_TRUE(steps[2].check(role).ok());
+  // A SCRIPT LOAD's answer is its script's SHA.
+  std::string sha = "0123456789abcdef0123456789abcdef01234567";
+  EXPECT_TRUE(steps[3].check(Reply(REDIS_REPLY_STRING, sha)).ok());
+  EXPECT_EQ(scripts.sha(ScriptId::kGcra), sha);
+  EXPECT_FALSE(steps[3].check(Reply(REDIS_REPLY_STATUS, sha)).ok());
 }
 
 }  // namespace

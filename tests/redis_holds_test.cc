@@ -86,6 +86,14 @@ TEST_F(RedisTest, ReservationIdsAreOnlyThisStoresAndSettleOnce) {
   EXPECT_EQ(server_->Cli(records), "");
 }
 
+// The table every store runs (conformance.h), as memory:// does in reservation_test: an
+// upper-cased id settled the true reservation here, where memory:// refused it.
+TEST_F(RedisTest, OnlyItsOwnIdsSettle) {
+  auto store = OpenRedis(Url());
+  ASSERT_NE(store, nullptr);
+  ExpectOnlyItsOwnIdsSettle(*store, "");
+}
+
 // What lua/batch.lua's release groups give back: for every algorithm, a reservation made
 // and released leaves the key deciding exactly as a key that never saw it.
 TEST_F(RedisTest, AReleasedReservationLeavesNoTrace) {

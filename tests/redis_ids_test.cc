@@ -68,6 +68,10 @@ TEST(RedisIds, ForgedReservationIdsAreNotFound) {
            std::string("-001") + std::string(16, '0'),
            std::string("0001+") + std::string(15, '0'),
            std::string("0001 ") + std::string(15, '0'),
+           // ReservationId writes lowercase: one id, one spelling (memory:// reads so too).
+           std::string("00AB") + std::string(16, '0'),
+           std::string("0000") + "0123456789ABCDEF",
+           std::string("0000") + "0123456789aBcdef",
        }) {
     auto parsed = ParseSettleId(id);
     ASSERT_FALSE(parsed.ok()) << '"' << id << '"';

@@ -22,15 +22,38 @@ Policy Gcra(std::int64_t limit) {
   return policy;
 }
 
-// A unit of `mode` on one key, whose answer lands in `decision` or `unit_result`.
+// The table's operations (unit.h): a single decision, a multi-decision's group, a
+// reservation's reserve and settle.
+enum class Op { kSingle, kAll, kDry, kRelease, kReserve, kSettle };
+
+// A unit of `op` on one key, whose answer lands in `decision` or `unit_result`.
 struct Probe {
-  explicit Probe(UnitMode mode, std::optional<std::int64_t> now_us = {}) {
-    unit.mode = mode;
+  explicit Probe(Op op, std::optional<std::int64_t> now_us = {}) {
+    const auto decided = [this](absl::StatusOr<Decision> d) { decision = std::move(d); };
+    const auto grouped = [this](absl::StatusOr<UnitResult> r) { unit_result = std::move(r); };
+    switch (op) {
+      case Op::kSingle:
+        unit.op = Decide{decided};
+        break;
+      case Op::kAll:
+        unit.op = MultiAll{.done = grouped};
+        break;
+      case Op::kDry:
+        unit.op = MultiDry{grouped};
+        break;
+      case Op::kRelease:
+        unit.op = MultiRelease{.done = grouped};
+        break;
+      case Op::kReserve:
+        unit.op = Reserve{.done = decided};
+        break;
+      case Op::kSettle:
+        unit.op = Settle{decided};
+        break;
+    }
     unit.now_us = now_us;
     const std::string redis_key = "fg:gcra:k";
     unit.items.push_back(Item{redis_key, redis_key.size() - 1, Gcra(4), 1, core::StateKind::kGcra});
-    unit.done = [this](absl::StatusOr<Decision> d) { decision = std::move(d); };
-    unit.group.done = [this](absl::StatusOr<UnitResult> r) { unit_result = std::move(r); };
   }
   Unit unit;
   std::optional<absl::StatusOr<Decision>> decision;
@@ -70,7 +93,7 @@ void ExpectOnErrorAnswer(OnError on_error, const Decision& d) {
 }
 
 TEST_P(RedisOutcomes, FailedDecisionsAreAnsweredByOnError) {
-  for (UnitMode mode : {UnitMode::kSingle, UnitMode::kReserve}) {
+  for (Op mode : {Op::kSingle, Op::kReserve}) {
     Outcomes outcomes(options_, counters_);
     Probe probe(mode);
     probe.unit.route.node = &node_;
@@ -88,7 +111,7 @@ TEST_P(RedisOutcomes, FailedDecisionsAreAnsweredByOnError) {
 
 TEST_P(RedisOutcomes, BreakerRefusalsAreAnsweredByOnErrorWithoutCountingAFailure) {
   Outcomes outcomes(options_, counters_);
-  Probe probe(UnitMode::kSingle);
+  Probe probe(Op::kSingle);
   probe.unit.route.node = &node_;
   outcomes.AnswerWhileOpen(probe.unit);
   ASSERT_TRUE(probe.decision.has_value() && probe.decision->ok());
@@ -100,13 +123,13 @@ TEST_P(RedisOutcomes, BreakerRefusalsAreAnsweredByOnErrorWithoutCountingAFailure
 
 TEST_P(RedisOutcomes, AFailedSettleIsNeverDecidedByOnError) {
   Outcomes outcomes(options_, counters_);
-  Probe failed(UnitMode::kSettle);
+  Probe failed(Op::kSettle);
   outcomes.Complete(failed.unit, absl::UnavailableError("gone"));
   ASSERT_TRUE(failed.decision.has_value());
   EXPECT_TRUE(absl::IsUnavailable(failed.decision->status()));
   EXPECT_NE(failed.decision->status().message().find("the settle's outcome is unknown (gone)"),
             std::string::npos);
-  Probe refused(UnitMode::kSettle);
+  Probe refused(Op::kSettle);
   outcomes.AnswerWhileOpen(refused.unit);
   ASSERT_TRUE(refused.decision.has_value());
   EXPECT_TRUE(absl::IsUnavailable(refused.decision->status()));
@@ -118,7 +141,7 @@ TEST_P(RedisOutcomes, RedisAnswersThatSettleNothingAreNotFailures) {
   Outcomes outcomes(options_, counters_);
   for (absl::Status status :
        {absl::NotFoundError("no such reservation"), absl::InvalidArgumentError("a lease")}) {
-    Probe probe(UnitMode::kSettle);
+    Probe probe(Op::kSettle);
     probe.unit.route.node = &node_;
     outcomes.Complete(probe.unit, status);
     ASSERT_TRUE(probe.decision.has_value());
@@ -129,7 +152,7 @@ TEST_P(RedisOutcomes, RedisAnswersThatSettleNothingAreNotFailures) {
 }
 
 TEST_P(RedisOutcomes, GroupsHandTheirFailureToTheMultiDecision) {
-  for (UnitMode mode : {UnitMode::kAll, UnitMode::kDry, UnitMode::kRelease}) {
+  for (Op mode : {Op::kAll, Op::kDry, Op::kRelease}) {
     Outcomes outcomes(options_, counters_);
     Probe failed(mode);
     outcomes.Complete(failed.unit, absl::UnavailableError("down"));
@@ -162,12 +185,12 @@ TEST_P(RedisOutcomes, AFailedMultiDecisionIsAnsweredByOnError) {
 
 TEST_P(RedisOutcomes, CancelledUnitsAreNeitherFailuresNorDegraded) {
   Outcomes outcomes(options_, counters_);
-  Probe single(UnitMode::kSingle);
+  Probe single(Op::kSingle);
   single.unit.route.node = &node_;
   outcomes.Complete(single.unit, absl::CancelledError("store closed"));
   ASSERT_TRUE(single.decision.has_value());
   EXPECT_TRUE(absl::IsCancelled(single.decision->status()));
-  Probe group(UnitMode::kAll);
+  Probe group(Op::kAll);
   outcomes.Complete(group.unit, absl::CancelledError("store closed"));
   ASSERT_TRUE(group.unit_result.has_value());
   EXPECT_TRUE(absl::IsCancelled(group.unit_result->status()));
@@ -178,7 +201,7 @@ TEST_P(RedisOutcomes, CancelledUnitsAreNeitherFailuresNorDegraded) {
 
 TEST_P(RedisOutcomes, AUnitIsAnsweredOnce) {
   Outcomes outcomes(options_, counters_);
-  Probe probe(UnitMode::kSingle);
+  Probe probe(Op::kSingle);
   Decision first;
   first.allowed = true;
   first.limit = 4;
@@ -194,11 +217,11 @@ TEST_P(RedisOutcomes, DenialsAtTheServersClockAreRemembered) {
   Decision denied;
   denied.limit = 4;
   denied.retry_after = std::chrono::seconds(2);
-  Probe at_caller_clock(UnitMode::kSingle, /*now_us=*/5);
+  Probe at_caller_clock(Op::kSingle, /*now_us=*/5);
   outcomes.Complete(at_caller_clock.unit, denied);
   const Steady::time_point now = Steady::now();
   EXPECT_FALSE(outcomes.CachedDenial("fg:gcra:k", Gcra(4), 1, now).has_value());
-  Probe at_server_clock(UnitMode::kSingle);
+  Probe at_server_clock(Op::kSingle);
   outcomes.Complete(at_server_clock.unit, denied);
   auto cached = outcomes.CachedDenial("fg:gcra:k", Gcra(4), 1, now);
   ASSERT_TRUE(cached.has_value());

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "common/strings.h"
+#include "conformance.h"
 
 namespace floodgate {
 namespace {
@@ -95,6 +96,12 @@ TEST(Reservations, IdsAreReadAsLowercaseHexOnly) {
     EXPECT_EQ(settled.status().code(), absl::StatusCode::kNotFound) << forged;
   }
   EXPECT_TRUE(limiter.SettleAt(kT0, id, 0).ok());
+}
+
+// The table every store runs (conformance.h): an id written another way settles nothing.
+TEST(Reservations, OnlyItsOwnIdsSettle) {
+  MemoryStore store;
+  testing::ExpectOnlyItsOwnIdsSettle(store, "");
 }
 
 TEST(Reservations, AreBoundedAndNeverDroppedWhileLive) {

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "alias_bomb.h"
 #include "server/rls/config.h"
 
 namespace floodgate::server::rls {
@@ -86,6 +87,15 @@ INSTANTIATE_TEST_SUITE_P(
                   "number from 0 to 4294967295"},
         ErrorCase{"domain: [d\n",
                   "a.yaml:2: error loading config file: end of sequence flow not found"},
+        // floodgate refuses a key given twice (upstream's YAML decoding keeps the last, yaml-cpp
+        // the first), and an alias inside its own anchor (yaml-cpp builds a loop).
+        ErrorCase{"domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n"
+                  "      requests_per_unit: 1\n      unit: hour\n",
+                  "a.yaml:7: key \"unit\" given twice in one mapping (first on line 5)"},
+        ErrorCase{"domain: d\ndescriptors: []\ndomain: e\n",
+                  "a.yaml:3: key \"domain\" given twice in one mapping (first on line 1)"},
+        ErrorCase{"domain: d\ndescriptors: &a\n  - key: k\n    descriptors: *a\n",
+                  "a.yaml:4: alias *a is inside the node its anchor names: a loop"},
         // floodgate's extensions get floodgate's own messages, with the line.
         ErrorCase{"domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n"
                   "      requests_per_unit: 5\n      algorithm: leaky\n",
@@ -103,6 +113,37 @@ INSTANTIATE_TEST_SUITE_P(
             "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      period: 30 parsecs\n"
             "      requests_per_unit: 5\n",
             "a.yaml:5: period: \"30 parsecs\" needs a unit: us, ms, s, m, h or d (e.g. 10s)"}));
+
+// Aliases ten wide: four deep (117,775 nodes) loads, five deep (10^5 descriptors, 1.2
+// million nodes) is refused by its count before the key check or the loader walks it; seven
+// deep (10^7) took 30 s and 1.3 GB.
+TEST(RlsConfigTest, AliasesAreCountedAsTheNodesTheyRepeat) {
+  auto four = Parse(testing::AliasBomb(10, 4));
+  ASSERT_TRUE(four.ok()) << four.status();
+  EXPECT_EQ((*four)
+                ->Find("bomb", Descriptor({{"k3", "v9"}, {"k2", "v9"}, {"k1", "v9"}, {"k0", "v9"}}))
+                ->requests_per_unit,
+            1u);
+  for (const int depth : {5, 7}) {
+    auto refused = Parse(testing::AliasBomb(10, depth));
+    ASSERT_FALSE(refused.ok()) << depth;
+    EXPECT_EQ(refused.status().message(),
+              "a.yaml:2: more than 1000000 YAML nodes in one config once aliases are expanded: "
+              "*L3 repeats 117771 (docs/security.md)");
+  }
+}
+
+// The bound is the directory's, all files together: three files of 393,213 nodes each, the
+// third refused (each alone is well within).
+TEST(RlsConfigTest, TheFilesOfADirectoryShareTheNodeBound) {
+  auto three = ParseRlsConfig({{"one.yaml", testing::AliasBomb(8, 5, "one")},
+                               {"two.yaml", testing::AliasBomb(8, 5, "two")},
+                               {"three.yaml", testing::AliasBomb(8, 5, "three")}});
+  ASSERT_FALSE(three.ok());
+  EXPECT_EQ(three.status().message(),
+            "three.yaml:2: more than 1000000 YAML nodes in one config once aliases are "
+            "expanded: *L3 repeats 49145 (docs/security.md)");
+}
 
 TEST(RlsConfigTest, DuplicateDomainAcrossFilesNamesTheSecondFile) {
   auto config = ParseRlsConfig({{"one.yaml", "domain: d\n"}, {"two.yaml", "\n\ndomain: d\n"}});

@@ -346,6 +346,20 @@ TEST_F(RlsHttpTest, HealthcheckAnswersOk) {
   EXPECT_EQ(r.body, "OK");
 }
 
+// The `ratelimit` command's health (draining after SIGTERM...): 500 with an empty body, as
+// upstream's; any method, as upstream's router.
+TEST_F(RlsHttpTest, HealthcheckAnswers500WhileUnhealthy) {
+  bool healthy = true;
+  service_.SetHealthCheck([&] { return healthy; });
+  EXPECT_EQ(Call(http::verb::post, "/healthcheck").status, 200);
+  healthy = false;
+  const Response r = Call(http::verb::get, "/healthcheck");
+  EXPECT_EQ(r.status, 500);
+  EXPECT_EQ(r.body, "");
+  healthy = true;
+  EXPECT_EQ(Call(http::verb::get, "/healthcheck").body, "OK");
+}
+
 TEST_F(RlsHttpTest, JsonTakesAndAnswersProtobufJson) {
   const Response ok = Call(http::verb::post, "/json",
                            R"({"domain":"ok","descriptors":[{"entries":[{"key":"k","value":"v"}]}],
@@ -487,6 +501,9 @@ TEST(UpstreamRedisEnv, RefusesWhatCannotMap) {
   refused({{"REDIS_URL", "/var/run/nutcracker/ratelimit.sock"}, {"REDIS_TLS", "true"}},
           "Redis serves TLS on TCP only");
   refused({{"REDIS_URL", "/r.sock"}, {"REDIS_TYPE", "cluster"}}, "a cluster is reached over TCP");
+  // Booleans as upstream reads them: "yes" is no boolean to Go's strconv.ParseBool.
+  refused({{"REDIS_URL", "h:1"}, {"REDIS_SOCKET_TYPE", "tcp"}, {"REDIS_TLS", "yes"}},
+          "REDIS_TLS=\"yes\"");
   refused({{"REDIS_URL", "h:1"}, {"REDIS_SOCKET_TYPE", "unix"}}, "the socket's absolute path");
   refused({{"REDIS_URL", "h:1"}, {"REDIS_SOCKET_TYPE", "udp"}},
           "REDIS_SOCKET_TYPE must be tcp or unix");

@@ -5,6 +5,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -15,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "server/config_file.h"
 #include "server/rls/loader.h"
 
 namespace floodgate::server::rls {
@@ -63,6 +65,10 @@ std::uint32_t LimitOf(const RlsConfig& config, const std::string& domain) {
   return limit == nullptr ? 0 : limit->requests_per_unit;
 }
 
+fs::path config_path(const TempDir& dir, const std::string& name) {
+  return dir.path() / "ratelimit" / "config" / name;
+}
+
 RlsSettings SettingsFor(const fs::path& root, bool ignore_dotfiles = false) {
   RlsSettings settings;
   settings.runtime_root = root.string();
@@ -99,6 +105,67 @@ TEST(RlsLoaderTest, DuplicateDomainAcrossFilesIsRefusedWithTheFile) {
   ASSERT_FALSE(loaded.ok());
   EXPECT_EQ(loaded.status().message(),
             (config / "b.yaml").string() + ":1: duplicate domain 'same' in config file");
+}
+
+// Only regular files are read, each by its size: a FIFO or a device is refused by name
+// (they were skipped), a /proc file too (its size is not its contents: /proc/kmsg blocked
+// `config check`). A symlink to a regular file, anywhere, is read as upstream reads it.
+TEST(RlsLoaderTest, ReadsRegularFilesOnlyAndFollowsSymlinksToThem) {
+  TempDir dir;
+  const fs::path config = dir.path() / "ratelimit" / "config";
+  Write(config / "a.yaml", Domain("a", 1));
+  Write(dir.path() / "elsewhere" / "b.yaml", Domain("b", 2));
+  fs::create_symlink(dir.path() / "elsewhere" / "b.yaml", config / "b.yaml");
+  auto loaded = LoadRlsConfig(SettingsFor(dir.path()));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(LimitOf(**loaded, "b"), 2u);
+
+  const auto refused = [&](const std::string& name) {
+    auto config = LoadRlsConfig(SettingsFor(dir.path()));
+    fs::remove(config_path(dir, name));
+    return config.ok() ? std::string("loaded") : std::string(config.status().message());
+  };
+  ASSERT_EQ(::mkfifo((config / "f.yaml").c_str(), 0600), 0);
+  EXPECT_EQ(refused("f.yaml"), (config / "f.yaml").string() +
+                                   ": a FIFO: config files are read from regular files only");
+  fs::create_symlink("/dev/null", config / "null.yaml");
+  EXPECT_EQ(refused("null.yaml"),
+            (config / "null.yaml").string() +
+                ": a character device: config files are read from regular files only");
+  fs::create_symlink("/proc/self/status", config / "status.yaml");
+  EXPECT_EQ(refused("status.yaml"),
+            (config / "status.yaml").string() +
+                ": a file of /proc or /sys, not a config file (its size is not its contents)");
+  EXPECT_TRUE(LoadRlsConfig(SettingsFor(dir.path())).ok());
+}
+
+// The bounds are the directory's: 16 MiB of files together (sparse files here, refused by
+// their sizes), 1,000 entries.
+TEST(RlsLoaderTest, BoundsTheDirectoryAsAWhole) {
+  TempDir dir;
+  const fs::path config = dir.path() / "ratelimit" / "config";
+  Write(config / "a.yaml", Domain("a", 1));
+  std::ofstream(config / "b.yaml").close();
+  fs::resize_file(config / "b.yaml", kMaxConfigBytes - 10);
+  auto loaded = LoadRlsConfig(SettingsFor(dir.path()));
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_THAT(
+      loaded.status().message(),
+      ::testing::HasSubstr("b.yaml: 16777206 bytes after " + std::to_string(Domain("a", 1).size()) +
+                           " in the directory's other files"));
+  fs::remove(config / "b.yaml");
+  for (std::size_t i = 1; i < kMaxConfigEntries; ++i) {
+    std::ofstream(config / ("d" + std::to_string(i) + ".yaml"))
+        << Domain("d" + std::to_string(i), 1);
+  }
+  auto full = LoadRlsConfig(SettingsFor(dir.path()));
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_EQ((*full)->domain_count(), kMaxConfigEntries);
+  std::ofstream(config / "one_more.yaml") << Domain("one_more", 1);
+  EXPECT_EQ(LoadRlsConfig(SettingsFor(dir.path())).status().message(),
+            "config directory " + config.string() +
+                ": more than 1000 entries (files and directories); a config directory has at "
+                "most 1000 (docs/security.md)");
 }
 
 // Collects the configs a watcher hands over.
@@ -159,6 +226,27 @@ TEST(RlsLoaderTest, ReloadsAChangedFileAndKeepsTheOldConfigOnABadOne) {
   Write(file, Domain("a", 3));
   ASSERT_TRUE(watcher.CheckNow());
   EXPECT_EQ(LimitOf(*received.latest(), "a"), 3u);
+}
+
+// The watcher sees every entry the load reads: a FIFO or a device appearing is a change whose
+// load is refused, counted and logged once (it was not seen at all); the old config stays.
+TEST(RlsLoaderTest, AFifoAppearingIsABadConfigToTheWatcher) {
+  TempDir dir;
+  const fs::path config = dir.path() / "ratelimit" / "config";
+  Write(config / "a.yaml", Domain("a", 1));
+  Received received;
+  ConfigWatcher watcher(SettingsFor(dir.path()), std::chrono::hours(1), received.Callback());
+  ASSERT_EQ(::mkfifo((config / "f.yaml").c_str(), 0600), 0);
+  EXPECT_FALSE(watcher.CheckNow());
+  EXPECT_EQ(watcher.counters().load_error.load(), 1u);
+  EXPECT_EQ(received.count(), 0);
+  fs::remove(config / "f.yaml");
+  fs::create_symlink("/proc/self/status", config / "status.yaml");
+  EXPECT_FALSE(watcher.CheckNow());
+  EXPECT_EQ(watcher.counters().load_error.load(), 2u);
+  fs::remove(config / "status.yaml");
+  ASSERT_TRUE(watcher.CheckNow());
+  EXPECT_EQ(LimitOf(*received.latest(), "a"), 1u);
 }
 
 TEST(RlsLoaderTest, FollowsAConfigMapSymlinkSwap) {

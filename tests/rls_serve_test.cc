@@ -13,6 +13,7 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include <optional>
 #include <thread>
 
+#include "alias_bomb.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "redis_server.h"
@@ -241,6 +243,43 @@ TEST(RlsServe, ServesOnUpstreamsUnixSocketSettings) {
   EXPECT_TRUE(
       serve.process->WaitLogLines("redis+unix://" + redis->unix_socket(), 1, milliseconds(5000)))
       << serve.process->Log();
+}
+
+// What serve reads at its start and at each reload is bounded as `config check` is
+// (docs/security.md, "Configuration files"): a runtime directory holding /proc/kmsg hung the
+// start; an alias bomb written while it runs (six deep took the server +464 MB and 14 s) is
+// refused by its count, as is a FIFO, and the old config keeps answering.
+TEST(RlsServe, ReadsItsConfigDirectoryWithinBoundsAtStartAndAtReloads) {
+  RuntimeDir kmsg;
+  kmsg.Write("a.yaml", "domain: a\n");
+  fs::create_symlink("/proc/kmsg", kmsg.config_dir() / "kmsg.yaml");
+  RlsServe refused({"--store", "memory://"}, kmsg.Env());
+  EXPECT_FALSE(refused.Start());
+  EXPECT_THAT(refused.process->Log(),
+              ::testing::HasSubstr("kmsg.yaml: a file of /proc or /sys, not a config file"));
+
+  RuntimeDir runtime;
+  runtime.Write("a.yaml",
+                "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: HOUR, "
+                "requests_per_unit: 3}\n");
+  RlsServe serve({"--store", "memory://"}, runtime.Env());
+  ASSERT_TRUE(serve.Start()) << serve.process->Log();
+  const D d{{{"k", "v"}}};
+  const auto limit = [&] {
+    return serve.client->Ask("a", {d}).statuses(0).current_limit().requests_per_unit();
+  };
+  EXPECT_EQ(limit(), 3u);
+  runtime.Write("bomb.yaml", AliasBomb(10, 6));
+  EXPECT_TRUE(serve.process->WaitLogLines("YAML nodes in one config once aliases are expanded", 1,
+                                          milliseconds(10'000)))
+      << serve.process->Log();
+  EXPECT_EQ(limit(), 3u);
+  fs::remove(runtime.config_dir() / "bomb.yaml");
+  ASSERT_EQ(::mkfifo((runtime.config_dir() / "f.yaml").c_str(), 0600), 0);
+  EXPECT_TRUE(serve.process->WaitLogLines(
+      "f.yaml: a FIFO: config files are read from regular files only", 1, milliseconds(10'000)))
+      << serve.process->Log();
+  EXPECT_EQ(limit(), 3u);
 }
 
 TEST(RlsServe, SigtermStopsCleanly) {

@@ -50,7 +50,7 @@ TEST(ServeLimits, OutOfDescriptorsItBacksOffLogsOnceCountsAndRecovers) {
   const int port = FreeLoopbackPort();
   const auto started = Steady::now();
   ServeProcess serve({"--listen", fmt::format("127.0.0.1:{}", port), "--threads", "2"}, {},
-                     /*max_open_files=*/64);
+                     {.max_open_files = 64});
   ASSERT_TRUE(serve.WaitListening(port, kLimitsStartLimit)) << serve.Log();
   // More idle connections than the process has descriptors: the kernel completes them
   // all (the backlog), the server runs out taking them.

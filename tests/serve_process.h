@@ -35,22 +35,39 @@ namespace asio = boost::asio;
 using std::chrono::milliseconds;
 using Steady = std::chrono::steady_clock;
 
+// How the binary is started: `floodgate serve ARGS`, or as envoyproxy/ratelimit's binary
+// (argv[0] "ratelimit", or `floodgate ratelimit` under prlimit: upstream's mode; ARGS
+// follow, and are ignored by it).
+enum class StartAs { kServe, kRatelimit };
+
+// How the process is started, beyond its arguments and environment.
+struct SpawnOptions {
+  StartAs start_as = StartAs::kServe;
+  // Its file descriptor limit, soft and hard (util-linux's prlimit sets it, then runs
+  // floodgate under the same PID); none: this process's own.
+  std::optional<int> max_open_files;
+};
+
 // `floodgate serve ARGS`, its stdout and stderr in a log file; SIGTERM at the end.
 class ServeProcess {
  public:
   // `env`: "NAME=value" entries added to (or replacing) this process's environment.
-  // `max_open_files`: the process's file descriptor limit, soft and hard (util-linux's
-  // prlimit sets it, then runs floodgate under the same PID).
   explicit ServeProcess(std::vector<std::string> args, std::vector<std::string> env = {},
-                        std::optional<int> max_open_files = std::nullopt) {
+                        const SpawnOptions& options = {}) {
     std::string dir = (fs::temp_directory_path() / "floodgate-serve-XXXXXX").string();
     if (mkdtemp(dir.data()) != nullptr) dir_ = dir;
     log_ = dir_ / "serve.log";
-    args.insert(args.begin(), {FLOODGATE_BINARY, "serve"});
     const char* program = FLOODGATE_BINARY;
-    if (max_open_files) {
+    if (options.max_open_files) {
+      // prlimit runs the binary by its path: upstream's mode as `floodgate ratelimit`.
       program = "/usr/bin/prlimit";
-      args.insert(args.begin(), {program, fmt::format("--nofile={0}:{0}", *max_open_files)});
+      args.insert(args.begin(),
+                  {program, fmt::format("--nofile={0}:{0}", *options.max_open_files),
+                   FLOODGATE_BINARY, options.start_as == StartAs::kServe ? "serve" : "ratelimit"});
+    } else if (options.start_as == StartAs::kServe) {
+      args.insert(args.begin(), {FLOODGATE_BINARY, "serve"});
+    } else {
+      args.insert(args.begin(), "ratelimit");
     }
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -147,6 +164,24 @@ class ServeProcess {
     pid_ = -1;
     return -1;
   }
+  // Waits (bounded) for the process to exit on its own: its exit status, or -1 (still
+  // running, or killed by a signal).
+  int WaitExit(milliseconds limit) {
+    const auto deadline = Steady::now() + limit;
+    while (pid_ > 0 && Steady::now() < deadline) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    return -1;
+  }
+  // Sends `signal` (the process keeps running until it handles it).
+  void Signal(int signal) const {
+    if (pid_ > 0) kill(pid_, signal);
+  }
   const fs::path& dir() const { return dir_; }
 
  private:
@@ -205,5 +240,7 @@ inline Answer Http(int port, beast::http::verb verb, const std::string& target,
 using serve_process_detail::Answer;
 using serve_process_detail::Http;
 using serve_process_detail::ServeProcess;
+using serve_process_detail::SpawnOptions;
+using serve_process_detail::StartAs;
 
 }  // namespace floodgate::testing

@@ -1,5 +1,10 @@
 // The service's config file: what it parses, and every error naming file, line and reason.
 
+#include <filesystem>
+#include <fstream>
+
+#include "alias_bomb.h"
+#include "server/config_file.h"
 #include "service_test_fixture.h"
 
 namespace floodgate::server {
@@ -74,6 +79,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"authz_deny_status: 500", "authz_deny_status must be a whole number from 400"},
         BadConfig{"authz_deny_status: 404", "authz_deny_status must be 429 or 403"},
         BadConfig{"demo: perhaps", "demo must be true or false"},
+        // A key given twice is refused with its name and line (yaml-cpp kept the first).
+        BadConfig{"rules:\n  - name: a\n    policy: 'gcra:1/1s'\n    policy: 'gcra:100/1s'\n",
+                  "bad.yaml:4: key \"policy\" given twice in one mapping (first on line 3)"},
+        BadConfig{"demo: false\nlisten: 127.0.0.1:1\ndemo: true\n",
+                  "bad.yaml:3: key \"demo\" given twice in one mapping (first on line 1)"},
+        BadConfig{"rules: &r [{name: a, policy: 'gcra:1/1s', match: *r}]\n",
+                  "bad.yaml:1: alias *r is inside the node its anchor names: a loop"},
         BadConfig{"rules:\n  - name: a\n    policy: gcra:10/1s,burst=0\n",
                   "bad.yaml:3: rules[0].policy: invalid policy \"gcra:10/1s,burst=0\": burst must "
                   "be >= 1, got 0"},
@@ -142,8 +154,88 @@ INSTANTIATE_TEST_SUITE_P(
                                list + "]\n";
                       }(),
                   "bad.yaml:4: a request to /api matches rules all, api with 18 limits in all; at "
-                  "most 16 apply to one request"}),
+                  "most 16 apply to one request"},
+        // Rules naming a method meet the requests of that method only.
+        BadConfig{"rules:\n" +
+                      [] {
+                        std::string rules;
+                        for (int i = 0; i < 17; ++i) {
+                          rules += "  - {name: r" + std::to_string(i) +
+                                   ", match: {methods: [GET]}, policy: 'gcra:1/1s'}\n";
+                        }
+                        return rules;
+                      }(),
+                  "bad.yaml:18: a GET request to / matches rules r0, r1, r2, r3, r4, r5, r6, r7, "
+                  "r8, r9, r10, r11, r12, r13, r14, r15, r16 with 17 limits in all; at most 16 "
+                  "apply to one request"}),
     [](const auto& info) { return std::to_string(info.index); });
+
+// The most limits one request meets is counted per method: a rule for GET and POST meets
+// the GET rule's limits or the POST rule's, never both (24 in all, 16 at most at once).
+TEST(Config, LimitsPerRequestAreCountedPerMethod) {
+  const auto limits = [](const std::string& name) {
+    std::string list;
+    for (int i = 0; i < 8; ++i) {
+      list += (i ? ", " : "") + fmt::format("{{name: {}{}, policy: 'gcra:1/1s'}}", name, i);
+    }
+    return "[" + list + "]";
+  };
+  auto config =
+      ParseConfig("rules:\n  - {name: both, match: {methods: [GET, POST]}, limits: " + limits("b") +
+                      "}\n  - {name: get, match: {methods: [GET]}, limits: " + limits("g") +
+                      "}\n  - {name: post, match: {methods: [POST]}, "
+                      "limits: " +
+                      limits("p") + "}\n",
+                  "m.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  for (const char* method : {"GET", "POST"}) {
+    std::size_t met = 0;
+    for (const Rule* rule : config->MatchAll(method, "/x")) met += rule->limits.size();
+    EXPECT_EQ(met, 16u) << method;
+  }
+}
+
+// 100,001 rules by an alias each, 0.5 MB: refused by their count before any is parsed.
+TEST(Config, RefusesMoreRulesThanTheBound) {
+  std::string yaml = "rules:\n  - &r {name: a, policy: 'gcra:1/1s'}\n";
+  for (std::size_t i = 0; i < kMaxRules; ++i) yaml += "  - *r\n";
+  auto config = ParseConfig(yaml, "many.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().message(),
+            "many.yaml:2: rules: 100001 rules; a config has at most 100000 (docs/security.md)");
+}
+
+// A 3 KB file of aliases ten wide and seven deep names 10^7 nodes: refused by their count
+// from a pass over the text, before yaml-cpp builds any.
+TEST(Config, RefusesAnAliasBombByItsNodeCount) {
+  auto config = ParseConfig("demo: false\n" + testing::AliasBomb(10, 7), "b.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(),
+              HasSubstr("b.yaml:3: more than 1000000 YAML nodes in one config once aliases are "
+                        "expanded"));
+}
+
+// The file itself: a FIFO, a /proc file or a 3 GB file is refused before it is read
+// (the FIFO blocked the open, the 3 GB took 16 s and 6.3 GB).
+TEST(Config, LoadReadsOnlyARegularFileWithinTheByteBound) {
+  std::string pattern = (std::filesystem::temp_directory_path() / "config-XXXXXX").string();
+  ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+  const std::filesystem::path dir = pattern;
+  std::filesystem::create_symlink("/proc/self/status", dir / "status.yaml");
+  EXPECT_THAT(LoadConfig((dir / "status.yaml").string()).status().message(),
+              HasSubstr("a file of /proc or /sys, not a config file"));
+  const std::filesystem::path big = dir / "big.yaml";
+  std::ofstream(big) << "demo: false\n";
+  std::filesystem::resize_file(big, kMaxConfigBytes + 1);  // sparse: nothing written
+  EXPECT_EQ(LoadConfig(big.string()).status().message(),
+            big.string() + ": 16777217 bytes; a config has at most 16777216 (docs/security.md)");
+  std::ofstream(dir / "ok.yaml") << "demo: false\n";
+  std::filesystem::create_symlink(dir / "ok.yaml", dir / "link.yaml");
+  auto linked = LoadConfig((dir / "link.yaml").string());
+  ASSERT_TRUE(linked.ok()) << linked.status();
+  EXPECT_FALSE(linked->demo);
+  std::filesystem::remove_all(dir);
+}
 
 }  // namespace
 }  // namespace floodgate::server

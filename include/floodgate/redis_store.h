@@ -206,6 +206,8 @@ class RedisStore final : public Store {
   explicit RedisStore(std::unique_ptr<Impl> impl);
   // Sends a valid decision to its key's budget or to Redis.
   void Route(const DecideRequest& request, DecisionCallback done);
+  // The topology's own /metrics lines (Redis Cluster's, Sentinel's).
+  void AppendTopologyMetrics(const RedisStats& stats, std::string& out) const;
   // Declared first, so destroyed after the Impl whose callbacks may still reach it.
   std::unique_ptr<prefetch::Budgets> budgets_;
   std::unique_ptr<Impl> impl_;

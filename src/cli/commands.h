@@ -21,6 +21,10 @@ Command AddServe(CLI::App& app);
 // `config check FILE`: the command is `config`, run once its `check` was parsed.
 Command AddConfig(CLI::App& app);
 
+// The `ratelimit` command: the binary started under that name (envoyproxy/ratelimit's
+// /bin/ratelimit), arguments ignored, everything from upstream's environment (ratelimit.cc).
+int RunRatelimit();
+
 // Exit codes shared by every subcommand (docs/service.md, "Command line").
 inline constexpr int kExitAllowed = 0;
 inline constexpr int kExitDenied = 1;

@@ -30,6 +30,7 @@
 #include "server/http_server.h"
 #include "server/rls/grpc_server.h"
 #include "server/rls/serve_engine.h"
+#include "server/rls/upstream_settings.h"
 #include "server/service.h"
 
 namespace floodgate::cli {
@@ -79,6 +80,26 @@ absl::StatusOr<server::ServerConfig> Effective(const ServeFlags& flags) {
     }
     config.grpc_listen = HostPort(host, port);
   }
+  // Upstream's Redis variables describe the store only when nothing else does: beside a store
+  // that --store, the config or FLOODGATE_STORE gives they would be ignored, and a packaged
+  // config's memory:// would count alone on each replica. So the start stops, naming both.
+  const std::string pinned =
+      !flags.store.empty()              ? "--store " + flags.store
+      : config.store_url_given          ? config.source + "'s store.url " + config.store.url
+      : !env("FLOODGATE_STORE").empty() ? "FLOODGATE_STORE=" + env("FLOODGATE_STORE")
+                                        : "";
+  if (!pinned.empty()) {
+    for (const server::rls::UpstreamVariable& row : server::rls::UpstreamVariables()) {
+      if (!row.name.starts_with("REDIS_") ||
+          std::getenv(std::string(row.name).c_str()) == nullptr) {
+        continue;
+      }
+      return absl::InvalidArgumentError(fmt::format(
+          "{} is set (envoyproxy/ratelimit's Redis settings) but the store is {}: serve would "
+          "ignore it. Run upstream's mode (/bin/ratelimit, docs/envoy.md) or unset {}",
+          row.name, pinned, row.name));
+    }
+  }
   if (!flags.store.empty()) {
     config.store.url = flags.store;
   } else if (!config.store_url_given) {
@@ -95,8 +116,7 @@ absl::StatusOr<server::ServerConfig> Effective(const ServeFlags& flags) {
   if (auto listen = server::ParseListen(config.listen); !listen.ok()) return listen.status();
   if (!config.grpc_listen.empty()) {
     if (auto listen = server::ParseListen(config.grpc_listen); !listen.ok()) {
-      return absl::InvalidArgumentError(
-          fmt::format("grpc_listen: {}", MessageOf(listen.status())));
+      return absl::InvalidArgumentError(fmt::format("grpc_listen: {}", MessageOf(listen.status())));
     }
   }
   return config;
@@ -201,128 +221,128 @@ Command AddServe(CLI::App& app) {
   cmd->add_option("--threads", flags->threads, "I/O threads (default: one per core)")
       ->check(CLI::Range(0, 1024));
 
-  return {cmd, [flags]() -> int {
-            // spdlog builds its registry and default logger on first use; that first use
-            // must come before the store's and the server's threads start, or their
-            // first log line races with the construction (ThreadSanitizer saw it).
-            spdlog::set_level(spdlog::level::info);
-            // absl::Mutex (under gRPC) tracks every lock order to report deadlocks when
-            // abseil is built without NDEBUG, as Debian's is: a debugging aid that took 2-4% of
-            // the gRPC server's CPU in perf profiles. Set before any thread starts.
-            absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-            // Destroyed last: it watches the destructors of what follows too.
-            std::jthread watchdog;
-            RaiseDescriptorLimit();
-            // The zone list is read now, not by the first request that names a zone.
-            if (absl::Status zones = core::SystemZoneNamesError(); !zones.ok()) {
-              spdlog::warn("floodgate: {}; tz= takes only UTC", MessageOf(zones));
-            }
-            auto config = Effective(*flags);
-            if (!config.ok()) {
-              fmt::print(stderr, "floodgate serve: {}\n", MessageOf(config.status()));
-              return kExitError;
-            }
-            auto opened = OpenStore(config->store.EffectiveUrl());
-            if (!opened.ok()) {
-              fmt::print(stderr, "floodgate serve: {}\n", MessageOf(opened.status()));
-              return kExitError;
-            }
-            std::shared_ptr<Store> store = *std::move(opened);
-            // Envoy's rate limit service, when a gRPC address is given: the engine
-            // outlives the gRPC server and the HTTP service that call it.
-            std::unique_ptr<server::rls::Engine> rls_engine;
-            if (!config->grpc_listen.empty()) {
-              auto made = server::rls::MakeServeEngine(config->rls, store);
-              if (!made.ok()) {
-                fmt::print(stderr, "floodgate serve: {}\n", MessageOf(made.status()));
-                return kExitError;
-              }
-              rls_engine = *std::move(made);
-            }
-            auto shared = std::make_shared<const server::ServerConfig>(*config);
-            server::Service service(store, shared);
-            if (rls_engine) service.AttachRls(rls_engine.get());
-            const auto [host, port] = *server::ParseListen(config->listen);
-            server::HttpOptions options;
-            options.host = host;
-            options.port = port;
-            options.threads = flags->threads;
-            // Signals are caught from before the first port opens: a SIGTERM that comes
-            // as soon as a client sees the port stops the service cleanly (asio queues it
-            // until the wait below), where the default action would kill it.
-            boost::asio::io_context signals_io;
-            boost::asio::signal_set signals(signals_io, SIGINT, SIGTERM, SIGHUP);
-            server::HttpServer http(service, options);
-            if (absl::Status status = http.Start(); !status.ok()) {
-              fmt::print(stderr, "floodgate serve: {}\n", MessageOf(status));
-              return kExitError;
-            }
-            std::optional<server::rls::GrpcServer> grpc;
-            if (rls_engine) {
-              const auto [grpc_host, grpc_port] = *server::ParseListen(config->grpc_listen);
-              grpc.emplace(*rls_engine,
-                           server::rls::GrpcOptions{grpc_host, grpc_port, flags->threads});
-              if (absl::Status status = grpc->Start(); !status.ok()) {
-                fmt::print(stderr, "floodgate serve: {}\n", MessageOf(status));
-                http.Shutdown(std::chrono::milliseconds(0));
-                return kExitError;
-              }
-              spdlog::info("floodgate: Envoy rate limit service (RLS v3) on grpc://{}",
-                           HostPort(grpc_host, grpc->port()));
-            }
-            spdlog::info("floodgate {} listening on http://{} (store {}, {} rules, config {})",
-                         kVersion, HostPort(host, http.port()), store->Describe(),
-                         config->rules.size(), config->source);
+  return {
+      cmd, [flags]() -> int {
+        // spdlog builds its registry and default logger on first use; that first use
+        // must come before the store's and the server's threads start, or their
+        // first log line races with the construction (ThreadSanitizer saw it).
+        spdlog::set_level(spdlog::level::info);
+        // absl::Mutex (under gRPC) tracks every lock order to report deadlocks when
+        // abseil is built without NDEBUG, as Debian's is: a debugging aid that took 2-4% of
+        // the gRPC server's CPU in perf profiles. Set before any thread starts.
+        absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+        // Destroyed last: it watches the destructors of what follows too.
+        std::jthread watchdog;
+        RaiseDescriptorLimit();
+        // The zone list is read now, not by the first request that names a zone.
+        if (absl::Status zones = core::SystemZoneNamesError(); !zones.ok()) {
+          spdlog::warn("floodgate: {}; tz= takes only UTC", MessageOf(zones));
+        }
+        auto config = Effective(*flags);
+        if (!config.ok()) {
+          fmt::print(stderr, "floodgate serve: {}\n", MessageOf(config.status()));
+          return kExitError;
+        }
+        auto opened = OpenStore(config->store.EffectiveUrl());
+        if (!opened.ok()) {
+          fmt::print(stderr, "floodgate serve: {}\n", MessageOf(opened.status()));
+          return kExitError;
+        }
+        std::shared_ptr<Store> store = *std::move(opened);
+        // Envoy's rate limit service, when a gRPC address is given: the engine
+        // outlives the gRPC server and the HTTP service that call it.
+        std::unique_ptr<server::rls::Engine> rls_engine;
+        if (!config->grpc_listen.empty()) {
+          auto made = server::rls::MakeServeEngine(config->rls, store);
+          if (!made.ok()) {
+            fmt::print(stderr, "floodgate serve: {}\n", MessageOf(made.status()));
+            return kExitError;
+          }
+          rls_engine = *std::move(made);
+        }
+        auto shared = std::make_shared<const server::ServerConfig>(*config);
+        server::Service service(store, shared);
+        if (rls_engine) service.AttachRls(rls_engine.get());
+        const auto [host, port] = *server::ParseListen(config->listen);
+        server::HttpOptions options;
+        options.host = host;
+        options.port = port;
+        options.threads = flags->threads;
+        // Signals are caught from before the first port opens: a SIGTERM that comes
+        // as soon as a client sees the port stops the service cleanly (asio queues it
+        // until the wait below), where the default action would kill it.
+        boost::asio::io_context signals_io;
+        boost::asio::signal_set signals(signals_io, SIGINT, SIGTERM, SIGHUP);
+        server::HttpServer http(service, options);
+        if (absl::Status status = http.Start(); !status.ok()) {
+          fmt::print(stderr, "floodgate serve: {}\n", MessageOf(status));
+          return kExitError;
+        }
+        std::optional<server::rls::GrpcServer> grpc;
+        if (rls_engine) {
+          const auto [grpc_host, grpc_port] = *server::ParseListen(config->grpc_listen);
+          grpc.emplace(*rls_engine, server::rls::GrpcOptions{grpc_host, grpc_port, flags->threads});
+          if (absl::Status status = grpc->Start(); !status.ok()) {
+            fmt::print(stderr, "floodgate serve: {}\n", MessageOf(status));
+            http.Shutdown(std::chrono::milliseconds(0));
+            return kExitError;
+          }
+          spdlog::info("floodgate: Envoy rate limit service (RLS v3) on grpc://{}",
+                       HostPort(grpc_host, grpc->port()));
+        }
+        spdlog::info("floodgate {} listening on http://{} (store {}, {} rules, config {})",
+                     kVersion, HostPort(host, http.port()), store->Describe(), config->rules.size(),
+                     config->source);
 
-            std::optional<StoreWatch> watch;
-            if (auto* redis = dynamic_cast<RedisStore*>(store.get())) {
-              watch.emplace(signals_io, *redis, [&grpc](bool healthy) {
-                if (grpc) grpc->SetServing(healthy);
-              });
-              watch->Start();
-            }
-            // gRPC's shutdown blocks until calls in flight finish; they may wait on the
-            // store, which store->Close() below answers: so it runs beside, joined last.
-            std::jthread grpc_stopping;
-            std::function<void(const boost::system::error_code&, int)> on_signal =
-                [&](const boost::system::error_code& ec, int signal) {
-                  if (ec) return;
-                  if (signal != SIGHUP) {
-                    spdlog::info("floodgate: {} received, finishing requests in flight",
-                                 signal == SIGINT ? "SIGINT" : "SIGTERM");
-                    watchdog = std::jthread([](std::stop_token finished) {
-                      ExitIfStuck(finished, kGrace + kStuckAfterGrace);
-                    });
-                    if (grpc) {
-                      grpc_stopping = std::jthread([&grpc] { grpc->Shutdown(kGrace); });
-                    }
-                    http.Shutdown(kGrace);
-                    if (watch) watch->Stop();
-                    return;
-                  }
-                  auto reloaded = Effective(*flags);
-                  if (!reloaded.ok()) {
-                    spdlog::error("floodgate: reload refused, keeping the running config: {}",
-                                  MessageOf(reloaded.status()));
-                  } else {
-                    if (reloaded->store != service.config()->store ||
-                        reloaded->listen != service.config()->listen) {
-                      spdlog::warn("floodgate: listen and store changes take effect on restart");
-                    }
-                    service.Reload(std::make_shared<const server::ServerConfig>(*reloaded));
-                    spdlog::info("floodgate: config reloaded ({} rules)", reloaded->rules.size());
-                  }
-                  signals.async_wait(on_signal);
-                };
-            signals.async_wait(on_signal);
-            signals_io.run();
-            // Requests still waiting on the store past the grace get their answers now,
-            // while the server and the service they call back into still exist.
-            store->Close();
-            if (grpc_stopping.joinable()) grpc_stopping.join();
-            spdlog::info("floodgate: stopped");
-            return kExitAllowed;
-          }};
+        std::optional<StoreWatch> watch;
+        if (auto* redis = dynamic_cast<RedisStore*>(store.get())) {
+          watch.emplace(signals_io, *redis, [&grpc](bool healthy) {
+            if (grpc) grpc->SetServing(healthy);
+          });
+          watch->Start();
+        }
+        // gRPC's shutdown blocks until calls in flight finish; they may wait on the
+        // store, which store->Close() below answers: so it runs beside, joined last.
+        std::jthread grpc_stopping;
+        std::function<void(const boost::system::error_code&, int)> on_signal =
+            [&](const boost::system::error_code& ec, int signal) {
+              if (ec) return;
+              if (signal != SIGHUP) {
+                spdlog::info("floodgate: {} received, finishing requests in flight",
+                             signal == SIGINT ? "SIGINT" : "SIGTERM");
+                watchdog = std::jthread([](std::stop_token finished) {
+                  ExitIfStuck(finished, kGrace + kStuckAfterGrace);
+                });
+                if (grpc) {
+                  grpc_stopping = std::jthread([&grpc] { grpc->Shutdown(kGrace); });
+                }
+                http.Shutdown(kGrace);
+                if (watch) watch->Stop();
+                return;
+              }
+              auto reloaded = Effective(*flags);
+              if (!reloaded.ok()) {
+                spdlog::error("floodgate: reload refused, keeping the running config: {}",
+                              MessageOf(reloaded.status()));
+              } else {
+                if (reloaded->store != service.config()->store ||
+                    reloaded->listen != service.config()->listen) {
+                  spdlog::warn("floodgate: listen and store changes take effect on restart");
+                }
+                service.Reload(std::make_shared<const server::ServerConfig>(*reloaded));
+                spdlog::info("floodgate: config reloaded ({} rules)", reloaded->rules.size());
+              }
+              signals.async_wait(on_signal);
+            };
+        signals.async_wait(on_signal);
+        signals_io.run();
+        // Requests still waiting on the store past the grace get their answers now,
+        // while the server and the service they call back into still exist.
+        store->Close();
+        if (grpc_stopping.joinable()) grpc_stopping.join();
+        spdlog::info("floodgate: stopped");
+        return kExitAllowed;
+      }};
 }
 
 }  // namespace floodgate::cli

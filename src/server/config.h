@@ -122,18 +122,38 @@ struct ServerConfig {
   bool Trusted(const boost::asio::ip::address& address) const;
 };
 
+// The rules one config may have (docs/security.md, "Configuration files"): every request is
+// matched against each in turn (MatchAll), ~10 ns a rule: 1 ms of CPU a request at the bound.
+inline constexpr std::size_t kMaxRules = 100'000;
+
 // Parses a YAML config. Errors name the file, the line and the reason, e.g.
 // "floodgate.yaml:12: rules[1].policy: invalid policy ...: burst must be >= 1, got 0".
 absl::StatusOr<ServerConfig> LoadConfig(const std::string& path);
 absl::StatusOr<ServerConfig> ParseConfig(std::string_view yaml, const std::string& source);
 
-// The store URL envoyproxy/ratelimit's Redis environment variables describe (REDIS_URL
-// as host:port, or a socket path with REDIS_SOCKET_TYPE unix; REDIS_TYPE single|cluster|
-// sentinel, REDIS_AUTH, REDIS_TLS, REDIS_TLS_CACERT, REDIS_TLS_CLIENT_CERT/KEY,
-// REDIS_POOL_SIZE), read through `env` (nullptr: unset); nullopt when REDIS_URL is unset; an
-// error for what cannot map (TLS on a socket). Sentinel's REDIS_URL is mymaster,host:port,...
-// (redis-sentinel://host:port,.../mymaster). A REDIS_URL with a scheme is floodgate's own
-// URL, as is. Defined in upstream_redis_env.cc.
+// envoyproxy/ratelimit's Redis settings (its REDIS_* variables), already read.
+struct UpstreamRedis {
+  std::string url;              // REDIS_URL
+  std::string type = "single";  // REDIS_TYPE, lower case: single, cluster or sentinel
+  std::string socket_type;      // REDIS_SOCKET_TYPE: "tcp", "unix", or "" (by the URL)
+  std::string auth;             // REDIS_AUTH: password or user:password
+  std::string sentinel_auth;    // REDIS_SENTINEL_AUTH: the sentinels' own
+  bool tls = false;             // REDIS_TLS
+  std::string ca, cert, key;    // REDIS_TLS_CACERT, REDIS_TLS_CLIENT_CERT, _KEY
+  bool skip_hostname_verification = false;
+  std::optional<std::int64_t> pool_size;                     // REDIS_POOL_SIZE, when set
+  std::optional<std::chrono::microseconds> connect_timeout;  // REDIS_TIMEOUT, when set
+};
+
+// The store URL those settings describe (REDIS_URL as host:port, or a socket path with
+// socket type unix; type single|cluster|sentinel, auth, TLS and its files, pool size →
+// connections): an error for what cannot map (TLS on a socket). Sentinel's REDIS_URL is
+// mymaster,host:port,... (redis-sentinel://host:port,.../mymaster). A REDIS_URL with a scheme
+// is floodgate's own URL, as is. Defined in upstream_redis_env.cc.
+absl::StatusOr<std::string> StoreUrlFromUpstreamRedis(const UpstreamRedis& redis);
+
+// `floodgate serve`'s reading of upstream's Redis variables through `env` (nullptr: unset):
+// nullopt when REDIS_URL is unset or empty; REDIS_TYPE and REDIS_SOCKET_TYPE in any case.
 absl::StatusOr<std::optional<std::string>> StoreUrlFromUpstreamRedisEnv(
     const std::function<const char*(const char*)>& env);
 

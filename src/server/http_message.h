@@ -46,6 +46,20 @@ struct Response {
 };
 using Respond = std::function<void(Response)>;
 
+// What an HttpServer serves: a parsed request and the peer's address in, exactly one response
+// out through `respond` (inline or later).
+class HttpHandler {
+ public:
+  virtual ~HttpHandler() = default;
+  // Thread-safe.
+  virtual void Handle(const Request& request, const boost::asio::ip::address& peer,
+                      Respond respond) = 0;
+  // Counts a response by status for /metrics; the server calls it as it writes. Thread-safe.
+  virtual void CountResponse(int status) { (void)status; }
+  // Counts a failed accept for /metrics (the server backs off and retries). Thread-safe.
+  virtual void CountAcceptError() {}
+};
+
 // What a response needs of the request it answers, kept by answers that come later.
 struct Reply {
   unsigned version = 11;

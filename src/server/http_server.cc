@@ -362,7 +362,7 @@ void HttpServer::AcceptSucceeded() {
                accept_errors_.load());
 }
 
-HttpServer::HttpServer(Service& service, HttpOptions options)
+HttpServer::HttpServer(HttpHandler& service, HttpOptions options)
     : service_(service), options_(std::move(options)) {}
 
 HttpServer::~HttpServer() { Shutdown(std::chrono::milliseconds(0)); }

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "server/service.h"
+#include "server/http_message.h"
 
 namespace floodgate::server {
 
@@ -33,7 +33,8 @@ struct HttpOptions {
 // same port (SO_REUSEPORT), so connections spread over threads without a hand-off.
 class HttpServer {
  public:
-  HttpServer(Service& service, HttpOptions options);
+  // `handler` must outlive the server.
+  HttpServer(HttpHandler& handler, HttpOptions options);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -55,7 +56,7 @@ class HttpServer {
   void AcceptFailed(const boost::system::error_code& ec);
   void AcceptSucceeded();
 
-  Service& service_;
+  HttpHandler& service_;
   HttpOptions options_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> stopping_{false};

@@ -110,11 +110,15 @@ void Service::Handle(const Request& request, const ip::address& peer, Respond re
   }
   // Upstream's /json takes any method (its router does not restrict it).
   if (path == "/json" && rls_ != nullptr) return rls::ServeJson(*rls_, request, std::move(respond));
-  const bool get = request.method() == http::verb::get || request.method() == http::verb::head;
-  if (get && path == "/healthcheck") {
-    // envoyproxy/ratelimit's liveness endpoint, answered as it does ("OK").
+  // envoyproxy/ratelimit's health endpoint, answered as it does: any method, 200 "OK", or
+  // 500 with an empty body while unhealthy (draining after SIGTERM...).
+  if (path == "/healthcheck") {
+    if (health_ && !health_()) {
+      return respond(MakeResponse(request, http::status::internal_server_error, "", "text/plain"));
+    }
     return respond(MakeResponse(request, http::status::ok, "OK", "text/plain"));
   }
+  const bool get = request.method() == http::verb::get || request.method() == http::verb::head;
   if (get && path == "/healthz") {
     return respond(MakeResponse(request, http::status::ok, "ok\n", "text/plain"));
   }

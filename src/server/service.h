@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <boost/asio/ip/address.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -24,26 +25,33 @@ namespace rls {
 class Engine;
 }
 
-class Service {
+// Whether upstream's /healthcheck answers 200 (else 500 with an empty body); thread-safe.
+using HealthCheck = std::function<bool()>;
+
+class Service final : public HttpHandler {
  public:
   // `store` and the initial config; the demo page's placeholders are filled once.
   Service(std::shared_ptr<Store> store, std::shared_ptr<const ServerConfig> config);
 
   // Thread-safe. Calls `respond` exactly once, inline or later.
-  void Handle(const Request& request, const boost::asio::ip::address& peer, Respond respond);
+  void Handle(const Request& request, const boost::asio::ip::address& peer,
+              Respond respond) override;
 
   // Envoy's rate limit service for `POST /json`, as upstream's HTTP port offers it.
   // Called before serving; `engine` outlives the service.
   void AttachRls(rls::Engine* engine) { rls_ = engine; }
+  // Upstream's /healthcheck health (the `ratelimit` command's: draining, a domain loaded,
+  // Redis connected); without one it answers 200 `OK`. Called before serving.
+  void SetHealthCheck(HealthCheck health) { health_ = std::move(health); }
 
   // Swaps in a new config (SIGHUP); requests in flight keep the one they started with.
   void Reload(std::shared_ptr<const ServerConfig> config);
   std::shared_ptr<const ServerConfig> config() const { return config_.load(); }
 
   // Counts a response by status class for /metrics; the server calls it as it writes.
-  void CountResponse(int status) { metrics_.CountHttp(status); }
+  void CountResponse(int status) override { metrics_.CountHttp(status); }
   // Counts a failed accept for /metrics (the server backs off and retries).
-  void CountAcceptError() { metrics_.CountAcceptError(); }
+  void CountAcceptError() override { metrics_.CountAcceptError(); }
 
  private:
   // The current config, through a per-thread cache: loading the shared pointer itself on
@@ -52,6 +60,7 @@ class Service {
 
   std::shared_ptr<Store> store_;
   rls::Engine* rls_ = nullptr;
+  HealthCheck health_;
   std::atomic<std::shared_ptr<const ServerConfig>> config_;
   std::atomic<std::uint64_t> config_generation_{0};
   const std::uint64_t id_;  // tells this service's cache entries from another's

@@ -6,7 +6,10 @@
 # machine runs containers (runc, cgroupfs, host network, host ulimits), and checks /healthz
 # answers, a decision comes back (allowed, then denied), the process is not root, and, with
 # examples/envoy's RLS config mounted, gRPC health says SERVING (when PYTHONPATH has the
-# tests' generated health stubs); prints the image size and the build time.
+# tests' generated health stubs); then upstream's mode: the image run plainly with upstream's
+# Redis variables stops (never memory:// in silence), and /bin/ratelimit (as a command and as
+# the entrypoint) starts as envoyproxy/ratelimit on a redis-server of the test's: /healthcheck,
+# /rlconfig, /json sharing one count. Prints the image size and the build time.
 # Usage: run_image_test.sh FLOODGATE_BINARY WORK_DIR
 set -euo pipefail
 binary=$1
@@ -19,8 +22,10 @@ export PODMAN_ARGS="--root $work/storage --runroot $work/run --storage-driver vf
 read -r -a podman_args <<< "$PODMAN_ARGS"
 podman() { command podman "${podman_args[@]}" "$@"; }
 name=floodgate-image-test-$$
+redis_pid=""
 cleanup() {
-  podman rm -f "$name" > /dev/null 2>&1 || true
+  podman rm -f "$name" "$name-rl1" "$name-rl2" > /dev/null 2>&1 || true
+  [ -z "$redis_pid" ] || kill "$redis_pid" 2> /dev/null || true
   podman rmi -f floodgate:test > /dev/null 2>&1 || true
   rm -rf "$work/storage" "$work/run" 2>/dev/null || true
 }
@@ -78,4 +83,64 @@ PY
 else
   echo "gRPC health: not checked (no generated Python stubs on PYTHONPATH)"
 fi
+
+# ---- upstream's mode ----
+podman rm -f "$name" > /dev/null
+redis_port=$(free_port)
+redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
+  > "$work/redis.log" 2>&1 &
+redis_pid=$!
+for _ in $(seq 1 100); do
+  redis-cli -p "$redis_port" ping 2> /dev/null | grep -q PONG && break
+  sleep 0.05
+done
+# Plainly (`serve` with the packaged memory:// config) with upstream's Redis variables: refused.
+if timeout 60 podman "${podman_args[@]}" run --rm --network host -e REDIS_SOCKET_TYPE=tcp \
+  -e REDIS_URL="127.0.0.1:$redis_port" floodgate:test > "$work/plain.log" 2>&1; then
+  fail "the image run plainly with REDIS_URL should refuse to start: $(cat "$work/plain.log")"
+fi
+grep -q "is set (envoyproxy/ratelimit's Redis settings) but the store is" "$work/plain.log" ||
+  fail "the refusal should name the conflict: $(cat "$work/plain.log")"
+# /bin/ratelimit, upstream's docker-compose-example.yml environment with the ports moved (and on
+# loopback), twice: as the command, and as the entrypoint.
+upstream_env=(-e USE_STATSD=false -e LOG_LEVEL=debug -e REDIS_SOCKET_TYPE=tcp
+  -e REDIS_URL="127.0.0.1:$redis_port" -e RUNTIME_ROOT=/data -e RUNTIME_SUBDIRECTORY=ratelimit
+  -e RUNTIME_WATCH_ROOT=false -e CONFIG_TYPE=FILE -e CONFIG_GRPC_XDS_NODE_ID=test-node-id
+  -e CONFIG_GRPC_XDS_SERVER_URL=ratelimit-xds-config-server:18000
+  -e HOST=127.0.0.1 -e GRPC_HOST=127.0.0.1 -e DEBUG_HOST=127.0.0.1
+  -v "$source_dir/examples/envoy/ratelimit/config:/data/ratelimit/config:ro")
+http1=$(free_port) grpc1=$(free_port) debug1=$(free_port)
+http2=$(free_port) grpc2=$(free_port) debug2=$(free_port)
+podman run -d --name "$name-rl1" --network host "${upstream_env[@]}" -e PORT="$http1" \
+  -e GRPC_PORT="$grpc1" -e DEBUG_PORT="$debug1" floodgate:test /bin/ratelimit > /dev/null
+podman run -d --name "$name-rl2" --network host "${upstream_env[@]}" -e PORT="$http2" \
+  -e GRPC_PORT="$grpc2" -e DEBUG_PORT="$debug2" --entrypoint /bin/ratelimit floodgate:test \
+  > /dev/null
+for container in "$name-rl1:$http1" "$name-rl2:$http2"; do
+  for _ in $(seq 1 200); do
+    curl -sf "http://127.0.0.1:${container##*:}/healthcheck" > /dev/null 2>&1 && break
+    [ "$(podman inspect -f '{{.State.Running}}' "${container%%:*}")" = true ] ||
+      { podman logs "${container%%:*}" 2>&1 | tail -5; fail "${container%%:*} exited"; }
+    sleep 0.05
+  done
+  [ "$(curl -s "http://127.0.0.1:${container##*:}/healthcheck")" = OK ] ||
+    fail "/healthcheck of ${container%%:*}"
+done
+rlconfig=$(curl -s "http://127.0.0.1:$debug1/rlconfig")
+echo "$rlconfig" | grep -qx "edge.remote_address: unit=MINUTE requests_per_unit=10, shadow_mode: false, quota_mode: false" ||
+  fail "/rlconfig: $rlconfig"
+# 10 a minute for one address, over both replicas on one Redis: 10 admitted in all. The window
+# is the clock's minute: the requests go out well inside one (they take well under a second).
+while [ $(($(date +%s) % 60)) -ge 55 ]; do sleep 0.2; done
+admitted=0
+for i in $(seq 1 14); do
+  port=$http1
+  [ $((i % 2)) = 0 ] && port=$http2
+  code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$port/json" \
+    -d '{"domain":"edge","descriptors":[{"entries":[{"key":"remote_address","value":"192.0.2.7"}]}]}')
+  [ "$code" = 200 ] && admitted=$((admitted + 1))
+  [ "$code" = 200 ] || [ "$code" = 429 ] || fail "/json answered $code"
+done
+[ "$admitted" = 10 ] || fail "two replicas admitted $admitted of 14, wanted 10 (the limit, shared)"
+echo "upstream's mode: /bin/ratelimit as command and entrypoint, 10 of 14 admitted across two"
 echo "ok"

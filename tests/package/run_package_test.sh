@@ -51,7 +51,7 @@ dpkg-deb -x "$deb" "$root"
 unit="$root/lib/systemd/system/floodgate.service"
 for setting in NoNewPrivileges=yes ProtectSystem=strict PrivateTmp=yes 'CapabilityBoundingSet=$' \
                'RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX' User=floodgate \
-               'ExecReload=/bin/kill -HUP \$MAINPID'; do
+               "ExecReload=/bin/sh -c 'kill -s HUP \\\$\\\$MAINPID'"; do
   grep -q "^$setting" "$unit" || fail "the unit lacks $setting"
 done
 # The tree needs the targets the unit names (multi-user.target...): the host's units, beside.

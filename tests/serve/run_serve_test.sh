@@ -78,9 +78,16 @@ kill -TERM "$pid"; wait "$pid" 2>/dev/null || true; pid=""
 
 # 5. The environment: FLOODGATE_LISTEN and FLOODGATE_STORE when no flag or file says,
 # REDIS_URL when FLOODGATE_STORE is not set either; a flag beats the environment.
+# Upstream's REDIS_URL beside a store given otherwise would be ignored: the start stops.
+if FLOODGATE_STORE="memory://?max_keys=1000" REDIS_URL="redis://127.0.0.1:1" \
+  timeout 10 "$binary" serve --listen 127.0.0.1:0 --threads 1 > "$work/serve.log" 2>&1; then
+  fail "REDIS_URL beside FLOODGATE_STORE should stop the start"
+fi
+grep -q 'REDIS_URL is set .* but the store is FLOODGATE_STORE=memory://' "$work/serve.log" ||
+  fail "the refusal should name REDIS_URL and the store: $(cat "$work/serve.log")"
 lport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 : > "$work/serve.log"
-FLOODGATE_LISTEN="127.0.0.1:$lport" FLOODGATE_STORE="memory://?max_keys=1000" REDIS_URL="redis://127.0.0.1:1" \
+FLOODGATE_LISTEN="127.0.0.1:$lport" FLOODGATE_STORE="memory://?max_keys=1000" \
   "$binary" serve --threads 1 > "$work/serve.log" 2>&1 &
 pid=$!
 wait_for "listening on"

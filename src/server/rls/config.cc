@@ -13,6 +13,7 @@
 
 #include "common/status_macros.h"
 #include "common/strings.h"
+#include "server/yaml_budget.h"
 
 namespace floodgate::server::rls {
 
@@ -29,6 +30,9 @@ constexpr std::array<std::string_view, 19> kKnownKeys = {
     "shadow_mode", "name", "replaces", "detailed_metric",
     // floodgate's extensions (docs/envoy.md)
     "algorithm", "burst", "refill", "period", "all_or_nothing", "prefetch", "prefetch_ttl"};
+
+// How much of a wrong list element an error repeats.
+constexpr std::size_t kMaxEcho = 200;
 
 // Errors point at the node they are about, with upstream's text: "file:line: text".
 class FileReader {
@@ -59,10 +63,13 @@ class FileReader {
     } else if (node.IsSequence()) {
       for (const auto& element : node) {
         if (!element.IsMap()) {
+          // Upstream prints the element whole; a list of a million is cut to its start.
+          std::string text = YAML::Dump(element);
+          if (text.size() > kMaxEcho) text = text.substr(0, kMaxEcho) + "...";
           return Error(element,
                        fmt::format("config error, yaml file contains list of type other than "
                                    "map: {}",
-                                   YAML::Dump(element)));
+                                   text));
         }
         if (auto s = CheckKeys(element); !s.ok()) return s;
       }
@@ -234,6 +241,7 @@ class ConfigBuilder {
  public:
   absl::Status AddFile(const ConfigFile& file) {
     FileReader r(file.name);
+    FG_RETURN_IF_ERROR(budget_.Charge(file.text, file.name));
     YAML::Node root;
     try {
       root = YAML::Load(file.text);
@@ -299,6 +307,7 @@ class ConfigBuilder {
   }
 
   std::shared_ptr<RlsConfig> config_ = std::make_shared<RlsConfig>();
+  YamlBudget budget_;  // the files' nodes together: what the config will hold
 };
 
 absl::StatusOr<std::shared_ptr<const RlsConfig>> ParseRlsConfig(

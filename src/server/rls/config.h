@@ -77,6 +77,12 @@ class RlsConfig {
 
   std::size_t domain_count() const { return domains_.size(); }
 
+  // Every limit, as upstream's /rlconfig prints it (its config Dump): one line per node with a
+  // rate_limit, "<stats key>: unit=MINUTE requests_per_unit=3, shadow_mode: false, quota_mode:
+  // false", depth first; domains and siblings sorted (upstream's come in Go map order).
+  // Defined in rlconfig.cc.
+  std::string Dump() const;
+
  private:
   friend class ConfigBuilder;
   absl::flat_hash_map<std::string, std::unique_ptr<RlsDomain>> domains_;

@@ -25,6 +25,8 @@ namespace pb = ::envoy::service::ratelimit::v3;
 // so that no client's request can queue past the store's timeout on its own (docs/security.md).
 inline constexpr int kMaxDescriptors = 64;
 
+class RlsConfig;
+
 // Calls the transport back exactly once: OK with the response filled in, or an error the
 // transport maps to its own status (gRPC: the code as is; INVALID_ARGUMENT for a bad
 // request, UNAVAILABLE when the store failed under on_error=error).
@@ -60,6 +62,9 @@ class Engine {
                                RlsDone done) = 0;
   // Appends the engine's Prometheus families (HELP and TYPE included) for /metrics.
   virtual void AppendMetrics(std::string& out) const { (void)out; }
+  // The config requests are decided on now (upstream's /rlconfig, health); nullptr: none.
+  // Thread-safe.
+  virtual std::shared_ptr<const RlsConfig> CurrentConfig() const { return nullptr; }
 };
 
 }  // namespace floodgate::server::rls

@@ -8,29 +8,17 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include "common/strings.h"
+#include "server/config_file.h"
+#include "server/rls/upstream_settings.h"
 
 namespace floodgate::server::rls {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-// Go's strconv.ParseBool, which upstream's settings (envconfig) use.
-absl::StatusOr<bool> ParseGoBool(const char* name, std::string_view text) {
-  for (std::string_view yes : {"1", "t", "T", "TRUE", "true", "True"}) {
-    if (text == yes) return true;
-  }
-  for (std::string_view no : {"0", "f", "F", "FALSE", "false", "False"}) {
-    if (text == no) return false;
-  }
-  return absl::InvalidArgumentError(
-      fmt::format("{}=\"{}\" must be true or false (1, t, TRUE, 0, f, FALSE...)", name, text));
-}
 
 bool IsDotName(const fs::path& path) {
   const std::string name = path.filename().string();
@@ -48,8 +36,12 @@ absl::StatusOr<RlsSettings> FromEnvironment(absl::FunctionRef<const char*(const 
   auto flag = [&](const char* name, bool& into) -> absl::Status {
     const char* value = getenv(name);
     if (value == nullptr || *value == '\0') return absl::OkStatus();
-    auto parsed = ParseGoBool(name, value);
-    if (!parsed.ok()) return parsed.status();
+    // Go's strconv.ParseBool, as upstream's settings (envconfig) read booleans.
+    auto parsed = ParseGoBool(value);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}=\"{}\": {}", name, value, MessageOf(parsed.status())));
+    }
     into = *parsed;
     return absl::OkStatus();
   };
@@ -82,8 +74,8 @@ fs::path ConfigDirectory(const RlsSettings& settings) {
   return fs::path(settings.runtime_root) / settings.runtime_subdirectory / "config";
 }
 
-absl::StatusOr<std::vector<ConfigFile>> ReadConfigFiles(const fs::path& directory,
-                                                        bool ignore_dotfiles) {
+absl::StatusOr<std::vector<fs::path>> ListConfigFiles(const fs::path& directory,
+                                                      bool ignore_dotfiles) {
   std::error_code ec;
   std::vector<fs::path> paths;
   fs::recursive_directory_iterator it(directory, ec);
@@ -91,31 +83,52 @@ absl::StatusOr<std::vector<ConfigFile>> ReadConfigFiles(const fs::path& director
     return absl::NotFoundError(
         fmt::format("config directory {}: {}", directory.string(), ec.message()));
   }
+  std::size_t entries = 0;
   for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (ec) break;
+    if (++entries > kMaxConfigEntries) {
+      return absl::ResourceExhaustedError(
+          fmt::format("config directory {}: more than {} entries (files and directories); a "
+                      "config directory has at most {} (docs/security.md)",
+                      directory.string(), kMaxConfigEntries, kMaxConfigEntries));
+    }
     const fs::path& path = it->path();
-    std::error_code entry_ec;  // a dangling symlink is skipped, not an error
+    std::error_code entry_ec;
     if (ignore_dotfiles && IsDotName(path)) {
       if (it->is_directory(entry_ec)) it.disable_recursion_pending();
       continue;
     }
-    // is_regular_file follows a symlink (a ConfigMap's files are symlinks); directories
-    // behind symlinks are not descended into (the iterator's default), as upstream.
-    if (it->is_regular_file(entry_ec)) paths.push_back(path);
+    // status() follows a symlink (a ConfigMap's files are symlinks). Directories behind
+    // symlinks are not descended into (the iterator's default), as upstream; a dangling
+    // symlink is skipped, not an error (a swap in progress). Anything else is a candidate,
+    // FIFOs and devices included, so that ReadConfigFile refuses them by name.
+    const fs::file_status status = it->status(entry_ec);
+    if (entry_ec || status.type() == fs::file_type::not_found ||
+        status.type() == fs::file_type::directory) {
+      continue;
+    }
+    paths.push_back(path);
   }
   if (ec) {
     return absl::UnavailableError(
         fmt::format("config directory {}: {}", directory.string(), ec.message()));
   }
   std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+absl::StatusOr<std::vector<ConfigFile>> ReadConfigFiles(const fs::path& directory,
+                                                        bool ignore_dotfiles) {
+  auto paths = ListConfigFiles(directory, ignore_dotfiles);
+  if (!paths.ok()) return paths.status();
   std::vector<ConfigFile> files;
-  files.reserve(paths.size());
-  for (const fs::path& path : paths) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (!in) return absl::UnavailableError(fmt::format("cannot read {}", path.string()));
-    files.push_back({path.string(), std::move(text).str()});
+  files.reserve(paths->size());
+  std::uint64_t bytes = 0;  // the files' together, against kMaxConfigBytes
+  for (const fs::path& path : *paths) {
+    auto text = ReadConfigFile(path, bytes);
+    if (!text.ok()) return text.status();
+    bytes += text->size();
+    files.push_back({path.string(), *std::move(text)});
   }
   return files;
 }
@@ -144,26 +157,18 @@ ConfigWatcher::~ConfigWatcher() {
 
 std::vector<ConfigWatcher::FileStamp> ConfigWatcher::Stamps() const {
   std::vector<FileStamp> stamps;
-  std::error_code ec;
-  const fs::path directory = ConfigDirectory(settings_);
-  fs::recursive_directory_iterator it(directory, ec);
-  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    const fs::path& path = it->path();
-    if (settings_.ignore_dotfiles && IsDotName(path)) {
-      std::error_code entry_ec;
-      if (it->is_directory(entry_ec)) it.disable_recursion_pending();
-      continue;
-    }
+  // Too many entries, or none: nothing to stamp, and the load that follows a change says why.
+  auto paths = ListConfigFiles(ConfigDirectory(settings_), settings_.ignore_dotfiles);
+  if (!paths.ok()) return stamps;
+  for (const fs::path& path : *paths) {
     struct stat st {};
     // stat, not lstat: a swapped symlink shows as another inode behind the same path.
-    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (::stat(path.c_str(), &st) != 0) continue;
     stamps.push_back(
         {path.string(), static_cast<std::uint64_t>(st.st_dev),
          static_cast<std::uint64_t>(st.st_ino), static_cast<std::uint64_t>(st.st_size),
          static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec});
   }
-  std::sort(stamps.begin(), stamps.end(),
-            [](const FileStamp& a, const FileStamp& b) { return a.path < b.path; });
   return stamps;
 }
 

@@ -36,9 +36,19 @@ absl::StatusOr<RlsSettings> FromEnvironment(absl::FunctionRef<const char*(const 
 // The directory whose files make the config: <runtime_root>/<runtime_subdirectory>/config.
 std::filesystem::path ConfigDirectory(const RlsSettings& settings);
 
-// Every config file under `directory` (recursively; symlinks to files followed, symlinks
-// to directories not, as upstream's runtime loader walks), sorted by path; with
-// `ignore_dotfiles`, names starting with '.' are skipped, directories included.
+// The entries (files and directories) a config directory may have (docs/security.md): upstream
+// reads one domain per file, and the watcher stats every file each second.
+inline constexpr std::size_t kMaxConfigEntries = 1'000;
+
+// Every entry under `directory` but directories (recursively; symlinks followed, but not
+// into directories, as upstream's runtime loader walks; dangling symlinks skipped), sorted
+// by path; with `ignore_dotfiles`, names starting with '.' are skipped, directories
+// included. Refused past kMaxConfigEntries entries.
+absl::StatusOr<std::vector<std::filesystem::path>> ListConfigFiles(
+    const std::filesystem::path& directory, bool ignore_dotfiles);
+
+// The text of every file ListConfigFiles finds, each read by ReadConfigFile (regular files
+// only; all of them together at most kMaxConfigBytes).
 absl::StatusOr<std::vector<ConfigFile>> ReadConfigFiles(const std::filesystem::path& directory,
                                                         bool ignore_dotfiles);
 

@@ -32,6 +32,8 @@ class ServeEngine final : public Engine {
     engine_.ShouldRateLimit(request, response, std::move(done));
   }
 
+  std::shared_ptr<const RlsConfig> CurrentConfig() const override { return engine_.config(); }
+
   void AppendMetrics(std::string& out) const override {
     out += metrics_.Render();
     const LoaderCounters& loads = watcher_.counters();
@@ -70,9 +72,14 @@ absl::StatusOr<std::unique_ptr<Engine>> MakeServeEngine(const server::RlsSection
                                                         std::shared_ptr<Store> store) {
   auto settings = ServeSettings(section);
   if (!settings.ok()) return settings.status();
-  auto config = LoadRlsConfig(*settings);
+  return MakeEngine(*std::move(settings), std::move(store));
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> MakeEngine(RlsSettings settings,
+                                                   std::shared_ptr<Store> store) {
+  auto config = LoadRlsConfig(settings);
   if (!config.ok()) return config.status();
-  return std::make_unique<ServeEngine>(std::move(store), *std::move(settings), *std::move(config));
+  return std::make_unique<ServeEngine>(std::move(store), std::move(settings), *std::move(config));
 }
 
 }  // namespace floodgate::server::rls

@@ -23,4 +23,9 @@ absl::StatusOr<RlsSettings> ServeSettings(const server::RlsSection& section);
 absl::StatusOr<std::unique_ptr<Engine>> MakeServeEngine(const server::RlsSection& section,
                                                         std::shared_ptr<Store> store);
 
+// The engine on `settings` as they are (the `ratelimit` command's, from upstream_mode.h): the
+// config directory loaded once (a bad one is an error) and watched, decisions on `store`.
+absl::StatusOr<std::unique_ptr<Engine>> MakeEngine(RlsSettings settings,
+                                                   std::shared_ptr<Store> store);
+
 }  // namespace floodgate::server::rls

@@ -14,29 +14,30 @@ namespace floodgate::redis {
 
 void Batcher::Enqueue(Lane& lane, UnitPtr unit) {
   {
-    std::lock_guard lock(lane.mu);
-    lane.queued.push_back(std::move(unit));
-    if (lane.flush_posted) return;
-    lane.flush_posted = true;
+    std::lock_guard lock(lane.queue_.mu);
+    lane.queue_.queued.push_back(std::move(unit));
+    if (lane.queue_.flush_posted) return;
+    lane.queue_.flush_posted = true;
   }
   boost::asio::post(io_, [this, &lane] { Flush(lane); });
 }
 
 void Batcher::Stage(Lane& lane, UnitPtr unit) {
-  std::lock_guard lock(lane.mu);
-  lane.queued.push_back(std::move(unit));
+  std::lock_guard lock(lane.queue_.mu);
+  lane.queue_.queued.push_back(std::move(unit));
 }
 
 void Batcher::Flush(Lane& lane) {
   std::deque<UnitPtr> queued;
   {
-    std::lock_guard lock(lane.mu);
-    lane.flush_posted = false;
-    lane.holding = options_.max_batch > 1 && lane.connection->ready() &&
-                   lane.calls_out >= kCallsOutWhenBatching && !lane.queued.empty();
-    if (!lane.holding) queued.swap(lane.queued);
+    std::lock_guard lock(lane.queue_.mu);
+    lane.queue_.flush_posted = false;
+    lane.queue_.holding = options_.max_batch > 1 && lane.connection->ready() &&
+                          lane.queue_.calls_out >= kCallsOutWhenBatching &&
+                          !lane.queue_.queued.empty();
+    if (!lane.queue_.holding) queued.swap(lane.queue_.queued);
   }
-  if (lane.holding) return ArmSweep(lane);  // the sweep answers any held too long
+  if (lane.queue_.holding) return ArmSweep(lane);  // the sweep answers any held too long
   const Steady::time_point now = Steady::now();
   std::vector<UnitPtr> live;
   live.reserve(queued.size());
@@ -48,30 +49,29 @@ void Batcher::Flush(Lane& lane) {
       // Out of time before it was sent, in a queue this thread was too busy to flush.
       outcomes_.Complete(*pending, TimeoutError(), Blame::kOwnBacklog);
     } else {
-      lane.deadlines.push_back(pending);
+      lane.queue_.deadlines.push_back(pending);
       live.push_back(std::move(pending));
     }
   }
   ArmSweep(lane);
-  // Reservations go by a script of their own. A cluster runs a script on keys of one slot,
-  // or, with script flags (Redis >= 7.0), of several slots of its node (lua/node_batch.lua):
-  // batch within the node then, except units that must go alone or by slot, and within a
-  // slot otherwise. Sorted by slot, a slot's keys are adjacent and a key's decisions stay
-  // in order (the sort is stable).
-  const bool cluster = options_.cluster;
-  const bool per_node = cluster && lane.batching == Batching::kPerNode;
+  // Reservations go by a script of their own. A lane batching per node sends the keys of
+  // every slot of its server in one call: one server's (whose units all carry slot 0), or a
+  // cluster node's, through script flags (Redis >= 7.0, lua/node_batch.lua), except units
+  // that must go alone or by slot; a lane batching per slot (a cluster node without script
+  // flags) keeps a call within one slot. Sorted by slot, a slot's keys are adjacent and a
+  // key's decisions stay in order (the sort is stable).
+  const bool per_node = lane.batching() == Batching::kPerNode;
   const auto node_wide = [per_node](const Unit& p) {
     return per_node && !p.reservation() && !p.route.alone && !p.route.by_slot;
   };
   std::stable_sort(live.begin(), live.end(), [&](const UnitPtr& a, const UnitPtr& b) {
     if (a->reservation() != b->reservation()) return b->reservation();
-    if (!cluster) return false;
     if (node_wide(*a) != node_wide(*b)) return node_wide(*a);
     return a->route.slot < b->route.slot;
   });
   const auto joins = [&](const Unit& first, const Unit& next) {
     if (first.reservation() != next.reservation()) return false;
-    if (!cluster || (node_wide(first) && node_wide(next))) return true;
+    if (node_wide(first) && node_wide(next)) return true;
     return !first.route.alone && !next.route.alone && first.route.slot == next.route.slot;
   };
   const std::size_t batch = static_cast<std::size_t>(options_.max_batch);
@@ -87,8 +87,25 @@ void Batcher::Flush(Lane& lane) {
   }
 }
 
+void Batcher::Watch(Lane& lane, const UnitPtr& unit) {
+  lane.queue_.deadlines.push_back(unit);
+  ArmSweep(lane);
+}
+
+void Batcher::Drain(Lane& lane, const absl::Status& status) {
+  std::deque<UnitPtr> queued;
+  {
+    std::lock_guard lock(lane.queue_.mu);
+    queued.swap(lane.queue_.queued);
+  }
+  for (auto& pending : queued) outcomes_.Complete(*pending, status);
+  for (auto& pending : lane.queue_.deadlines) outcomes_.Complete(*pending, status);
+  lane.queue_.deadlines.clear();
+  lane.queue_.sweep.cancel();
+}
+
 void Batcher::SendAsked(Lane& lane, std::vector<UnitPtr> chunk) {
-  for (auto& p : chunk) lane.deadlines.push_back(p);
+  for (auto& p : chunk) lane.queue_.deadlines.push_back(p);
   ArmSweep(lane);
   Send(lane, std::move(chunk), ScriptForm::kSha, Asking::kYes);
 }
@@ -99,7 +116,7 @@ void Batcher::Send(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, Aski
   ++counters_.calls;
   if (!SingleCall(chunk)) counters_.batched += call.keys;
   if (call.across_slots) ++counters_.node_batches;
-  ++lane.calls_out;
+  ++lane.queue_.calls_out;
   const std::string_view command = call.command;
   if (asking == Asking::kYes) {
     // Sent in the same write, right before the script: ASKING covers only the next
@@ -108,13 +125,11 @@ void Batcher::Send(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, Aski
   }
   ReplyHandler answer = [this, &lane, chunk = std::move(chunk), form,
                          asking](absl::StatusOr<Reply> reply) mutable {
-    --lane.calls_out;
+    --lane.queue_.calls_out;
     OnReply(lane, std::move(chunk), form, asking, std::move(reply));
-    if (lane.holding) Flush(lane);
+    if (lane.queue_.holding) Flush(lane);
   };
-  // WAIT behind the call: for wait_replicas, and on Sentinel (WAIT 0) because a replica
-  // refuses it (replicas.h).
-  if (options_.wait_replicas > 0 || options_.sentinel) {
+  if (acknowledge_ == Acknowledge::kByWait) {
     return SendAcknowledged(*lane.connection, command.substr(call.asking_bytes), options_,
                             lane.node.describe, std::move(answer));
   }
@@ -135,8 +150,8 @@ void Batcher::OnReply(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, A
       return Send(lane, std::move(chunk), ScriptForm::kBody, asking);
     }
     // A cluster's redirects and refusals: the script did not run. (Sentinel: a READONLY
-    // primary was demoted; the sentinels are asked again.)
-    if ((options_.cluster || options_.sentinel) && errors_.Redirected(lane, text, chunk)) return;
+    // primary was demoted; the sentinels are asked again, and the error answers the call.)
+    if (errors_.Redirected(lane, text, chunk)) return;
     const absl::Status error =
         absl::InternalError(fmt::format("redis at {}: {}", lane.node.describe, text));
     for (auto& p : chunk) outcomes_.Complete(*p, error);
@@ -151,7 +166,7 @@ void Batcher::OnReply(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, A
       return;
     }
     for (std::size_t i = 0; i < chunk.size(); ++i) {
-      chunk[i]->hold.acquired_at = (*decoded)[i].acquired_at;
+      chunk[i]->Held((*decoded)[i].acquired_at);
       outcomes_.Complete(*chunk[i], std::move((*decoded)[i].decision));
     }
     return;
@@ -174,7 +189,7 @@ void Batcher::OnReply(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, A
   };
   std::size_t k = 0;
   for (auto& p : chunk) {
-    if (p->mode == UnitMode::kSingle) {
+    if (p->is<Decide>()) {
       absl::StatusOr<Decision>& d = decoded->decisions[k++];
       outcomes_.Complete(*p, d.ok() ? std::move(d) : failed(d.status()));
       continue;
@@ -216,25 +231,25 @@ absl::Status Batcher::TimeoutError() const {
 }
 
 void Batcher::ArmSweep(Lane& lane) {
-  if (lane.sweeping ||
-      (lane.deadlines.empty() && !lane.holding && lane.connection->in_flight() == 0)) {
+  if (lane.queue_.sweeping || (lane.queue_.deadlines.empty() && !lane.queue_.holding &&
+                               lane.connection->in_flight() == 0)) {
     return;
   }
-  lane.sweeping = true;
+  lane.queue_.sweeping = true;
   // A tenth of the timeout (1-10 ms): a timed-out decision is answered at most that
   // much late.
   const auto tick = std::clamp<std::chrono::microseconds>(
       options_.timeout / 10, std::chrono::milliseconds(1), std::chrono::milliseconds(10));
-  lane.sweep.expires_after(tick);
-  lane.sweep.async_wait([this, &lane](const boost::system::error_code& ec) {
+  lane.queue_.sweep.expires_after(tick);
+  lane.queue_.sweep.async_wait([this, &lane](const boost::system::error_code& ec) {
     if (ec) {
-      lane.sweeping = false;
+      lane.queue_.sweeping = false;
       return;
     }
     // Behind whatever completed with the timer: a reply the reactor has already read
     // is seen before a decision is judged timed out on a silent Redis (BlameForTimeout).
     boost::asio::post(io_, [this, &lane] {
-      lane.sweeping = false;
+      lane.queue_.sweeping = false;
       Sweep(lane);
     });
   });
@@ -242,12 +257,12 @@ void Batcher::ArmSweep(Lane& lane) {
 
 void Batcher::Sweep(Lane& lane) {
   const Steady::time_point now = Steady::now();
-  while (!lane.deadlines.empty() &&
-         (lane.deadlines.front()->answered || lane.deadlines.front()->deadline <= now)) {
+  while (!lane.queue_.deadlines.empty() && (lane.queue_.deadlines.front()->answered ||
+                                            lane.queue_.deadlines.front()->deadline <= now)) {
     // Most were answered already: the error (a formatted message) only for the rest.
-    Unit& unit = *lane.deadlines.front();
+    Unit& unit = *lane.queue_.deadlines.front();
     if (!unit.answered) outcomes_.Complete(unit, TimeoutError(), BlameForTimeout(lane, now));
-    lane.deadlines.pop_front();
+    lane.queue_.deadlines.pop_front();
   }
   // A connection whose oldest command has waited this long is taken for dead (a
   // half-open TCP connection raises no error for hours) and replaced.
@@ -258,13 +273,13 @@ void Batcher::Sweep(Lane& lane) {
         fmt::format("redis at {} answered nothing for {} ms; reconnecting", lane.node.describe,
                     std::chrono::duration_cast<std::chrono::milliseconds>(stall_limit).count())));
   }
-  if (lane.holding) {
+  if (lane.queue_.holding) {
     std::vector<UnitPtr> expired;
     {
-      std::lock_guard lock(lane.mu);
-      while (!lane.queued.empty() && lane.queued.front()->deadline <= now) {
-        expired.push_back(std::move(lane.queued.front()));
-        lane.queued.pop_front();
+      std::lock_guard lock(lane.queue_.mu);
+      while (!lane.queue_.queued.empty() && lane.queue_.queued.front()->deadline <= now) {
+        expired.push_back(std::move(lane.queue_.queued.front()));
+        lane.queue_.queued.pop_front();
       }
     }
     for (auto& pending : expired) {

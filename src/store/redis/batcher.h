@@ -5,6 +5,7 @@
 #include <floodgate/redis_store.h>
 
 #include <boost/asio/io_context.hpp>
+#include <cstdint>
 #include <string_view>
 #include <vector>
 
@@ -19,17 +20,23 @@
 
 namespace floodgate::redis {
 
-// Enqueue runs on any thread; everything else on the I/O thread.
+// Whether every script call is followed by WAIT (replicas.h): for wait_replicas, and on
+// Redis Sentinel (WAIT 0), because a replica refuses it.
+enum class Acknowledge : std::uint8_t { kNo, kByWait };
+
+// The owner of each lane's queue, calls out and deadlines (node.h). Enqueue runs on any
+// thread; everything else on the I/O thread.
 class Batcher {
  public:
   Batcher(boost::asio::io_context& io, const RedisStoreOptions& options, const Scripts& scripts,
-          Outcomes& outcomes, Counters& counters, CallErrors& errors)
+          Outcomes& outcomes, Counters& counters, CallErrors& errors, Acknowledge acknowledge)
       : io_(io),
         options_(options),
         scripts_(scripts),
         outcomes_(outcomes),
         counters_(counters),
-        errors_(errors) {}
+        errors_(errors),
+        acknowledge_(acknowledge) {}
 
   // Any thread. Queues a unit on a lane and has the I/O thread flush it.
   void Enqueue(Lane& lane, UnitPtr unit);
@@ -37,6 +44,11 @@ class Batcher {
   void Stage(Lane& lane, UnitPtr unit);
   // Sends what queued up since the last flush, batched.
   void Flush(Lane& lane);
+  // Watches `unit`'s deadline on `lane` (a unit waiting for the lane's node to connect).
+  void Watch(Lane& lane, const UnitPtr& unit);
+  // Closing: answers with `status` every unit queued on the lane or watched by it, and
+  // stops its sweep.
+  void Drain(Lane& lane, const absl::Status& status);
   // ASK: one call with ASKING first, to the lane of the node importing the slot.
   void SendAsked(Lane& lane, std::vector<UnitPtr> chunk);
   // Keeps the lane's timeout sweep running while it has anything to watch.
@@ -62,6 +74,7 @@ class Batcher {
   Outcomes& outcomes_;
   Counters& counters_;
   CallErrors& errors_;
+  const Acknowledge acknowledge_;
 };
 
 }  // namespace floodgate::redis

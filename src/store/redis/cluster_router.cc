@@ -1,4 +1,4 @@
-// Redis Cluster only: slot map, refresh, routing, MOVED/ASK/TRYAGAIN/CLUSTERDOWN in one place.
+// Redis Cluster: slot map, refresh, routing, MOVED/ASK/TRYAGAIN/CLUSTERDOWN in one place.
 #include "store/redis/cluster_router.h"
 
 #include <fmt/format.h>
@@ -27,24 +27,52 @@ constexpr auto kRetryDelay = std::chrono::milliseconds(10);
 
 }  // namespace
 
-ClusterRouter::ClusterRouter(boost::asio::io_context& io, const RedisStoreOptions& options,
-                             Outcomes& outcomes, Counters& counters, Batcher& batcher,
-                             Startup& startup, const std::vector<std::unique_ptr<Node>>& nodes,
-                             NodeSource& node_source, const std::atomic<bool>& closed)
-    : io_(io),
-      options_(options),
-      outcomes_(outcomes),
-      counters_(counters),
-      batcher_(batcher),
-      startup_(startup),
-      nodes_(nodes),
-      node_source_(node_source),
-      closed_(closed),
-      refresh_timer_(io),
-      owners_(kClusterSlots, nullptr) {}
+ClusterTopology::ClusterTopology(const TopologyParts& parts)
+    : Topology(parts, Batching::kPerSlot,
+               parts.options.wait_replicas > 0 ? Acknowledge::kByWait : Acknowledge::kNo),
+      refresh_timer_(parts.io),
+      owners_(kClusterSlots, nullptr) {
+  // The seeds answer CLUSTER SLOTS; the primaries found there get nodes of their own.
+  for (const RedisEndpoint& seed : options_.seeds) {
+    // One connection is enough to ask for the topology.
+    seeds_.push_back(&AddNode(seed, HostPort(seed.host, seed.port), 1, NodeRole::kSeed));
+  }
+}
 
-void ClusterRouter::Submit(UnitPtr unit) {
-  unit->route.slot = SlotOf(unit->item().redis_key);
+void ClusterTopology::Start() {
+  for (Node* seed : seeds_) seed->Start();
+}
+
+absl::Status ClusterTopology::WaitStarted() {
+  return startup_.WaitForSlotMap(options_, seeds_.size());
+}
+
+absl::Status ClusterTopology::Health() {
+  if (owner_nodes_.empty()) {
+    return absl::UnavailableError(
+        fmt::format("redis cluster {}: no slot map yet ({})", options_.Describe(), LastError()));
+  }
+  for (Node* node : owner_nodes_) {
+    if (node->PickLane() == nullptr) {
+      return absl::UnavailableError(
+          fmt::format("{} ({})", MessageOf(NotConnectedError(*node)), LastError()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<HandshakeStep> ClusterTopology::HandshakeOf(Lane& lane) {
+  std::vector<HandshakeStep> steps;
+  handshake_.Login(lane.node.describe, steps);
+  handshake_.LoadScripts(lane.node.describe, steps);
+  handshake_.LoadNodeBatch([&lane](Batching batching) { lane.set_batching(batching); }, steps);
+  return steps;
+}
+
+absl::Status ClusterTopology::NotConnected(const Node& node) { return NotConnectedError(node); }
+
+void ClusterTopology::Dispatch(UnitPtr unit, Steady::time_point) {
+  unit->route.slot = redis::SlotOf(unit->item().redis_key);
   std::lock_guard lock(route_mu_);
   route_queue_.push_back(std::move(unit));
   if (!route_posted_) {
@@ -53,7 +81,13 @@ void ClusterRouter::Submit(UnitPtr unit) {
   }
 }
 
-void ClusterRouter::Stop() {
+void ClusterTopology::Stop() {
+  // What waited for a node to connect was answered with the deadlines of its first lane.
+  for (auto& [node, member] : members_) {
+    for (auto& unit : member.waiting)
+      outcomes_.Complete(*unit, absl::CancelledError("store closed"));
+    member.waiting.clear();
+  }
   refresh_timer_.cancel();
   std::deque<UnitPtr> unrouted;
   {
@@ -63,19 +97,19 @@ void ClusterRouter::Stop() {
   for (auto& unit : unrouted) outcomes_.Complete(*unit, absl::CancelledError("store closed"));
 }
 
-void ClusterRouter::OnLaneReady(Lane& lane) {
-  Node& node = lane.node;
-  node.ever_ready = true;
-  if (!node.waiting.empty()) {
+void ClusterTopology::LaneReady(Lane& lane) {
+  Member& member = MemberOf(lane.node);
+  member.ever_ready = true;
+  if (!member.waiting.empty()) {
     std::deque<UnitPtr> waiting;
-    waiting.swap(node.waiting);
+    waiting.swap(member.waiting);
     Route(waiting);
   }
   if (!topology_known_) StartRefresh();  // a seed is up: ask it for the slot map
   UpdateSettled();
 }
 
-void ClusterRouter::OnLaneDown(Lane& lane, const absl::Status& status) {
+void ClusterTopology::LaneDown(Lane& lane, const absl::Status& status) {
   // A lost primary may have been replaced: look at the topology again.
   if (std::find(owner_nodes_.begin(), owner_nodes_.end(), &lane.node) != owner_nodes_.end()) {
     RequestRefresh();
@@ -84,7 +118,17 @@ void ClusterRouter::OnLaneDown(Lane& lane, const absl::Status& status) {
   UpdateSettled();
 }
 
-void ClusterRouter::RouteQueued() {
+// No connection is ready, and one has failed, so this is not a node still making its
+// first connections (they are not a reason to ask for the topology again: a first attempt
+// that fails asks by itself).
+bool ClusterTopology::Unreachable(const Node& node) {
+  return node.PickLane() == nullptr &&
+         (MemberOf(node).ever_ready ||
+          std::any_of(node.lanes().begin(), node.lanes().end(),
+                      [](const auto& lane) { return lane->failures() > 0; }));
+}
+
+void ClusterTopology::RouteQueued() {
   std::deque<UnitPtr> queued;
   {
     std::lock_guard lock(route_mu_);
@@ -97,7 +141,7 @@ void ClusterRouter::RouteQueued() {
 // Sends each unit to the primary owning its slot, then flushes the connections that got
 // some.
 template <class Range>
-void ClusterRouter::Route(Range& units) {
+void ClusterTopology::Route(Range& units) {
   std::vector<Lane*> touched;
   const Steady::time_point now = Steady::now();
   for (auto& unit : units) {
@@ -113,7 +157,7 @@ void ClusterRouter::Route(Range& units) {
     if (!Admit(*node, *unit, now)) continue;
     Lane* lane = node->PickLane();
     if (lane == nullptr) {
-      if (!node->ever_ready) {
+      if (!MemberOf(*node).ever_ready) {
         Wait(*node, unit);
         continue;
       }
@@ -128,7 +172,7 @@ void ClusterRouter::Route(Range& units) {
 }
 
 // Not answered yet, and within its deadline (else answered as timed out).
-bool ClusterRouter::Live(Unit& unit, Steady::time_point now) {
+bool ClusterTopology::Live(Unit& unit, Steady::time_point now) {
   if (unit.answered) return false;
   if (now < unit.deadline) return true;
   outcomes_.Complete(unit, batcher_.TimeoutError());
@@ -136,7 +180,7 @@ bool ClusterRouter::Live(Unit& unit, Steady::time_point now) {
 }
 
 // Counts one more redirect or retry; past kMaxRedirects the unit is answered.
-bool ClusterRouter::CountRedirect(Unit& unit) {
+bool ClusterTopology::CountRedirect(Unit& unit) {
   if (unit.answered) return false;
   if (++unit.route.redirects <= kMaxRedirects) return true;
   outcomes_.Complete(unit, absl::UnavailableError(fmt::format(
@@ -148,7 +192,7 @@ bool ClusterRouter::CountRedirect(Unit& unit) {
 // Sends the unit to `node` if the node's breaker lets it (its outcome then feeds that
 // breaker); a retry on the node that already admitted it is not asked again (it may be
 // the breaker's probe). Answers it by on_error when not.
-bool ClusterRouter::Admit(Node& node, Unit& unit, Steady::time_point now) {
+bool ClusterTopology::Admit(Node& node, Unit& unit, Steady::time_point now) {
   unit.route.node = &node;
   if (unit.route.admitted_by == &node) return true;
   if (!node.breaker.Allow(now)) {
@@ -161,24 +205,22 @@ bool ClusterRouter::Admit(Node& node, Unit& unit, Steady::time_point now) {
 
 // A node that has not connected yet: the unit waits for it, its deadline enforced by
 // the sweep of the node's first connection.
-void ClusterRouter::Wait(Node& node, const UnitPtr& unit) {
-  node.waiting.push_back(unit);
-  Lane& first = *node.lanes.front();
-  first.deadlines.push_back(unit);
-  batcher_.ArmSweep(first);
+void ClusterTopology::Wait(Node& node, const UnitPtr& unit) {
+  MemberOf(node).waiting.push_back(unit);
+  batcher_.Watch(*node.lanes().front(), unit);
 }
 
 // A redirect or retry: the call did not run, so the units go again (bounded).
-void ClusterRouter::Reroute(std::vector<UnitPtr> chunk) {
+void ClusterTopology::Reroute(std::vector<UnitPtr> chunk) {
   for (auto& unit : chunk) CountRedirect(*unit);
   Route(chunk);
 }
 
-bool ClusterRouter::Redirected(Lane& lane, std::string_view error, std::vector<UnitPtr>& chunk) {
+bool ClusterTopology::Redirected(Lane& lane, std::string_view error, std::vector<UnitPtr>& chunk) {
   if (auto redirect = ParseRedirect(error)) {
     // "MOVED 3999 :6381": an unknown endpoint means the host that answered.
     if (redirect->target.host.empty()) redirect->target.host = lane.node.endpoint.host;
-    Node& target = node_source_.NodeFor(redirect->target);
+    Node& target = NodeFor(redirect->target);
     if (redirect->kind == Redirect::Kind::kMoved) {
       ++counters_.moved;
       owners_[redirect->slot] = &target;
@@ -228,7 +270,7 @@ bool ClusterRouter::Redirected(Lane& lane, std::string_view error, std::vector<U
 }
 
 // ASK: this one call goes to the importing node, after ASKING; the slot map stays.
-void ClusterRouter::Ask(Node& target, std::vector<UnitPtr> chunk) {
+void ClusterTopology::Ask(Node& target, std::vector<UnitPtr> chunk) {
   // As in Route: within the deadline, and the target's breaker decides (and hears how
   // it went: the call runs there).
   const Steady::time_point now = Steady::now();
@@ -240,7 +282,7 @@ void ClusterRouter::Ask(Node& target, std::vector<UnitPtr> chunk) {
   Lane* lane = target.PickLane();
   if (lane == nullptr) {
     for (auto& unit : chunk) {
-      if (!target.ever_ready) {
+      if (!MemberOf(target).ever_ready) {
         // The importing node is new to us: wait for its connection; the unit then goes
         // to the slot's owner again, which sends it here with ASK once more.
         Wait(target, unit);
@@ -253,7 +295,7 @@ void ClusterRouter::Ask(Node& target, std::vector<UnitPtr> chunk) {
   batcher_.SendAsked(*lane, std::move(chunk));
 }
 
-void ClusterRouter::RequestRefresh() {
+void ClusterTopology::RequestRefresh() {
   if (closed_ || refresh_in_flight_ || refresh_scheduled_) return;
   const Steady::time_point earliest = last_refresh_ + kRefreshInterval;
   if (Steady::now() >= earliest) return StartRefresh();
@@ -267,7 +309,7 @@ void ClusterRouter::RequestRefresh() {
 
 // Asks CLUSTER SLOTS of a reachable node: a primary first, else any (the seeds), and a
 // node that refused before only when no other answers.
-void ClusterRouter::StartRefresh() {
+void ClusterTopology::StartRefresh() {
   if (refresh_in_flight_ || closed_) return;
   last_refresh_ = Steady::now();
   Lane* lane = nullptr;
@@ -277,7 +319,9 @@ void ClusterRouter::StartRefresh() {
   for (int pass = 0; pass < 2 && lane == nullptr; ++pass) {
     for (std::size_t i = 0; lane == nullptr && i < nodes_.size(); ++i) {
       Node& node = *nodes_[i];
-      if (!node.retired && node.refused_topology == (pass == 1)) lane = node.PickLane();
+      if (!node.retired() && MemberOf(node).refused_topology == (pass == 1)) {
+        lane = node.PickLane();
+      }
     }
   }
   if (lane == nullptr) return RequestRefresh();  // nobody reachable yet: try again soon
@@ -292,15 +336,16 @@ void ClusterRouter::StartRefresh() {
   batcher_.ArmSweep(*lane);
 }
 
-void ClusterRouter::OnSlots(Lane& lane, absl::StatusOr<Reply> reply) {
+void ClusterTopology::OnSlots(Lane& lane, absl::StatusOr<Reply> reply) {
   refresh_in_flight_ = false;
   if (!reply.ok()) return RequestRefresh();
   auto ranges = ParseClusterSlots(**reply, lane.node.endpoint.host);
   if (!ranges.ok()) {
-    lane.node.refused_topology = true;
+    MemberOf(lane.node).refused_topology = true;
     // Start-up fails only once every seed has refused (one may still be loading).
-    const bool all_refused = std::all_of(seeds_.begin(), seeds_.end(),
-                                         [](const Node* seed) { return seed->refused_topology; });
+    const bool all_refused = std::all_of(seeds_.begin(), seeds_.end(), [this](Node* seed) {
+      return MemberOf(*seed).refused_topology;
+    });
     if (!topology_known_ && all_refused) {
       startup_.TopologyRefused(absl::FailedPreconditionError(
           fmt::format("redis at {} did not give the cluster topology ({}); for a single server use "
@@ -311,7 +356,7 @@ void ClusterRouter::OnSlots(Lane& lane, absl::StatusOr<Reply> reply) {
     // on the error above is closed before this comes round.
     return RequestRefresh();
   }
-  lane.node.refused_topology = false;
+  MemberOf(lane.node).refused_topology = false;
   ApplyTopology(*ranges);
   // Slots no primary serves (a cluster still being created, or a primary lost with no
   // replica to promote): keep asking, at most once per kRefreshInterval.
@@ -322,15 +367,15 @@ void ClusterRouter::OnSlots(Lane& lane, absl::StatusOr<Reply> reply) {
   // looking, at most once per kRefreshInterval. Primaries just found and still making
   // their first connections are not a reason: if those fail, OnLaneDown asks.
   for (Node* node : owner_nodes_) {
-    if (node->Unreachable()) return RequestRefresh();
+    if (Unreachable(*node)) return RequestRefresh();
   }
 }
 
-void ClusterRouter::ApplyTopology(const std::vector<SlotRange>& ranges) {
+void ClusterTopology::ApplyTopology(const std::vector<SlotRange>& ranges) {
   std::fill(owners_.begin(), owners_.end(), nullptr);
   owner_nodes_.clear();
   for (const SlotRange& range : ranges) {
-    Node& node = node_source_.NodeFor(range.primary);
+    Node& node = NodeFor(range.primary);
     std::fill(owners_.begin() + range.first, owners_.begin() + range.last + 1, &node);
     if (std::find(owner_nodes_.begin(), owner_nodes_.end(), &node) == owner_nodes_.end()) {
       owner_nodes_.push_back(&node);
@@ -340,17 +385,14 @@ void ClusterRouter::ApplyTopology(const std::vector<SlotRange>& ranges) {
   // Old primaries (failed over, or removed) stop reconnecting; a later redirect to the
   // same address gets a new node. Seeds stay, for the next CLUSTER SLOTS.
   for (auto& node : nodes_) {
-    if (node->seed || node->retired ||
+    if (node->role == NodeRole::kSeed || node->retired() ||
         std::find(owner_nodes_.begin(), owner_nodes_.end(), node.get()) != owner_nodes_.end()) {
       continue;
     }
-    node->retired = true;
-    for (auto& lane : node->lanes) {
-      lane->connection->Stop();
-      lane->ready = false;
-    }
+    // Calls in flight there are cancelled, not failed (no reason given).
+    node->Retire(std::nullopt);
     std::deque<UnitPtr> waiting;
-    waiting.swap(node->waiting);
+    waiting.swap(MemberOf(*node).waiting);
     Route(waiting);  // to whoever owns their slots now
   }
   topology_known_ = true;
@@ -359,11 +401,11 @@ void ClusterRouter::ApplyTopology(const std::vector<SlotRange>& ranges) {
 }
 
 // Start-up: the topology is known and every primary's connections have been tried.
-void ClusterRouter::UpdateSettled() {
+void ClusterTopology::UpdateSettled() {
   if (!topology_known_ || settled_) return;
   for (Node* node : owner_nodes_) {
-    for (auto& lane : node->lanes) {
-      if (!lane->ready && !lane->reported_down) return;
+    for (auto& lane : node->lanes()) {
+      if (!lane->ready() && lane->failures() == 0) return;
     }
   }
   settled_ = true;

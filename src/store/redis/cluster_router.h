@@ -1,6 +1,6 @@
 #pragma once
 
-// Redis Cluster only: slot map, refresh, routing, MOVED/ASK/TRYAGAIN/CLUSTERDOWN in one place.
+// Redis Cluster: slot map, refresh, routing, MOVED/ASK/TRYAGAIN/CLUSTERDOWN in one place.
 
 #include <floodgate/redis_store.h>
 
@@ -11,47 +11,64 @@
 #include <memory>
 #include <mutex>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
-#include "store/redis/batcher.h"
 #include "store/redis/cluster.h"
-#include "store/redis/counters.h"
-#include "store/redis/dispatch.h"
-#include "store/redis/node.h"
-#include "store/redis/outcomes.h"
-#include "store/redis/startup.h"
-#include "store/redis/unit.h"
+#include "store/redis/topology.h"
 
 namespace floodgate::redis {
 
-// Submit runs on any thread, primary_count anywhere; everything else on the I/O thread.
-class ClusterRouter {
+// A Redis Cluster (redis-cluster://): the seeds are asked for the slot map (CLUSTER SLOTS),
+// each unit goes to the primary owning its key's slot, and redirects and refusals are
+// followed. Dispatch and primary_count run on any thread; everything else on the I/O
+// thread.
+class ClusterTopology final : public Topology {
  public:
-  ClusterRouter(boost::asio::io_context& io, const RedisStoreOptions& options, Outcomes& outcomes,
-                Counters& counters, Batcher& batcher, Startup& startup,
-                const std::vector<std::unique_ptr<Node>>& nodes, NodeSource& node_source,
-                const std::atomic<bool>& closed);
+  explicit ClusterTopology(const TopologyParts& parts);
 
-  // Constructor of the store: a seed, asked for the topology only.
-  void AddSeed(Node& seed) { seeds_.push_back(&seed); }
-  std::size_t seed_count() const { return seeds_.size(); }
-
-  // Any thread. The slot map belongs to the I/O thread: the unit is routed there.
-  void Submit(UnitPtr unit);
-  // A connection finished its handshake, or went down (told to startup too).
-  void OnLaneReady(Lane& lane);
-  void OnLaneDown(Lane& lane, const absl::Status& status);
-  // A call's error reply: a redirect or a refusal (the script did not run, so sending it
-  // again cannot count a decision twice) takes the chunk to send it again; true then.
-  bool Redirected(Lane& lane, std::string_view error, std::vector<UnitPtr>& chunk);
-  // Closing: no more refreshes; what waits to be routed is answered Cancelled.
-  void Stop();
-
+  // Connects to the seeds, which are asked for the slot map once one is up.
+  void Start() override;
+  // Succeeds once a seed told the slot map and every primary's connections were tried
+  // (startup.h).
+  absl::Status WaitStarted() override;
+  // The slot map belongs to the I/O thread: the unit is routed there.
+  void Dispatch(UnitPtr unit, Steady::time_point now) override;
+  int SlotOf(std::string_view redis_key) const override { return redis::SlotOf(redis_key); }
   // The distinct primaries of the slot map.
-  const std::vector<Node*>& primaries() const { return owner_nodes_; }
-  std::size_t primary_count() const { return primaries_.load(); }  // any thread
+  std::vector<Node*> Primaries() override { return owner_nodes_; }
+  // OK once the slot map is known and every primary in it has a ready connection.
+  absl::Status Health() override;
+  void AppendMetrics(const RedisStats& stats, std::string& out) const override;
 
  private:
+  // What the cluster keeps of each node it made, beside it (I/O thread).
+  struct Member {
+    // A node found by a redirect or a new slot map has not connected yet: its decisions
+    // wait here (bounded by their deadlines, watched by its first lane) until it does,
+    // rather than failing and opening its breaker just as it takes over.
+    bool ever_ready = false;
+    std::deque<UnitPtr> waiting;
+    // Answered CLUSTER SLOTS with an error (a loading or non-cluster node): asked last.
+    bool refused_topology = false;
+  };
+  Member& MemberOf(const Node& node) { return members_[&node]; }
+  bool Unreachable(const Node& node);
+
+  // AUTH (or PING), SELECT, the scripts, and the node batch script, whose answer is the
+  // lane's Batching.
+  std::vector<HandshakeStep> HandshakeOf(Lane& lane) override;
+  absl::Status NotConnected(const Node& node) override;
+  // A call's error reply: a redirect or a refusal (the script did not run, so sending it
+  // again cannot count a decision twice) takes the chunk to send it again; true then.
+  bool Redirected(Lane& lane, std::string_view error, std::vector<UnitPtr>& chunk) override;
+  // A connection finished its handshake, or went down (told to startup too).
+  void LaneReady(Lane& lane) override;
+  void LaneDown(Lane& lane, const absl::Status& status) override;
+  // Closing: no more refreshes; what waits to be routed is answered Cancelled.
+  void Stop() override;
+  std::size_t primary_count() const override { return primaries_.load(); }
+
   void RouteQueued();
   template <class Range>
   void Route(Range& units);
@@ -67,27 +84,18 @@ class ClusterRouter {
   void ApplyTopology(const std::vector<SlotRange>& ranges);
   void UpdateSettled();
 
-  boost::asio::io_context& io_;
-  const RedisStoreOptions& options_;
-  Outcomes& outcomes_;
-  Counters& counters_;
-  Batcher& batcher_;
-  Startup& startup_;
-  const std::vector<std::unique_ptr<Node>>& nodes_;
-  NodeSource& node_source_;
-  const std::atomic<bool>& closed_;  // the store's: no refresh once it closes
-
   // Units wait in route_queue_ for the I/O thread, which owns the rest.
   std::mutex route_mu_;
   std::deque<UnitPtr> route_queue_;
   bool route_posted_ = false;
-  std::vector<Node*> seeds_;
+  std::vector<Node*> seeds_;  // asked for the slot map only
   boost::asio::steady_timer refresh_timer_;
   Steady::time_point last_refresh_{};
   bool refresh_in_flight_ = false;
   bool refresh_scheduled_ = false;
   bool topology_known_ = false;
   bool settled_ = false;
+  std::unordered_map<const Node*, Member> members_;  // references stay valid as it grows
   std::vector<Node*> owners_;       // slot -> primary (nullptr: no one serves it)
   std::vector<Node*> owner_nodes_;  // the distinct primaries
   std::atomic<std::size_t> primaries_{0};

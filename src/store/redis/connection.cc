@@ -139,28 +139,25 @@ void Connection::OnConnected() {
   state_ = State::kHandshake;
   reader_.Reset();
   StartRead();
-  std::vector<std::string> commands = hooks_.handshake();
-  handshake_left_ = commands.size();
-  const std::size_t first = std::min<std::size_t>(1, commands.size());
-  SendHandshake(std::move(commands), 0, first);
+  auto steps = std::make_shared<std::vector<HandshakeStep>>(hooks_.handshake());
+  handshake_left_ = steps->size();
+  const std::size_t first = std::min<std::size_t>(1, steps->size());
+  SendHandshake(std::move(steps), 0, first);
 }
 
-// Sends handshake commands [from, to); once command 0 has answered, the rest follow.
-void Connection::SendHandshake(std::vector<std::string> commands, std::size_t from,
+// Sends handshake steps [from, to); once step 0 has answered, the rest follow.
+void Connection::SendHandshake(std::shared_ptr<std::vector<HandshakeStep>> steps, std::size_t from,
                                std::size_t to) {
-  auto shared = std::make_shared<std::vector<std::string>>(std::move(commands));
   for (std::size_t i = from; i < to; ++i) {
-    pending_writes_ += (*shared)[i];
+    pending_writes_ += (*steps)[i].command;
     sent_at_.push_back(std::chrono::steady_clock::now());
     ++pending_commands_;
-    handlers_.push_back([this, i, shared, generation = generation_](absl::StatusOr<Reply> reply) {
+    handlers_.push_back([this, i, steps, generation = generation_](absl::StatusOr<Reply> reply) {
       if (generation != generation_ || !reply.ok()) return;  // Fail() reported it already
-      if (absl::Status status = hooks_.check_handshake(i, **reply); !status.ok()) {
+      if (absl::Status status = (*steps)[i].check(**reply); !status.ok()) {
         return Fail(std::move(status));
       }
-      if (const std::size_t n = shared->size(); i == 0 && n > 1) {
-        SendHandshake(std::move(*shared), 1, n);
-      }
+      if (const std::size_t n = steps->size(); i == 0 && n > 1) SendHandshake(steps, 1, n);
       if (--handshake_left_ == 0) {
         timer_.cancel();
         state_ = State::kReady;

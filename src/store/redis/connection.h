@@ -40,6 +40,13 @@ struct ConnectionOptions {
   std::string unix_socket;
 };
 
+// One command of a connection's handshake, with the check of its answer: an error closes
+// the connection (which retries after a backoff).
+struct HandshakeStep {
+  std::string command;  // RESP
+  std::function<absl::Status(const redisReply& reply)> check;
+};
+
 // One connection to Redis, automatically pipelined: commands sent while a write is
 // in flight go out together in the next write, and replies are matched to handlers in
 // order. It reconnects by itself with capped exponential backoff. Not thread-safe: every
@@ -47,14 +54,13 @@ struct ConnectionOptions {
 class Connection {
  public:
   struct Hooks {
-    // Commands sent first on every new connection (AUTH, SELECT, SCRIPT LOAD), in RESP.
-    // The first is sent alone and the rest once it has answered: a server that wants a
-    // password closes the connection on an unauthenticated client's large request (a
-    // script body), and the reset can swallow the error it wrote; the first command's
-    // answer (AUTH's, or a PING's NOAUTH) says what is wrong before anything large goes.
-    std::function<std::vector<std::string>()> handshake;
-    // Judges the reply to handshake command `index`; an error closes the connection.
-    std::function<absl::Status(std::size_t index, const redisReply& reply)> check_handshake;
+    // What every new connection sends first (AUTH, SELECT, SCRIPT LOAD), each command
+    // with its check. The first is sent alone and the rest once it has answered: a server
+    // that wants a password closes the connection on an unauthenticated client's large
+    // request (a script body), and the reset can swallow the error it wrote; the first
+    // command's answer (AUTH's, or a PING's NOAUTH) says what is wrong before anything
+    // large goes.
+    std::function<std::vector<HandshakeStep>()> handshake;
     std::function<void()> on_ready;
     // The connection failed (or a handshake was refused); it retries after a backoff.
     std::function<void(const absl::Status&)> on_down;
@@ -145,7 +151,8 @@ class Connection {
   std::size_t writing_commands_ = 0;
   std::chrono::steady_clock::time_point last_bytes_{};  // when bytes last arrived
   std::size_t handshake_left_ = 0;
-  void SendHandshake(std::vector<std::string> commands, std::size_t from, std::size_t to);
+  void SendHandshake(std::shared_ptr<std::vector<HandshakeStep>> steps, std::size_t from,
+                     std::size_t to);
   ReplyReader reader_;
   std::vector<char> read_buffer_;
 };

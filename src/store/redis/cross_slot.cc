@@ -5,7 +5,6 @@
 #include <map>
 
 #include "core/multi.h"
-#include "store/redis/cluster.h"
 
 namespace floodgate::redis {
 
@@ -36,14 +35,17 @@ void CrossSlot::Submit(const MultiRequest& request, MultiCallback done) {
   if (!request.now && options_.denial_cache_min.count() > 0 && AnswerFromDenials(*m, now)) {
     return;
   }
-  if (!options_.cluster) {
+  // The items by slot, ascending (the topology's: every key in one on a single server).
+  absl::InlinedVector<int, 4> slot_of(n);
+  for (std::size_t i = 0; i < n; ++i) slot_of[i] = dispatcher_.SlotOf(m->redis_keys[i]);
+  if (std::all_of(slot_of.begin(), slot_of.end(), [&](int slot) { return slot == slot_of[0]; })) {
     Indexes& all = m->slots.emplace_back(n);
     for (std::size_t i = 0; i < n; ++i) all[i] = i;
   } else {
     std::map<int, Indexes> by_slot;
-    for (std::size_t i = 0; i < n; ++i) by_slot[SlotOf(m->redis_keys[i])].push_back(i);
+    for (std::size_t i = 0; i < n; ++i) by_slot[slot_of[i]].push_back(i);
     for (auto& [slot, items] : by_slot) m->slots.push_back(std::move(items));
-    if (m->slots.size() > 1) ++counters_.cross_slot;
+    ++counters_.cross_slot;
   }
   ReserveNext(std::move(m));
 }
@@ -75,7 +77,7 @@ bool CrossSlot::AnswerFromDenials(MultiState& m, Steady::time_point now) {
   return true;
 }
 
-UnitPtr CrossSlot::MakeUnit(const MultiState& m, const Indexes& indexes, UnitMode mode,
+UnitPtr CrossSlot::MakeUnit(const MultiState& m, const Indexes& indexes, Operation op,
                             Steady::time_point deadline) {
   auto unit = std::make_shared<Unit>();
   for (std::size_t i : indexes) {
@@ -85,7 +87,7 @@ UnitPtr CrossSlot::MakeUnit(const MultiState& m, const Indexes& indexes, UnitMod
                                item.cost, core::KindOf(item.policy), item.shadow,
                                CalendarArgument(item.policy, m.now_us)});
   }
-  unit->mode = mode;
+  unit->op = std::move(op);
   unit->now_us = m.now_us;
   unit->deadline = deadline;
   return unit;
@@ -94,9 +96,9 @@ UnitPtr CrossSlot::MakeUnit(const MultiState& m, const Indexes& indexes, UnitMod
 // Decides (and consumes, if they all allow) the items of the next slot, then the next.
 void CrossSlot::ReserveNext(MultiPtr m) {
   if (m->next == m->slots.size()) return Finish(*m, /*allowed=*/true);
-  auto unit = MakeUnit(*m, m->slots[m->next], UnitMode::kAll, m->deadline);
-  unit->group.whole = m->slots.size() == 1;
-  unit->group.done = [this, m](absl::StatusOr<UnitResult> result) {
+  MultiAll all;
+  all.whole = m->slots.size() == 1;
+  all.done = [this, m](absl::StatusOr<UnitResult> result) {
     if (!result.ok()) return Abort(m, result.status());
     const Indexes& indexes = m->slots[m->next];
     bool allowed = true;  // core::MultiAllows over this slot's items
@@ -111,23 +113,18 @@ void CrossSlot::ReserveNext(MultiPtr m) {
     }
     Unwind(m);  // this slot denied and consumed nothing
   };
+  auto unit = MakeUnit(*m, m->slots[m->next], std::move(all), m->deadline);
   dispatcher_.Dispatch(std::move(unit), Steady::now());
 }
 
 // A slot denied: the later slots are asked what they would say (nothing consumed), the
 // earlier ones give their reservations back; each answers its items' peeks.
 void CrossSlot::Unwind(MultiPtr m) {
-  std::vector<UnitPtr> units;
-  for (std::size_t s = m->next + 1; s < m->slots.size(); ++s) {
-    units.push_back(MakeUnit(*m, m->slots[s], UnitMode::kDry, m->deadline));
-  }
-  for (UnitPtr& release : Releases(*m)) units.push_back(std::move(release));
-  m->outstanding = static_cast<int>(units.size());
-  if (units.empty()) return Finish(*m, /*allowed=*/false);
-  for (UnitPtr& unit : units) {
+  // Where a unit's answers go: its items' places in m, found by key.
+  const auto answered = [&m](const Indexes& items) -> UnitCallback {
     Indexes indexes;
-    for (const Item& item : unit->items) indexes.push_back(IndexOf(*m, item));
-    unit->group.done = [m, indexes](absl::StatusOr<UnitResult> result) {
+    for (std::size_t i : items) indexes.push_back(IndexOf(*m, m->redis_keys[i]));
+    return [m, indexes](absl::StatusOr<UnitResult> result) {
       for (std::size_t k = 0; k < indexes.size(); ++k) {
         if (result.ok()) {
           m->decisions[indexes[k]] = result->items[k];
@@ -139,13 +136,22 @@ void CrossSlot::Unwind(MultiPtr m) {
       }
       if (--m->outstanding == 0) Finish(*m, /*allowed=*/false);
     };
-    dispatcher_.Dispatch(std::move(unit), Steady::now());
+  };
+  std::vector<UnitPtr> units;
+  for (std::size_t s = m->next + 1; s < m->slots.size(); ++s) {
+    units.push_back(MakeUnit(*m, m->slots[s], MultiDry{answered(m->slots[s])}, m->deadline));
   }
+  for (UnitPtr& release : Releases(*m, answered)) units.push_back(std::move(release));
+  m->outstanding = static_cast<int>(units.size());
+  if (units.empty()) return Finish(*m, /*allowed=*/false);
+  for (UnitPtr& unit : units) dispatcher_.Dispatch(std::move(unit), Steady::now());
 }
 
-// Release calls for what the reserved slots consumed: items that allowed with a cost.
-// They get a deadline of their own: a release must not be dropped for the request's.
-std::vector<UnitPtr> CrossSlot::Releases(const MultiState& m) {
+// Release calls for what the reserved slots consumed: items that allowed with a cost,
+// each call answered by `done(its items)`. They get a deadline of their own: a release
+// must not be dropped for the request's.
+template <class Done>
+std::vector<UnitPtr> CrossSlot::Releases(const MultiState& m, const Done& done) {
   std::vector<UnitPtr> units;
   for (std::size_t s = 0; s < m.next; ++s) {
     Indexes consumed;
@@ -153,17 +159,16 @@ std::vector<UnitPtr> CrossSlot::Releases(const MultiState& m) {
       if (m.decisions[i].allowed && m.items[i].cost > 0) consumed.push_back(i);
     }
     if (consumed.empty()) continue;
-    auto unit = MakeUnit(m, consumed, UnitMode::kRelease, Steady::now() + options_.timeout);
-    unit->group.release_at = m.reserved_at[s];
+    units.push_back(MakeUnit(m, consumed, MultiRelease{m.reserved_at[s], done(consumed)},
+                             Steady::now() + options_.timeout));
     ++counters_.releases;
-    units.push_back(std::move(unit));
   }
   return units;
 }
 
-std::size_t CrossSlot::IndexOf(const MultiState& m, const Item& item) {
+std::size_t CrossSlot::IndexOf(const MultiState& m, std::string_view redis_key) {
   for (std::size_t i = 0; i < m.redis_keys.size(); ++i) {
-    if (m.redis_keys[i] == item.redis_key) return i;
+    if (m.redis_keys[i] == redis_key) return i;
   }
   return 0;  // unreachable: every unit's item comes from m
 }
@@ -182,12 +187,12 @@ void CrossSlot::Finish(MultiState& m, bool allowed) {
 // A call failed: what was reserved goes back (its answer is not awaited), and on_error
 // answers for every item, as one multi-decision.
 void CrossSlot::Abort(MultiPtr m, const absl::Status& status) {
-  for (UnitPtr& unit : Releases(*m)) {
-    unit->group.done = [this](absl::StatusOr<UnitResult> result) {
+  const auto counted = [this](const Indexes&) -> UnitCallback {
+    return [this](absl::StatusOr<UnitResult> result) {
       if (!result.ok()) ++counters_.release_failures;
     };
-    dispatcher_.Dispatch(std::move(unit), Steady::now());
-  }
+  };
+  for (UnitPtr& unit : Releases(*m, counted)) dispatcher_.Dispatch(std::move(unit), Steady::now());
   if (absl::IsCancelled(status)) return m->done(status);
   m->done(outcomes_.AnswerMulti(m->items, m->now_us));
 }

@@ -52,12 +52,14 @@ class CrossSlot {
   using MultiPtr = std::shared_ptr<MultiState>;
 
   bool AnswerFromDenials(MultiState& m, Steady::time_point now);
-  static UnitPtr MakeUnit(const MultiState& m, const Indexes& indexes, UnitMode mode,
+  static UnitPtr MakeUnit(const MultiState& m, const Indexes& indexes, Operation op,
                           Steady::time_point deadline);
   void ReserveNext(MultiPtr m);
   void Unwind(MultiPtr m);
-  std::vector<UnitPtr> Releases(const MultiState& m);
-  static std::size_t IndexOf(const MultiState& m, const Item& item);
+  // `done(indexes)` makes the callback of the release of those items.
+  template <class Done>
+  std::vector<UnitPtr> Releases(const MultiState& m, const Done& done);
+  static std::size_t IndexOf(const MultiState& m, std::string_view redis_key);
   static void Finish(MultiState& m, bool allowed);
   void Abort(MultiPtr m, const absl::Status& status);
 

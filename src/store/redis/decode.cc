@@ -5,13 +5,15 @@
 #include <absl/status/status.h>
 
 #include "core/settle.h"
+#include "store/redis/script_layout.h"
 
 namespace floodgate::redis {
 
 absl::StatusOr<DecodedReply> DecodeDecisions(const redisReply& reply,
                                              std::span<const std::int64_t> limits,
                                              bool with_clock) {
-  const std::size_t expected = limits.size() * 4 + (with_clock ? 1 : 0);
+  constexpr std::size_t kFields = layout::kDecisionReply.size();
+  const std::size_t expected = limits.size() * kFields + (with_clock ? 1 : 0);
   if (reply.type != REDIS_REPLY_ARRAY || reply.elements != expected) {
     return absl::InternalError("answered a decision with an unexpected reply");
   }
@@ -26,9 +28,11 @@ absl::StatusOr<DecodedReply> DecodeDecisions(const redisReply& reply,
   std::vector<absl::StatusOr<Decision>>& decisions = decoded.decisions;
   decisions.reserve(limits.size());
   for (std::size_t i = 0; i < limits.size(); ++i) {
-    const redisReply* const* e = reply.element + i * 4;
+    const redisReply* const* e = reply.element + i * kFields;
     bool integers = true;
-    for (int j = 0; j < 4; ++j) integers = integers && e[j]->type == REDIS_REPLY_INTEGER;
+    for (std::size_t j = 0; j < kFields; ++j) {
+      integers = integers && e[j]->type == REDIS_REPLY_INTEGER;
+    }
     // Our scripts answer allowed in {0, 1} (+ 2 when the key is blocked, lua/common.lua
     // FG.decide_blocked), remaining >= 0, retry_after >= -1 (-1: never) and reset_after
     // >= 0: anything else is not from them, and must not reach a caller as a decision.
@@ -51,7 +55,7 @@ absl::StatusOr<DecodedReply> DecodeDecisions(const redisReply& reply,
 
 absl::StatusOr<std::vector<ReservationAnswer>> DecodeReservations(const redisReply& reply,
                                                                   std::size_t operations) {
-  constexpr std::size_t kFields = 7;
+  constexpr std::size_t kFields = layout::kOperationReply.size();
   const std::size_t expected = operations * kFields + 1;
   if (reply.type != REDIS_REPLY_ARRAY || reply.elements != expected) {
     return absl::InternalError("answered a reservation with an unexpected reply");

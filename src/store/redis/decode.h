@@ -2,9 +2,9 @@
 
 // What a decision script's reply means, checked before it is believed.
 //
-// 4 integers per decision (allowed, remaining, retry_after µs, reset_after µs), as lua/common.lua's
-// FG.result returns them. Pure, so that any reply a server (or an attacker between us and it) can
-// send is fuzzed.
+// layout::kDecisionReply's integers per decision, as lua/common.lua's FG.result returns them;
+// layout::kOperationReply's per reservation operation (script_layout.h). Pure, so that any reply
+// a server (or an attacker between us and it) can send is fuzzed.
 
 #include <absl/status/statusor.h>
 #include <floodgate/decision.h>
@@ -22,9 +22,9 @@ struct DecodedReply {
 };
 
 // One entry per decision (`limits[i]` is decision i's policy limit). An error for the
-// whole reply when it is not an array of 4 x limits.size() elements (and, `with_clock`,
-// a last one, lua/batch.lua's clock, a non-negative integer); an error for one decision
-// when its four are not integers or are out of range.
+// whole reply when it is not an array of 4 (kDecisionReply) x limits.size() elements
+// (and, `with_clock`, a last one, lua/batch.lua's clock, a non-negative integer); an
+// error for one decision when its four are not integers or are out of range.
 absl::StatusOr<DecodedReply> DecodeDecisions(const redisReply& reply,
                                              std::span<const std::int64_t> limits, bool with_clock);
 
@@ -35,8 +35,8 @@ struct ReservationAnswer {
   std::int64_t acquired_at = 0;
 };
 
-// lua/reservation.lua's reply: 7 integers per operation (outcome, allowed, limit,
-// remaining, retry_after µs, reset_after µs, acquire time), then the clock. Outcome 0 (no
+// lua/reservation.lua's reply: layout::kOperationReply per operation (the last, an admitted
+// acquire's time or a take's units), then the clock. Outcome 0 (no
 // such record or lease) and 2 (its hold or lease time had ended) are NotFound, 3 (a lease
 // settled at a cost) InvalidArgument; values out of range an error for that one.
 absl::StatusOr<std::vector<ReservationAnswer>> DecodeReservations(const redisReply& reply,

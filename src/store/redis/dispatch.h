@@ -12,22 +12,25 @@
 
 namespace floodgate::redis {
 
-struct Lane;
+class Lane;
+class Node;
 
-// Implemented by the store: a unit on its way (routed on a cluster, else admitted by the
-// server's breaker and queued on a lane). A virtual call per unit a multi-decision or a
-// reservation sends; a single decision's Submit calls the store directly.
+// Implemented by the topology (topology.h): a unit on its way (routed on a cluster, else
+// admitted by the server's breaker and queued on a lane). A virtual call per unit.
 class Dispatcher {
  public:
   // Any thread.
   virtual void Dispatch(UnitPtr unit, Steady::time_point now) = 0;
+  // Any thread: what a key's decisions share a call by: its Redis Cluster slot; 0 for
+  // every key on one server.
+  virtual int SlotOf(std::string_view redis_key) const = 0;
 
  protected:
   ~Dispatcher() = default;
 };
 
-// What the batcher asks when a call cannot be answered by Redis's decisions: on the
-// error paths only, never per decision on the batching path. I/O thread.
+// What the batcher asks the topology when a call cannot be answered by Redis's decisions:
+// on the error paths only, never per decision on the batching path. I/O thread.
 class CallErrors {
  public:
   // The error for units left on a lane that is not connected.
@@ -38,16 +41,6 @@ class CallErrors {
 
  protected:
   ~CallErrors() = default;
-};
-
-// The store's nodes, one per server, made on first use. I/O thread.
-class NodeSource {
- public:
-  // The node serving `endpoint`, connected on first use.
-  virtual Node& NodeFor(const RedisEndpoint& endpoint) = 0;
-
- protected:
-  ~NodeSource() = default;
 };
 
 }  // namespace floodgate::redis

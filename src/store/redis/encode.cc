@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <chrono>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "core/calendar.h"
 #include "store/redis/resp.h"
+#include "store/redis/script_layout.h"
 
 namespace floodgate::redis {
 
@@ -23,7 +25,7 @@ std::vector<const Item*> DistinctPolicies(std::span<const UnitPtr> chunk,
   std::vector<const Item*> policies;
   for (const auto& p : chunk) {
     for (const Item& item : p->items) {
-      if (p->mode == UnitMode::kSettle) {
+      if (p->settles()) {
         policy_of.push_back(0);
         continue;
       }
@@ -48,11 +50,24 @@ std::vector<const Item*> DistinctPolicies(std::span<const UnitPtr> chunk,
 // item's own decision (docs/multi.md: a multi-decision of one item is the single one;
 // a shadow changes only what the caller makes of it).
 bool Joined(const Unit& p) {
-  return p.mode == UnitMode::kAll &&
+  return p.is<MultiAll>() &&
          (p.items.size() == 1 || std::none_of(p.items.begin(), p.items.end(),
                                               [](const Item& item) { return item.shadow; }));
 }
-bool Listed(const Unit& p) { return p.mode != UnitMode::kSingle && !Joined(p); }
+bool Listed(const Unit& p) { return p.grouped() && !Joined(p); }
+
+// A reserve's or a take's record: a KEY after the limit's.
+const std::string* RecordKeyOf(const Unit& p) {
+  if (const auto* reserve = std::get_if<Reserve>(&p.op)) return &reserve->record_key;
+  if (const auto* take = std::get_if<Take>(&p.op)) return &take->record_key;
+  return nullptr;
+}
+
+// Calls `f` with each of a variant's alternatives' own overload.
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
 
 // Units of several slots (a cluster node's batch, lua/node_batch.lua).
 bool AcrossSlots(std::span<const UnitPtr> chunk) {
@@ -84,13 +99,16 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
                                      : ScriptId::kBatch;
   std::size_t keys = 0, groups = 0;
   for (const auto& p : chunk) {
-    keys += p->items.size() + (p->mode == UnitMode::kReserve && p->hold.lease.empty());
+    keys += p->items.size() + (RecordKeyOf(*p) != nullptr);
     groups += Listed(*p);
   }
   // Decimal arguments, kept alive until the command is formatted (the vector is sized
   // up front, so the views into it stay valid).
   std::vector<std::string> numbers;
-  numbers.reserve(4 + keys * 7 + groups * 6);
+  // Per key at most a policy's and a decision's (a reserve's 8 over its 2 keys), per
+  // group its own and the mode's place, and a few.
+  numbers.reserve(4 + keys * (layout::kPolicy.size() + layout::kDecision.size()) +
+                  groups * (layout::kGroup.size() + 1));
   const auto number = [&numbers](std::string text) -> std::string_view {
     return numbers.emplace_back(std::move(text));
   };
@@ -108,11 +126,12 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
     return number(fmt::format("{}/{}", core::KeyTag(item.kind), item.policy.block.count()));
   };
   std::vector<std::string_view> args;
-  args.reserve(10 + keys * 8 + groups * 5);
+  args.reserve(10 + keys * (1 + layout::kPolicy.size() + layout::kDecision.size()) +
+               groups * layout::kGroup.size());
   const bool as_eval = form == ScriptForm::kBody;
   args.push_back(as_eval ? "EVAL" : "EVALSHA");
   args.push_back(as_eval ? scripts.body(id) : scripts.sha(id));
-  if (across_slots) {  // lua/node_batch.lua: the first key routes; n, slot marks, the others
+  if (across_slots) {  // lua/node_batch.lua: the first key routes; layout::kNodeBatch
     args.push_back("1");
     args.push_back(chunk[0]->item().redis_key);
     args.push_back(number(std::to_string(keys)));
@@ -134,12 +153,11 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
     args.push_back(number(std::to_string(keys)));
     for (const auto& p : chunk) {
       for (const Item& item : p->items) args.push_back(item.redis_key);
-      if (p->mode == UnitMode::kReserve && p->hold.lease.empty()) {
-        args.push_back(p->hold.record_key);
-      }
+      if (const std::string* record = RecordKeyOf(*p)) args.push_back(*record);
     }
   }
-  // The distinct policies of a batch or of reservations, sent once: p, then 4 values each.
+  // The distinct policies of a batch or of reservations, sent once: p, then layout::kPolicy
+  // each.
   const auto append_policies = [&](const std::vector<const Item*>& policies) {
     args.push_back(number(std::to_string(policies.size())));
     for (const Item* item : policies) {
@@ -156,37 +174,46 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
     std::size_t k = 0;
     for (const auto& p : chunk) {
       const Item& item = p->item();
+      const std::size_t policy_number = policy_of[k++];
+      const auto policy = [&] { return number(std::to_string(policy_number)); };
       // An acquire or release at the server clock (and a release at 0) has a short form
-      // (lua/reservation.lua: 'a', 'l'): each argument costs Redis ~1,000 instructions.
-      if (p->mode == UnitMode::kReserve && !p->hold.lease.empty()) {
-        args.push_back(p->now_us ? "A" : "a");
-        args.push_back(number(std::to_string(policy_of[k++])));
-        if (p->now_us) args.push_back(number(now_arg(*p)));
-        args.push_back(p->hold.lease);
-      } else if (p->mode == UnitMode::kSettle && !p->hold.lease.empty()) {
-        ++k;
-        if (p->now_us || item.cost != 0) {
-          args.push_back("L");
-          args.push_back(number(now_arg(*p)));
-          args.push_back(number(std::to_string(item.cost)));
-        } else {
-          args.push_back("l");
-        }
-        args.push_back(p->hold.lease);
-      } else if (p->mode == UnitMode::kReserve) {
-        args.push_back(p->hold.take ? "t" : "r");  // a take's arguments are a reserve's
-        args.push_back(number(std::to_string(policy_of[k++])));
-        args.push_back(number(now_arg(*p)));
-        args.push_back(number(std::to_string(item.cost)));
-        args.push_back(number(std::to_string(p->hold.hold_us)));
-      } else {
-        ++k;
-        args.push_back("s");
-        args.push_back(number(now_arg(*p)));
-        args.push_back(number(std::to_string(item.cost)));
-      }
+      // (layout::kAcquireNow, kReleaseNow): each argument costs Redis ~1,000 instructions.
+      std::visit(
+          Overloaded{
+              [&](const Reserve& reserve) {  // layout::kReserve
+                args.insert(args.end(),
+                            {"r", policy(), number(now_arg(*p)), number(std::to_string(item.cost)),
+                             number(std::to_string(reserve.hold_us))});
+              },
+              [&](const Take& take) {  // layout::kTake: a reserve's arguments
+                args.insert(args.end(),
+                            {"t", policy(), number(now_arg(*p)), number(std::to_string(item.cost)),
+                             number(std::to_string(take.lifetime_us))});
+              },
+              [&](const Settle&) {  // layout::kSettle
+                args.insert(args.end(),
+                            {"s", number(now_arg(*p)), number(std::to_string(item.cost))});
+              },
+              [&](const LeaseAcquire& acquire) {  // layout::kAcquire, kAcquireNow
+                if (p->now_us) {
+                  args.insert(args.end(), {"A", policy(), number(now_arg(*p)), acquire.random});
+                } else {
+                  args.insert(args.end(), {"a", policy(), acquire.random});
+                }
+              },
+              [&](const LeaseRelease& release) {  // layout::kRelease, kReleaseNow
+                if (p->now_us || item.cost != 0) {
+                  args.insert(args.end(), {"L", number(now_arg(*p)),
+                                           number(std::to_string(item.cost)), release.member});
+                } else {
+                  args.insert(args.end(), {"l", release.member});
+                }
+              },
+              [](const auto&) {},  // not a reservation: never in this chunk
+          },
+          p->op);
     }
-  } else if (single) {  // lua/single.lua: kind, now, limit, period, burst, cost
+  } else if (single) {  // lua/single.lua: layout::kSingle
     const Unit& p = *chunk[0];
     const Item& item = p.item();
     args.push_back(kind_arg(item));
@@ -201,22 +228,21 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
     args.push_back(number(std::to_string(groups)));
     std::size_t first = 1;
     for (const auto& p : chunk) {
-      if (Listed(*p)) {
+      if (Listed(*p)) {  // layout::kGroup
         unsigned mask = 0;
         for (std::size_t i = 0; i < p->items.size(); ++i) mask |= p->items[i].shadow << i;
         args.push_back(number(std::to_string(first)));
         args.push_back(number(std::to_string(p->items.size())));
-        args.push_back(p->mode == UnitMode::kAll   ? "all"
-                       : p->mode == UnitMode::kDry ? "dry"
-                                                   : "release");
+        const auto* release = std::get_if<MultiRelease>(&p->op);
+        args.push_back(p->is<MultiAll>() ? "all" : p->is<MultiDry>() ? "dry" : "release");
         args.push_back(number(std::to_string(mask)));
-        args.push_back(p->mode == UnitMode::kRelease ? number(std::to_string(p->group.release_at))
-                                                     : std::string_view());
+        args.push_back(release != nullptr ? number(std::to_string(release->admitted_at))
+                                          : std::string_view());
       }
       first += p->items.size();
     }
     std::size_t k = 0;
-    for (const auto& p : chunk) {
+    for (const auto& p : chunk) {  // layout::kDecision
       const std::string_view now = number(now_arg(*p));
       const bool joins = Joined(*p);
       for (std::size_t i = 0; i < p->items.size(); ++i) {

@@ -26,10 +26,10 @@ struct EncodedCall {
   bool across_slots = false;     // lua/node_batch.lua: keys of several slots of one node
 };
 
-// The chunk goes as one call: reservations (all of them, or none) by lua/reservation.lua;
-// a lone SingleCall unit by its algorithm's script; anything else by lua/batch.lua, through
-// lua/node_batch.lua when its units' route.slot differ (adjacent per slot, the batcher's
-// order: a cluster node's batch).
+// The chunk goes as one call, in its script's layout (script_layout.h): reservations (all
+// of them, or none) by lua/reservation.lua; a lone SingleCall unit by its algorithm's
+// script; anything else by lua/batch.lua, through lua/node_batch.lua when its units'
+// route.slot differ (adjacent per slot, the batcher's order: a cluster node's batch).
 EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, ScriptForm form,
                    Asking asking);
 

@@ -39,7 +39,10 @@ absl::StatusOr<SettleTarget> ParseSettleId(std::string_view id) {
   }
   unsigned slot = 0;
   std::uint64_t random = 0;
+  // Lowercase digits only, as ReservationId writes them and as memory:// reads its ids:
+  // from_chars alone takes 'A'-'F' too, and an id written two ways would settle one record.
   const auto hex = [](std::string_view text, auto& value) {
+    if (text.find_first_not_of("0123456789abcdef") != std::string_view::npos) return false;
     const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value, 16);
     return error == std::errc() && end == text.data() + text.size();
   };

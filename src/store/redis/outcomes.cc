@@ -21,11 +21,11 @@ std::optional<Decision> Outcomes::CachedDenial(std::string_view redis_key, const
 
 void Outcomes::AnswerWhileOpen(Unit& unit) {
   unit.answered = true;
-  if (unit.mode == UnitMode::kSettle) {
-    return unit.done(SettleFailed(absl::UnavailableError("redis circuit breaker open")));
+  if (unit.settles()) {
+    return unit.Answer(SettleFailed(absl::UnavailableError("redis circuit breaker open")));
   }
-  if (unit.grouped()) return unit.group.done(absl::UnavailableError("redis circuit breaker open"));
-  unit.done(Fallback(unit));
+  if (unit.grouped()) return unit.AnswerGroup(absl::UnavailableError("redis circuit breaker open"));
+  unit.Answer(Fallback(unit));
 }
 
 void Outcomes::Complete(Unit& p, absl::StatusOr<Decision> result, Blame blame) {
@@ -36,19 +36,19 @@ void Outcomes::Complete(Unit& p, absl::StatusOr<Decision> result, Blame blame) {
   // NotFound, InvalidArgument: Redis answered a settle, knowing no such reservation, or
   // a lease settled at a cost (refused, still held).
   if (result.ok() || absl::IsNotFound(result.status()) ||
-      (p.mode == UnitMode::kSettle && absl::IsInvalidArgument(result.status()))) {
+      (p.settles() && absl::IsInvalidArgument(result.status()))) {
     if (p.route.node != nullptr) p.route.node->breaker.Success();
-    if (result.ok() && p.mode != UnitMode::kSettle) RememberDenial(p, p.item(), *result, now);
-    p.done(std::move(result));
+    if (result.ok() && !p.settles()) RememberDenial(p, p.item(), *result, now);
+    p.Answer(std::move(result));
     return;
   }
   if (absl::IsCancelled(result.status())) {
-    p.done(result.status());
+    p.Answer(result.status());
     return;
   }
   CountFailure(p, result.status(), now, blame);
-  if (p.mode == UnitMode::kSettle) return p.done(SettleFailed(result.status()));
-  p.done(Fallback(p));
+  if (p.settles()) return p.Answer(SettleFailed(result.status()));
+  p.Answer(Fallback(p));
 }
 
 absl::Status Outcomes::SettleFailed(const absl::Status& status) {
@@ -71,7 +71,7 @@ void Outcomes::CompleteUnit(Unit& p, absl::StatusOr<UnitResult> result, Blame bl
   } else if (!absl::IsCancelled(result.status())) {
     CountFailure(p, result.status(), now, blame);
   }
-  p.group.done(std::move(result));
+  p.AnswerGroup(std::move(result));
 }
 
 // The denial cache learns denials Redis gave at its own clock, long enough to matter;

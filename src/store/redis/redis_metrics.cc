@@ -3,6 +3,9 @@
 #include <floodgate/redis_store.h>
 #include <fmt/format.h>
 
+#include "store/redis/cluster_router.h"
+#include "store/redis/sentinel.h"
+
 namespace floodgate {
 
 void RedisStore::AppendMetrics(std::string& out) const {
@@ -52,38 +55,45 @@ void RedisStore::AppendMetrics(std::string& out) const {
       "# TYPE floodgate_prefetch_budgets gauge\nfloodgate_prefetch_budgets {}\n",
       r.prefetch_leases, r.prefetch_units_leased, r.prefetch_units_returned,
       r.prefetch_local_decisions, r.prefetch_budgets);
-  if (options().cluster) {
-    out += fmt::format(
-        "# HELP floodgate_redis_redirects_total Redis Cluster redirects followed.\n"
-        "# TYPE floodgate_redis_redirects_total counter\n"
-        "floodgate_redis_redirects_total{{kind=\"moved\"}} {}\n"
-        "floodgate_redis_redirects_total{{kind=\"ask\"}} {}\n"
-        "# HELP floodgate_redis_retries_total Calls retried after TRYAGAIN or CLUSTERDOWN.\n"
-        "# TYPE floodgate_redis_retries_total counter\nfloodgate_redis_retries_total {}\n"
-        "# HELP floodgate_redis_topology_refreshes_total CLUSTER SLOTS asked.\n"
-        "# TYPE floodgate_redis_topology_refreshes_total counter\n"
-        "floodgate_redis_topology_refreshes_total {}\n"
-        "# HELP floodgate_redis_cluster_primaries Primaries in the current slot map.\n"
-        "# TYPE floodgate_redis_cluster_primaries gauge\nfloodgate_redis_cluster_primaries {}\n"
-        "# HELP floodgate_redis_node_batches_total Script calls over keys of several slots of "
-        "one primary (retried: refused for a key it no longer serves, then sent slot by slot).\n"
-        "# TYPE floodgate_redis_node_batches_total counter\n"
-        "floodgate_redis_node_batches_total{{result=\"sent\"}} {}\n"
-        "floodgate_redis_node_batches_total{{result=\"retried\"}} {}\n"
-        "# HELP floodgate_redis_node_batch_refusals_total Connection set-ups whose primary "
-        "refused the node batch script (Redis < 7.0): they batch within one slot.\n"
-        "# TYPE floodgate_redis_node_batch_refusals_total counter\n"
-        "floodgate_redis_node_batch_refusals_total {}\n",
-        r.moved, r.asked, r.retried, r.topology_refreshes, r.nodes, r.node_batches,
-        r.node_batch_retries, r.node_batch_refusals);
-  }
-  if (options().sentinel) {
-    out += fmt::format(
-        "# HELP floodgate_redis_primary_switches_total Redis Sentinel failovers followed.\n"
-        "# TYPE floodgate_redis_primary_switches_total counter\n"
-        "floodgate_redis_primary_switches_total {}\n",
-        r.primary_switches);
-  }
+  AppendTopologyMetrics(r, out);
 }
 
 }  // namespace floodgate
+
+namespace floodgate::redis {
+
+void ClusterTopology::AppendMetrics(const RedisStats& r, std::string& out) const {
+  out += fmt::format(
+      "# HELP floodgate_redis_redirects_total Redis Cluster redirects followed.\n"
+      "# TYPE floodgate_redis_redirects_total counter\n"
+      "floodgate_redis_redirects_total{{kind=\"moved\"}} {}\n"
+      "floodgate_redis_redirects_total{{kind=\"ask\"}} {}\n"
+      "# HELP floodgate_redis_retries_total Calls retried after TRYAGAIN or CLUSTERDOWN.\n"
+      "# TYPE floodgate_redis_retries_total counter\nfloodgate_redis_retries_total {}\n"
+      "# HELP floodgate_redis_topology_refreshes_total CLUSTER SLOTS asked.\n"
+      "# TYPE floodgate_redis_topology_refreshes_total counter\n"
+      "floodgate_redis_topology_refreshes_total {}\n"
+      "# HELP floodgate_redis_cluster_primaries Primaries in the current slot map.\n"
+      "# TYPE floodgate_redis_cluster_primaries gauge\nfloodgate_redis_cluster_primaries {}\n"
+      "# HELP floodgate_redis_node_batches_total Script calls over keys of several slots of "
+      "one primary (retried: refused for a key it no longer serves, then sent slot by slot).\n"
+      "# TYPE floodgate_redis_node_batches_total counter\n"
+      "floodgate_redis_node_batches_total{{result=\"sent\"}} {}\n"
+      "floodgate_redis_node_batches_total{{result=\"retried\"}} {}\n"
+      "# HELP floodgate_redis_node_batch_refusals_total Connection set-ups whose primary "
+      "refused the node batch script (Redis < 7.0): they batch within one slot.\n"
+      "# TYPE floodgate_redis_node_batch_refusals_total counter\n"
+      "floodgate_redis_node_batch_refusals_total {}\n",
+      r.moved, r.asked, r.retried, r.topology_refreshes, r.nodes, r.node_batches,
+      r.node_batch_retries, r.node_batch_refusals);
+}
+
+void SentinelTopology::AppendMetrics(const RedisStats& r, std::string& out) const {
+  out += fmt::format(
+      "# HELP floodgate_redis_primary_switches_total Redis Sentinel failovers followed.\n"
+      "# TYPE floodgate_redis_primary_switches_total counter\n"
+      "floodgate_redis_primary_switches_total {}\n",
+      r.primary_switches);
+}
+
+}  // namespace floodgate::redis

@@ -68,76 +68,97 @@ Scripts::Scripts() {
   for (int i = 0; i < kScriptCount; ++i) scripts_[i].body = AssembleScript(ScriptId(i));
 }
 
-std::vector<std::string> Handshake::Commands() const {
-  std::vector<std::string> commands;
-  std::string command;
-  if (options_.password.empty()) {
-    AppendCommand(command, {"PING"});
-  } else if (options_.user.empty()) {
-    AppendCommand(command, {"AUTH", options_.password});
-  } else {
-    AppendCommand(command, {"AUTH", options_.user, options_.password});
-  }
-  commands.push_back(std::exchange(command, {}));
-  if (options_.db != 0) {
-    AppendCommand(command, {"SELECT", std::to_string(options_.db)});
-    commands.push_back(std::exchange(command, {}));
-  }
-  if (options_.sentinel) {  // the server a sentinel named must still be the primary
-    AppendCommand(command, {"ROLE"});
-    commands.push_back(std::exchange(command, {}));
-  }
-  const int scripts = options_.cluster ? kScriptCount : kScriptCount - 1;  // kNodeBatch last
-  for (int i = 0; i < scripts; ++i) {
-    AppendCommand(command, {"SCRIPT", "LOAD", scripts_.body(ScriptId(i))});
-    commands.push_back(std::exchange(command, {}));
-  }
-  return commands;
+namespace {
+
+HandshakeStep Step(const std::vector<std::string_view>& args,
+                   std::function<absl::Status(const redisReply&)> check) {
+  HandshakeStep step;
+  AppendCommand(step.command, args);
+  step.check = std::move(check);
+  return step;
 }
 
-absl::Status Handshake::Check(std::string_view describe, std::size_t index, const redisReply& reply,
-                              Batching& batching) {
-  const std::size_t auth = 1;  // AUTH, or PING
-  const std::size_t select = options_.db != 0 ? 1 : 0;
-  const std::size_t role = options_.sentinel ? 1 : 0;
-  if (index == auth + select + role + static_cast<std::size_t>(ScriptId::kNodeBatch)) {
-    batching = forced_.value_or(BatchingFrom(reply));
-    if (reply.type == REDIS_REPLY_STRING) {
-      scripts_.set_sha(ScriptId::kNodeBatch, std::string(TextOf(reply)));
+}  // namespace
+
+void Handshake::Login(std::string_view describe, std::vector<HandshakeStep>& steps) const {
+  const std::string where(describe);
+  // A PING's or SELECT's answer is news only when it is an error.
+  const auto refused_as = [this, where](std::string_view step) {
+    return [this, where, step](const redisReply& reply) {
+      return reply.type == REDIS_REPLY_ERROR ? Refused(where, step, reply) : absl::OkStatus();
+    };
+  };
+  if (options_.password.empty()) {
+    steps.push_back(Step({"PING"}, refused_as("PING")));
+  } else {
+    const auto auth = [where](const redisReply& reply) {
+      if (reply.type != REDIS_REPLY_ERROR) return absl::OkStatus();
+      return absl::PermissionDeniedError(
+          fmt::format("redis at {} refused AUTH: {}", where, TextOf(reply)));
+    };
+    if (options_.user.empty()) {
+      steps.push_back(Step({"AUTH", options_.password}, auth));
     } else {
-      node_batch_refusals_.fetch_add(1, std::memory_order_relaxed);
+      steps.push_back(Step({"AUTH", options_.user, options_.password}, auth));
     }
-    return absl::OkStatus();
   }
-  if (reply.type == REDIS_REPLY_ERROR) {
-    const std::string_view text = TextOf(reply);
-    if (index == 0 && !options_.password.empty()) {
-      return absl::PermissionDeniedError(
-          fmt::format("redis at {} refused AUTH: {}", describe, text));
-    }
-    // The PING's NOAUTH; "unauthenticated" is how a server refuses a large request
-    // from an unauthenticated client, should one still get that far.
-    if (text.starts_with("NOAUTH") || text.find("unauthenticated") != std::string_view::npos) {
-      return absl::PermissionDeniedError(
-          fmt::format("redis at {} needs a password: {} (give it in the URL: {})", describe, text,
-                      options_.unix_socket.empty() ? "redis://:PASSWORD@host:port"
-                                                   : "redis+unix://:PASSWORD@/path"));
-    }
-    const char* step = index == 0                    ? "PING"
-                       : index < auth + select        ? "SELECT"
-                       : index < auth + select + role ? "ROLE"
-                                                      : "SCRIPT LOAD";
-    return absl::FailedPreconditionError(
-        fmt::format("redis at {} refused {}: {}", describe, step, text));
+  if (options_.db != 0) {
+    steps.push_back(Step({"SELECT", std::to_string(options_.db)}, refused_as("SELECT")));
   }
-  if (role != 0 && index == auth + select) return CheckPrimary(describe, reply);
-  if (index >= auth + select + role) {
-    if (reply.type != REDIS_REPLY_STRING) {
-      return absl::InternalError("SCRIPT LOAD did not answer with a SHA");
-    }
-    scripts_.set_sha(ScriptId(index - auth - select - role), std::string(TextOf(reply)));
+}
+
+void Handshake::ConfirmPrimary(std::string_view describe, std::vector<HandshakeStep>& steps) const {
+  steps.push_back(Step({"ROLE"}, [this, where = std::string(describe)](const redisReply& reply) {
+    return reply.type == REDIS_REPLY_ERROR ? Refused(where, "ROLE", reply)
+                                           : CheckPrimary(where, reply);
+  }));
+}
+
+void Handshake::LoadScripts(std::string_view describe, std::vector<HandshakeStep>& steps) {
+  for (int i = 0; i < kScriptCount; ++i) {
+    const ScriptId id(static_cast<ScriptId>(i));
+    if (id == ScriptId::kNodeBatch) continue;
+    steps.push_back(Step({"SCRIPT", "LOAD", scripts_.body(id)},
+                         [this, id, where = std::string(describe)](const redisReply& reply) {
+                           if (reply.type == REDIS_REPLY_ERROR) {
+                             return Refused(where, "SCRIPT LOAD", reply);
+                           }
+                           if (reply.type != REDIS_REPLY_STRING) {
+                             return absl::InternalError("SCRIPT LOAD did not answer with a SHA");
+                           }
+                           scripts_.set_sha(id, std::string(TextOf(reply)));
+                           return absl::OkStatus();
+                         }));
   }
-  return absl::OkStatus();
+}
+
+void Handshake::LoadNodeBatch(std::function<void(Batching)> found,
+                              std::vector<HandshakeStep>& steps) {
+  steps.push_back(Step({"SCRIPT", "LOAD", scripts_.body(ScriptId::kNodeBatch)},
+                       [this, found = std::move(found)](const redisReply& reply) {
+                         found(forced_.value_or(BatchingFrom(reply)));
+                         if (reply.type == REDIS_REPLY_STRING) {
+                           scripts_.set_sha(ScriptId::kNodeBatch, std::string(TextOf(reply)));
+                         } else {
+                           node_batch_refusals_.fetch_add(1, std::memory_order_relaxed);
+                         }
+                         return absl::OkStatus();
+                       }));
+}
+
+absl::Status Handshake::Refused(std::string_view describe, std::string_view step,
+                                const redisReply& reply) const {
+  const std::string_view text = TextOf(reply);
+  // The PING's NOAUTH; "unauthenticated" is how a server refuses a large request from an
+  // unauthenticated client, should one still get that far.
+  if (text.starts_with("NOAUTH") || text.find("unauthenticated") != std::string_view::npos) {
+    return absl::PermissionDeniedError(
+        fmt::format("redis at {} needs a password: {} (give it in the URL: {})", describe, text,
+                    options_.unix_socket.empty() ? "redis://:PASSWORD@host:port"
+                                                 : "redis+unix://:PASSWORD@/path"));
+  }
+  return absl::FailedPreconditionError(
+      fmt::format("redis at {} refused {}: {}", describe, step, text));
 }
 
 absl::Status CheckPrimary(std::string_view describe, const redisReply& role) {

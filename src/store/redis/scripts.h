@@ -9,12 +9,14 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/state_kind.h"
+#include "store/redis/connection.h"
 
 namespace floodgate::redis {
 
@@ -33,8 +35,10 @@ enum class ScriptId : int {
 };
 inline constexpr int kScriptCount = 9;
 
-// What a cluster connection's batches may span (docs/scaling.md): the keys of its node, by
-// lua/node_batch.lua, which needs script flags (Redis >= 7.0); or the keys of one slot.
+// What a connection's batches may span (docs/scaling.md): the keys of every slot of its
+// server (a standalone server's or Sentinel's primary's: all of them; a cluster node's, by
+// lua/node_batch.lua, which needs script flags, Redis >= 7.0), or the keys of one slot (a
+// cluster node without them).
 enum class Batching : std::uint8_t { kPerSlot, kPerNode };
 // Detection, from the answer to SCRIPT LOAD of the node batch script: a SHA from a server
 // that knows script flags; an error from one that does not (Redis < 7.0 compiles the
@@ -66,9 +70,11 @@ class Scripts {
 // ever sent to a server that is not (a replica's answers may be stale).
 absl::Status CheckPrimary(std::string_view describe, const redisReply& role);
 
-// A connection's handshake: AUTH (or PING), SELECT, ROLE (Redis Sentinel: the server
-// must be the primary), then SCRIPT LOAD of every script (the node batch script on a
-// cluster only).
+// A connection's handshake, as steps that each carry the check of their answer
+// (connection.h): AUTH (or PING) and SELECT, then what the topology asks for (Redis
+// Sentinel: ROLE, the server must be the primary), SCRIPT LOAD of every script, and on a
+// cluster the node batch script's too. The topology puts the steps together
+// (LaneEvents::HandshakeOf, node.h). The checks run on the I/O thread.
 class Handshake {
  public:
   // `forced`: tests only, a Batching to take instead of the detected one.
@@ -76,13 +82,16 @@ class Handshake {
             std::optional<Batching> forced = std::nullopt)
       : options_(options), scripts_(scripts), forced_(forced) {}
 
-  // The first command is AUTH, or a PING without a password: the connection sends it
-  // alone, and its answer tells a server that wants a password before a script goes.
-  std::vector<std::string> Commands() const;
-  // Checks the answer to command `index`; a SCRIPT LOAD's answer is the script's SHA. The
-  // node batch script's tells the connection's `batching` (its refusal fails nothing).
-  absl::Status Check(std::string_view describe, std::size_t index, const redisReply& reply,
-                     Batching& batching);
+  // AUTH, or a PING without a password: the connection sends it alone, and its answer
+  // tells a server that wants a password before a script goes. Then SELECT, unless db 0.
+  void Login(std::string_view describe, std::vector<HandshakeStep>& steps) const;
+  // ROLE, whose answer must name a primary (CheckPrimary).
+  void ConfirmPrimary(std::string_view describe, std::vector<HandshakeStep>& steps) const;
+  // SCRIPT LOAD of every script but the node batch script; each answer is its SHA.
+  void LoadScripts(std::string_view describe, std::vector<HandshakeStep>& steps);
+  // SCRIPT LOAD of the node batch script: its answer tells the connection's Batching,
+  // handed to `found`; its refusal fails nothing.
+  void LoadNodeBatch(std::function<void(Batching)> found, std::vector<HandshakeStep>& steps);
   // Connections whose node refused the node batch script (Redis < 7.0 has no script
   // flags; a newer server refusing it is worth a look): they batch within one slot.
   std::uint64_t node_batch_refusals() const {
@@ -90,6 +99,10 @@ class Handshake {
   }
 
  private:
+  // A refusal of `step` (not AUTH): a server that wants a password, or else the step.
+  absl::Status Refused(std::string_view describe, std::string_view step,
+                       const redisReply& reply) const;
+
   const RedisStoreOptions& options_;
   Scripts& scripts_;
   const std::optional<Batching> forced_;

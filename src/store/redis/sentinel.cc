@@ -1,4 +1,4 @@
-// Redis Sentinel only: which server is the primary now (asked, confirmed, followed on failover).
+// Redis Sentinel: which server is the primary now (asked, confirmed, followed on failover).
 #include "store/redis/sentinel.h"
 
 #include <fmt/format.h>
@@ -33,19 +33,46 @@ std::optional<RedisEndpoint> SwitchedTo(std::string_view payload, std::string_vi
 
 }  // namespace
 
-SentinelRouter::SentinelRouter(boost::asio::io_context& io, const RedisStoreOptions& options,
-                               boost::asio::ssl::context* tls, Startup& startup, Counters& counters,
-                               NodeSource& nodes)
-    : io_(io),
-      options_(options),
-      tls_(tls),
-      startup_(startup),
-      counters_(counters),
-      nodes_(nodes),
-      round_timer_(io),
-      ask_timer_(io) {}
+// WAIT 0 behind every call even without wait_replicas: a replica refuses it (replicas.h).
+SentinelTopology::SentinelTopology(const TopologyParts& parts)
+    : Topology(parts, Batching::kPerNode, Acknowledge::kByWait),
+      round_timer_(parts.io),
+      ask_timer_(parts.io) {}
 
-void SentinelRouter::Start() {
+absl::Status SentinelTopology::WaitStarted() {
+  return startup_.WaitForConnection(options_, options_.connections_per_server());
+}
+
+void SentinelTopology::Dispatch(UnitPtr unit, Steady::time_point now) {
+  SendTo(primary(), std::move(unit), now);
+}
+
+std::vector<Node*> SentinelTopology::Primaries() {
+  if (Node* now = primary()) return {now};
+  return {};
+}
+
+std::vector<HandshakeStep> SentinelTopology::HandshakeOf(Lane& lane) {
+  std::vector<HandshakeStep> steps;
+  handshake_.Login(lane.node.describe, steps);
+  handshake_.ConfirmPrimary(lane.node.describe, steps);
+  handshake_.LoadScripts(lane.node.describe, steps);
+  return steps;
+}
+
+absl::Status SentinelTopology::NotConnected(const Node&) {
+  return absl::UnavailableError(LastError());
+}
+
+void SentinelTopology::LaneReady(Lane&) { startup_.LaneReady(); }
+
+void SentinelTopology::LaneDown(Lane& lane, const absl::Status& status) {
+  if (lane.node.retired()) return;  // an old primary, stopped on purpose
+  startup_.LaneDown(lane, status);
+  if (&lane.node == primary()) Discover();
+}
+
+void SentinelTopology::Start() {
   sentinels_.resize(options_.seeds.size());
   for (std::size_t i = 0; i < sentinels_.size(); ++i) {
     sentinels_[i].endpoint = options_.seeds[i];
@@ -58,7 +85,7 @@ void SentinelRouter::Start() {
   }
 }
 
-void SentinelRouter::Stop() {
+void SentinelTopology::Stop() {
   stopped_ = true;
   ++ask_generation_;
   round_timer_.cancel();
@@ -69,7 +96,7 @@ void SentinelRouter::Stop() {
   }
 }
 
-std::unique_ptr<Connection> SentinelRouter::Connect(std::size_t index, bool listen) {
+std::unique_ptr<Connection> SentinelTopology::Connect(std::size_t index, bool listen) {
   ConnectionOptions connection;
   connection.host = sentinels_[index].endpoint.host;
   connection.port = sentinels_[index].endpoint.port;
@@ -80,19 +107,7 @@ std::unique_ptr<Connection> SentinelRouter::Connect(std::size_t index, bool list
   connection.tls_server_name = options_.tls_server_name;
   const std::string where = HostPort(connection.host, connection.port);
   Connection::Hooks hooks;
-  hooks.handshake = [this, listen] {
-    std::vector<std::string> commands(1);
-    if (options_.sentinel_password.empty()) {
-      AppendCommand(commands[0], {"PING"});
-    } else if (options_.sentinel_user.empty()) {
-      AppendCommand(commands[0], {"AUTH", options_.sentinel_password});
-    } else {
-      AppendCommand(commands[0], {"AUTH", options_.sentinel_user, options_.sentinel_password});
-    }
-    if (listen) AppendCommand(commands.emplace_back(), {"SUBSCRIBE", "+switch-master"});
-    return commands;
-  };
-  hooks.check_handshake = [this, where](std::size_t, const redisReply& reply) {
+  const auto check = [this, where](const redisReply& reply) {
     if (reply.type != REDIS_REPLY_ERROR) return absl::OkStatus();
     const std::string_view text = TextOf(reply);
     if (text.starts_with("NOAUTH") || text.starts_with("WRONGPASS") ||
@@ -102,6 +117,23 @@ std::unique_ptr<Connection> SentinelRouter::Connect(std::size_t index, bool list
           text, options_.sentinel_password.empty() ? ", not given" : ""));
     }
     return absl::FailedPreconditionError(fmt::format("sentinel at {}: {}", where, text));
+  };
+  hooks.handshake = [this, listen, check] {
+    std::vector<HandshakeStep> steps(1);
+    if (options_.sentinel_password.empty()) {
+      AppendCommand(steps[0].command, {"PING"});
+    } else if (options_.sentinel_user.empty()) {
+      AppendCommand(steps[0].command, {"AUTH", options_.sentinel_password});
+    } else {
+      AppendCommand(steps[0].command, {"AUTH", options_.sentinel_user, options_.sentinel_password});
+    }
+    steps[0].check = check;
+    if (listen) {
+      HandshakeStep& subscribe = steps.emplace_back();
+      AppendCommand(subscribe.command, {"SUBSCRIBE", "+switch-master"});
+      subscribe.check = check;
+    }
+    return steps;
   };
   hooks.on_ready = [this, index] {
     sentinels_[index].failed = false;
@@ -118,24 +150,21 @@ std::unique_ptr<Connection> SentinelRouter::Connect(std::size_t index, bool list
   return std::make_unique<Connection>(io_, std::move(connection), std::move(hooks));
 }
 
-void SentinelRouter::OnLaneDown(Lane& lane) {
-  if (&lane.node == primary()) Discover();
-}
-
-void SentinelRouter::OnCallError(Lane& lane, std::string_view error) {
+bool SentinelTopology::Redirected(Lane& lane, std::string_view error, std::vector<UnitPtr>&) {
   // READONLY: a write refused; WAIT refused "with replica instances" (replicas.h).
   const bool replica = error.starts_with("READONLY") ||
                        error.find("WAIT cannot be used with replica") != std::string_view::npos;
-  if (!replica || &lane.node != primary()) return;
+  if (!replica || &lane.node != primary()) return false;
   // Demoted, yet still connected (a sentinel closes a demoted primary's connections, so
   // this is rare): the connection is redone, and ROLE keeps it from serving as a replica.
   lane.connection->Abort(absl::UnavailableError(
       fmt::format("redis at {} is read-only now: {}", lane.node.describe, error)));
   Discover();
+  return false;
 }
 
 // Asks the sentinels now, or as soon as the last round is kRoundInterval old.
-void SentinelRouter::Discover() {
+void SentinelTopology::Discover() {
   if (stopped_) return;
   if (asking_) {
     ask_again_ = true;
@@ -152,7 +181,7 @@ void SentinelRouter::Discover() {
   });
 }
 
-void SentinelRouter::StartRound() {
+void SentinelTopology::StartRound() {
   asking_ = true;
   ask_again_ = false;
   round_settled_ = true;
@@ -162,7 +191,7 @@ void SentinelRouter::StartRound() {
 }
 
 // Asks sentinel `index`, or the next one connected; each has connect_timeout to answer.
-void SentinelRouter::AskFrom(std::size_t index) {
+void SentinelTopology::AskFrom(std::size_t index) {
   for (; index < sentinels_.size(); ++index) {
     Sentinel& sentinel = sentinels_[index];
     if (sentinel.asks->ready()) break;
@@ -193,7 +222,7 @@ void SentinelRouter::AskFrom(std::size_t index) {
   });
 }
 
-void SentinelRouter::OnAnswer(std::size_t index, absl::StatusOr<Reply> reply) {
+void SentinelTopology::OnAnswer(std::size_t index, absl::StatusOr<Reply> reply) {
   const Sentinel& sentinel = sentinels_[index];
   std::string error;
   if (!reply.ok()) {
@@ -222,7 +251,7 @@ void SentinelRouter::OnAnswer(std::size_t index, absl::StatusOr<Reply> reply) {
   AskFrom(index + 1);
 }
 
-void SentinelRouter::EndRound(bool found) {
+void SentinelTopology::EndRound(bool found) {
   asking_ = false;
   found_ = found_ || found;
   if (!found && !found_ && round_settled_) {
@@ -236,7 +265,7 @@ void SentinelRouter::EndRound(bool found) {
   if (ask_again_ || primary() == nullptr) Discover();
 }
 
-void SentinelRouter::OnMessage(const redisReply& message) {
+void SentinelTopology::OnMessage(const redisReply& message) {
   // ["message", "+switch-master", payload]; subscribe confirmations are arrays too.
   if (message.type != REDIS_REPLY_ARRAY || message.elements != 3 ||
       TextOf(*message.element[0]) != "message") {
@@ -247,24 +276,18 @@ void SentinelRouter::OnMessage(const redisReply& message) {
   }
 }
 
-void SentinelRouter::SwitchTo(const RedisEndpoint& endpoint) {
+void SentinelTopology::SwitchTo(const RedisEndpoint& endpoint) {
   Node* old = primary();
   if (old != nullptr && old->endpoint == endpoint) return;
-  Node& next = nodes_.NodeFor(endpoint);  // connects, and confirms with ROLE
+  Node& next = NodeFor(endpoint);  // connects, and confirms with ROLE
   primary_.store(&next, std::memory_order_release);
   if (old == nullptr) return;
   ++counters_.primary_switches;
   left_ = old->endpoint;
   // The old primary's calls are answered by on_error (they may have run there, unseen by
   // the new one); its connections stop for good.
-  old->retired = true;
-  const absl::Status moved = absl::UnavailableError(
-      fmt::format("the primary moved from {} to {}", old->describe, next.describe));
-  for (auto& lane : old->lanes) {
-    lane->ready = false;
-    lane->connection->Abort(moved);
-    lane->connection->Stop();
-  }
+  old->Retire(absl::UnavailableError(
+      fmt::format("the primary moved from {} to {}", old->describe, next.describe)));
 }
 
 }  // namespace floodgate::redis

@@ -1,6 +1,6 @@
 #pragma once
 
-// Redis Sentinel only: which server is the primary now (asked, confirmed, followed on failover).
+// Redis Sentinel: which server is the primary now (asked, confirmed, followed on failover).
 
 #include <absl/status/status.h>
 #include <floodgate/redis_store.h>
@@ -15,36 +15,30 @@
 #include <vector>
 
 #include "store/redis/connection.h"
-#include "store/redis/counters.h"
-#include "store/redis/dispatch.h"
-#include "store/redis/node.h"
-#include "store/redis/startup.h"
-#include "store/redis/unit.h"
+#include "store/redis/topology.h"
 
 namespace floodgate::redis {
 
-// Asks the sentinels in turn for the primary (SENTINEL GET-MASTER-ADDR-BY-NAME), hands the
-// store a node for it (whose connections confirm it with ROLE), and asks again when the
-// primary is lost: a sentinel announces +switch-master, a connection drops, or a call is
-// refused READONLY (docs/stores.md, "Redis Sentinel"). primary() is read on any thread;
-// everything else runs on the I/O thread.
-class SentinelRouter {
+// Asks the sentinels in turn for the primary (SENTINEL GET-MASTER-ADDR-BY-NAME), makes a
+// node for it (whose connections confirm it with ROLE) and sends every decision there, and
+// asks again when the primary is lost: a sentinel announces +switch-master, a connection
+// drops, or a call is refused READONLY (docs/stores.md, "Redis Sentinel"). Every call is
+// followed by WAIT (replicas.h), which a demoted primary refuses.
+class SentinelTopology final : public Topology {
  public:
-  SentinelRouter(boost::asio::io_context& io, const RedisStoreOptions& options,
-                 boost::asio::ssl::context* tls, Startup& startup, Counters& counters,
-                 NodeSource& nodes);
+  explicit SentinelTopology(const TopologyParts& parts);
 
   // Connects to every sentinel: one connection to ask, one subscribed to +switch-master.
-  void Start();
-  // Closing: no more asking; the sentinels' connections stop.
-  void Stop();
-  // The node decisions go to; nullptr until a sentinel named one. Any thread.
-  Node* primary() const { return primary_.load(std::memory_order_acquire); }
-  // A connection of `lane`'s node went down: if that is the primary, ask again.
-  void OnLaneDown(Lane& lane);
-  // A call's error reply: READONLY, or WAIT refused, means the primary was demoted under
-  // us.
-  void OnCallError(Lane& lane, std::string_view error);
+  void Start() override;
+  // Succeeds once a connection to the primary a sentinel named is ready; fails when none
+  // did (startup.h).
+  absl::Status WaitStarted() override;
+  void Dispatch(UnitPtr unit, Steady::time_point now) override;
+  // One server holds every key: a multi-decision is one call.
+  int SlotOf(std::string_view) const override { return 0; }
+  std::vector<Node*> Primaries() override;
+  absl::Status Health() override { return HealthOf(primary()); }
+  void AppendMetrics(const RedisStats& stats, std::string& out) const override;
 
  private:
   struct Sentinel {
@@ -55,6 +49,21 @@ class SentinelRouter {
     std::string last_error;
   };
 
+  // The node decisions go to; nullptr until a sentinel named one. Any thread.
+  Node* primary() const { return primary_.load(std::memory_order_acquire); }
+  // AUTH (or PING), SELECT, ROLE (the server a sentinel named must still be the primary),
+  // the scripts.
+  std::vector<HandshakeStep> HandshakeOf(Lane& lane) override;
+  absl::Status NotConnected(const Node& node) override;
+  // A call's error reply: READONLY, or WAIT refused, means the primary was demoted under
+  // us. The error answers the call (on_error).
+  bool Redirected(Lane& lane, std::string_view error, std::vector<UnitPtr>& chunk) override;
+  void LaneReady(Lane& lane) override;
+  // A connection of the primary went down: the sentinels are asked again.
+  void LaneDown(Lane& lane, const absl::Status& status) override;
+  // Closing: no more asking; the sentinels' connections stop.
+  void Stop() override;
+
   std::unique_ptr<Connection> Connect(std::size_t index, bool listen);
   void Discover();
   void StartRound();
@@ -64,12 +73,6 @@ class SentinelRouter {
   void OnMessage(const redisReply& message);
   void SwitchTo(const RedisEndpoint& endpoint);
 
-  boost::asio::io_context& io_;
-  const RedisStoreOptions& options_;
-  boost::asio::ssl::context* tls_;
-  Startup& startup_;
-  Counters& counters_;
-  NodeSource& nodes_;
   std::atomic<Node*> primary_{nullptr};
   std::vector<Sentinel> sentinels_;
   boost::asio::steady_timer round_timer_;  // the next round, when asked again too soon

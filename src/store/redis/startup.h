@@ -23,14 +23,12 @@ class Startup {
     ++ready_lanes_;
     cv_.notify_all();
   }
-  void LaneDown(Lane& lane, const absl::Status& status) {
+  // I/O thread: a connection of `lane` failed (a lane counts once among the failed).
+  void LaneDown(const Lane& lane, const absl::Status& status) {
     std::lock_guard lock(mu_);
     if (first_error_.ok()) first_error_ = status;
     last_error_ = std::string(MessageOf(status));
-    if (!lane.reported_down) {
-      lane.reported_down = true;
-      ++failed_lanes_;
-    }
+    if (lane.failures() == 1) ++failed_lanes_;
     cv_.notify_all();
   }
   // Every seed refused to give the topology (Redis Sentinel: no sentinel named the
@@ -58,30 +56,39 @@ class Startup {
                                : last_error_;
   }
 
-  // Standalone: succeeds once one of `lanes` connections is ready, fails with the first
-  // error when none gets there. Cluster: succeeds once a seed told the topology and
-  // every primary's connections were tried (`lanes`: the seeds'). With lazy_connect it
-  // waits the same way (so that a Redis that is up serves the very first decision), at
-  // most connect_timeout, and succeeds whatever came of it: the connections keep trying
-  // in the background.
-  absl::Status Wait(const RedisStoreOptions& options, std::size_t lanes) {
+  // One server (standalone, or Sentinel's primary): succeeds once one of its `lanes`
+  // connections is ready, fails with the first error when none gets there (or with why no
+  // sentinel named a primary). With lazy_connect it waits the same way (so that a Redis
+  // that is up serves the very first decision), at most connect_timeout, and succeeds
+  // whatever came of it: the connections keep trying in the background.
+  absl::Status WaitForConnection(const RedisStoreOptions& options, std::size_t lanes) {
     std::unique_lock lock(mu_);
-    const auto patience = options.lazy_connect ? options.connect_timeout
-                                               : options.connect_timeout + std::chrono::seconds(1);
-    const bool settled = cv_.wait_for(lock, patience, [&] {
-      if (options.cluster)
-        return cluster_settled_ || !topology_error_.ok() || failed_lanes_ >= lanes;
+    const bool settled = cv_.wait_for(lock, Patience(options), [&] {
       return ready_lanes_ > 0 || failed_lanes_ >= lanes || !topology_error_.ok();
     });
-    if (options.lazy_connect) return absl::OkStatus();
-    if (options.cluster) {
-      if (topology_known_) return absl::OkStatus();
-      if (!topology_error_.ok()) return topology_error_;
-    } else if (ready_lanes_ > 0) {
-      return absl::OkStatus();
-    } else if (!topology_error_.ok()) {
-      return topology_error_;
-    }
+    if (options.lazy_connect || ready_lanes_ > 0) return absl::OkStatus();
+    if (!topology_error_.ok()) return topology_error_;
+    return Failed(options, settled);
+  }
+
+  // Redis Cluster: succeeds once a seed told the topology and every primary's connections
+  // were tried (`seeds`: the seeds' connections, one each); lazy_connect as above.
+  absl::Status WaitForSlotMap(const RedisStoreOptions& options, std::size_t seeds) {
+    std::unique_lock lock(mu_);
+    const bool settled = cv_.wait_for(lock, Patience(options), [&] {
+      return cluster_settled_ || !topology_error_.ok() || failed_lanes_ >= seeds;
+    });
+    if (options.lazy_connect || topology_known_) return absl::OkStatus();
+    if (!topology_error_.ok()) return topology_error_;
+    return Failed(options, settled);
+  }
+
+ private:
+  static std::chrono::microseconds Patience(const RedisStoreOptions& options) {
+    return options.lazy_connect ? options.connect_timeout
+                                : options.connect_timeout + std::chrono::seconds(1);
+  }
+  absl::Status Failed(const RedisStoreOptions& options, bool settled) const {
     if (!settled || first_error_.ok()) {
       return absl::DeadlineExceededError(
           fmt::format("redis unreachable at {}: no answer", options.Describe()));
@@ -89,7 +96,6 @@ class Startup {
     return first_error_;
   }
 
- private:
   std::mutex mu_;
   std::condition_variable cv_;
   std::size_t ready_lanes_ = 0;

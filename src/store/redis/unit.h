@@ -15,6 +15,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "core/state_kind.h"
@@ -22,7 +25,7 @@
 namespace floodgate::redis {
 
 using Steady = std::chrono::steady_clock;
-struct Node;
+class Node;
 
 // One key of a call: a single decision's, or one item of a multi-decision.
 struct Item {
@@ -46,47 +49,89 @@ struct Item {
 // policies without one send exactly what they did.
 std::string CalendarArgument(const Policy& policy, std::optional<std::int64_t> now_us);
 
-// What lua/batch.lua does with a group of items (docs/multi.md): a single decision is no
-// group; kAll decides a multi-decision's items all or nothing, kDry decides them and
-// consumes nothing, kRelease gives back what an earlier kAll consumed. kReserve and
-// kSettle are lua/reservation.lua's operations (docs/reservations.md), one item each,
-// answered like a single decision.
-enum class UnitMode : std::uint8_t { kSingle, kAll, kDry, kRelease, kReserve, kSettle };
-
 // A group's answer: its items' decisions, and the server time the script read (0: none).
 struct UnitResult {
   std::vector<Decision> items;
   std::int64_t clock_us = 0;
 };
 using UnitCallback = absl::AnyInvocable<void(absl::StatusOr<UnitResult>)>;
+// A decision and lua/reservation.lua's last integer of the operation's answer: an
+// acquire's time (LeaseAcquire), or the units leased (Take).
+using HeldCallback = absl::AnyInvocable<void(absl::StatusOr<Decision>, std::int64_t)>;
 
-// What goes through Redis as one unit: a single decision, a reservation's operation, or a
-// group of a multi-decision's items on one slot, which a call never splits. The fields
-// only one kind of unit uses are grouped (hold, group); route is where it travels.
+// What a unit asks of Redis, one type per operation: what only it needs, and the callback
+// that answers it. Encode (encode.cc) sends each in its script's layout (script_layout.h).
+//
+// A single decision: its algorithm's script alone in a call, else lua/batch.lua.
+struct Decide {
+  DecisionCallback done;
+};
+// A multi-decision's items on one slot, a group of lua/batch.lua (docs/multi.md): decided
+// all or nothing; decided with nothing consumed; or given back after a later slot denied
+// (what an earlier MultiAll consumed, admitted at `admitted_at`).
+struct MultiAll {
+  // The group is its whole multi-decision (one slot), so nothing will be released later
+  // and the server clock it decided at is not needed.
+  bool whole = false;
+  UnitCallback done;
+};
+struct MultiDry {
+  UnitCallback done;
+};
+struct MultiRelease {
+  std::int64_t admitted_at = 0;
+  UnitCallback done;
+};
+// lua/reservation.lua's operations (docs/reservations.md, docs/leases.md), one item each,
+// answered like a single decision. Reserve: the item's key is the limit's, its cost the
+// estimate; the record is written at `record_key` for `hold_us`.
+struct Reserve {
+  std::string record_key;
+  std::int64_t hold_us = 0;
+  DecisionCallback done;
+};
+// A take (lua/take.lua, docs/prefetch.md) of up to the item's cost, for `lifetime_us`,
+// with a record as a reserve's; the reply's last integer is the units leased.
+struct Take {
+  std::string record_key;
+  std::int64_t lifetime_us = 0;
+  std::int64_t units = 0;  // from the reply
+  HeldCallback done;
+};
+// Settles a reservation: the item's key is the record's, its cost the actual.
+struct Settle {
+  DecisionCallback done;
+};
+// A concurrency limit keeps no record (lua/concurrency.lua): an acquire and a release name
+// the concurrency key as the item's; the acquire's lease is `random` (its member's random
+// part), and the reply's last integer is an admitted acquire's time. The release names
+// the lease's member; its cost is the actual.
+struct LeaseAcquire {
+  std::string random;
+  std::int64_t acquired_at = 0;  // from the reply
+  HeldCallback done;
+};
+struct LeaseRelease {
+  std::string member;
+  DecisionCallback done;
+};
+using Operation = std::variant<Decide, MultiAll, MultiDry, MultiRelease, Reserve, Take, Settle,
+                               LeaseAcquire, LeaseRelease>;
+
+// The place of operation T in Operation.
+template <class T, class... Ts>
+constexpr std::size_t IndexIn(const std::variant<Ts...>*) {
+  std::size_t i = 0;
+  (void)((std::is_same_v<T, Ts> || (++i, false)) || ...);
+  return i;
+}
+template <class T>
+inline constexpr std::size_t kIndexOf = IndexIn<T>(static_cast<const Operation*>(nullptr));
+
+// What goes through Redis as one unit: its operation, its items (one, or a group of a
+// multi-decision's items on one slot, which a call never splits) and where it travels.
 // Touched only on the I/O thread once queued.
 struct Unit {
-  // kReserve / kSettle (docs/reservations.md). kReserve: the record's key (the item's is
-  // the limit's) and the hold. kSettle: the item's key is the record's, its cost the
-  // actual. A lease keeps no record (lua/concurrency.lua): its acquire (kReserve) and
-  // release (kSettle) name the concurrency key as the item's, and `lease` holds the
-  // lease's random part or its member; the reply gives an admitted acquire's time.
-  struct Hold {
-    std::string record_key;
-    std::string lease;
-    std::int64_t acquired_at = 0;
-    std::int64_t hold_us = 0;
-    // kReserve: a take (lua/take.lua) of up to the item's cost, for hold_us; the reply's
-    // acquire time is then the units leased.
-    bool take = false;
-  };
-  // kAll / kDry / kRelease: a multi-decision's items on one slot (docs/multi.md).
-  struct Group {
-    std::int64_t release_at = 0;  // kRelease: when the items were admitted
-    // kAll: the group is its whole multi-decision (one slot), so nothing will be released
-    // later and the server clock it decided at is not needed.
-    bool whole = false;
-    UnitCallback done;
-  };
   // Where the unit goes and has been.
   struct Route {
     int slot = 0;                 // Redis Cluster: the items' slot
@@ -97,27 +142,69 @@ struct Unit {
     bool by_slot = false;         // batched within its slot only (a node's batch refused it)
   };
 
-  absl::InlinedVector<Item, 1> items;  // kSingle, kReserve, kSettle: exactly one
-  UnitMode mode = UnitMode::kSingle;
+  absl::InlinedVector<Item, 1> items;  // one, but for a multi-decision's group
+  Operation op;
   std::optional<std::int64_t> now_us;
   Steady::time_point deadline;
-  DecisionCallback done;  // kSingle, kReserve, kSettle
   bool answered = false;
-  Hold hold;
-  Group group;
   Route route;
 
   const Item& item() const { return items.front(); }
+  template <class T>
+  bool is() const {
+    return std::holds_alternative<T>(op);
+  }
   // Decided by the algorithm's own script when alone in a call: a single decision, or a
   // whole multi-decision of one item, which is that item's single decision (docs/multi.md),
   // its shadow flag aside (the caller applies it).
   bool single() const {
-    return mode == UnitMode::kSingle ||
-           (mode == UnitMode::kAll && group.whole && items.size() == 1);
+    if (is<Decide>()) return true;
+    const auto* all = std::get_if<MultiAll>(&op);
+    return all != nullptr && all->whole && items.size() == 1;
   }
-  bool reservation() const { return mode == UnitMode::kReserve || mode == UnitMode::kSettle; }
-  // Answered through group.done (a group), else through done.
-  bool grouped() const { return mode != UnitMode::kSingle && !reservation(); }
+  // A multi-decision's group, answered through a UnitCallback.
+  bool grouped() const {
+    return op.index() >= kIndexOf<MultiAll> && op.index() <= kIndexOf<MultiRelease>;
+  }
+  // Sent by lua/reservation.lua: the operations from Reserve on.
+  bool reservation() const { return op.index() >= kIndexOf<Reserve>; }
+  // Settles what an earlier operation holds (never decided by on_error: outcomes.h).
+  bool settles() const { return is<Settle>() || is<LeaseRelease>(); }
+
+  // lua/reservation.lua's last integer of this operation's answer (see HeldCallback).
+  void Held(std::int64_t value) {
+    if (auto* take = std::get_if<Take>(&op)) take->units = value;
+    if (auto* acquire = std::get_if<LeaseAcquire>(&op)) acquire->acquired_at = value;
+  }
+
+  // Calls the operation's callback with a decision, or a group's with the error `d` holds
+  // (a group's result comes through AnswerGroup).
+  void Answer(absl::StatusOr<Decision> d) {
+    std::visit(
+        [&d](auto& o) {
+          using T = std::decay_t<decltype(o)>;
+          if constexpr (std::is_same_v<T, Take>) {
+            o.done(std::move(d), o.units);
+          } else if constexpr (std::is_same_v<T, LeaseAcquire>) {
+            o.done(std::move(d), o.acquired_at);
+          } else if constexpr (std::is_same_v<decltype(o.done), UnitCallback>) {
+            o.done(d.ok() ? absl::InternalError("a group answered as one decision") : d.status());
+          } else {
+            o.done(std::move(d));
+          }
+        },
+        op);
+  }
+  // A group's result, or its failure.
+  void AnswerGroup(absl::StatusOr<UnitResult> result) {
+    std::visit(
+        [&result](auto& o) {
+          if constexpr (std::is_same_v<decltype(o.done), UnitCallback>) {
+            o.done(std::move(result));
+          }
+        },
+        op);
+  }
 };
 using UnitPtr = std::shared_ptr<Unit>;
 

@@ -1,0 +1,211 @@
+// The `ratelimit` command: floodgate started as envoyproxy/ratelimit's /bin/ratelimit.
+//
+// No arguments (upstream reads none: they are ignored), every setting from upstream's environment
+// with upstream's defaults (docs/envoy.md, "Two ways to run it"). The start is upstream's: the
+// settings, Redis answering PING (retried as REDIS_STARTUP_* say), the config files loaded, and
+// only then the debug, gRPC and HTTP ports. SIGTERM fails /healthcheck (500) while gRPC calls in
+// flight finish; SIGINT and SIGHUP stop the same way (upstream exits on SIGHUP too).
+#include <absl/synchronization/mutex.h>
+#include <floodgate/redis_store.h>
+#include <floodgate/store.h>
+#include <floodgate/version.h>
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <csignal>
+#include <random>
+
+#include "cli/commands.h"
+#include "cli/upstream_log.h"
+#include "common/strings.h"
+#include "server/config.h"
+#include "server/http_server.h"
+#include "server/rls/config.h"
+#include "server/rls/debug_service.h"
+#include "server/rls/grpc_server.h"
+#include "server/rls/loader.h"
+#include "server/rls/serve_engine.h"
+#include "server/rls/upstream_mode.h"
+#include "server/rls/upstream_settings.h"
+#include "server/service.h"
+
+namespace floodgate::cli {
+
+namespace {
+
+namespace rls = server::rls;
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+
+// Upstream's exit codes: a settings error panics (Go exits 2), a port that cannot be bound is
+// logrus' Fatal (1).
+constexpr int kExitSettings = 2;
+constexpr int kExitListen = 1;
+
+enum class Waited { kAnswered, kTimedOut, kStopped };
+
+// Waits for Redis to answer PING, as upstream's start does (driver_impl.go): tries, then waits
+// REDIS_STARTUP_*'s backoff, running `signals` meanwhile so that a signal ends the wait.
+Waited WaitForRedis(Store& store, const rls::StartupBackoff& backoff,
+                    boost::asio::io_context& signals, const std::atomic<bool>& stopped) {
+  auto* redis = dynamic_cast<RedisStore*>(&store);
+  const auto start = std::chrono::steady_clock::now();
+  std::mt19937_64 random(std::random_device{}());
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  for (int attempt = 0;; ++attempt) {
+    if (store.Ping()) return Waited::kAnswered;
+    const auto elapsed = duration_cast<milliseconds>(std::chrono::steady_clock::now() - start);
+    const std::string why = redis != nullptr ? std::string(redis->Health().message()) : "no PONG";
+    if (backoff.max_elapsed.count() > 0 && elapsed >= backoff.max_elapsed) {
+      spdlog::critical("timed out waiting for Redis connection to {} after {}: {}",
+                       store.Describe(), elapsed, why);
+      return Waited::kTimedOut;
+    }
+    const auto wait = duration_cast<milliseconds>(backoff.Wait(attempt, uniform(random)));
+    spdlog::warn("Retrying Redis connection to {} in {} (elapsed: {}): {}", store.Describe(), wait,
+                 elapsed, why);
+    signals.restart();
+    signals.run_for(wait);
+    if (stopped.load()) return Waited::kStopped;
+  }
+}
+
+}  // namespace
+
+int RunRatelimit() {
+  // As serve: spdlog's registry before any thread, and abseil's deadlock detection off.
+  spdlog::set_level(spdlog::level::warn);
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  auto env = rls::UpstreamEnv::Read(rls::ProcessEnvironment(), rls::UpstreamVariables());
+  if (!env.ok()) {
+    fmt::print(stderr, "ratelimit: {}\n", MessageOf(env.status()));
+    return kExitSettings;
+  }
+  auto mode = rls::UpstreamModeFrom(*env);
+  if (!mode.ok()) {
+    fmt::print(stderr, "ratelimit: {}\n", MessageOf(mode.status()));
+    return kExitSettings;
+  }
+  UseUpstreamLogging(mode->log_level, mode->log_format);
+
+  server::ServerConfig config;
+  config.source = "upstream's environment";
+  config.demo = false;
+  config.store.url = mode->store_url;
+  config.listen = HostPort(mode->http.host, mode->http.port);
+  auto opened = OpenStore(config.store.EffectiveUrl());
+  if (!opened.ok()) {
+    spdlog::critical("{}", MessageOf(opened.status()));
+    return kExitSettings;
+  }
+  std::shared_ptr<Store> store = *std::move(opened);
+
+  // Signals are caught from here on; before the ports open one simply ends the start.
+  boost::asio::io_context signals_io;
+  boost::asio::signal_set signals(signals_io, SIGINT, SIGTERM, SIGHUP);
+  std::atomic<bool> stopping{false};
+  int stop_signal = 0;
+  signals.async_wait([&](const boost::system::error_code& ec, int signal) {
+    if (ec) return;
+    stop_signal = signal;
+    stopping.store(true);
+    signals_io.stop();
+  });
+
+  switch (WaitForRedis(*store, mode->redis_startup, signals_io, stopping)) {
+    case Waited::kAnswered:
+      break;
+    case Waited::kTimedOut:
+      store->Close();
+      return kExitSettings;
+    case Waited::kStopped:
+      spdlog::warn("Received signal {}, stopped before Redis answered", stop_signal);
+      store->Close();
+      return 0;
+  }
+  auto engine = rls::MakeEngine(mode->rls, store);
+  if (!engine.ok()) {
+    spdlog::critical("{}", MessageOf(engine.status()));
+    store->Close();
+    return kExitSettings;
+  }
+
+  // Upstream's health components: not draining, a domain loaded (HEALTHY_WITH_AT_LEAST_ONE_
+  // CONFIG_LOADED), Redis connected (REDIS_HEALTH_CHECK_ACTIVE_CONNECTION).
+  auto* redis = dynamic_cast<RedisStore*>(store.get());
+  const rls::Engine& rls_engine = **engine;
+  const auto healthy = [&, needs_domain = mode->config_health == rls::ConfigHealth::kNeedsADomain,
+                        needs_redis = mode->redis_health == rls::RedisHealth::kNeedsAConnection] {
+    if (stopping.load()) return false;
+    if (needs_domain) {
+      const auto current = rls_engine.CurrentConfig();
+      if (current == nullptr || current->domain_count() == 0) return false;
+    }
+    return !(needs_redis && redis != nullptr && !redis->Health().ok());
+  };
+
+  server::Service service(store, std::make_shared<const server::ServerConfig>(config));
+  service.AttachRls(engine->get());
+  service.SetHealthCheck(healthy);
+  rls::DebugService debug(rls_engine, {});
+  server::HttpServer debug_http(debug,
+                                {.host = mode->debug.host, .port = mode->debug.port, .threads = 1});
+  server::HttpServer http(service, {.host = mode->http.host, .port = mode->http.port});
+  rls::GrpcServer grpc(**engine, {.host = mode->grpc.host, .port = mode->grpc.port});
+  // As upstream: the debug port is optional (a failure is logged), gRPC and HTTP are not.
+  if (absl::Status status = debug_http.Start(); !status.ok()) {
+    spdlog::error("debug listener on {}: {}", HostPort(mode->debug.host, mode->debug.port),
+                  MessageOf(status));
+  }
+  if (absl::Status status = grpc.Start(); !status.ok()) {
+    spdlog::critical("gRPC listener: {}", MessageOf(status));
+    store->Close();
+    return kExitListen;
+  }
+  if (absl::Status status = http.Start(); !status.ok()) {
+    spdlog::critical("HTTP listener: {}", MessageOf(status));
+    grpc.Shutdown(milliseconds(0));
+    store->Close();
+    return kExitListen;
+  }
+  spdlog::info(
+      "floodgate {} as envoyproxy/ratelimit: HTTP on {}, gRPC on {}, debug on {}, store {}, "
+      "config {}",
+      kVersion, HostPort(mode->http.host, http.port()), HostPort(mode->grpc.host, grpc.port()),
+      HostPort(mode->debug.host, debug_http.port()), store->Describe(),
+      rls::ConfigDirectory(mode->rls).string());
+
+  // gRPC health for "ratelimit" follows /healthcheck's components, checked each second.
+  boost::asio::steady_timer health_timer(signals_io);
+  bool serving = true;
+  std::function<void()> follow_health = [&] {
+    if (const bool now = healthy(); now != serving) {
+      serving = now;
+      grpc.SetServing(now);
+    }
+    health_timer.expires_after(std::chrono::seconds(1));
+    health_timer.async_wait([&](const boost::system::error_code& ec) {
+      if (!ec) follow_health();
+    });
+  };
+  follow_health();
+  signals_io.restart();
+  signals_io.run();  // until the first signal stops it
+  health_timer.cancel();
+  spdlog::info("Received signal {}, initiating shutdown", stop_signal);
+  // /healthcheck answers 500 from here while gRPC calls in flight finish, as upstream's
+  // GracefulStop; then the HTTP and debug ports close.
+  grpc.SetServing(false);
+  grpc.Shutdown();
+  http.Shutdown(std::chrono::seconds(1));
+  debug_http.Shutdown(milliseconds(0));
+  store->Close();
+  return 0;
+}
+
+}  // namespace floodgate::cli

@@ -1,0 +1,167 @@
+// Upstream's environment, read through the variable table, turned into what `ratelimit` runs.
+
+#include "server/rls/upstream_mode.h"
+
+#include <absl/strings/ascii.h>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+#include "common/status_macros.h"
+#include "common/strings.h"
+#include "server/config.h"
+
+namespace floodgate::server::rls {
+
+namespace {
+
+absl::Status Refuse(const UpstreamEnv& env, std::string_view name, std::string_view why) {
+  return absl::InvalidArgumentError(fmt::format("{}=\"{}\": {}", name, env.Text(name), why));
+}
+
+// HOST:PORT as upstream listens on it: net.Listen("tcp", host:port), any port 0-65535 (0: any
+// free one).
+absl::StatusOr<Listener> ListenerFrom(const UpstreamEnv& env, std::string_view host,
+                                      std::string_view port) {
+  const std::int64_t number = env.Int(port);
+  if (number < 0 || number > 65535) return Refuse(env, port, "not a port (0 to 65535)");
+  return Listener{env.String(host), static_cast<std::uint16_t>(number)};
+}
+
+absl::StatusOr<std::string> StoreUrl(const UpstreamEnv& env) {
+  UpstreamRedis redis;
+  redis.url = env.String("REDIS_URL");
+  redis.type = absl::AsciiStrToLower(env.String("REDIS_TYPE"));
+  if (redis.type != "single" && redis.type != "cluster" && redis.type != "sentinel") {
+    return Refuse(env, "REDIS_TYPE", "Unrecognized redis type (single, cluster or sentinel)");
+  }
+  // Go's net names, exactly: upstream dials with REDIS_SOCKET_TYPE as the network.
+  const std::string& socket = env.String("REDIS_SOCKET_TYPE");
+  if (socket == "tcp" || socket == "tcp4" || socket == "tcp6") {
+    redis.socket_type = "tcp";
+  } else if (socket == "unix") {
+    redis.socket_type = "unix";
+  } else if (redis.type == "single") {
+    return Refuse(env, "REDIS_SOCKET_TYPE",
+                  "must be tcp, tcp4, tcp6 or unix (as Go's net names them)");
+  }
+  redis.auth = env.String("REDIS_AUTH");
+  // As upstream, the sentinels' credentials only for a sentinel, the files only with TLS.
+  if (redis.type == "sentinel") redis.sentinel_auth = env.String("REDIS_SENTINEL_AUTH");
+  redis.tls = env.Bool("REDIS_TLS");
+  if (redis.tls) {
+    redis.ca = env.String("REDIS_TLS_CACERT");
+    redis.cert = env.String("REDIS_TLS_CLIENT_CERT");
+    redis.key = env.String("REDIS_TLS_CLIENT_KEY");
+  }
+  if (env.IsSet("REDIS_POOL_SIZE")) {
+    if (env.Int("REDIS_POOL_SIZE") < 1) return Refuse(env, "REDIS_POOL_SIZE", "must be at least 1");
+    redis.pool_size = env.Int("REDIS_POOL_SIZE");
+  }
+  if (env.IsSet("REDIS_TIMEOUT") && env.Duration("REDIS_TIMEOUT").count() > 0) {
+    redis.connect_timeout =
+        std::chrono::duration_cast<std::chrono::microseconds>(env.Duration("REDIS_TIMEOUT"));
+  }
+  if (env.Int("REDIS_CLUSTER_PIPELINE_PARALLELISM") < 0) {
+    return Refuse(env, "REDIS_CLUSTER_PIPELINE_PARALLELISM", "must not be negative");
+  }
+  const std::string on_empty = absl::AsciiStrToUpper(env.String("REDIS_POOL_ON_EMPTY_BEHAVIOR"));
+  if (on_empty == "CREATE" || on_empty == "ERROR") {
+    return Refuse(env, "REDIS_POOL_ON_EMPTY_BEHAVIOR",
+                  "not supported (upstream refuses it too): calls wait for a connection, as WAIT");
+  }
+  return StoreUrlFromUpstreamRedis(redis);
+}
+
+}  // namespace
+
+std::chrono::nanoseconds StartupBackoff::Wait(int attempt, double random) const {
+  using std::chrono::nanoseconds;
+  const nanoseconds low = initial.count() > 0 ? initial : std::chrono::milliseconds(100);
+  const nanoseconds high = max.count() > 0 ? max : std::chrono::seconds(10);
+  if (low >= high) return high;
+  const double low_ns = static_cast<double>(low.count());
+  double wait = low_ns * std::pow(2.0, attempt);
+  wait = random * (wait - low_ns) + low_ns;
+  if (wait >= static_cast<double>(high.count())) return high;
+  const nanoseconds result(static_cast<std::int64_t>(wait));
+  return result < low ? low : result;
+}
+
+absl::StatusOr<LogLevel> ParseLogLevel(std::string_view text) {
+  std::string level(text);
+  absl::AsciiStrToLower(&level);
+  if (level == "panic" || level == "fatal") return LogLevel::kFatal;
+  if (level == "error") return LogLevel::kError;
+  if (level == "warn" || level == "warning") return LogLevel::kWarn;
+  if (level == "info") return LogLevel::kInfo;
+  if (level == "debug") return LogLevel::kDebug;
+  if (level == "trace") return LogLevel::kTrace;
+  return absl::InvalidArgumentError(
+      fmt::format("not a valid logrus Level: \"{}\" (panic, fatal, error, warn, info, debug, "
+                  "trace)",
+                  text));
+}
+
+absl::StatusOr<UpstreamMode> UpstreamModeFrom(const UpstreamEnv& env) {
+  UpstreamMode mode;
+  FG_ASSIGN(mode.http, ListenerFrom(env, "HOST", "PORT"));
+  FG_ASSIGN(mode.grpc, ListenerFrom(env, "GRPC_HOST", "GRPC_PORT"));
+  FG_ASSIGN(mode.debug, ListenerFrom(env, "DEBUG_HOST", "DEBUG_PORT"));
+
+  const std::string& config_type = env.String("CONFIG_TYPE");
+  if (config_type == "GRPC_XDS_SOTW") {
+    return Refuse(env, "CONFIG_TYPE",
+                  "not supported: floodgate has no xDS config client yet (issue 35); use FILE");
+  }
+  if (config_type != "FILE") {
+    return Refuse(env, "CONFIG_TYPE", "Invalid setting for ConfigType (FILE or GRPC_XDS_SOTW)");
+  }
+  const std::string backend = env.String("BACKEND_TYPE");
+  if (backend == "memcache") {
+    return Refuse(env, "BACKEND_TYPE",
+                  "not supported: floodgate has no memcached store (use redis, the default)");
+  }
+  if (backend != "redis" && !backend.empty()) {
+    return Refuse(env, "BACKEND_TYPE", "Invalid setting for BackendType (redis or memcache)");
+  }
+  auto url = StoreUrl(env);
+  if (!url.ok()) return url.status();
+  mode.store_url = *std::move(url);
+
+  auto level = ParseLogLevel(env.String("LOG_LEVEL"));
+  if (!level.ok()) return Refuse(env, "LOG_LEVEL", MessageOf(level.status()));
+  mode.log_level = *level;
+  mode.log_format = absl::AsciiStrToLower(env.String("LOG_FORMAT")) == "json" ? LogFormat::kJson
+                                                                              : LogFormat::kText;
+
+  RlsSettings& rls = mode.rls;
+  rls.runtime_root = env.String("RUNTIME_ROOT");
+  rls.runtime_subdirectory = env.String("RUNTIME_SUBDIRECTORY");
+  rls.ignore_dotfiles = env.Bool("RUNTIME_IGNOREDOTFILES");
+  rls.global_shadow = env.Bool("SHADOW_MODE");
+  rls.response_headers = env.Bool("LIMIT_RESPONSE_HEADERS_ENABLED");
+  rls.limit_header = env.String("LIMIT_LIMIT_HEADER");
+  rls.remaining_header = env.String("LIMIT_REMAINING_HEADER");
+  rls.reset_header = env.String("LIMIT_RESET_HEADER");
+  for (std::string_view name :
+       {"LIMIT_LIMIT_HEADER", "LIMIT_REMAINING_HEADER", "LIMIT_RESET_HEADER"}) {
+    if (env.String(name).empty()) return Refuse(env, name, "a header needs a name");
+  }
+  // As upstream: a Redis failure is an error answer, and Envoy's failure_mode_deny decides.
+  rls.unavailable_on_store_error = true;
+
+  mode.config_health = env.Bool("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")
+                           ? ConfigHealth::kNeedsADomain
+                           : ConfigHealth::kIgnored;
+  mode.redis_health = env.Bool("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION")
+                          ? RedisHealth::kNeedsAConnection
+                          : RedisHealth::kIgnored;
+  mode.redis_startup.initial = env.Duration("REDIS_STARTUP_INITIAL_INTERVAL");
+  mode.redis_startup.max = env.Duration("REDIS_STARTUP_MAX_INTERVAL");
+  mode.redis_startup.max_elapsed = env.Duration("REDIS_STARTUP_MAX_ELAPSED_TIME");
+  return mode;
+}
+
+}  // namespace floodgate::server::rls

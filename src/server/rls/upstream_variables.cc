@@ -1,0 +1,261 @@
+// The table of envoyproxy/ratelimit's environment variables: upstream's default, floodgate's take.
+//
+// Read from upstream's src/settings/settings.go (and the libraries it reads the environment
+// through: gostats, datadog-go, OpenTelemetry) at commit f2fb15770f7f. One block per area; the
+// helper building an area flips its rows from refused to same or mapped, with a test per row
+// (tests/upstream_settings_test.cc holds a sample value for every row).
+
+#include <array>
+
+#include "server/rls/upstream_settings.h"
+
+namespace floodgate::server::rls {
+
+namespace {
+
+using enum EnvType;
+using enum Support;
+
+// The service: listeners, logging, config files, answers, health, backend.
+constexpr std::array kServiceVariables = std::to_array<UpstreamVariable>({
+    {"HOST", kString, "0.0.0.0", kSame,
+     "the HTTP listener: `/healthcheck`, `/json` (and floodgate's `/metrics`, `/healthz`, "
+     "`/readyz`)"},
+    {"PORT", kInt, "8080", kSame, ""},
+    {"DEBUG_HOST", kString, "0.0.0.0", kMapped,
+     "the debug listener: `/`, `/rlconfig`, `/stats`; no `/debug/pprof/` (Go's profiler)"},
+    {"DEBUG_PORT", kInt, "6070", kMapped, "as `DEBUG_HOST`"},
+    {"GRPC_HOST", kString, "0.0.0.0", kSame, "the gRPC listener (RLS v3, gRPC health)"},
+    {"GRPC_PORT", kInt, "8081", kSame, ""},
+    {"LOG_LEVEL", kString, "WARN", kMapped,
+     "logrus' levels (any case) onto spdlog's: `panic`, `fatal` → critical, `error`, "
+     "`warn`/`warning`, `info`, `debug`, `trace`; another value stops the start, as upstream"},
+    {"LOG_FORMAT", kString, "text", kMapped,
+     "`json` (any case): a JSON object a line with upstream's `@timestamp` (RFC 3339, ns), "
+     "`@message`, `level`; anything else: logrus' text lines `time=\"...\" level=... msg=\"...\"`"},
+    {"CONFIG_TYPE", kString, "FILE", kSame,
+     "`FILE`; `GRPC_XDS_SOTW` is refused (floodgate has no xDS client yet); another value stops "
+     "the start, as upstream"},
+    {"FORCE_START_WITHOUT_INITIAL_CONFIG", kBool, "false", kSame,
+     "with `CONFIG_TYPE=FILE` the files are loaded before the ports open either way"},
+    {"RUNTIME_ROOT", kString, "/srv/runtime_data/current", kSame, ""},
+    {"RUNTIME_SUBDIRECTORY", kString, "", kMapped,
+     "the files are every file under `RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config/`; left empty, "
+     "`RUNTIME_ROOT/config/` (upstream, watching the root, then reads none)"},
+    {"RUNTIME_APPDIRECTORY", kString, "config", kRefused,
+     "floodgate reads the directory `config` only", "config"},
+    {"RUNTIME_IGNOREDOTFILES", kBool, "false", kSame, ""},
+    {"RUNTIME_WATCH_ROOT", kBool, "true", kMapped,
+     "either way every file under the config directory is polled each second and any change "
+     "reloads (upstream: the root symlink's swap, or events in the directory)"},
+    {"SHADOW_MODE", kBool, "false", kSame, ""},
+    {"LIMIT_RESPONSE_HEADERS_ENABLED", kBool, "false", kSame, ""},
+    {"LIMIT_LIMIT_HEADER", kString, "RateLimit-Limit", kSame, "an empty name stops the start"},
+    {"LIMIT_REMAINING_HEADER", kString, "RateLimit-Remaining", kSame,
+     "an empty name stops the start"},
+    {"LIMIT_RESET_HEADER", kString, "RateLimit-Reset", kSame, "an empty name stops the start"},
+    {"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", kBool, "false", kSame,
+     "`/healthcheck` answers 500 while the loaded config has no domain"},
+    {"BACKEND_TYPE", kString, "redis", kSame,
+     "`redis` (or empty); `memcache` is refused: floodgate has no memcached store; another "
+     "value stops the start, as upstream"},
+});
+
+// Redis: the store URL they describe (docs/envoy.md, "The store").
+constexpr std::array kRedisVariables = std::to_array<UpstreamVariable>({
+    {"REDIS_SOCKET_TYPE", kString, "unix", kMapped,
+     "`tcp` (`tcp4`, `tcp6`) or `unix`, exactly (as Go's net names them): `redis://` or "
+     "`redis+unix://`; a cluster or sentinel is dialled over TCP whatever it says, as upstream"},
+    {"REDIS_TYPE", kString, "SINGLE", kMapped,
+     "`single`, `cluster`, `sentinel` (any case): `redis://`, `redis-cluster://`, "
+     "`redis-sentinel://`; another value stops the start, as upstream"},
+    {"REDIS_URL", kString, "/var/run/nutcracker/ratelimit.sock", kMapped,
+     "`host:port`, a socket path, `host:port,...` seeds (cluster), `MASTER,host:port,...` "
+     "(sentinel); a URL with a scheme (`redis://user:pass@host:port/db`) is taken as "
+     "floodgate's store URL"},
+    {"REDIS_POOL_SIZE", kInt, "10", kMapped,
+     "when set, `connections=` (1 to 64; each connection pipelines, so floodgate needs fewer: "
+     "2 by default)"},
+    {"REDIS_AUTH", kString, "", kMapped, "the URL's password, or `user:password`"},
+    {"REDIS_TLS", kBool, "false", kMapped, "`rediss://` (`tls=1` on a cluster)"},
+    {"REDIS_TLS_CLIENT_CERT", kString, "", kMapped, "`cert=`, with `REDIS_TLS=true`"},
+    {"REDIS_TLS_CLIENT_KEY", kString, "", kMapped, "`key=`, with `REDIS_TLS=true`"},
+    {"REDIS_TLS_CACERT", kString, "", kMapped,
+     "`ca=`, trusted alone (upstream adds it to the system's roots), with `REDIS_TLS=true`"},
+    {"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", kBool, "false", kRefused,
+     "floodgate always checks the server's name: give the server's CA (`REDIS_TLS_CACERT`) "
+     "instead",
+     "false"},
+    {"REDIS_PIPELINE_WINDOW", kDuration, "0", kMapped,
+     "floodgate's connections always pipeline (auto-pipelining, batched scripts): nothing to "
+     "tune"},
+    {"REDIS_PIPELINE_LIMIT", kInt, "0", kIgnored, "deprecated upstream, without effect there"},
+    {"REDIS_CLUSTER_PIPELINE_PARALLELISM", kInt, "1", kMapped,
+     "floodgate sends to every node at once, always; a negative value stops the start, as "
+     "upstream"},
+    {"REDIS_SENTINEL_AUTH", kString, "", kMapped,
+     "`sentinel_user=`, `sentinel_password=` of `redis-sentinel://`"},
+    {"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", kBool, "false", kMapped,
+     "`/healthcheck` answers 500 while the store has no ready connection to Redis"},
+    {"REDIS_TIMEOUT", kDuration, "10s", kMapped,
+     "when set, `connect_timeout=` (upstream's is the dial timeout too); a call waits at most "
+     "the store's `timeout`, 50 ms"},
+    {"REDIS_POOL_ON_EMPTY_BEHAVIOR", kString, "WAIT", kMapped,
+     "calls queue on floodgate's connections, as `WAIT`; `CREATE` and `ERROR` stop the start, "
+     "as upstream"},
+    {"REDIS_STARTUP_INITIAL_INTERVAL", kDuration, "1s", kSame,
+     "the ports open once Redis answers PING, retried from this wait, doubling, jittered"},
+    {"REDIS_STARTUP_MAX_INTERVAL", kDuration, "30s", kSame, "the longest wait between tries"},
+    {"REDIS_STARTUP_MAX_ELAPSED_TIME", kDuration, "0", kSame,
+     "past this the start fails; `0`: try for ever"},
+});
+
+// Counting on Redis as upstream counts (issue 35, the upstream-counters area).
+constexpr std::string_view kNoCounters =
+    "upstream's counter keys and counting are not built yet (issue 35)";
+constexpr std::string_view kNoPerSecond = "read only with `REDIS_PERSECOND=true` (refused)";
+constexpr std::array kCounterVariables = std::to_array<UpstreamVariable>({
+    {"EXPIRATION_JITTER_MAX_SECONDS", kInt, "300", kRefused, kNoCounters, "300"},
+    {"LOCAL_CACHE_SIZE_IN_BYTES", kInt, "0", kRefused, kNoCounters, "0"},
+    {"NEAR_LIMIT_RATIO", kFloat32, "0.8", kRefused, kNoCounters, "0.8"},
+    {"CACHE_KEY_PREFIX", kString, "", kRefused, kNoCounters, ""},
+    {"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", kBool, "false", kRefused, kNoCounters, "false"},
+    {"REDIS_PERSECOND", kBool, "false", kRefused,
+     "a second Redis for per-second limits is not built yet (issue 35)", "false"},
+    {"REDIS_PERSECOND_SOCKET_TYPE", kString, "unix", kIgnored, kNoPerSecond},
+    {"REDIS_PERSECOND_TYPE", kString, "SINGLE", kIgnored, kNoPerSecond},
+    {"REDIS_PERSECOND_URL", kString, "/var/run/nutcracker/ratelimitpersecond.sock", kIgnored,
+     kNoPerSecond},
+    {"REDIS_PERSECOND_POOL_SIZE", kInt, "10", kIgnored, kNoPerSecond},
+    {"REDIS_PERSECOND_AUTH", kString, "", kIgnored, kNoPerSecond},
+    {"REDIS_PERSECOND_TLS", kBool, "false", kIgnored, kNoPerSecond},
+    {"REDIS_PERSECOND_SENTINEL_AUTH", kString, "", kIgnored, kNoPerSecond},
+    {"REDIS_PERSECOND_PIPELINE_WINDOW", kDuration, "0", kIgnored, kNoPerSecond},
+    {"REDIS_PERSECOND_PIPELINE_LIMIT", kInt, "0", kIgnored, kNoPerSecond},
+    {"REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM", kInt, "1", kIgnored, kNoPerSecond},
+    {"REDIS_PERSECOND_TIMEOUT", kDuration, "10s", kIgnored, kNoPerSecond},
+    {"REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR", kString, "WAIT", kIgnored, kNoPerSecond},
+});
+
+// Upstream's stats (issue 35, the upstream-stats area).
+constexpr std::string_view kNoStats = "upstream's stats sinks are not built yet (issue 35)";
+constexpr std::string_view kOnlyStatsd =
+    "read only by the statsd and DogStatsD sinks (`USE_STATSD`, `USE_DOG_STATSD`: refused)";
+constexpr std::string_view kOnlyPrometheus = "read only with `USE_PROMETHEUS=true` (refused)";
+constexpr std::string_view kOnlyDogStatsd = "read only with `USE_DOG_STATSD=true` (refused)";
+constexpr std::array kStatsVariables = std::to_array<UpstreamVariable>({
+    {"USE_STATSD", kBool, "true", kRefused,
+     "upstream's statsd sink is not built yet (issue 35); unset, floodgate sends no statsd",
+     "false"},
+    {"STATSD_HOST", kString, "localhost", kIgnored, kOnlyStatsd},
+    {"STATSD_PORT", kInt, "8125", kIgnored, kOnlyStatsd},
+    {"STATSD_PROTOCOL", kString, "tcp", kIgnored, kOnlyStatsd},
+    {"GOSTATS_FLUSH_INTERVAL_SECONDS", kInt, "5", kIgnored, kOnlyStatsd},
+    {"GOSTATS_LOGGING_SINK_DISABLED", kBool, "false", kIgnored, kOnlyStatsd},
+    {"EXTRA_TAGS", kMap, "", kRefused, kNoStats, ""},
+    {"STATS_FLUSH_INTERVAL", kDuration, "10s", kRefused, kNoStats, "10s"},
+    {"DISABLE_STATS", kBool, "false", kSame,
+     "no upstream stats are sent (floodgate's own `/metrics` stays)"},
+    {"USE_PROMETHEUS", kBool, "false", kRefused, kNoStats, "false"},
+    {"PROMETHEUS_ADDR", kString, ":9090", kIgnored, kOnlyPrometheus},
+    {"PROMETHEUS_PATH", kString, "/metrics", kIgnored, kOnlyPrometheus},
+    {"PROMETHEUS_MAPPER_YAML", kString, "", kIgnored, kOnlyPrometheus},
+    {"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", kBool, "false", kIgnored, kOnlyPrometheus},
+    {"USE_DOG_STATSD", kBool, "false", kRefused, kNoStats, "false"},
+    {"USE_DOG_STATSD_MOGRIFIERS", kList, "", kIgnored, kOnlyDogStatsd},
+    {"DOG_STATSD_MOGRIFIER_*", kString, "", kIgnored, kOnlyDogStatsd},
+    {"DD_*", kString, "", kIgnored,
+     "read by the DogStatsD client only (`USE_DOG_STATSD`: refused)"},
+});
+
+// gRPC serving and the config keys' switches (issue 35, the upstream-grpc area).
+constexpr std::string_view kOnlyGrpcTls = "read only with `GRPC_SERVER_USE_TLS=true` (refused)";
+constexpr std::array kGrpcVariables = std::to_array<UpstreamVariable>({
+    {"GRPC_UDS", kString, "", kRefused, "gRPC on a unix socket is not built yet (issue 35)", ""},
+    {"GRPC_MAX_CONNECTION_AGE", kDuration, "24h", kRefused,
+     "floodgate's gRPC connections have no maximum age yet (issue 35)"},
+    {"GRPC_MAX_CONNECTION_AGE_GRACE", kDuration, "1h", kRefused,
+     "floodgate's gRPC connections have no maximum age yet (issue 35)"},
+    {"GRPC_SERVER_USE_TLS", kBool, "false", kRefused, "gRPC over TLS is not built yet (issue 35)",
+     "false"},
+    {"GRPC_SERVER_TLS_CERT", kString, "", kIgnored, kOnlyGrpcTls},
+    {"GRPC_SERVER_TLS_KEY", kString, "", kIgnored, kOnlyGrpcTls},
+    {"GRPC_CLIENT_TLS_CACERT", kString, "", kIgnored, kOnlyGrpcTls},
+    {"GRPC_CLIENT_TLS_SAN", kString, "", kIgnored, kOnlyGrpcTls},
+    {"GRPC_SERVER_TLS_CA_CERT", kString, "", kIgnored,
+     "not upstream's: Envoy Gateway sets it and upstream never reads it"},
+    {"QUOTA_MODE", kBool, "false", kRefused, "quota mode is not built yet (issue 35)", "false"},
+    {"RESPONSE_DYNAMIC_METADATA", kBool, "false", kRefused,
+     "dynamic metadata in answers is not built yet (issue 35)", "false"},
+    {"MERGE_DOMAIN_CONFIG", kBool, "false", kRefused,
+     "a domain across several files is not built yet (issue 35)", "false"},
+});
+
+// Config over xDS (issue 35, the upstream-xds area).
+constexpr std::string_view kOnlyXds = "read only with `CONFIG_TYPE=GRPC_XDS_SOTW` (refused)";
+constexpr std::array kXdsVariables = std::to_array<UpstreamVariable>({
+    {"CONFIG_GRPC_XDS_NODE_ID", kString, "default", kIgnored, kOnlyXds},
+    {"CONFIG_GRPC_XDS_NODE_METADATA", kString, "", kIgnored, kOnlyXds},
+    {"CONFIG_GRPC_XDS_SERVER_URL", kString, "localhost:18000", kIgnored, kOnlyXds},
+    {"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", kDuration, "3s", kIgnored, kOnlyXds},
+    {"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", kMap, "", kIgnored, kOnlyXds},
+    {"CONFIG_GRPC_XDS_SERVER_USE_TLS", kBool, "false", kIgnored, kOnlyXds},
+    {"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", kString, "", kIgnored, kOnlyXds},
+    {"CONFIG_GRPC_XDS_CLIENT_TLS_KEY", kString, "", kIgnored, kOnlyXds},
+    {"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", kString, "", kIgnored, kOnlyXds},
+    {"CONFIG_GRPC_XDS_SERVER_TLS_SAN", kString, "", kIgnored, kOnlyXds},
+    {"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", kDuration, "10s", kIgnored, kOnlyXds},
+    {"XDS_CLIENT_BACKOFF_MAX_INTERVAL", kDuration, "60s", kIgnored, kOnlyXds},
+    {"XDS_CLIENT_BACKOFF_RANDOM_FACTOR", kFloat64, "0.5", kIgnored, kOnlyXds},
+    {"XDS_CLIENT_BACKOFF_JITTER", kBool, "true", kIgnored, kOnlyXds},
+    {"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", kInt, "", kIgnored, kOnlyXds},
+});
+
+// The memcached backend: never (floodgate's stores are memory and Redis).
+constexpr std::string_view kOnlyMemcache =
+    "read only with `BACKEND_TYPE=memcache` (refused: floodgate has no memcached store)";
+constexpr std::array kMemcacheVariables = std::to_array<UpstreamVariable>({
+    {"MEMCACHE_HOST_PORT", kList, "", kIgnored, kOnlyMemcache},
+    {"MEMCACHE_MAX_IDLE_CONNS", kInt, "2", kIgnored, kOnlyMemcache},
+    {"MEMCACHE_SRV", kString, "", kIgnored, kOnlyMemcache},
+    {"MEMCACHE_SRV_REFRESH", kDuration, "0", kIgnored, kOnlyMemcache},
+    {"MEMCACHE_TLS", kBool, "false", kIgnored, kOnlyMemcache},
+    {"MEMCACHE_TLS_CLIENT_CERT", kString, "", kIgnored, kOnlyMemcache},
+    {"MEMCACHE_TLS_CLIENT_KEY", kString, "", kIgnored, kOnlyMemcache},
+    {"MEMCACHE_TLS_CACERT", kString, "", kIgnored, kOnlyMemcache},
+    {"MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION", kBool, "false", kIgnored, kOnlyMemcache},
+});
+
+// OpenTelemetry trace export: not built.
+constexpr std::string_view kOnlyTracing = "read only with `TRACING_ENABLED=true` (refused)";
+constexpr std::array kTracingVariables = std::to_array<UpstreamVariable>({
+    {"TRACING_ENABLED", kBool, "false", kRefused, "floodgate does not export OpenTelemetry traces",
+     "false"},
+    {"TRACING_SERVICE_NAME", kString, "RateLimit", kIgnored, kOnlyTracing},
+    {"TRACING_SERVICE_NAMESPACE", kString, "", kIgnored, kOnlyTracing},
+    {"TRACING_SERVICE_INSTANCE_ID", kString, "", kIgnored, kOnlyTracing},
+    {"TRACING_EXPORTER_PROTOCOL", kString, "http", kIgnored, kOnlyTracing},
+    {"TRACING_SAMPLING_RATE", kFloat64, "1", kIgnored, kOnlyTracing},
+    {"OTEL_*", kString, "", kIgnored,
+     "read by the trace exporter only (`TRACING_ENABLED`: refused)"},
+});
+
+template <std::size_t... N>
+constexpr auto Join(const std::array<UpstreamVariable, N>&... blocks) {
+  std::array<UpstreamVariable, (N + ...)> all{};
+  std::size_t at = 0;
+  ((std::copy(blocks.begin(), blocks.end(), all.begin() + static_cast<std::ptrdiff_t>(at)),
+    at += N),
+   ...);
+  return all;
+}
+
+constexpr auto kAllVariables =
+    Join(kServiceVariables, kRedisVariables, kCounterVariables, kStatsVariables, kGrpcVariables,
+         kXdsVariables, kMemcacheVariables, kTracingVariables);
+
+}  // namespace
+
+std::span<const UpstreamVariable> UpstreamVariables() { return kAllVariables; }
+
+}  // namespace floodgate::server::rls
