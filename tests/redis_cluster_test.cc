@@ -168,10 +168,11 @@ TEST_F(ClusterTest, ANodesBatchWritesNothingWhenAKeyIsAnotherNodes) {
       RunShell(fmt::format("redis-cli -h 127.0.0.1 -p {} -x SCRIPT LOAD < {}", node->port(), path));
   while (!sha.empty() && (sha.back() == '\n' || sha.back() == '\r')) sha.pop_back();
   ASSERT_EQ(sha.size(), 40u) << sha;
-  // Two gcra decisions, 10/s: KEYS = {the first key}, ARGV = {2, slot marks, the second key,
-  // the batch's arguments}.
+  // Two gcra decisions, 10/h: KEYS = {the first key}, ARGV = {2, slot marks, the second key,
+  // the batch's arguments}. An hour's period keeps the keys for minutes: at 10/s they expired
+  // 100 ms after the call, before a loaded machine's EXISTS.
   const auto call = [&](const std::string& second) {
-    return node->Cli({"EVALSHA", sha, "1", key(0), "2", "11", second, "1", "gcra", "10", "1000000",
+    return node->Cli({"EVALSHA", sha, "1", key(0), "2", "11", second, "1", "gcra", "10", "3600000000",
                       "10", "0", "1", "", "1", "1", "", "1"});
   };
   EXPECT_THAT(call(other_node), HasSubstr("Script attempted to access a non local key"));

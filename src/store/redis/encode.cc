@@ -68,6 +68,9 @@ template <class... F>
 struct Overloaded : F... {
   using F::operator()...;
 };
+// clang before 17 deduces no aggregate's template arguments (P1816) without a guide.
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;
 
 // Units of several slots (a cluster node's batch, lua/node_batch.lua).
 bool AcrossSlots(std::span<const UnitPtr> chunk) {
