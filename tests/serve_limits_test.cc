@@ -85,6 +85,57 @@ TEST(ServeLimits, OutOfDescriptorsItBacksOffLogsOnceCountsAndRecovers) {
   EXPECT_EQ(serve.Stop(milliseconds(15'000)), 0) << serve.Log();
 }
 
+// The soft limit in /proc/PID/limits' "Max open files" line, or -1.
+int SoftOpenFiles(pid_t pid) {
+  std::ifstream limits(fmt::format("/proc/{}/limits", pid));
+  for (std::string line; std::getline(limits, line);) {
+    if (!line.starts_with("Max open files")) continue;
+    std::istringstream fields(line.substr(std::string_view("Max open files").size()));
+    int soft = -1;
+    fields >> soft;
+    return soft;
+  }
+  return -1;
+}
+
+// Both serving modes raise their descriptor soft limit to the hard one at start: at
+// systemd's default soft limit (1,024) connections ran out long before the machine's, and
+// Debian's gRPC stops accepting for good after one EMFILE. ratelimit (upstream's mode) did
+// not: it kept the soft limit it was given.
+TEST(ServeLimits, BothModesRaiseTheirDescriptorSoftLimitToTheHardOne) {
+  for (const StartAs mode : {StartAs::kServe, StartAs::kRatelimit}) {
+    const int port = FreeLoopbackPort();
+    std::vector<std::string> args;
+    std::vector<std::string> env;
+    if (mode == StartAs::kServe) {
+      args = {"--listen", fmt::format("127.0.0.1:{}", port)};
+    } else {
+      // No Redis answers: ratelimit keeps retrying before it opens a port, its limit set.
+      env = {"USE_STATSD=false",
+             "REDIS_SOCKET_TYPE=tcp",
+             fmt::format("REDIS_URL=127.0.0.1:{}", FreeLoopbackPort()),
+             "HOST=127.0.0.1",
+             "GRPC_HOST=127.0.0.1",
+             "DEBUG_HOST=127.0.0.1",
+             fmt::format("PORT={}", port),
+             fmt::format("GRPC_PORT={}", FreeLoopbackPort()),
+             fmt::format("DEBUG_PORT={}", FreeLoopbackPort()),
+             "REDIS_STARTUP_INITIAL_INTERVAL=50ms",
+             "REDIS_STARTUP_MAX_INTERVAL=100ms"};
+    }
+    ServeProcess process(args, env,
+                         {.start_as = mode, .max_open_files = 64, .hard_open_files = 512});
+    const bool started =
+        mode == StartAs::kServe
+            ? process.WaitListening(port, kLimitsStartLimit)
+            : process.WaitLogLines("Retrying Redis connection to", 1, kLimitsStartLimit);
+    ASSERT_TRUE(started) << process.Log();
+    EXPECT_EQ(SoftOpenFiles(process.pid()), 512)
+        << (mode == StartAs::kServe ? "serve" : "ratelimit");
+    EXPECT_EQ(process.Stop(milliseconds(15'000)), 0) << process.Log();
+  }
+}
+
 // Issue 34 section 5: tz=/dev/stdin, or any FIFO's path, blocked a server thread for good
 // (and then SIGTERM, waiting for it). A zone is a name on tzdata's list, never a path.
 TEST(ServeLimits, AFifoNamedAsAZoneIsNeverOpened) {

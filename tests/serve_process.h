@@ -46,6 +46,8 @@ struct SpawnOptions {
   // Its file descriptor limit, soft and hard (util-linux's prlimit sets it, then runs
   // floodgate under the same PID); none: this process's own.
   std::optional<int> max_open_files;
+  // With max_open_files: a hard limit above that soft one.
+  std::optional<int> hard_open_files;
 };
 
 // `floodgate serve ARGS`, its stdout and stderr in a log file; SIGTERM at the end.
@@ -62,7 +64,9 @@ class ServeProcess {
       // prlimit runs the binary by its path: upstream's mode as `floodgate ratelimit`.
       program = "/usr/bin/prlimit";
       args.insert(args.begin(),
-                  {program, fmt::format("--nofile={0}:{0}", *options.max_open_files),
+                  {program,
+                   fmt::format("--nofile={}:{}", *options.max_open_files,
+                               options.hard_open_files.value_or(*options.max_open_files)),
                    FLOODGATE_BINARY, options.start_as == StartAs::kServe ? "serve" : "ratelimit"});
     } else if (options.start_as == StartAs::kServe) {
       args.insert(args.begin(), {FLOODGATE_BINARY, "serve"});
@@ -183,6 +187,7 @@ class ServeProcess {
     if (pid_ > 0) kill(pid_, signal);
   }
   const fs::path& dir() const { return dir_; }
+  pid_t pid() const { return pid_; }
 
  private:
   fs::path dir_;

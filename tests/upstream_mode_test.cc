@@ -276,6 +276,31 @@ TEST(UpstreamModeProcess, HealthyOnlyWithADomainWhenAsked) {
   EXPECT_THAT(process.Log(), HasSubstr(R"("level":"info")"));
 }
 
+// Upstream's HTTP port takes /json and /healthcheck; floodgate's /v1/check there took an
+// inline policy from any client and counted it in the shared Redis. There are no rules in this
+// mode, so /v1/* decide nothing: a policy is refused before it is read, and Redis holds no key.
+TEST(UpstreamModeProcess, ClientsBringNoPolicyOfTheirOwn) {
+  auto redis = RedisServer::Start();
+  ASSERT_NE(redis, nullptr);
+  ConfigRoot config;
+  config.Write("config.yaml", kThreePerMinute);
+  Ports ports;
+  ServeProcess process({}, ComposeEnvironment(*redis, config, ports),
+                       {.start_as = StartAs::kRatelimit});
+  ASSERT_TRUE(process.WaitListening(ports.http, kRatelimitStart)) << process.Log();
+  for (const auto& [path, body] : std::vector<std::pair<std::string, std::string>>{
+           {"/v1/check", R"({"key":"anyone","policy":"gcra:1000/1s"})"},
+           {"/v1/reserve", R"({"key":"anyone","policy":"gcra:1000/1s","estimate":1})"},
+           {"/v1/acquire", R"({"key":"anyone","policy":"concurrency:10"})"}}) {
+    const Answer a = Http(ports.http, beast::http::verb::post, path, body);
+    EXPECT_EQ(a.status, 403) << path << ": " << a.body;
+    EXPECT_THAT(a.body, HasSubstr("inline policies are off")) << path;
+  }
+  const std::string keys = redis->Cli({"DBSIZE"});
+  EXPECT_EQ(keys.substr(0, keys.find_first_of("\r\n")), "0") << keys;
+  EXPECT_EQ(process.Stop(kRatelimitStart), 0) << process.Log();
+}
+
 // SIGHUP stops upstream (its runner cancels on SIGINT, SIGTERM and SIGHUP alike); `ratelimit`
 // too, gracefully.
 TEST(UpstreamModeProcess, SighupStopsAsUpstreams) {

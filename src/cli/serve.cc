@@ -9,21 +9,18 @@
 #include <floodgate/version.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <condition_variable>
 #include <csignal>
 #include <cstdlib>
-#include <mutex>
 #include <optional>
-#include <stop_token>
 #include <string>
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/process_guard.h"
 #include "common/strings.h"
 #include "core/zone_names.h"
 #include "server/config.h"
@@ -171,41 +168,6 @@ class StoreWatch {
 
 // How long requests in flight may take to finish after SIGTERM (HTTP and gRPC alike).
 constexpr std::chrono::seconds kGrace{10};
-// Past the grace, what is still running is stuck (a thread blocked where no timeout
-// reaches it): the process exits anyway, this much later, rather than never.
-constexpr std::chrono::seconds kStuckAfterGrace{2};
-
-// Ends the process if the shutdown has not finished `limit` after it began: every wait of
-// the shutdown is bounded, but a thread blocked in a call that never returns would keep
-// joins waiting for good (tz=/dev/stdin once did; SIGTERM then no longer stopped serve).
-void ExitIfStuck(const std::stop_token& finished, std::chrono::seconds limit) {
-  std::mutex mu;
-  std::condition_variable_any wake;
-  std::unique_lock lock(mu);
-  // Woken only by `finished` (the predicate never holds) or by the time running out.
-  wake.wait_for(lock, finished, limit, [] { return false; });
-  if (finished.stop_requested()) return;
-  spdlog::error(
-      "floodgate: not stopped {} s after the signal to stop (a request is stuck); "
-      "exiting",
-      limit.count());
-  spdlog::default_logger()->flush();
-  std::_Exit(kExitError);
-}
-
-// One descriptor per connection: a soft limit of 1,024 (systemd's default) runs out
-// long before the machine does, and gRPC (Debian's 1.51) stops accepting for good
-// after one accept fails for want of a descriptor. Raised to the hard limit, as Go's
-// runtime does; the HTTP server backs off when even that runs out.
-void RaiseDescriptorLimit() {
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
-  const rlim_t was = limit.rlim_cur;
-  limit.rlim_cur = limit.rlim_max;
-  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
-    spdlog::warn("floodgate: cannot raise the file descriptor limit from {}", was);
-  }
-}
 
 }  // namespace
 
@@ -310,9 +272,7 @@ Command AddServe(CLI::App& app) {
               if (signal != SIGHUP) {
                 spdlog::info("floodgate: {} received, finishing requests in flight",
                              signal == SIGINT ? "SIGINT" : "SIGTERM");
-                watchdog = std::jthread([](std::stop_token finished) {
-                  ExitIfStuck(finished, kGrace + kStuckAfterGrace);
-                });
+                watchdog = ExitUnlessStoppedWithin(kGrace + kStuckAfterGrace, kExitError);
                 if (grpc) {
                   grpc_stopping = std::jthread([&grpc] { grpc->Shutdown(kGrace); });
                 }
