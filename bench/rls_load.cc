@@ -2,9 +2,9 @@
 //
 // `--concurrency` calls in flight over `--connections` HTTP/2 connections, each call's answer
 // starting the next (gRPC's completion-queue client API: no thread per call), until `--duration`
-// has passed or `--requests` were sent. One descriptor per request, `--key` with a value out of
-// `--values` (random), in `--domain`. Prints requests/s, p50/p99 and the answers' codes (JSON with
-// --json), as bench/rls_bench.py reads them.
+// has passed or `--requests` were sent. `--descriptors` descriptors per request (one by default),
+// each `--key` with a value out of `--values` (random), in `--domain`. Prints requests/s, p50/p99
+// and the answers' codes (JSON with --json), as bench/rls_bench.py reads them.
 #include <absl/synchronization/mutex.h>
 #include <fmt/format.h>
 #include <grpcpp/create_channel.h>
@@ -34,6 +34,7 @@ struct Options {
   std::string domain = "bench";
   std::string key = "remote_address";
   int values = 100'000;
+  int descriptors = 1;
   int concurrency = 64;
   int connections = 4;
   int threads = 1;
@@ -129,10 +130,12 @@ class Load {
       }
       request_.Clear();
       request_.set_domain(load_.options_.domain);
-      auto* entry = request_.add_descriptors()->add_entries();
-      entry->set_key(load_.options_.key);
-      entry->set_value(fmt::format(
-          "c{}", std::uniform_int_distribution<int>(1, load_.options_.values)(random_)));
+      for (int d = 0; d < load_.options_.descriptors; ++d) {
+        auto* entry = request_.add_descriptors()->add_entries();
+        entry->set_key(load_.options_.key);
+        entry->set_value(fmt::format(
+            "c{}", std::uniform_int_distribution<int>(1, load_.options_.values)(random_)));
+      }
       response_.Clear();
       context_ = std::make_unique<grpc::ClientContext>();
       context_->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -203,6 +206,8 @@ int main(int argc, char** argv) {
   app.add_option("--key", options.key, "the descriptor entry's key");
   app.add_option("--values", options.values, "distinct values (random c1..cN)")
       ->check(CLI::Range(1, 100'000'000));
+  app.add_option("--descriptors", options.descriptors, "descriptors per request")
+      ->check(CLI::Range(1, 1'000'000));
   app.add_option("--concurrency", options.concurrency, "calls in flight")
       ->check(CLI::Range(1, 4096));
   app.add_option("--connections", options.connections, "HTTP/2 connections")

@@ -51,6 +51,94 @@ TEST_F(RedisTest, ASilentRedisIsAnsweredByTheTimeoutThenTheBreaker) {
   EXPECT_TRUE(stats.breaker_open);
 }
 
+// Issue 39: one client's burst, more than could be decided within the timeout, timed
+// out in this process's own queue and opened the breaker for every other client. Here the
+// queue is made deterministically: the store's I/O thread is held (in a decision's
+// callback, which runs on it) until decisions queued behind it are past their deadline,
+// while Redis has answered everything it was sent. Those timeouts are this process's, not
+// Redis's: answered by on_error, counted apart, and the breaker stays closed.
+TEST(RedisFailure, DecisionsThatTimeOutInOurOwnQueueDoNotOpenTheBreaker) {
+  auto server = RedisServer::Start();
+  ASSERT_NE(server, nullptr);
+  auto options = RedisStoreOptions::FromUrl(
+      server->url("timeout=2s&on_error=fail_closed&connections=1&denial_cache=0us"));
+  ASSERT_TRUE(options.ok()) << options.status();
+  options->breaker_open = std::chrono::seconds(60);  // once open, still open below
+  auto opened = RedisStore::Open(*options);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  RedisStore& store = **opened;
+  const Policy policy = *Policy::Parse("gcra:1000000/1s");
+  ASSERT_FALSE(store.Decide({"warm", policy, 1, std::nullopt})->degraded);
+
+  constexpr int kQueued = 100;  // 20 times the breaker's threshold
+  std::promise<void> holding;
+  std::promise<Steady::time_point> queued;
+  std::promise<void> held;
+  store.DecideAsync({"holder", policy, 1, std::nullopt}, [&](absl::StatusOr<Decision>) {
+    holding.set_value();
+    // On the I/O thread: keep it until every decision below is past its deadline. The
+    // wait is the point (a deadline must pass), not a stand-in for an event. The timeout
+    // is 2 s so that the warm-up and the last decision, which Redis must answer, have a
+    // loaded machine's slack.
+    std::this_thread::sleep_until(queued.get_future().get() + milliseconds(2000 + 20));
+    held.set_value();
+  });
+  holding.get_future().wait();
+  std::atomic<int> answered{0}, degraded{0};
+  std::promise<void> all;
+  for (int i = 0; i < kQueued; ++i) {
+    store.DecideAsync({fmt::format("queued{}", i), policy, 1, std::nullopt},
+                      [&](absl::StatusOr<Decision> d) {
+                        degraded += !d.ok() || d->degraded;
+                        if (++answered == kQueued) all.set_value();
+                      });
+  }
+  queued.set_value(Steady::now());
+  ASSERT_EQ(all.get_future().wait_for(kHangGuard), std::future_status::ready);
+  held.get_future().wait();
+  const RedisStats stats = store.redis_stats();
+  EXPECT_EQ(degraded.load(), kQueued);  // past their deadline: on_error answered them
+  EXPECT_EQ(stats.timeouts, static_cast<std::uint64_t>(kQueued));
+  EXPECT_EQ(stats.backlog_timeouts, static_cast<std::uint64_t>(kQueued));
+  EXPECT_FALSE(stats.breaker_open);
+  // The next client is answered by Redis, not by an open breaker.
+  EXPECT_FALSE(store.Decide({"another client", policy, 1, std::nullopt})->degraded);
+  store.Close();
+}
+
+// The other side: a Redis that answers nothing is still a failure, however many
+// decisions wait in this process's queue behind the ones sent to it.
+TEST(RedisFailure, ASilentRedisOpensTheBreakerUnderABurstToo) {
+  auto server = RedisServer::Start();
+  ASSERT_NE(server, nullptr);
+  auto options = RedisStoreOptions::FromUrl(server->url("timeout=2s&on_error=fail_closed"));
+  ASSERT_TRUE(options.ok()) << options.status();
+  options->breaker_open = std::chrono::seconds(60);  // once open, still open below
+  auto opened = RedisStore::Open(*options);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  auto store = *std::move(opened);
+  const Policy policy = *Policy::Parse("gcra:1000000/1s");
+  ASSERT_FALSE(store->Decide({"warm", policy, 1, std::nullopt})->degraded);
+  PausedWrites paused({server.get()});
+  constexpr int kBurst = 2'000;
+  std::atomic<int> answered{0};
+  std::promise<void> all;
+  for (int i = 0; i < kBurst; ++i) {
+    store->DecideAsync({fmt::format("burst{}", i), policy, 1, std::nullopt},
+                       [&](absl::StatusOr<Decision>) {
+                         if (++answered == kBurst) all.set_value();
+                       });
+  }
+  ASSERT_EQ(all.get_future().wait_for(kHangGuard), std::future_status::ready);
+  const RedisStats stats = store->redis_stats();
+  EXPECT_TRUE(stats.breaker_open);
+  // The decisions sent to the paused Redis were charged to it: at least the breaker's
+  // threshold of them (those only queued behind may count as the backlog's).
+  EXPECT_GE(stats.timeouts - stats.backlog_timeouts, 5u);
+  paused.End();
+  store->Close();
+}
+
 // Redis killed: every decision meanwhile is on_error's, answered because the connection is
 // gone (an error, not a timeout waited out); restarted, Redis answers again on a new
 // connection. (How soon is the reconnect backoff's, capped at reconnect_max: the time is

@@ -6,12 +6,14 @@
 #include "server/rls/rls_engine.h"
 
 #include <floodgate/memory_store.h>
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <future>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -86,6 +88,45 @@ TEST_F(RlsEngineTest, RequestChecksUseUpstreamTexts) {
   auto no_descriptors = Ask(RlsRequest("d", {}));
   EXPECT_EQ(no_descriptors.status(),
             absl::InvalidArgumentError("rate limit descriptor list must not be empty"));
+}
+
+// Issue 39: 10,000 descriptors in one request queued past the Redis store's timeout and
+// opened its breaker for every client. At most kMaxDescriptors, refused before any work.
+TEST_F(RlsEngineTest, DescriptorsPerRequestAreBoundedBeforeAnyIsDecided) {
+  Start(kBasic);
+  std::vector<Descriptor> descriptors(kMaxDescriptors, Descriptor{{{"per_day", "x"}}});
+  const auto decisions = [&] { return metrics_.Get("d.per_day", RlsMetrics::kTotalHits); };
+  EXPECT_TRUE(Ask(RlsRequest("d", descriptors)).ok());  // 64: decided
+  const std::uint64_t before = decisions();
+  EXPECT_EQ(before, static_cast<std::uint64_t>(kMaxDescriptors));
+  descriptors.resize(10'000, Descriptor{{{"per_day", "x"}}});
+  for (const std::size_t n : {std::size_t{kMaxDescriptors + 1}, std::size_t{10'000}}) {
+    descriptors.resize(n);
+    auto refused = Ask(RlsRequest("d", descriptors));
+    EXPECT_EQ(refused.status(),
+              absl::InvalidArgumentError(fmt::format(
+                  "{} descriptors in one request; at most {} are taken", n, kMaxDescriptors)));
+  }
+  EXPECT_EQ(decisions(), before);  // nothing of them reached the store
+}
+
+// A request's keys name the series of its `limit` override (and its last value a
+// detailed_metric's): any client could add series, of any length, without bound.
+TEST_F(RlsEngineTest, MetricSeriesFromRequestTextAreBounded) {
+  Start(kBasic);
+  constexpr std::size_t kRequests = RlsMetrics::kMaxSeries + 100;
+  for (std::size_t i = 0; i < kRequests; ++i) {
+    Descriptor d{{{fmt::format("client-chosen-{}-{}", i, std::string(300, 'k')), "v"}}};
+    d.limit = std::pair{10u, ::envoy::type::v3::RateLimitUnit::SECOND};
+    ASSERT_TRUE(Ask(RlsRequest("d", {d})).ok());
+  }
+  EXPECT_EQ(metrics_.series(), RlsMetrics::kMaxSeries + 1);  // the rest as one
+  EXPECT_EQ(metrics_.Get(RlsMetrics::kOtherSeries, RlsMetrics::kTotalHits),
+            kRequests - RlsMetrics::kMaxSeries);
+  std::istringstream lines(metrics_.Render());
+  for (std::string line; std::getline(lines, line);) {
+    ASSERT_LE(line.size(), RlsMetrics::kMaxNameBytes + 64) << line.substr(0, 80);
+  }
 }
 
 TEST_F(RlsEngineTest, OverLimitWhenTheCountPassesTheLimitPerSecond) {

@@ -387,6 +387,25 @@ TEST_F(RlsHttpTest, JsonRefusesWhatIsNotARateLimitRequest) {
   EXPECT_EQ(engine_.calls.load(), 2) << "bad bodies never reach the engine";
 }
 
+// Issue 39: protobuf's JSON parser kept the last of two same fields ("domain":"a",
+// "domain":"b" meant b), its JSON and proto names alike; a duplicate is refused by name.
+TEST_F(RlsHttpTest, JsonRefusesAFieldGivenTwice) {
+  const auto refused = [&](const std::string& body) {
+    const Response r = Call(http::verb::post, "/json", body);
+    EXPECT_EQ(r.status, 400) << body;
+    return nlohmann::json::parse(r.body)["message"].get<std::string>();
+  };
+  EXPECT_EQ(refused(R"({"domain":"ok","domain":"deny","descriptors":[{"entries":[{"key":"k"}]}]})"),
+            "not a RateLimitRequest: field \"domain\" given twice");
+  EXPECT_EQ(refused(R"({"domain":"ok","hitsAddend":0,"hits_addend":5,
+                        "descriptors":[{"entries":[{"key":"k"}]}]})"),
+            "not a RateLimitRequest: field \"hits_addend\" given twice");
+  EXPECT_EQ(refused(R"({"domain":"ok","descriptors":[{"entries":[{"key":"k"}]},
+                        {"entries":[{"key":"k","value":"a","value":"b"}]}]})"),
+            "not a RateLimitRequest: descriptors[1].entries[0]: field \"value\" given twice");
+  EXPECT_EQ(engine_.calls.load(), 0) << "none reached the engine";
+}
+
 TEST(RlsHttpWithoutEngine, JsonIsNotFound) {
   Service service(std::make_shared<MemoryStore>(), std::make_shared<const ServerConfig>());
   Request request(http::verb::post, "/json", 11);

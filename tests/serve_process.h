@@ -5,6 +5,7 @@
 // Spawned with its own log file, polled (bounded) until it listens, stopped by its PID.
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -17,6 +18,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -36,19 +38,39 @@ using std::chrono::milliseconds;
 using Steady = std::chrono::steady_clock;
 
 // How the binary is started: `floodgate serve ARGS`, or as envoyproxy/ratelimit's binary
-// (argv[0] "ratelimit", upstream's mode; ARGS follow, and are ignored by it).
+// (argv[0] "ratelimit", or `floodgate ratelimit` under prlimit: upstream's mode; ARGS
+// follow, and are ignored by it).
 enum class StartAs { kServe, kRatelimit };
+
+// How the process is started, beyond its arguments and environment.
+struct SpawnOptions {
+  StartAs start_as = StartAs::kServe;
+  // Its file descriptor limit, soft and hard (util-linux's prlimit sets it, then runs
+  // floodgate under the same PID); none: this process's own.
+  std::optional<int> max_open_files;
+  // With max_open_files: a hard limit above that soft one.
+  std::optional<int> hard_open_files;
+};
 
 // `floodgate serve ARGS`, its stdout and stderr in a log file; SIGTERM at the end.
 class ServeProcess {
  public:
   // `env`: "NAME=value" entries added to (or replacing) this process's environment.
   explicit ServeProcess(std::vector<std::string> args, std::vector<std::string> env = {},
-                        StartAs start_as = StartAs::kServe) {
+                        const SpawnOptions& options = {}) {
     std::string dir = (fs::temp_directory_path() / "floodgate-serve-XXXXXX").string();
     if (mkdtemp(dir.data()) != nullptr) dir_ = dir;
     log_ = dir_ / "serve.log";
-    if (start_as == StartAs::kServe) {
+    const char* program = FLOODGATE_BINARY;
+    if (options.max_open_files) {
+      // prlimit runs the binary by its path: upstream's mode as `floodgate ratelimit`.
+      program = "/usr/bin/prlimit";
+      args.insert(args.begin(),
+                  {program,
+                   fmt::format("--nofile={}:{}", *options.max_open_files,
+                               options.hard_open_files.value_or(*options.max_open_files)),
+                   FLOODGATE_BINARY, options.start_as == StartAs::kServe ? "serve" : "ratelimit"});
+    } else if (options.start_as == StartAs::kServe) {
       args.insert(args.begin(), {FLOODGATE_BINARY, "serve"});
     } else {
       args.insert(args.begin(), "ratelimit");
@@ -72,7 +94,7 @@ class ServeProcess {
     std::vector<char*> envp;
     for (auto& e : environment) envp.push_back(e.data());
     envp.push_back(nullptr);
-    if (posix_spawn(&pid_, FLOODGATE_BINARY, &files, nullptr, argv.data(), envp.data()) != 0) {
+    if (posix_spawn(&pid_, program, &files, nullptr, argv.data(), envp.data()) != 0) {
       pid_ = -1;
     }
     posix_spawn_file_actions_destroy(&files);
@@ -167,6 +189,7 @@ class ServeProcess {
     if (pid_ > 0) kill(pid_, signal);
   }
   const fs::path& dir() const { return dir_; }
+  pid_t pid() const { return pid_; }
 
  private:
   fs::path dir_;
@@ -203,10 +226,18 @@ inline Answer Http(int port, beast::http::verb verb, const std::string& target,
     request.body() = body;
     request.prepare_payload();
   }
-  beast::http::write(stream, request, ec);
+  // Asynchronous, so that the stream's timeout applies (Beast times out only asynchronous
+  // operations: a server that never answers held a synchronous read for good).
   beast::flat_buffer buffer;
   beast::http::response<beast::http::string_body> response;
-  if (!ec) beast::http::read(stream, buffer, response, ec);
+  beast::http::async_write(stream, request, [&](beast::error_code write_error, std::size_t) {
+    ec = write_error;
+    if (!ec) {
+      beast::http::async_read(stream, buffer, response,
+                              [&](beast::error_code read_error, std::size_t) { ec = read_error; });
+    }
+  });
+  io.run();
   if (ec) return {};
   return {static_cast<int>(response.result_int()), response.body(), Steady::now() - begin};
 }
@@ -216,6 +247,7 @@ inline Answer Http(int port, beast::http::verb verb, const std::string& target,
 using serve_process_detail::Answer;
 using serve_process_detail::Http;
 using serve_process_detail::ServeProcess;
+using serve_process_detail::SpawnOptions;
 using serve_process_detail::StartAs;
 
 }  // namespace floodgate::testing

@@ -124,5 +124,116 @@ TEST_F(ServiceTest, EveryEndpointRefusesUnknownFieldsByName) {
   EXPECT_EQ(store_->Stats().keys, 0u);  // nothing was decided
 }
 
+// Issue 39: `"cost":0,"cost":1` charged (the last one won) where every other odd field is
+// refused. A duplicate is refused by name on every endpoint, at every level.
+TEST_F(ServiceTest, EveryEndpointRefusesAFieldGivenTwiceByName) {
+  const auto refused = [&](const char* path, const char* body, const char* message) {
+    const Response r = Call(http::verb::post, path, body);
+    EXPECT_EQ(r.result_int(), 400) << path << " " << body << ": " << r.body;
+    EXPECT_THAT(Body(r)["message"].get<std::string>(), HasSubstr(message)) << body;
+  };
+  refused("/v1/check", R"({"key":"k","policy":"gcra:1/1s","cost":0,"cost":1})",
+          "field \"cost\" given twice");
+  refused("/v1/check", R"({"key":"k","key":"other","policy":"gcra:1/1s"})",
+          "field \"key\" given twice");
+  refused("/v1/check", R"({"items":[{"key":"k","policy":"gcra:1/1s","name":"a","name":"b"}]})",
+          "items[0]: field \"name\" given twice");
+  refused(
+      "/v1/check",
+      R"({"items":[{"key":"k","policy":"gcra:1/1s"}],"items":[{"key":"k","policy":"gcra:1/1s"}]})",
+      "field \"items\" given twice");
+  refused("/v1/reserve", R"({"key":"k","policy":"gcra:1/1s","estimate":1,"estimate":0})",
+          "field \"estimate\" given twice");
+  refused("/v1/acquire", R"({"key":"k","rule":"api","rule":"login"})",
+          "field \"rule\" given twice");
+  refused("/v1/settle", R"({"reservation":"x","actual":1,"actual":0})",
+          "field \"actual\" given twice");
+  refused("/v1/release", R"({"lease":"x","lease":"y"})", "field \"lease\" given twice");
+  EXPECT_EQ(store_->Stats().keys, 0u);  // nothing was decided
+}
+
+// A 64 KiB body holds thousands of items: they are counted before any is parsed.
+TEST_F(ServiceTest, ItemsAreCountedBeforeAnyIsRead) {
+  std::string body = R"({"items":[)";
+  for (int i = 0; i < 3'000; ++i) {
+    // Each item would be refused on its own: the count must come first.
+    body += fmt::format(R"({}{{"key":"k{}","policy":"nonsense"}})", i == 0 ? "" : ",", i);
+  }
+  body += "]}";
+  const Response r = Call(http::verb::post, "/v1/check", body);
+  EXPECT_EQ(r.result_int(), 400);
+  EXPECT_EQ(Body(r)["message"], "\"items\" must hold 1 to 16 limits, got 3000");
+}
+
+// A CR LF in an item's name wrote headers of the client's choosing into the response: the
+// name goes into RateLimit-Policy and RateLimit, printable ASCII only.
+TEST_F(ServiceTest, AnItemsNameCannotWriteHeaders) {
+  const Response r =
+      Call(http::verb::post, "/v1/check",
+           R"({"items":[{"key":"k","policy":"gcra:5/1s","name":"x\r\nSet-Cookie: evil=1"}]})");
+  EXPECT_EQ(r.result_int(), 400);
+  EXPECT_EQ(Body(r)["message"], "items[0]: \"name\" must be 0 to 64 printable ASCII characters");
+  EXPECT_EQ(Header(r, "Set-Cookie"), "");
+  EXPECT_EQ(Call(http::verb::post, "/v1/check",
+                 fmt::format(R"({{"items":[{{"key":"k","policy":"gcra:5/1s","name":"{}"}}]}})",
+                             std::string(65, 'n')))
+                .result_int(),
+            400);
+  const Response ok =
+      Call(http::verb::post, "/v1/check",
+           R"({"items":[{"key":"k","policy":"gcra:5/1s","name":"a \"quoted\" name"}]})");
+  EXPECT_EQ(ok.result_int(), 200);
+  EXPECT_EQ(Header(ok, "RateLimit-Policy"), R"("a \"quoted\" name";q=5;w=1)");
+}
+
+class InlinePoliciesOff : public ServiceTest {
+ protected:
+  InlinePoliciesOff()
+      : ServiceTest(R"(
+inline_policies: false
+rules:
+  - name: api
+    match: {path_prefix: /api}
+    policy: fixed_window:2/1h
+)") {}
+};
+
+TEST_F(InlinePoliciesOff, APolicyFromTheRequestIsForbiddenOnEveryEndpoint) {
+  const auto forbidden = [&](const char* path, const char* body) {
+    const Response r = Call(http::verb::post, path, body);
+    EXPECT_EQ(r.result_int(), 403) << path << " " << body << ": " << r.body;
+    EXPECT_EQ(Body(r)["code"], "permission_denied");
+    EXPECT_THAT(Body(r)["message"].get<std::string>(),
+                HasSubstr("inline policies are off (inline_policies: false)"));
+  };
+  forbidden("/v1/check", R"({"key":"k","policy":"gcra:1/1s"})");
+  // Refused before the text is read: a zone path is not even looked at.
+  forbidden("/v1/check", R"({"key":"k","policy":"fixed_window:5/1d,tz=/dev/stdin"})");
+  forbidden("/v1/check",
+            R"({"items":[{"key":"k","rule":"api"},{"key":"k","policy":"gcra:1/1s"}]})");
+  forbidden("/v1/reserve", R"({"key":"k","policy":"gcra:1/1s","estimate":1})");
+  forbidden("/v1/acquire", R"({"key":"k","policy":"concurrency:1"})");
+  EXPECT_EQ(store_->Stats().keys, 0u);
+  // The configured rules still decide.
+  EXPECT_EQ(Call(http::verb::post, "/v1/check", R"({"key":"k","rule":"api"})").result_int(), 200);
+}
+
+TEST(ServerConfig, InlinePoliciesAreOnUnlessTurnedOff) {
+  EXPECT_TRUE(ParseConfig("", "t.yaml")->inline_policies);
+  EXPECT_FALSE(ParseConfig("inline_policies: false", "t.yaml")->inline_policies);
+  EXPECT_FALSE(ParseConfig("inline_policies: nope", "t.yaml").ok());
+}
+
+// Issue 34: tz=/dev/stdin from any client blocked a server thread for good.
+TEST_F(ServiceTest, AZoneIsNeverAPath) {
+  for (const char* tz : {"/dev/stdin", "/proc/self/fd/0", "../../../../dev/stdin",
+                         "file:/dev/stdin", "posix/Europe/Berlin"}) {
+    const Response r = Call(http::verb::post, "/v1/check",
+                            fmt::format(R"({{"key":"k","policy":"fixed_window:5/1d,tz={}"}})", tz));
+    EXPECT_EQ(r.result_int(), 400) << tz;
+    EXPECT_THAT(Body(r)["message"].get<std::string>(), HasSubstr("unknown time zone")) << tz;
+  }
+}
+
 }  // namespace
 }  // namespace floodgate::server

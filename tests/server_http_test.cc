@@ -45,7 +45,8 @@ TEST_F(ServiceTest, MetricsCountEveryResultAndShowEveryFamily) {
 // counted per rule, and the answer says the key is blocked.
 class BlockServiceTest : public ServiceTest {
  protected:
-  BlockServiceTest() : ServiceTest(R"(
+  BlockServiceTest()
+      : ServiceTest(R"(
 listen: 127.0.0.1:0
 rules:
   - name: reset
@@ -185,6 +186,27 @@ TEST_F(HttpServerTest, OversizedHeadersAndBodiesAreRefused) {
       "POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Length: 70000\r\n\r\n" +
       std::string(70000, 'b');
   EXPECT_THAT(Raw(big_body), HasSubstr("HTTP/1.1 413"));
+  EXPECT_EQ(Get("/healthz"), 200);
+}
+
+// Issue 39: fields arriving over several reads passed Beast's per-read limit twice over
+// (32,730 bytes accepted). The request line and fields together are at most 16 KiB.
+TEST_F(HttpServerTest, TheHeaderIsBoundedInAllHoweverItArrives) {
+  // A header of exactly `bytes`, in fields of about 40 bytes (each read of the server
+  // ends inside one).
+  const auto header_of = [](std::size_t bytes) {
+    std::string header = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n";
+    for (int i = 0; header.size() + 2 + 48 < bytes; ++i) {
+      header += fmt::format("X-Field-{:05}: {}\r\n", i, std::string(24, 'a'));
+    }
+    header += "X-Last: " + std::string(bytes - header.size() - 2 - 10, 'z') + "\r\n\r\n";
+    EXPECT_EQ(header.size(), bytes);
+    return header;
+  };
+  EXPECT_THAT(Raw(header_of(16 * 1024)), HasSubstr("HTTP/1.1 200"));
+  EXPECT_THAT(Raw(header_of(16 * 1024 + 1)), HasSubstr("HTTP/1.1 431"));
+  EXPECT_THAT(Raw(header_of(20'000)), HasSubstr("HTTP/1.1 431"));
+  EXPECT_THAT(Raw(header_of(32'730)), HasSubstr("HTTP/1.1 431"));
   EXPECT_EQ(Get("/healthz"), 200);
 }
 

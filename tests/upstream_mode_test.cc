@@ -128,8 +128,8 @@ TEST(UpstreamModeProcess, TwoReplicasOnOneRedisAdmitTheLimitOnce) {
   ConfigRoot config;
   config.Write("config.yaml", kThreePerMinute);
   Ports a, b;
-  ServeProcess first({}, ComposeEnvironment(*redis, config, a), StartAs::kRatelimit);
-  ServeProcess second({}, ComposeEnvironment(*redis, config, b), StartAs::kRatelimit);
+  ServeProcess first({}, ComposeEnvironment(*redis, config, a), {.start_as = StartAs::kRatelimit});
+  ServeProcess second({}, ComposeEnvironment(*redis, config, b), {.start_as = StartAs::kRatelimit});
   ASSERT_TRUE(first.WaitListening(a.http, kRatelimitStart)) << first.Log();
   ASSERT_TRUE(second.WaitListening(b.http, kRatelimitStart)) << second.Log();
 
@@ -202,7 +202,7 @@ TEST(UpstreamModeProcess, PortsOpenOnlyOnceRedisAnswers) {
        fmt::format("PORT={}", ports.http), fmt::format("GRPC_PORT={}", ports.grpc),
        fmt::format("DEBUG_PORT={}", ports.debug), "REDIS_STARTUP_INITIAL_INTERVAL=50ms",
        "REDIS_STARTUP_MAX_INTERVAL=100ms"},
-      StartAs::kRatelimit);
+      {.start_as = StartAs::kRatelimit});
   ASSERT_TRUE(process.WaitLogLines("Retrying Redis connection to", 2, kRatelimitStart))
       << process.Log();
   for (const int port : {ports.http, ports.grpc, ports.debug}) {
@@ -222,7 +222,7 @@ TEST(UpstreamModeProcess, GivesUpOnRedisAfterMaxElapsedTime) {
       {"REDIS_SOCKET_TYPE=tcp", fmt::format("REDIS_URL=127.0.0.1:{}", FreeLoopbackPort()),
        "USE_STATSD=false", "REDIS_STARTUP_INITIAL_INTERVAL=20ms",
        "REDIS_STARTUP_MAX_ELAPSED_TIME=200ms"},
-      StartAs::kRatelimit);
+      {.start_as = StartAs::kRatelimit});
   EXPECT_EQ(process.WaitExit(kRatelimitStart), 2);
   EXPECT_THAT(process.Log(), HasSubstr("timed out waiting for Redis connection to"));
 }
@@ -230,13 +230,15 @@ TEST(UpstreamModeProcess, GivesUpOnRedisAfterMaxElapsedTime) {
 // A set variable whose feature floodgate lacks stops the start with its name and the reason;
 // arguments are ignored, as upstream's binary ignores them.
 TEST(UpstreamModeProcess, RefusesWhatItCannotHonourByName) {
-  ServeProcess statsd({"--config", "/nonexistent"}, {"USE_STATSD=true"}, StartAs::kRatelimit);
+  ServeProcess statsd({"--config", "/nonexistent"}, {"USE_STATSD=true"},
+                      {.start_as = StartAs::kRatelimit});
   EXPECT_EQ(statsd.WaitExit(kRatelimitStart), 2);
   EXPECT_THAT(statsd.Log(), HasSubstr("USE_STATSD=\"true\": not supported: upstream's statsd"));
-  ServeProcess xds({}, {"USE_STATSD=false", "CONFIG_TYPE=GRPC_XDS_SOTW"}, StartAs::kRatelimit);
+  ServeProcess xds({}, {"USE_STATSD=false", "CONFIG_TYPE=GRPC_XDS_SOTW"},
+                   {.start_as = StartAs::kRatelimit});
   EXPECT_EQ(xds.WaitExit(kRatelimitStart), 2);
   EXPECT_THAT(xds.Log(), HasSubstr("CONFIG_TYPE=\"GRPC_XDS_SOTW\": not supported"));
-  ServeProcess port({}, {"USE_STATSD=false", "PORT="}, StartAs::kRatelimit);
+  ServeProcess port({}, {"USE_STATSD=false", "PORT="}, {.start_as = StartAs::kRatelimit});
   EXPECT_EQ(port.WaitExit(kRatelimitStart), 2);
   EXPECT_THAT(port.Log(), HasSubstr("PORT=\"\": \"\" is not an integer"));
 }
@@ -250,7 +252,7 @@ TEST(UpstreamModeProcess, HealthyOnlyWithADomainWhenAsked) {
   env.push_back("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED=true");
   env.push_back("LOG_FORMAT=json");
   env.push_back("LOG_LEVEL=info");
-  ServeProcess process({}, env, StartAs::kRatelimit);
+  ServeProcess process({}, env, {.start_as = StartAs::kRatelimit});
   ASSERT_TRUE(process.WaitListening(ports.http, kRatelimitStart)) << process.Log();
   const Answer unhealthy = Http(ports.http, beast::http::verb::get, "/healthcheck");
   EXPECT_EQ(unhealthy.status, 500);
@@ -294,6 +296,31 @@ TEST(UpstreamModeProcess, HealthyOnlyWithADomainWhenAsked) {
   EXPECT_THAT(process.Log(), HasSubstr(R"("level":"info")"));
 }
 
+// Upstream's HTTP port takes /json and /healthcheck; floodgate's /v1/check there took an
+// inline policy from any client and counted it in the shared Redis. There are no rules in this
+// mode, so /v1/* decide nothing: a policy is refused before it is read, and Redis holds no key.
+TEST(UpstreamModeProcess, ClientsBringNoPolicyOfTheirOwn) {
+  auto redis = RedisServer::Start();
+  ASSERT_NE(redis, nullptr);
+  ConfigRoot config;
+  config.Write("config.yaml", kThreePerMinute);
+  Ports ports;
+  ServeProcess process({}, ComposeEnvironment(*redis, config, ports),
+                       {.start_as = StartAs::kRatelimit});
+  ASSERT_TRUE(process.WaitListening(ports.http, kRatelimitStart)) << process.Log();
+  for (const auto& [path, body] : std::vector<std::pair<std::string, std::string>>{
+           {"/v1/check", R"({"key":"anyone","policy":"gcra:1000/1s"})"},
+           {"/v1/reserve", R"({"key":"anyone","policy":"gcra:1000/1s","estimate":1})"},
+           {"/v1/acquire", R"({"key":"anyone","policy":"concurrency:10"})"}}) {
+    const Answer a = Http(ports.http, beast::http::verb::post, path, body);
+    EXPECT_EQ(a.status, 403) << path << ": " << a.body;
+    EXPECT_THAT(a.body, HasSubstr("inline policies are off")) << path;
+  }
+  const std::string keys = redis->Cli({"DBSIZE"});
+  EXPECT_EQ(keys.substr(0, keys.find_first_of("\r\n")), "0") << keys;
+  EXPECT_EQ(process.Stop(kRatelimitStart), 0) << process.Log();
+}
+
 // SIGHUP stops upstream (its runner cancels on SIGINT, SIGTERM and SIGHUP alike); `ratelimit`
 // too, gracefully.
 TEST(UpstreamModeProcess, SighupStopsAsUpstreams) {
@@ -302,7 +329,8 @@ TEST(UpstreamModeProcess, SighupStopsAsUpstreams) {
   ConfigRoot config;
   config.Write("config.yaml", kThreePerMinute);
   Ports ports;
-  ServeProcess process({}, ComposeEnvironment(*redis, config, ports), StartAs::kRatelimit);
+  ServeProcess process({}, ComposeEnvironment(*redis, config, ports),
+                       {.start_as = StartAs::kRatelimit});
   ASSERT_TRUE(process.WaitListening(ports.http, kRatelimitStart)) << process.Log();
   process.Signal(SIGHUP);
   EXPECT_EQ(process.WaitExit(kRatelimitStart), 0) << process.Log();

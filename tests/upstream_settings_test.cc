@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -552,6 +553,11 @@ TEST(UpstreamMode, StartupBackoffIsJpillorasWithFactorTwo) {
   EXPECT_EQ(b.Wait(3, 0.0), seconds(1)) << "jitter reaches down to the initial wait";
   EXPECT_EQ(b.Wait(3, 0.5), milliseconds(4500));  // 1 + 0.5 * (8 - 1)
   EXPECT_EQ(b.Wait(10, 0.99), seconds(30)) << "capped";
+  // REDIS_STARTUP_MAX_ELAPSED_TIME=0 retries for good: past attempt 1023, 2^attempt was
+  // infinite and a jitter of 0 made the wait NaN (cast to an integer: undefined).
+  EXPECT_EQ(b.Wait(5'000, 0.0), seconds(1));
+  EXPECT_EQ(b.Wait(5'000, 0.5), seconds(30));
+  EXPECT_EQ(b.Wait(std::numeric_limits<int>::max(), 0.0), seconds(1));
   EXPECT_EQ((StartupBackoff{seconds(5), seconds(2), nanoseconds(0)}.Wait(0, 0.5)), seconds(2));
 }
 

@@ -46,6 +46,9 @@ inline constexpr std::chrono::microseconds kMaxBurstWindow = kMaxPeriod;
 // sliding_log keeps a log of admissions; past this limit sliding_window is the tool.
 inline constexpr std::int64_t kMaxSlidingLogLimit = 100'000;
 inline constexpr std::size_t kMaxKeyBytes = 512;
+// A policy string: the longest valid one, every option at its widest, is under 200 bytes;
+// a longer text is refused by its length, unparsed and not echoed.
+inline constexpr std::size_t kMaxPolicyBytes = 256;
 // concurrency: the lease time when the policy does not give one, and its range (a lease
 // is a reservation held for the lease time, so the bounds are the reservations' holds).
 inline constexpr std::chrono::microseconds kDefaultLease = std::chrono::seconds(30);

@@ -120,6 +120,9 @@ struct RedisStats {
   std::uint64_t errors = 0;             // decisions that failed on Redis (then on_error)
   std::string last_error;               // the last of those failures' message ("": none)
   std::uint64_t timeouts = 0;
+  // Of those, the ones that waited behind this process's own queue while Redis kept
+  // answering (too much asked at once, not a Redis failure): the breaker ignores them.
+  std::uint64_t backlog_timeouts = 0;
   std::uint64_t degraded = 0;  // answers given by on_error
   std::uint64_t denial_cache_hits = 0;
   std::uint64_t noscript_reloads = 0;

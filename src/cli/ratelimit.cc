@@ -19,8 +19,10 @@
 #include <boost/asio/steady_timer.hpp>
 #include <csignal>
 #include <random>
+#include <thread>
 
 #include "cli/commands.h"
+#include "cli/process_guard.h"
 #include "cli/upstream_log.h"
 #include "common/strings.h"
 #include "server/config.h"
@@ -46,6 +48,11 @@ using std::chrono::milliseconds;
 // logrus' Fatal (1).
 constexpr int kExitSettings = 2;
 constexpr int kExitListen = 1;
+
+// SIGTERM's graces, as upstream's: gRPC calls in flight finish (GracefulStop), then the HTTP
+// port's requests.
+constexpr std::chrono::seconds kGrpcGrace{10};
+constexpr std::chrono::seconds kHttpGrace{1};
 
 enum class Waited { kAnswered, kTimedOut, kStopped };
 
@@ -81,6 +88,10 @@ int RunRatelimit() {
   // As serve: spdlog's registry before any thread, and abseil's deadlock detection off.
   spdlog::set_level(spdlog::level::warn);
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  // As serve: destroyed last, it watches the destructors of what follows too; and as many
+  // descriptors as the hard limit allows (gRPC stops accepting for good after an EMFILE).
+  std::jthread watchdog;
+  RaiseDescriptorLimit();
   auto env = rls::UpstreamEnv::Read(rls::ProcessEnvironment(), rls::UpstreamVariables());
   if (!env.ok()) {
     fmt::print(stderr, "ratelimit: {}\n", MessageOf(env.status()));
@@ -96,6 +107,9 @@ int RunRatelimit() {
   server::ServerConfig config;
   config.source = "upstream's environment";
   config.demo = false;
+  // Upstream's HTTP port offers /json and /healthcheck; floodgate's /v1/* decide only rules
+  // named in a config, and this mode has none: no client brings a policy of its own to Redis.
+  config.inline_policies = false;
   config.store.url = mode->store_url;
   config.listen = HostPort(mode->http.host, mode->http.port);
   auto opened = OpenStore(config.store.EffectiveUrl());
@@ -198,11 +212,12 @@ int RunRatelimit() {
   signals_io.run();  // until the first signal stops it
   health_timer.cancel();
   spdlog::info("Received signal {}, initiating shutdown", stop_signal);
+  watchdog = ExitUnlessStoppedWithin(kGrpcGrace + kHttpGrace + kStuckAfterGrace, kExitError);
   // /healthcheck answers 500 from here while gRPC calls in flight finish, as upstream's
   // GracefulStop; then the HTTP and debug ports close.
   grpc.SetServing(false);
-  grpc.Shutdown();
-  http.Shutdown(std::chrono::seconds(1));
+  grpc.Shutdown(kGrpcGrace);
+  http.Shutdown(kHttpGrace);
   debug_http.Shutdown(milliseconds(0));
   store->Close();
   return 0;

@@ -20,7 +20,9 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/process_guard.h"
 #include "common/strings.h"
+#include "core/zone_names.h"
 #include "server/config.h"
 #include "server/http_server.h"
 #include "server/rls/grpc_server.h"
@@ -164,6 +166,9 @@ class StoreWatch {
   bool healthy_ = true;
 };
 
+// How long requests in flight may take to finish after SIGTERM (HTTP and gRPC alike).
+constexpr std::chrono::seconds kGrace{10};
+
 }  // namespace
 
 Command AddServe(CLI::App& app) {
@@ -188,6 +193,13 @@ Command AddServe(CLI::App& app) {
         // abseil is built without NDEBUG, as Debian's is: a debugging aid that took 2-4% of
         // the gRPC server's CPU in perf profiles. Set before any thread starts.
         absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+        // Destroyed last: it watches the destructors of what follows too.
+        std::jthread watchdog;
+        RaiseDescriptorLimit();
+        // The zone list is read now, not by the first request that names a zone.
+        if (absl::Status zones = core::SystemZoneNamesError(); !zones.ok()) {
+          spdlog::warn("floodgate: {}; tz= takes only UTC", MessageOf(zones));
+        }
         auto config = Effective(*flags);
         if (!config.ok()) {
           fmt::print(stderr, "floodgate serve: {}\n", MessageOf(config.status()));
@@ -260,8 +272,11 @@ Command AddServe(CLI::App& app) {
               if (signal != SIGHUP) {
                 spdlog::info("floodgate: {} received, finishing requests in flight",
                              signal == SIGINT ? "SIGINT" : "SIGTERM");
-                if (grpc) grpc_stopping = std::jthread([&grpc] { grpc->Shutdown(); });
-                http.Shutdown();
+                watchdog = ExitUnlessStoppedWithin(kGrace + kStuckAfterGrace, kExitError);
+                if (grpc) {
+                  grpc_stopping = std::jthread([&grpc] { grpc->Shutdown(kGrace); });
+                }
+                http.Shutdown(kGrace);
                 if (watch) watch->Stop();
                 return;
               }

@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include "core/zone_names.h"
+
 namespace floodgate::core {
 
 namespace {
@@ -38,8 +40,15 @@ absl::CivilDay FirstDay(Calendar unit, std::int64_t window) {
 }  // namespace
 
 absl::StatusOr<absl::TimeZone> LoadZone(std::string_view name) {
+  // Checked against the database's list before abseil sees the name: abseil would open
+  // any path it leads to and cache the name even when it names nothing (zone_names.h).
+  if (name.size() > kMaxZoneNameBytes) {
+    return absl::InvalidArgumentError(fmt::format(
+        "tz is {} bytes; a zone name is at most {} (an IANA name such as Europe/Berlin)",
+        name.size(), kMaxZoneNameBytes));
+  }
   absl::TimeZone zone;
-  if (!absl::LoadTimeZone(std::string(name), &zone)) {
+  if (!SystemZoneNames().Contains(name) || !absl::LoadTimeZone(std::string(name), &zone)) {
     return absl::InvalidArgumentError(
         fmt::format("unknown time zone \"{}\" (an IANA name such as Europe/Berlin, or UTC; "
                     "the zone database is the tzdata package)",
@@ -50,7 +59,11 @@ absl::StatusOr<absl::TimeZone> LoadZone(std::string_view name) {
 
 CalendarZone CalendarOf(const Policy& policy) {
   CalendarZone calendar{policy.calendar, absl::UTCTimeZone()};
-  if (policy.calendar != Calendar::kNone) absl::LoadTimeZone(policy.tz, &calendar.zone);
+  // A policy built without Policy::Validate may name anything: only a listed zone is
+  // looked up.
+  if (policy.calendar != Calendar::kNone && SystemZoneNames().Contains(policy.tz)) {
+    absl::LoadTimeZone(policy.tz, &calendar.zone);
+  }
   return calendar;
 }
 

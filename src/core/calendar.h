@@ -18,7 +18,7 @@
 namespace floodgate::core {
 
 // The zone of tz=NAME from the system's zone database (Debian's tzdata), or an error
-// naming it.
+// naming it. Only a name on the database's list is looked up (zone_names.h).
 absl::StatusOr<absl::TimeZone> LoadZone(std::string_view name);
 
 // A policy's calendar: the unit and the zone, loaded once by whoever holds it.
@@ -27,7 +27,7 @@ struct CalendarZone {
   absl::TimeZone zone;
 };
 // The policy's calendar; unit kNone when it has no tz. A name the database does not
-// know (Policy::Validate refuses it) counts in UTC, as absl does.
+// list (Policy::Validate refuses it) counts in UTC, without a lookup.
 CalendarZone CalendarOf(const Policy& policy);
 
 // The ordinal of the window holding `t_us` (µs since the epoch).

@@ -263,6 +263,10 @@ std::string_view AlgorithmName(Algorithm algorithm) {
 }
 
 absl::StatusOr<Policy> Policy::Parse(std::string_view text) {
+  if (text.size() > kMaxPolicyBytes) {
+    return absl::InvalidArgumentError(
+        fmt::format("a policy is at most {} bytes, got {}", kMaxPolicyBytes, text.size()));
+  }
   const std::size_t colon = text.find(':');
   if (colon == std::string_view::npos) {
     return Invalid(text, "expected ALGORITHM:LIMIT/PERIOD, e.g. gcra:100/1m");

@@ -477,7 +477,7 @@ absl::StatusOr<ServerConfig> ParseConfig(std::string_view yaml, const std::strin
   if (!root.IsMap()) return r.Error(root, "the config must be a mapping of keys");
   if (auto s = r.KnownKeys(root, "",
                            {"listen", "grpc_listen", "rls", "store", "trusted_proxies",
-                            "authz_deny_status", "demo", "shadow", "rules"});
+                            "authz_deny_status", "demo", "shadow", "inline_policies", "rules"});
       !s.ok()) {
     return s;
   }
@@ -589,6 +589,9 @@ absl::StatusOr<ServerConfig> ParseConfig(std::string_view yaml, const std::strin
   }
   if (root["demo"]) FG_ASSIGN(config.demo, r.Bool(root["demo"], "demo"));
   if (root["shadow"]) FG_ASSIGN(config.shadow, r.Bool(root["shadow"], "shadow"));
+  if (root["inline_policies"]) {
+    FG_ASSIGN(config.inline_policies, r.Bool(root["inline_policies"], "inline_policies"));
+  }
   if (const YAML::Node rules = root["rules"]) {
     if (!rules.IsSequence()) return r.Error(rules, "rules must be a list");
     if (rules.size() > kMaxRules) {

@@ -105,6 +105,9 @@ struct ServerConfig {
   int authz_deny_status = 429;
   bool demo = true;
   bool shadow = false;  // every limit in shadow mode: decided and counted, nothing denied
+  // Whether a request may bring its own policy ("policy" on /v1/check, /v1/reserve,
+  // /v1/acquire); false: only the configured rules decide (403 permission_denied).
+  bool inline_policies = true;
   std::vector<Rule> rules;
   // Whether the file set these, so the environment (FLOODGATE_LISTEN, FLOODGATE_STORE)
   // fills in only what it left out.

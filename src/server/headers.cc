@@ -15,14 +15,18 @@ std::int64_t CeilSeconds(std::chrono::microseconds us) {
 namespace {
 
 // The IETF fields quote the policy name as a structured-field string: escape '\' and '"'.
+// An sf-string holds printable ASCII only; anything else (names are checked where they
+// come in) is left out rather than written into a header.
 void AppendQuoted(std::string& out, std::string_view name) {
   out += '"';
-  const bool plain =
-      std::none_of(name.begin(), name.end(), [](char c) { return c == '\\' || c == '"'; });
+  const bool plain = std::all_of(name.begin(), name.end(), [](char c) {
+    return c >= 0x20 && c <= 0x7e && c != '\\' && c != '"';
+  });
   if (plain) {
     out += name;
   } else {
     for (char c : name) {
+      if (c < 0x20 || c > 0x7e) continue;
       if (c == '\\' || c == '"') out += '\\';
       out += c;
     }

@@ -56,6 +56,8 @@ class HttpHandler {
                       Respond respond) = 0;
   // Counts a response by status for /metrics; the server calls it as it writes. Thread-safe.
   virtual void CountResponse(int status) { (void)status; }
+  // Counts a failed accept for /metrics (the server backs off and retries). Thread-safe.
+  virtual void CountAcceptError() {}
 };
 
 // What a response needs of the request it answers, kept by answers that come later.

@@ -3,7 +3,10 @@
 #include "server/http_server.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -40,10 +43,16 @@ class HttpServer::Worker {
   // locks (UNSAFE_IO); handlers posted from other threads (store answers) still are.
   asio::io_context io{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
   Acceptor acceptor;
+  // After a failed accept: the wait before the next, doubled while accepts keep failing.
+  asio::basic_waitable_timer<std::chrono::steady_clock,
+                             asio::wait_traits<std::chrono::steady_clock>, Executor>
+      accept_retry{io.get_executor()};
+  std::chrono::milliseconds accept_backoff{0};
   asio::executor_work_guard<asio::io_context::executor_type> work;
   std::thread thread;
 
   void Accept();
+  void RetryAccept(const beast::error_code& ec);
 };
 
 // One connection: read a request, let the service answer, write, repeat (keep-alive).
@@ -112,9 +121,11 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     arena_.release();  // the previous request's header fields
     parser_.emplace(std::piecewise_construct, std::make_tuple(),
                     std::make_tuple(FieldAllocator(&arena_)));
-    parser_->eager(true);
-    parser_->header_limit(static_cast<std::uint32_t>(worker_.server.options_.header_limit));
+    // Not eager until the header is done: a put() then stops at the header's end, so what
+    // it consumed is exactly the header's bytes (see Parse).
+    parser_->eager(false);
     parser_->body_limit(worker_.server.options_.body_limit);
+    header_bytes_ = 0;
     // The deadline runs through reading, handling and writing: one bound per request
     // (the store bounds its own waits far below it), so neither a slowloris nor a client
     // that stops reading its answers can pin the connection.
@@ -144,10 +155,29 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
   // answered, anything less waits for more bytes.
   void Parse() {
     if (state_ == State::kDone) return;  // closed (shutdown) before a posted parse ran
+    const std::size_t header_limit = worker_.server.options_.header_limit;
     while (buffer_.size() > 0 && !parser_->is_done()) {
+      const bool in_header = !parser_->is_header_done();
+      // Beast checks its header_limit per put() and never counts down what earlier puts
+      // consumed: fields arriving over several reads passed twice the limit (32,730
+      // bytes). The header's bytes are counted here, the rest of the budget given to
+      // each put, so the request line and fields together stay within header_limit.
+      if (in_header) {
+        parser_->header_limit(static_cast<std::uint32_t>(header_limit - header_bytes_));
+      }
       beast::error_code ec;
       const std::size_t used = parser_->put(buffer_.data(), ec);
       buffer_.consume(used);
+      if (in_header) {
+        header_bytes_ += used;
+        if (header_bytes_ > header_limit) return OnRequest(http::error::header_limit);
+        if (parser_->is_header_done()) parser_->eager(true);
+        // Still no header end within the budget, and the bytes here already reach past
+        // it: the header cannot end in time (Beast would only wait for more).
+        if (ec == http::error::need_more && header_bytes_ + buffer_.size() >= header_limit) {
+          return OnRequest(http::error::header_limit);
+        }
+      }
       if (ec == http::error::need_more) break;
       if (ec) return OnRequest(ec);
       if (used == 0) break;
@@ -272,6 +302,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
   beast::flat_buffer buffer_;
   std::pmr::monotonic_buffer_resource arena_{arena_buffer_, sizeof arena_buffer_};
   std::optional<http::request_parser<http::string_body, FieldAllocator>> parser_;
+  std::size_t header_bytes_ = 0;       // of the request being read, its header's so far
   std::shared_ptr<Session> handling_;  // the session, while the service decides
   bool answering_inline_ = false;
   std::optional<Response> inline_answer_;
@@ -284,9 +315,51 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
 void HttpServer::Worker::Accept() {
   acceptor.async_accept(io.get_executor(), [this](beast::error_code ec, Socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
-    if (!ec && !server.stopping_) std::make_shared<Session>(*this, std::move(socket))->Start();
+    // A connection that went away before it was taken fails alone: take the next at once.
+    // Any other error (EMFILE, ENFILE, ENOBUFS: out of descriptors or memory) stays until
+    // something frees, and accepting again at once would spin a core on it.
+    if (ec && ec != asio::error::connection_aborted && ec != asio::error::connection_reset) {
+      return RetryAccept(ec);
+    }
+    if (!ec) {
+      accept_backoff = std::chrono::milliseconds(0);
+      server.AcceptSucceeded();
+      if (!server.stopping_) std::make_shared<Session>(*this, std::move(socket))->Start();
+    }
     Accept();
   });
+}
+
+// Counted on every attempt, logged once per episode (HttpServer::AcceptFailed); the next
+// attempt waits 5 ms, doubling to 250 ms: the backlog holds the waiting connections, and
+// the first accept after descriptors free takes them.
+void HttpServer::Worker::RetryAccept(const beast::error_code& ec) {
+  server.AcceptFailed(ec);
+  accept_backoff = std::clamp<std::chrono::milliseconds>(
+      accept_backoff * 2, std::chrono::milliseconds(5), std::chrono::milliseconds(250));
+  accept_retry.expires_after(accept_backoff);
+  accept_retry.async_wait([this](beast::error_code wait_error) {
+    if (wait_error || !acceptor.is_open()) return;  // shut down meanwhile
+    Accept();
+  });
+}
+
+void HttpServer::AcceptFailed(const beast::error_code& ec) {
+  service_.CountAcceptError();
+  accept_errors_.fetch_add(1, std::memory_order_relaxed);
+  if (accept_failing_.exchange(true)) return;
+  rlimit limit{};
+  getrlimit(RLIMIT_NOFILE, &limit);
+  spdlog::warn(
+      "floodgate: cannot accept connections: {} ({} connections open, file descriptor limit "
+      "{}); retrying with a backoff up to 250 ms (floodgate_http_accept_errors_total)",
+      ec.message(), sessions_.load(), limit.rlim_cur);
+}
+
+void HttpServer::AcceptSucceeded() {
+  if (!accept_failing_.load(std::memory_order_relaxed) || !accept_failing_.exchange(false)) return;
+  spdlog::info("floodgate: accepting connections again ({} failed attempts so far)",
+               accept_errors_.load());
 }
 
 HttpServer::HttpServer(HttpHandler& service, HttpOptions options)
@@ -337,6 +410,7 @@ void HttpServer::Shutdown(std::chrono::milliseconds grace) {
     asio::post(worker->io, [w = worker.get()] {
       beast::error_code ignored;
       w->acceptor.close(ignored);
+      w->accept_retry.cancel();
       std::lock_guard lock(w->mu);
       for (Session* session : w->sessions) session->CloseIfIdle();
     });

@@ -52,11 +52,17 @@ class HttpServer {
   class Session;
   friend class Session;
 
+  // A failed accept: counted, and logged once until an accept succeeds again. Any thread.
+  void AcceptFailed(const boost::system::error_code& ec);
+  void AcceptSucceeded();
+
   HttpHandler& service_;
   HttpOptions options_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> stopping_{false};
   std::atomic<std::size_t> sessions_{0};
+  std::atomic<bool> accept_failing_{false};  // since the last logged failure, no success
+  std::atomic<std::uint64_t> accept_errors_{0};
   std::uint16_t port_ = 0;
 };
 

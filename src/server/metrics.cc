@@ -162,6 +162,11 @@ std::string Metrics::Render(Store& store) const {
     out += fmt::format("floodgate_http_responses_total{{code=\"{}\"}} {}\n", kClasses[i],
                        http_[i].load());
   }
+  out += fmt::format(
+      "# HELP floodgate_http_accept_errors_total Connections the HTTP server failed to accept "
+      "(out of file descriptors): attempts, each after a backoff.\n"
+      "# TYPE floodgate_http_accept_errors_total counter\nfloodgate_http_accept_errors_total {}\n",
+      accept_errors_.load());
   const StoreStats stats = store.Stats();
   out += fmt::format(
       "# HELP floodgate_memory_keys Keys held in process (memory://, or on_error=local's "

@@ -36,6 +36,9 @@ class Metrics {
   void CountLimit(std::string_view rule, std::string_view limit, LimitResult result);
   void ObserveStoreLatency(std::chrono::nanoseconds took);
   void CountHttp(int status);
+  // A connection the server could not accept (out of file descriptors, say): each attempt,
+  // retried after a backoff (http_server.cc).
+  void CountAcceptError() { accept_errors_.fetch_add(1, std::memory_order_relaxed); }
   // The exposition text, with the store's own counters read now.
   std::string Render(Store& store) const;
 
@@ -66,6 +69,7 @@ class Metrics {
   std::atomic<std::uint64_t> latency_count_{0};
   std::atomic<std::uint64_t> latency_sum_ns_{0};
   std::array<std::atomic<std::uint64_t>, 6> http_{};  // 1xx..5xx, other
+  std::atomic<std::uint64_t> accept_errors_{0};
 };
 
 }  // namespace floodgate::server

@@ -117,6 +117,8 @@ std::pair<http::status, std::string_view> HttpStatusOf(absl::StatusCode code) {
       return {http::status::bad_request, "invalid_argument"};
     case absl::StatusCode::kNotFound:
       return {http::status::not_found, "not_found"};
+    case absl::StatusCode::kPermissionDenied:
+      return {http::status::forbidden, "permission_denied"};
     case absl::StatusCode::kResourceExhausted:
       return {http::status::service_unavailable, "resource_exhausted"};
     case absl::StatusCode::kUnimplemented:

@@ -42,11 +42,11 @@ void AddLimitHeaders(Response& response, const RequestLimits& limits,
                      const LimitsDecision& decision);
 
 // The HTTP status and error code of a store's error, one mapping for every endpoint:
-// 400 invalid_argument (the request, as the store validates it), 404 not_found (an id
-// unknown, settled or expired), 503 resource_exhausted (the store holds as many
-// reservations as it may), 501 unimplemented (a store without reservations), 503
-// unavailable (the store did not answer in time, is unreachable or closing: retry
-// later), else 500 internal.
+// 400 invalid_argument (the request, as the store validates it), 403 permission_denied
+// (what the config does not allow), 404 not_found (an id unknown, settled or expired),
+// 503 resource_exhausted (the store holds as many reservations as it may), 501
+// unimplemented (a store without reservations), 503 unavailable (the store did not
+// answer in time, is unreachable or closing: retry later), else 500 internal.
 std::pair<http::status, std::string_view> HttpStatusOf(absl::StatusCode code);
 
 // A store's error as the HTTP error HttpStatusOf() names, its message the status's.

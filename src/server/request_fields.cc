@@ -63,6 +63,7 @@ absl::StatusOr<simdjson::dom::object> ParseObject(const std::string& body) {
 absl::StatusOr<RequestFields> ParseFields(simdjson::dom::object object,
                                           std::span<const Field> allowed) {
   RequestFields fields;
+  std::uint32_t seen = 0;  // a bit per Field
   for (const auto [key, value] : object) {
     const std::string_view name = key;  // a structured binding cannot be captured (clang)
     const auto known = std::find_if(allowed.begin(), allowed.end(),
@@ -74,6 +75,13 @@ absl::StatusOr<RequestFields> ParseFields(simdjson::dom::object object,
       }
       return absl::InvalidArgumentError(fmt::format("unknown field \"{}\" ({})", name, names));
     }
+    // JSON leaves duplicate names to the reader; taking the last (or the first) would let
+    // a body mean two things to two readers ("cost":0,"cost":1), so neither is taken.
+    const std::uint32_t bit = 1u << static_cast<unsigned>(*known);
+    if ((seen & bit) != 0) {
+      return absl::InvalidArgumentError(fmt::format("field \"{}\" given twice", name));
+    }
+    seen |= bit;
     const FieldSpec& spec = SpecOf(*known);
     if (spec.text != nullptr) {
       std::string_view text;

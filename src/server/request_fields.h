@@ -2,8 +2,8 @@
 
 // The fields of a decision request's JSON body, parsed in one place with one strictness.
 //
-// For every endpoint: each field of its type and range, a field the endpoint does not take refused
-// by name.
+// For every endpoint: each field of its type and range, a field the endpoint does not take or one
+// given twice refused by name.
 
 #include <absl/status/status.h>
 #include <absl/status/statusor.h>
@@ -41,7 +41,7 @@ struct RequestFields {
 absl::StatusOr<simdjson::dom::object> ParseObject(const std::string& body);
 
 // The fields of `object`, each one of `allowed` (listed in this order when another is
-// refused).
+// refused) and given once (a duplicate is refused by its name).
 absl::StatusOr<RequestFields> ParseFields(simdjson::dom::object object,
                                           std::span<const Field> allowed);
 

@@ -34,6 +34,15 @@ void RequestLimits::Seal() {
   }
 }
 
+absl::StatusOr<Policy> InlinePolicy(std::string_view text, const ServerConfig& config) {
+  // Refused before it is parsed: with inline policies off, nothing of the text is used.
+  if (!config.inline_policies) {
+    return absl::PermissionDeniedError(
+        "inline policies are off (inline_policies: false): name a configured \"rule\"");
+  }
+  return Policy::Parse(text);
+}
+
 void AddRuleLimits(const Rule& rule, std::string_view identity, char sep,
                    std::string_view override_key, std::int64_t cost, const Request& request,
                    const ServerConfig& config, RequestLimits& limits,

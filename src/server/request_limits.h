@@ -4,6 +4,7 @@
 //
 // Also the rules an authz request matches (docs/multi.md). Pure: no store, no I/O.
 
+#include <absl/status/statusor.h>
 #include <floodgate/multi.h>
 #include <floodgate/policy.h>
 
@@ -56,6 +57,11 @@ struct RequestLimits {
     return items.size() == 1 && !items.front().shadow && HoldOf(items.front()).count() == 0;
   }
 };
+
+// The policy a request brings ("policy": an inline policy): PermissionDenied when the
+// config has `inline_policies: false`, else the parsed policy or InvalidArgument saying
+// what is wrong with it.
+absl::StatusOr<Policy> InlinePolicy(std::string_view text, const ServerConfig& config);
 
 // A rule's limits for one client: each keyed `<rule>.<limit><sep>{<identity>}` (the
 // client in a hash tag, so that all limits of one client share a Redis Cluster slot),

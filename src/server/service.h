@@ -50,6 +50,8 @@ class Service final : public HttpHandler {
 
   // Counts a response by status class for /metrics; the server calls it as it writes.
   void CountResponse(int status) override { metrics_.CountHttp(status); }
+  // Counts a failed accept for /metrics (the server backs off and retries).
+  void CountAcceptError() override { metrics_.CountAcceptError(); }
 
  private:
   // The current config, through a per-thread cache: loading the shared pointer itself on

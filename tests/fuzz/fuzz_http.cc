@@ -68,6 +68,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     service.Handle(parser.get(), peer, [&](floodgate::server::Response response) {
       ++answers;
       if (response.status < 100 || response.status > 599) std::abort();
+      // No header value may end its line early: request text echoed in a header once
+      // wrote headers of the client's choosing.
+      for (const auto& [name, value] : response.headers) {
+        if (value.find_first_of("\r\n") != std::string_view::npos) std::abort();
+      }
       response.SerializeTo(wire);
     });
     if (answers != 1) std::abort();  // the memory store answers inline, exactly once

@@ -15,6 +15,8 @@ namespace floodgate::server::endpoints {
 
 namespace {
 
+constexpr std::size_t kMaxItemNameBytes = 64;  // as a rule's name
+
 // One entry of /v1/check's "items": {"key", "rule" | "policy", "cost", "name", "hold_ms"}.
 // A rule brings all its limits, keyed as a {"key", "rule"} check keys them.
 absl::Status AddCheckItem(simdjson::dom::object item, std::size_t index, const Request& request,
@@ -29,6 +31,15 @@ absl::Status AddCheckItem(simdjson::dom::object item, std::size_t index, const R
   if (const absl::Status valid = CheckKeyAndLimit(*fields); !valid.ok()) return bad(valid);
   const std::string_view key = *fields->key, rule_name = fields->rule.value_or("");
   const std::string_view name = fields->name.value_or("");
+  // The name goes into the RateLimit-Policy and RateLimit headers, a structured-field
+  // string (RFC 8941): printable ASCII only. A CR LF in it wrote headers of the client's
+  // choosing into the response (Set-Cookie...).
+  if (name.size() > kMaxItemNameBytes ||
+      !std::all_of(name.begin(), name.end(), [](char c) { return c >= 0x20 && c <= 0x7e; })) {
+    return absl::InvalidArgumentError(
+        fmt::format("items[{}]: \"name\" must be 0 to {} printable ASCII characters", index,
+                    kMaxItemNameBytes));
+  }
   const std::chrono::milliseconds hold(fields->hold_ms.value_or(0));
   if (!rule_name.empty()) {
     const Rule* rule = config.Find(rule_name);
@@ -42,8 +53,11 @@ absl::Status AddCheckItem(simdjson::dom::object item, std::size_t index, const R
     }
     return absl::OkStatus();
   }
-  auto policy = Policy::Parse(*fields->policy);
-  if (!policy.ok()) return bad(policy.status());
+  auto policy = InlinePolicy(*fields->policy, config);
+  if (!policy.ok()) {
+    return absl::Status(policy.status().code(),
+                        fmt::format("items[{}]: {}", index, MessageOf(policy.status())));
+  }
   limits.Add(std::string(key), name.empty() ? fmt::format("items[{}]", index) : std::string(name),
              RequestLimits::kNoRule, *policy, fields->cost.value_or(1), config.shadow, hold);
   if (std::find(limits.rules.begin(), limits.rules.end(), kInlinePolicy) == limits.rules.end()) {
@@ -77,7 +91,18 @@ void Check(const Request& request, const ServerConfig& config, Decider& decider,
   if (!object.ok()) return bad(MessageOf(object.status()));
   simdjson::dom::array items;
   if ((*object)["items"].get_array().get(items) == simdjson::SUCCESS) {
-    if (object->size() != 1) return bad("give \"items\" alone, or a single key");
+    if (object->size() != 1) {
+      std::size_t named = 0;
+      for (const auto field : *object) named += field.key == "items";
+      return bad(named > 1 ? "field \"items\" given twice"
+                           : "give \"items\" alone, or a single key");
+    }
+    // Counted before any item is read (a 64 KiB body holds thousands), and again as
+    // rules add their limits: no request does more than kMaxItems items' work.
+    const auto too_many = [&](std::size_t count) {
+      return bad(fmt::format("\"items\" must hold 1 to {} limits, got {}", kMaxItems, count));
+    };
+    if (items.size() > kMaxItems) return too_many(items.size());
     auto limits = std::make_shared<RequestLimits>();
     limits->shape = RequestLimits::Shape::kItemized;
     std::size_t n = 0;
@@ -87,17 +112,11 @@ void Check(const Request& request, const ServerConfig& config, Decider& decider,
         return bad(fmt::format("items[{}] must be a JSON object", n));
       }
       auto status = AddCheckItem(item, n, request, config, *limits);
-      if (!status.ok()) {
-        return respond(ErrorResponse(
-            request, absl::IsNotFound(status) ? http::status::not_found : http::status::bad_request,
-            absl::IsNotFound(status) ? "not_found" : "invalid_argument", MessageOf(status)));
-      }
+      if (!status.ok()) return respond(StoreError(Reply::To(request), status));
+      if (limits->items.size() > kMaxItems) return too_many(limits->items.size());
       ++n;
     }
-    if (limits->items.empty() || limits->items.size() > kMaxItems) {
-      return bad(fmt::format("\"items\" must hold 1 to {} limits, got {}", kMaxItems,
-                             limits->items.size()));
-    }
+    if (limits->items.empty()) return too_many(0);
     return Answer(request, decider, std::move(limits), std::move(respond));
   }
   static constexpr Field kCheckFields[] = {Field::kKey, Field::kRule, Field::kPolicy, Field::kCost};
@@ -117,8 +136,8 @@ void Check(const Request& request, const ServerConfig& config, Decider& decider,
     AddRuleLimits(*rule, key, ':', "", fields->cost.value_or(rule->cost), request, config, *limits);
     limits->rules.push_back(rule->name);
   } else {
-    auto policy = Policy::Parse(*fields->policy);
-    if (!policy.ok()) return bad(MessageOf(policy.status()));
+    auto policy = InlinePolicy(*fields->policy, config);
+    if (!policy.ok()) return respond(StoreError(Reply::To(request), policy.status()));
     limits->shape = RequestLimits::Shape::kOne;
     limits->Add(std::string(key), std::string(kInlinePolicy), RequestLimits::kNoRule, *policy,
                 fields->cost.value_or(1), false);

@@ -119,8 +119,8 @@ void Reserve(const Request& request, const ServerConfig& config, Holding holding
     }
     limits.rules.push_back(rule->name);
   } else {
-    auto policy = Policy::Parse(*fields->policy);
-    if (!policy.ok()) return bad(MessageOf(policy.status()));
+    auto policy = InlinePolicy(*fields->policy, config);
+    if (!policy.ok()) return respond(StoreError(Reply::To(request), policy.status()));
     limits.Add(std::string(key), std::string(kInlinePolicy), RequestLimits::kNoRule, *policy,
                *estimate, false);
     limits.rules.emplace_back(kInlinePolicy);

@@ -156,6 +156,12 @@ void RlsEngine::ShouldRateLimit(const pb::RateLimitRequest& request, Response* r
     done(absl::InvalidArgumentError("rate limit descriptor list must not be empty"));
     return;
   }
+  if (request.descriptors_size() > kMaxDescriptors) {
+    done(absl::InvalidArgumentError(
+        fmt::format("{} descriptors in one request; at most {} are taken",
+                    request.descriptors_size(), kMaxDescriptors)));
+    return;
+  }
   auto pending = std::make_shared<Pending>();
   pending->config = config();
   if (pending->config == nullptr) {

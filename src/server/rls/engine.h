@@ -19,6 +19,12 @@ namespace floodgate::server::rls {
 
 namespace pb = ::envoy::service::ratelimit::v3;
 
+// The most descriptors one request may carry; more is INVALID_ARGUMENT before any is
+// read. Envoy sends one per matched `rate_limits` action, a handful in practice; the bound
+// keeps one request's store work within one script call of the Redis store (64 decisions)
+// so that no client's request can queue past the store's timeout on its own (docs/security.md).
+inline constexpr int kMaxDescriptors = 64;
+
 class RlsConfig;
 
 // Calls the transport back exactly once: OK with the response filled in, or an error the

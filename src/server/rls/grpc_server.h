@@ -46,7 +46,8 @@ class GrpcServer {
   // as /readyz does. Thread-safe.
   void SetServing(bool serving);
   // Stops accepting calls, lets calls in flight finish until `grace` has passed, then
-  // cancels the rest. Blocks until the server is down and the engine has answered every
+  // cancels the rest and closes every connection, idle ones included, without waiting
+  // for their clients. Blocks until the server is down and the engine has answered every
   // call it was given (it must answer, in time: serve closes the store beside this).
   // Thread-safe; idempotent.
   void Shutdown(std::chrono::milliseconds grace = std::chrono::seconds(10));

@@ -42,6 +42,7 @@ std::string LabelValue(std::string_view text) {
 }  // namespace
 
 void RlsMetrics::Add(std::string_view stats_key, Counter counter, std::uint64_t hits) {
+  stats_key = stats_key.substr(0, kMaxNameBytes);
   {
     std::shared_lock lock(mu_);
     if (auto it = by_key_.find(ToAbsl(stats_key)); it != by_key_.end()) {
@@ -50,15 +51,24 @@ void RlsMetrics::Add(std::string_view stats_key, Counter counter, std::uint64_t 
     }
   }
   std::unique_lock lock(mu_);
+  if (by_key_.size() >= kMaxSeries && !by_key_.contains(ToAbsl(stats_key))) {
+    stats_key = kOtherSeries;  // every name past the bound, as one series
+  }
   auto& counters = by_key_[std::string(stats_key)];
   if (counters == nullptr) counters = std::make_unique<Counters>();
   (*counters)[counter].fetch_add(hits, std::memory_order_relaxed);
 }
 
 std::uint64_t RlsMetrics::Get(std::string_view stats_key, Counter counter) const {
+  stats_key = stats_key.substr(0, kMaxNameBytes);
   std::shared_lock lock(mu_);
   const auto it = by_key_.find(ToAbsl(stats_key));
   return it == by_key_.end() ? 0 : (*it->second)[counter].load(std::memory_order_relaxed);
+}
+
+std::size_t RlsMetrics::series() const {
+  std::shared_lock lock(mu_);
+  return by_key_.size();
 }
 
 std::string RlsMetrics::Render() const {

@@ -3,9 +3,10 @@
 // Counters of the rate limit service, as upstream keeps them (docs/envoy.md, "Metrics").
 //
 // Per limit, named by upstream's stats key ("domain.key_value.key2"): the hits counted, over the
-// limit, within it, over in shadow mode, and answered degraded. The series are bounded by the
-// config: a request's values join the name only for `detailed_metric` rules, as upstream. The
-// transport renders them on /metrics.
+// limit, within it, over in shadow mode, and answered degraded. A request's text joins the name
+// for a `limit` override (its keys) and for `detailed_metric` rules (the last value, as upstream),
+// so the series are bounded here: at most kMaxSeries names of at most kMaxNameBytes each, later
+// names counted under kOtherSeries. The transport renders them on /metrics.
 
 #include <absl/container/flat_hash_map.h>
 
@@ -21,6 +22,10 @@ namespace floodgate::server::rls {
 
 class RlsMetrics {
  public:
+  static constexpr std::size_t kMaxSeries = 10'000;
+  static constexpr std::size_t kMaxNameBytes = 256;  // longer names are cut
+  static constexpr std::string_view kOtherSeries = "_other";
+
   enum Counter : std::size_t {
     kTotalHits,
     kOverLimit,
@@ -33,6 +38,7 @@ class RlsMetrics {
   // Thread-safe.
   void Add(std::string_view stats_key, Counter counter, std::uint64_t hits);
   std::uint64_t Get(std::string_view stats_key, Counter counter) const;
+  std::size_t series() const;  // names counted so far
   // Requests answered OK only because of the global SHADOW_MODE.
   void CountGlobalShadow() { global_shadow_.fetch_add(1, std::memory_order_relaxed); }
   std::uint64_t global_shadow() const { return global_shadow_.load(std::memory_order_relaxed); }

@@ -5,6 +5,7 @@
 #include <absl/strings/ascii.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -82,7 +83,9 @@ std::chrono::nanoseconds StartupBackoff::Wait(int attempt, double random) const 
   const nanoseconds high = max.count() > 0 ? max : std::chrono::seconds(10);
   if (low >= high) return high;
   const double low_ns = static_cast<double>(low.count());
-  double wait = low_ns * std::pow(2.0, attempt);
+  // 2^62 times even a nanosecond is past any Go duration: later attempts wait as long, and the
+  // product stays finite (2^1024 was infinite, and 0 jitter times that NaN).
+  double wait = low_ns * std::pow(2.0, std::min(attempt, 62));
   wait = random * (wait - low_ns) + low_ns;
   if (wait >= static_cast<double>(high.count())) return high;
   const nanoseconds result(static_cast<std::int64_t>(wait));

@@ -20,7 +20,7 @@ using enum Support;
 constexpr std::array kServiceVariables = std::to_array<UpstreamVariable>({
     {"HOST", kString, "0.0.0.0", kSame,
      "the HTTP listener: `/healthcheck`, `/json` (and floodgate's `/metrics`, `/healthz`, "
-     "`/readyz`)"},
+     "`/readyz`; its `/v1/*` refuse an inline policy with 403, as there are no rules)"},
     {"PORT", kInt, "8080", kSame, ""},
     {"DEBUG_HOST", kString, "0.0.0.0", kMapped,
      "the debug listener: `/`, `/rlconfig`, `/stats`; no `/debug/pprof/` (Go's profiler)"},

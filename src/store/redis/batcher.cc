@@ -46,7 +46,8 @@ void Batcher::Flush(Lane& lane) {
     if (!lane.connection->ready()) {
       outcomes_.Complete(*pending, errors_.NotConnected(lane.node));
     } else if (now >= pending->deadline) {
-      outcomes_.Complete(*pending, TimeoutError());
+      // Out of time before it was sent, in a queue this thread was too busy to flush.
+      outcomes_.Complete(*pending, TimeoutError(), Blame::kOwnBacklog);
     } else {
       lane.queue_.deadlines.push_back(pending);
       live.push_back(std::move(pending));
@@ -212,6 +213,18 @@ void Batcher::OnReply(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, A
   }
 }
 
+// A decision that timed out is Redis's failure only if Redis has sat on a call of this
+// connection for half the timeout or more without answering anything (half: the decision
+// may have left a little after it was asked, and a Redis that answers at all answers a
+// call in well under a millisecond). Otherwise Redis was answering, call after call, what
+// this process queued ahead of the decision (or was asked nothing in time): too much
+// asked at once, not a Redis failure, and no reason to open the breaker for every other
+// client.
+Blame Batcher::BlameForTimeout(const Lane& lane, Steady::time_point now) const {
+  return lane.connection->SilentFor(now) >= options_.timeout / 2 ? Blame::kRedis
+                                                                 : Blame::kOwnBacklog;
+}
+
 absl::Status Batcher::TimeoutError() const {
   return absl::DeadlineExceededError(fmt::format("redis at {} did not answer within {} µs",
                                                  options_.Describe(), options_.timeout.count()));
@@ -229,8 +242,16 @@ void Batcher::ArmSweep(Lane& lane) {
       options_.timeout / 10, std::chrono::milliseconds(1), std::chrono::milliseconds(10));
   lane.queue_.sweep.expires_after(tick);
   lane.queue_.sweep.async_wait([this, &lane](const boost::system::error_code& ec) {
-    lane.queue_.sweeping = false;
-    if (!ec) Sweep(lane);
+    if (ec) {
+      lane.queue_.sweeping = false;
+      return;
+    }
+    // Behind whatever completed with the timer: a reply the reactor has already read
+    // is seen before a decision is judged timed out on a silent Redis (BlameForTimeout).
+    boost::asio::post(io_, [this, &lane] {
+      lane.queue_.sweeping = false;
+      Sweep(lane);
+    });
   });
 }
 
@@ -239,9 +260,8 @@ void Batcher::Sweep(Lane& lane) {
   while (!lane.queue_.deadlines.empty() && (lane.queue_.deadlines.front()->answered ||
                                             lane.queue_.deadlines.front()->deadline <= now)) {
     // Most were answered already: the error (a formatted message) only for the rest.
-    if (!lane.queue_.deadlines.front()->answered) {
-      outcomes_.Complete(*lane.queue_.deadlines.front(), TimeoutError());
-    }
+    Unit& unit = *lane.queue_.deadlines.front();
+    if (!unit.answered) outcomes_.Complete(unit, TimeoutError(), BlameForTimeout(lane, now));
     lane.queue_.deadlines.pop_front();
   }
   // A connection whose oldest command has waited this long is taken for dead (a
@@ -262,7 +282,9 @@ void Batcher::Sweep(Lane& lane) {
         lane.queue_.queued.pop_front();
       }
     }
-    for (auto& pending : expired) outcomes_.Complete(*pending, TimeoutError());
+    for (auto& pending : expired) {
+      outcomes_.Complete(*pending, TimeoutError(), BlameForTimeout(lane, now));
+    }
   }
   ArmSweep(lane);
 }

@@ -66,6 +66,7 @@ class Batcher {
   void OnReply(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, Asking asking,
                absl::StatusOr<Reply> reply);
   void Sweep(Lane& lane);
+  Blame BlameForTimeout(const Lane& lane, Steady::time_point now) const;
 
   boost::asio::io_context& io_;
   const RedisStoreOptions& options_;

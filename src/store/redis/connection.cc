@@ -5,6 +5,7 @@
 #include <absl/status/status.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
@@ -62,6 +63,7 @@ void Connection::Stop() {
   auto handlers = std::move(handlers_);
   handlers_.clear();
   sent_at_.clear();
+  pending_commands_ = writing_commands_ = 0;
   for (auto& handler : handlers) handler(absl::CancelledError("redis store shut down"));
 }
 
@@ -149,6 +151,7 @@ void Connection::SendHandshake(std::shared_ptr<std::vector<HandshakeStep>> steps
   for (std::size_t i = from; i < to; ++i) {
     pending_writes_ += (*steps)[i].command;
     sent_at_.push_back(std::chrono::steady_clock::now());
+    ++pending_commands_;
     handlers_.push_back([this, i, steps, generation = generation_](absl::StatusOr<Reply> reply) {
       if (generation != generation_ || !reply.ok()) return;  // Fail() reported it already
       if (absl::Status status = (*steps)[i].check(**reply); !status.ok()) {
@@ -174,6 +177,7 @@ void Connection::Send(std::string_view command, ReplyHandler handler) {
   pending_writes_.append(command);
   handlers_.push_back(std::move(handler));
   sent_at_.push_back(std::chrono::steady_clock::now());
+  ++pending_commands_;
   if (!write_in_flight_) StartWrite();
 }
 
@@ -181,6 +185,8 @@ void Connection::StartWrite() {
   if (pending_writes_.empty()) return;
   writing_.swap(pending_writes_);
   pending_writes_.clear();
+  writing_commands_ = pending_commands_;
+  pending_commands_ = 0;
   write_in_flight_ = true;
   WithStream([this](auto& stream) {
     asio::async_write(
@@ -190,6 +196,7 @@ void Connection::StartWrite() {
           write_in_flight_ = false;
           writing_.clear();
           if (ec) return Fail(Unreachable(address(), ec));
+          MarkWritten();
           StartWrite();  // whatever queued up meanwhile, in one write
         });
   });
@@ -208,6 +215,7 @@ void Connection::StartRead() {
 }
 
 void Connection::OnBytes(std::size_t n) {
+  last_bytes_ = std::chrono::steady_clock::now();
   if (absl::Status status = reader_.Feed(read_buffer_.data(), n); !status.ok()) {
     return Fail(std::move(status));
   }
@@ -233,6 +241,29 @@ void Connection::OnBytes(std::size_t n) {
   StartRead();
 }
 
+// The commands of the write that completed now count from now: the server could not
+// answer them before it had them. (Replies to its first commands may have come already.)
+void Connection::MarkWritten() {
+  const std::size_t unwritten = pending_commands_ + writing_commands_;
+  const std::size_t end = sent_at_.size() - std::min(sent_at_.size(), pending_commands_);
+  const std::size_t begin = sent_at_.size() - std::min(sent_at_.size(), unwritten);
+  const auto now = std::chrono::steady_clock::now();
+  for (std::size_t i = begin; i < end; ++i) sent_at_[i] = now;
+  writing_commands_ = 0;
+}
+
+std::chrono::steady_clock::duration Connection::SilentFor(
+    std::chrono::steady_clock::time_point now) const {
+  // Nothing out, or the oldest command not yet written.
+  if (sent_at_.size() <= pending_commands_ + writing_commands_) return {};
+  boost::system::error_code ec;
+  const std::size_t waiting = tls_         ? tls_->next_layer().available(ec)
+                              : over_unix_ ? unix_socket_.available(ec)
+                                           : socket_.available(ec);
+  if (!ec && waiting > 0) return {};
+  return now - std::max(sent_at_.front(), last_bytes_);
+}
+
 void Connection::Fail(absl::Status status) {
   if (state_ == State::kStopped || state_ == State::kBackoff) return;
   ++generation_;
@@ -244,6 +275,7 @@ void Connection::Fail(absl::Status status) {
   auto handlers = std::move(handlers_);
   handlers_.clear();
   sent_at_.clear();
+  pending_commands_ = writing_commands_ = 0;
   state_ = State::kBackoff;
   for (auto& handler : handlers) handler(status);
   hooks_.on_down(status);

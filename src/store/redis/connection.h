@@ -83,10 +83,19 @@ class Connection {
   // Queues one RESP command; when not ready the handler fails at once (Unavailable).
   void Send(std::string_view command, ReplyHandler handler);
 
-  // How long the oldest unanswered command has waited (zero when none has).
+  // How long the oldest unanswered command has waited since it was written (since it was
+  // queued, while it is not yet): zero when none is out.
   std::chrono::steady_clock::duration OldestWait(std::chrono::steady_clock::time_point now) const {
     return sent_at_.empty() ? std::chrono::steady_clock::duration::zero() : now - sent_at_.front();
   }
+  // How long the server has sat on its oldest unanswered command without sending a byte:
+  // since that command was written, or since bytes last arrived if later. Zero when
+  // nothing is outstanding, when the oldest command is still being written (a server
+  // that reads nothing is the stall OldestWait finds), or when bytes wait unread in the
+  // socket (a thread kept from reading them is this process's delay, not the server's).
+  // Replies come in order, so a server that keeps answering is never silent for long,
+  // however many commands wait behind.
+  std::chrono::steady_clock::duration SilentFor(std::chrono::steady_clock::time_point now) const;
   // Drops the connection as if it had failed (a peer that stopped answering: a
   // half-open TCP connection gives no error for hours), and reconnects.
   void Abort(absl::Status status) { Fail(std::move(status)); }
@@ -113,6 +122,7 @@ class Connection {
     }
   }
   void StartWrite();
+  void MarkWritten();
   void StartRead();
   void OnBytes(std::size_t n);
   void Fail(absl::Status status);
@@ -134,7 +144,12 @@ class Connection {
   std::string writing_;
   bool write_in_flight_ = false;
   std::deque<ReplyHandler> handlers_;
-  std::deque<std::chrono::steady_clock::time_point> sent_at_;  // one per handler
+  // One per handler: when its command was queued, then when its write completed.
+  std::deque<std::chrono::steady_clock::time_point> sent_at_;
+  // Commands at the back of handlers_ not yet written: in pending_writes_, in writing_.
+  std::size_t pending_commands_ = 0;
+  std::size_t writing_commands_ = 0;
+  std::chrono::steady_clock::time_point last_bytes_{};  // when bytes last arrived
   std::size_t handshake_left_ = 0;
   void SendHandshake(std::shared_ptr<std::vector<HandshakeStep>> steps, std::size_t from,
                      std::size_t to);

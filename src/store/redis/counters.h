@@ -16,7 +16,7 @@ struct Counters {
   std::atomic<std::uint64_t> calls{0}, batched{0}, errors{0}, timeouts{0}, degraded{0},
       denial_cache_hits{0}, noscript{0}, reconnects{0}, moved{0}, asked{0}, retried{0},
       refreshes{0}, multi{0}, cross_slot{0}, releases{0}, release_failures{0},
-      primary_switches{0}, node_batches{0}, node_batch_retries{0};
+      primary_switches{0}, node_batches{0}, node_batch_retries{0}, backlog_timeouts{0};
 
   // The message of the last failed decision: a counter says how many, this says why
   // (a test's failure message, an operator's first look).
@@ -38,6 +38,7 @@ struct Counters {
     s.errors = errors;
     s.last_error = last_error();
     s.timeouts = timeouts;
+    s.backlog_timeouts = backlog_timeouts;
     s.degraded = degraded;
     s.denial_cache_hits = denial_cache_hits;
     s.noscript_reloads = noscript;

@@ -28,8 +28,8 @@ void Outcomes::AnswerWhileOpen(Unit& unit) {
   unit.Answer(Fallback(unit));
 }
 
-void Outcomes::Complete(Unit& p, absl::StatusOr<Decision> result) {
-  if (p.grouped()) return CompleteUnit(p, result.status());  // an error
+void Outcomes::Complete(Unit& p, absl::StatusOr<Decision> result, Blame blame) {
+  if (p.grouped()) return CompleteUnit(p, result.status(), blame);  // an error
   if (p.answered) return;
   p.answered = true;
   const Steady::time_point now = Steady::now();
@@ -46,7 +46,7 @@ void Outcomes::Complete(Unit& p, absl::StatusOr<Decision> result) {
     p.Answer(result.status());
     return;
   }
-  CountFailure(p, result.status(), now);
+  CountFailure(p, result.status(), now, blame);
   if (p.settles()) return p.Answer(SettleFailed(result.status()));
   p.Answer(Fallback(p));
 }
@@ -59,7 +59,7 @@ absl::Status Outcomes::SettleFailed(const absl::Status& status) {
                   MessageOf(status)));
 }
 
-void Outcomes::CompleteUnit(Unit& p, absl::StatusOr<UnitResult> result) {
+void Outcomes::CompleteUnit(Unit& p, absl::StatusOr<UnitResult> result, Blame blame) {
   if (p.answered) return;
   p.answered = true;
   const Steady::time_point now = Steady::now();
@@ -69,7 +69,7 @@ void Outcomes::CompleteUnit(Unit& p, absl::StatusOr<UnitResult> result) {
       RememberDenial(p, p.items[i], result->items[i], now);
     }
   } else if (!absl::IsCancelled(result.status())) {
-    CountFailure(p, result.status(), now);
+    CountFailure(p, result.status(), now, blame);
   }
   p.AnswerGroup(std::move(result));
 }
@@ -86,9 +86,14 @@ void Outcomes::RememberDenial(const Unit& p, const Item& item, const Decision& d
   }
 }
 
-void Outcomes::CountFailure(Unit& p, const absl::Status& status, Steady::time_point now) {
+void Outcomes::CountFailure(Unit& p, const absl::Status& status, Steady::time_point now,
+                            Blame blame) {
   counters_.RecordError(status);
   if (absl::IsDeadlineExceeded(status)) ++counters_.timeouts;
+  if (blame == Blame::kOwnBacklog) {
+    ++counters_.backlog_timeouts;
+    return;
+  }
   if (p.route.node != nullptr) p.route.node->breaker.Failure(now);
 }
 

@@ -16,6 +16,12 @@
 
 namespace floodgate::redis {
 
+// Whom a failure is charged to. The breaker hears only Redis's: a decision that timed out
+// in this process's own queue, or behind its own commands while Redis kept answering them,
+// says the client asked for more than fits in the timeout, not that Redis failed; counted
+// apart (backlog_timeouts), it must not open the breaker for every other client.
+enum class Blame { kRedis, kOwnBacklog };
+
 // Thread-safe where noted; Complete and CompleteUnit run where a unit is answered (the
 // I/O thread, or a submitting thread for an unconnected standalone store).
 class Outcomes {
@@ -28,10 +34,10 @@ class Outcomes {
 
   // Answers a single decision or a reservation's operation once: Redis's answer, or
   // on_error's. A group gets an error through CompleteUnit.
-  void Complete(Unit& unit, absl::StatusOr<Decision> result);
+  void Complete(Unit& unit, absl::StatusOr<Decision> result, Blame blame = Blame::kRedis);
   // A group's answer, or its failure (answered by on_error for the whole multi-decision,
   // which only its caller can do: see AnswerMulti).
-  void CompleteUnit(Unit& unit, absl::StatusOr<UnitResult> result);
+  void CompleteUnit(Unit& unit, absl::StatusOr<UnitResult> result, Blame blame = Blame::kRedis);
   // The breaker refused the unit. Not a new failure (the breaker's own refusal must not
   // keep it open): answered as on_error says, at memory speed.
   void AnswerWhileOpen(Unit& unit);
@@ -50,7 +56,7 @@ class Outcomes {
   Decision Fallback(const Unit& unit);
   void RememberDenial(const Unit& unit, const Item& item, const Decision& d,
                       Steady::time_point now);
-  void CountFailure(Unit& unit, const absl::Status& status, Steady::time_point now);
+  void CountFailure(Unit& unit, const absl::Status& status, Steady::time_point now, Blame blame);
 
   const RedisStoreOptions& options_;
   Counters& counters_;

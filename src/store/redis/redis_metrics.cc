@@ -15,6 +15,10 @@ void RedisStore::AppendMetrics(std::string& out) const {
       "# TYPE floodgate_store_errors_total counter\nfloodgate_store_errors_total {}\n"
       "# HELP floodgate_store_timeouts_total Decisions that exceeded the store timeout.\n"
       "# TYPE floodgate_store_timeouts_total counter\nfloodgate_store_timeouts_total {}\n"
+      "# HELP floodgate_store_backlog_timeouts_total Of those, decisions that waited behind "
+      "this process's own queue while the store kept answering (not counted by the breaker).\n"
+      "# TYPE floodgate_store_backlog_timeouts_total counter\n"
+      "floodgate_store_backlog_timeouts_total {}\n"
       "# HELP floodgate_breaker_open 1 while the circuit breaker stops calls to the store.\n"
       "# TYPE floodgate_breaker_open gauge\nfloodgate_breaker_open {}\n"
       "# HELP floodgate_denial_cache_hits_total Denials answered without a store call.\n"
@@ -23,7 +27,8 @@ void RedisStore::AppendMetrics(std::string& out) const {
       "# TYPE floodgate_store_calls_total counter\nfloodgate_store_calls_total {}\n"
       "# HELP floodgate_store_reconnects_total Connections to the store lost and redone.\n"
       "# TYPE floodgate_store_reconnects_total counter\nfloodgate_store_reconnects_total {}\n",
-      r.errors, r.timeouts, r.breaker_open ? 1 : 0, r.denial_cache_hits, r.calls, r.reconnects);
+      r.errors, r.timeouts, r.backlog_timeouts, r.breaker_open ? 1 : 0, r.denial_cache_hits,
+      r.calls, r.reconnects);
   out += fmt::format(
       "# HELP floodgate_multi_decisions_total Decisions over several limits at once.\n"
       "# TYPE floodgate_multi_decisions_total counter\nfloodgate_multi_decisions_total {}\n"
