@@ -181,8 +181,14 @@ std::unique_ptr<RedisServer> RedisServer::Start(std::vector<std::string> extra_a
 }
 
 std::unique_ptr<RedisServer> RedisServer::StartClusterNode(int port) {
+  // A node is taken for failed after kHangGuard of silence, never because a loaded machine
+  // stalled it: with 1 s, a replica promoted itself in the middle of a test (its settles
+  // answered by errors). Tests that want a failover ask for one (CLUSTER FAILOVER TAKEOVER).
+  const std::string node_timeout = std::to_string(
+      std::chrono::duration_cast<std::chrono::milliseconds>(kHangGuard).count());
   return StartWith({"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                    "--cluster-node-timeout", "1000", "--cluster-replica-validity-factor", "0",
+                    "--cluster-node-timeout", node_timeout, "--cluster-replica-validity-factor",
+                    "0",
                     // A failed primary takes down only its own slots, not the whole
                     // cluster: what a rate limiter in front of everything wants.
                     "--cluster-require-full-coverage", "no"},
@@ -555,12 +561,15 @@ std::unique_ptr<RedisSentinels> RedisSentinels::Start() {
     ADD_FAILURE() << "the replica did not sync with the primary";
     return nullptr;
   }
+  // down-after is kHangGuard, as the cluster's node timeout: a primary stalled by a loaded
+  // machine is not taken for down (500 ms could start a failover no test asked for). Tests
+  // that want one ask a sentinel (SENTINEL FAILOVER).
   const std::string config = fmt::format(
       "sentinel monitor fg 127.0.0.1 {} 2\n"
-      "sentinel down-after-milliseconds fg 500\n"
+      "sentinel down-after-milliseconds fg {}\n"
       "sentinel failover-timeout fg 2000\n"
       "sentinel parallel-syncs fg 1\n",
-      primary_port);
+      primary_port, std::chrono::duration_cast<std::chrono::milliseconds>(kHangGuard).count());
   for (int i = 0; i < 3; ++i) {
     auto sentinel = RedisServer::StartSentinel(config);
     if (sentinel == nullptr) return nullptr;

@@ -105,8 +105,8 @@ std::string InfoField(const std::string& text, const std::string& name);
 std::string RunShell(const std::string& command, int* status = nullptr);
 
 // A Redis Cluster of real redis-server processes on loopback: `primaries` primaries with
-// one replica each, joined by `redis-cli --cluster create`, a short node timeout so that
-// failovers take about a second. Torn down by PID.
+// one replica each, joined by `redis-cli --cluster create`; a node is taken for failed only
+// after kHangGuard of silence (a failover is asked for by the test). Torn down by PID.
 class RedisCluster {
  public:
   static std::unique_ptr<RedisCluster> Start(int primaries = 3);
@@ -154,8 +154,8 @@ class RedisCluster {
 };
 
 // Redis Sentinel on loopback: a primary, one replica and three `redis-server --sentinel`
-// monitoring them as "fg" with quorum 2 and a short down-after (500 ms), so that an
-// automatic failover takes a second or two. Torn down by PID.
+// monitoring them as "fg" with quorum 2 and a down-after of kHangGuard (a failover is asked
+// for by the test: SENTINEL FAILOVER). Torn down by PID.
 class RedisSentinels {
  public:
   static std::unique_ptr<RedisSentinels> Start();
