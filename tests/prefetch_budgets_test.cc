@@ -598,7 +598,12 @@ TEST_F(BudgetsTest, TheSweeperReturnsLeasesOnItsOwn) {
   while (budgets->stats().units_returned == 0 && Steady::now() < deadline) {
     std::this_thread::sleep_for(milliseconds(1));
   }
-  EXPECT_EQ(budgets->stats().units_returned, 9u);
+  // 9 when the request spent its unit from the lease; 10 when the lease's 10 ms ended
+  // before the request was answered from it (a slow machine: the TSan tree saw it). Either
+  // way the sweeper returned the lease's unspent units by itself.
+  const std::uint64_t returned = budgets->stats().units_returned;
+  EXPECT_GE(returned, 9u);
+  EXPECT_LE(returned, 10u);
 }
 
 }  // namespace
