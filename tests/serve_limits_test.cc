@@ -46,7 +46,7 @@ std::optional<std::uint64_t> MetricsCounter(const std::string& metrics, const st
 
 // Issue 39 bug 5: with descriptors gone, the accept loop re-armed at once after every
 // error (198% CPU, no log line) until the request deadlines freed some.
-TEST(ServeLimits, OutOfDescriptorsItBacksOffLogsOnceCountsAndRecovers) {
+TEST(ServeLimits, OutOfDescriptorsItBacksOffLogsAtMostEvery10sCountsAndRecovers) {
   const int port = FreeLoopbackPort();
   const auto started = Steady::now();
   ServeProcess serve({"--listen", fmt::format("127.0.0.1:{}", port), "--threads", "2"}, {},
@@ -81,7 +81,15 @@ TEST(ServeLimits, OutOfDescriptorsItBacksOffLogsOnceCountsAndRecovers) {
   EXPECT_LE(*errors, static_cast<std::uint64_t>(2 * (elapsed_ms / 5 + 1)));
   EXPECT_TRUE(serve.WaitLogLines("accepting connections again", 1, kLimitsStartLimit))
       << serve.Log();
-  EXPECT_EQ(serve.CountLogLines("cannot accept connections"), 1) << serve.Log();  // once
+  // At the limit accepts fail and succeed by turns (a descriptor frees, the next accept
+  // takes it): the warning is rate-limited, not once per turn. Counted before the clock is
+  // read, so a slow machine only loosens the bound. The CI run that logged it per turn
+  // printed it twice in 0.7 s.
+  const int warnings = serve.CountLogLines("cannot accept connections");
+  const auto seconds_up =
+      std::chrono::duration_cast<std::chrono::seconds>(Steady::now() - started).count();
+  EXPECT_GE(warnings, 1) << serve.Log();
+  EXPECT_LE(warnings, 1 + seconds_up / 10) << serve.Log();
   EXPECT_EQ(serve.Stop(milliseconds(15'000)), 0) << serve.Log();
 }
 

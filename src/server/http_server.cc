@@ -330,7 +330,7 @@ void HttpServer::Worker::Accept() {
   });
 }
 
-// Counted on every attempt, logged once per episode (HttpServer::AcceptFailed); the next
+// Counted on every attempt, logged at most every 10 s (HttpServer::AcceptFailed); the next
 // attempt waits 5 ms, doubling to 250 ms: the backlog holds the waiting connections, and
 // the first accept after descriptors free takes them.
 void HttpServer::Worker::RetryAccept(const beast::error_code& ec) {
@@ -346,18 +346,30 @@ void HttpServer::Worker::RetryAccept(const beast::error_code& ec) {
 
 void HttpServer::AcceptFailed(const beast::error_code& ec) {
   service_.CountAcceptError();
-  accept_errors_.fetch_add(1, std::memory_order_relaxed);
-  if (accept_failing_.exchange(true)) return;
+  const std::uint64_t failures = accept_errors_.fetch_add(1, std::memory_order_relaxed) + 1;
+  std::lock_guard lock(accept_log_mu_);
+  const auto now = std::chrono::steady_clock::now();
+  if (last_accept_warning_ != std::chrono::steady_clock::time_point{} &&
+      now - last_accept_warning_ < kAcceptLogInterval) {
+    return;
+  }
+  last_accept_warning_ = now;
   rlimit limit{};
   getrlimit(RLIMIT_NOFILE, &limit);
   spdlog::warn(
       "floodgate: cannot accept connections: {} ({} connections open, file descriptor limit "
-      "{}); retrying with a backoff up to 250 ms (floodgate_http_accept_errors_total)",
-      ec.message(), sessions_.load(), limit.rlim_cur);
+      "{}, {} failed attempts so far); retrying with a backoff up to 250 ms, logged at most "
+      "every {} s (floodgate_http_accept_errors_total)",
+      ec.message(), sessions_.load(), limit.rlim_cur, failures, kAcceptLogInterval.count());
+  // Set after the line is out, so that "again" can only follow it.
+  accept_failure_logged_.store(true);
 }
 
 void HttpServer::AcceptSucceeded() {
-  if (!accept_failing_.load(std::memory_order_relaxed) || !accept_failing_.exchange(false)) return;
+  if (!accept_failure_logged_.load(std::memory_order_relaxed) ||
+      !accept_failure_logged_.exchange(false)) {
+    return;
+  }
   spdlog::info("floodgate: accepting connections again ({} failed attempts so far)",
                accept_errors_.load());
 }

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,17 +53,22 @@ class HttpServer {
   class Session;
   friend class Session;
 
-  // A failed accept: counted, and logged once until an accept succeeds again. Any thread.
+  // A failed accept: counted every time, logged at most once per kAcceptLogInterval (at the
+  // descriptor limit, accepts fail and succeed by turns: an episode per success flapped the
+  // log). A success after a logged failure says so once. Any thread.
   void AcceptFailed(const boost::system::error_code& ec);
   void AcceptSucceeded();
+  static constexpr std::chrono::seconds kAcceptLogInterval{10};
 
   HttpHandler& service_;
   HttpOptions options_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> stopping_{false};
   std::atomic<std::size_t> sessions_{0};
-  std::atomic<bool> accept_failing_{false};  // since the last logged failure, no success
   std::atomic<std::uint64_t> accept_errors_{0};
+  std::atomic<bool> accept_failure_logged_{false};  // and no success logged since
+  std::mutex accept_log_mu_;
+  std::chrono::steady_clock::time_point last_accept_warning_;  // guarded by accept_log_mu_
   std::uint16_t port_ = 0;
 };
 
