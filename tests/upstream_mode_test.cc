@@ -24,11 +24,11 @@
 #include "redis_server.h"
 #include "rls_request.h"
 #include "serve_process.h"
+#include "upstream_process.h"
 
 namespace floodgate::testing {
 namespace {
 
-namespace fs = std::filesystem;
 namespace beast = boost::beast;
 namespace pb = ::envoy::service::ratelimit::v3;
 using std::chrono::milliseconds;
@@ -36,27 +36,6 @@ using ::testing::HasSubstr;
 
 // Starts, stops and reloads are waited for as events; the bound only ends a hang.
 constexpr milliseconds kRatelimitStart = kHangGuard;
-
-// A config root as upstream's compose file mounts it: <root>/ratelimit/config/<file>.
-class ConfigRoot {
- public:
-  ConfigRoot() {
-    std::string dir = (fs::temp_directory_path() / "ratelimit-root-XXXXXX").string();
-    if (mkdtemp(dir.data()) != nullptr) root_ = dir;
-    fs::create_directories(root_ / "ratelimit" / "config");
-  }
-  ~ConfigRoot() {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
-  }
-  void Write(const std::string& name, const std::string& text) const {
-    std::ofstream(root_ / "ratelimit" / "config" / name) << text;
-  }
-  std::string root() const { return root_.string(); }
-
- private:
-  fs::path root_;
-};
 
 constexpr const char* kThreePerMinute = R"(domain: rl
 descriptors:
@@ -69,37 +48,6 @@ descriptors:
           unit: minute
           requests_per_unit: 3
 )";
-
-struct Ports {
-  int http = FreeLoopbackPort();
-  int grpc = FreeLoopbackPort();
-  int debug = FreeLoopbackPort();
-};
-
-// docker-compose-example.yml's environment for the `ratelimit` service, every variable it sets,
-// with Redis and the config root of the test, the ports moved and the hosts on loopback.
-// USE_STATSD=true there: refused until the statsd sink is built, so false here.
-std::vector<std::string> ComposeEnvironment(const RedisServer& redis, const ConfigRoot& config,
-                                            const Ports& ports) {
-  return {"USE_STATSD=false",
-          "STATSD_HOST=statsd",
-          "STATSD_PORT=9125",
-          "LOG_LEVEL=debug",
-          "REDIS_SOCKET_TYPE=tcp",
-          fmt::format("REDIS_URL=127.0.0.1:{}", redis.port()),
-          "RUNTIME_ROOT=" + config.root(),
-          "RUNTIME_SUBDIRECTORY=ratelimit",
-          "RUNTIME_WATCH_ROOT=false",
-          "CONFIG_TYPE=FILE",
-          "CONFIG_GRPC_XDS_NODE_ID=test-node-id",
-          "CONFIG_GRPC_XDS_SERVER_URL=ratelimit-xds-config-server:18000",
-          "HOST=127.0.0.1",
-          "GRPC_HOST=127.0.0.1",
-          "DEBUG_HOST=127.0.0.1",
-          fmt::format("PORT={}", ports.http),
-          fmt::format("GRPC_PORT={}", ports.grpc),
-          fmt::format("DEBUG_PORT={}", ports.debug)};
-}
 
 // The minute since the epoch on this host's clock, which is the servers' (one machine): the
 // window of a MINUTE rule.

@@ -269,6 +269,10 @@ std::vector<Sample> Samples() {
   const Environment tcp = {{"REDIS_SOCKET_TYPE", "tcp"}, {"REDIS_URL", "redis:6379"}};
   const Environment tls = {
       {"REDIS_SOCKET_TYPE", "tcp"}, {"REDIS_URL", "redis:6379"}, {"REDIS_TLS", "true"}};
+  const Environment grpc_tls_files = {{"GRPC_SERVER_TLS_CERT", "/certs/tls.crt"},
+                                      {"GRPC_SERVER_TLS_KEY", "/certs/tls.key"}};
+  Environment grpc_tls = grpc_tls_files;
+  grpc_tls["GRPC_SERVER_USE_TLS"] = "true";
   return {
       // The service.
       {"HOST", "127.0.0.1", kEffect},
@@ -391,20 +395,29 @@ std::vector<Sample> Samples() {
       {"DOG_STATSD_MOGRIFIER_A_PATTERN", "^ratelimit\\.(.*)$", kNoEffect},
       {"DD_ENV", "prod", kNoEffect},
       // gRPC.
-      {"GRPC_UDS", "/tmp/ratelimit.sock", kRefused},
+      {"GRPC_UDS", "/tmp/ratelimit.sock", kEffect},
       {"GRPC_UDS", "", kNoEffect},
-      {"GRPC_MAX_CONNECTION_AGE", "24h", kRefused},
-      {"GRPC_MAX_CONNECTION_AGE_GRACE", "1h", kRefused},
-      {"GRPC_SERVER_USE_TLS", "true", kRefused},
+      {"GRPC_MAX_CONNECTION_AGE", "1m", kEffect},
+      {"GRPC_MAX_CONNECTION_AGE", "24h", kNoEffect},  // the default
+      {"GRPC_MAX_CONNECTION_AGE", "-1s", kRefused},
+      {"GRPC_MAX_CONNECTION_AGE_GRACE", "10s", kEffect},
+      {"GRPC_MAX_CONNECTION_AGE_GRACE", "-1s", kRefused},
+      {"GRPC_SERVER_USE_TLS", "true", kRefused},  // without the files
+      {"GRPC_SERVER_USE_TLS", "true", kEffect, grpc_tls_files},
       {"GRPC_SERVER_USE_TLS", "false", kNoEffect},
-      {"GRPC_SERVER_TLS_CERT", "/certs/tls.crt", kNoEffect},
+      {"GRPC_SERVER_TLS_CERT", "/certs/tls.crt", kNoEffect},  // read only with TLS on
+      {"GRPC_SERVER_TLS_CERT", "/certs/other.crt", kEffect, grpc_tls},
       {"GRPC_SERVER_TLS_KEY", "/certs/tls.key", kNoEffect},
+      {"GRPC_SERVER_TLS_KEY", "/other/tls.key", kRefused, grpc_tls},  // not beside the cert
+      {"GRPC_SERVER_TLS_KEY", "/certs/other.key", kEffect, grpc_tls},
       {"GRPC_CLIENT_TLS_CACERT", "/certs/ca.crt", kNoEffect},
+      {"GRPC_CLIENT_TLS_CACERT", "/certs/ca.crt", kEffect, grpc_tls},
       {"GRPC_CLIENT_TLS_SAN", "envoy", kNoEffect},
+      {"GRPC_CLIENT_TLS_SAN", "envoy", kEffect, grpc_tls},
       {"GRPC_SERVER_TLS_CA_CERT", "/certs/ca.crt", kNoEffect},  // Envoy Gateway's
-      {"QUOTA_MODE", "true", kRefused},
-      {"RESPONSE_DYNAMIC_METADATA", "true", kRefused},
-      {"MERGE_DOMAIN_CONFIG", "true", kRefused},
+      {"QUOTA_MODE", "true", kEffect},
+      {"RESPONSE_DYNAMIC_METADATA", "true", kEffect},
+      {"MERGE_DOMAIN_CONFIG", "true", kEffect},
       {"MERGE_DOMAIN_CONFIG", "false", kNoEffect},
       // xDS: read only with CONFIG_TYPE=GRPC_XDS_SOTW.
       {"CONFIG_GRPC_XDS_NODE_ID", "test-node-id", kNoEffect},
@@ -449,14 +462,23 @@ std::vector<Sample> Samples() {
 std::string Render(const UpstreamMode& m) {
   return fmt::format(
       "{}:{} {}:{} {}:{} {} root={} sub={} dot={} shadow={} headers={} {} {} {} unavailable={} "
-      "log={} format={} config_health={} redis_health={} startup={} {} {}",
+      "log={} format={} config_health={} redis_health={} startup={} {} {} "
+      "uds={} age={} grace={} tls={} quota={} metadata={} merge={}",
       m.http.host, m.http.port, m.grpc.host, m.grpc.port, m.debug.host, m.debug.port, m.store_url,
       m.rls.runtime_root, m.rls.runtime_subdirectory, m.rls.ignore_dotfiles, m.rls.global_shadow,
       m.rls.response_headers, m.rls.limit_header, m.rls.remaining_header, m.rls.reset_header,
       m.rls.unavailable_on_store_error, static_cast<int>(m.log_level),
       static_cast<int>(m.log_format), static_cast<int>(m.config_health),
       static_cast<int>(m.redis_health), m.redis_startup.initial.count(),
-      m.redis_startup.max.count(), m.redis_startup.max_elapsed.count());
+      m.redis_startup.max.count(), m.redis_startup.max_elapsed.count(),
+      m.grpc_serving.unix_socket, m.grpc_serving.max_connection_age.count(),
+      m.grpc_serving.max_connection_age_grace.count(),
+      m.grpc_serving.tls ? fmt::format("{},{},{},{}", m.grpc_serving.tls->cert_file,
+                                       m.grpc_serving.tls->key_file,
+                                       m.grpc_serving.tls->client_ca_file,
+                                       m.grpc_serving.tls->client_san)
+                         : "off",
+      m.rls.global_quota, m.rls.dynamic_metadata, m.rls.merge_domains);
 }
 
 absl::StatusOr<UpstreamMode> ModeOf(const Environment& environment) {

@@ -103,6 +103,13 @@ int RunRatelimit() {
     return kExitSettings;
   }
   UseUpstreamLogging(mode->log_level, mode->log_format);
+  // As upstream's start (its key pair loads or it panics), before Redis is waited for.
+  if (mode->grpc_serving.tls) {
+    if (absl::Status status = rls::CheckGrpcTlsFiles(*mode->grpc_serving.tls); !status.ok()) {
+      fmt::print(stderr, "ratelimit: GRPC_SERVER_USE_TLS: {}\n", MessageOf(status));
+      return kExitSettings;
+    }
+  }
 
   server::ServerConfig config;
   config.source = "upstream's environment";
@@ -170,7 +177,13 @@ int RunRatelimit() {
   server::HttpServer debug_http(debug,
                                 {.host = mode->debug.host, .port = mode->debug.port, .threads = 1});
   server::HttpServer http(service, {.host = mode->http.host, .port = mode->http.port});
-  rls::GrpcServer grpc(**engine, {.host = mode->grpc.host, .port = mode->grpc.port});
+  const rls::UpstreamGrpc& serving = mode->grpc_serving;
+  rls::GrpcServer grpc(**engine, {.host = mode->grpc.host,
+                                  .port = mode->grpc.port,
+                                  .unix_socket = serving.unix_socket,
+                                  .tls = serving.tls,
+                                  .max_connection_age = serving.max_connection_age,
+                                  .max_connection_age_grace = serving.max_connection_age_grace});
   // As upstream: the debug port is optional (a failure is logged), gRPC and HTTP are not.
   if (absl::Status status = debug_http.Start(); !status.ok()) {
     spdlog::error("debug listener on {}: {}", HostPort(mode->debug.host, mode->debug.port),
@@ -190,7 +203,7 @@ int RunRatelimit() {
   spdlog::info(
       "floodgate {} as envoyproxy/ratelimit: HTTP on {}, gRPC on {}, debug on {}, store {}, "
       "config {}",
-      kVersion, HostPort(mode->http.host, http.port()), HostPort(mode->grpc.host, grpc.port()),
+      kVersion, HostPort(mode->http.host, http.port()), grpc.address(),
       HostPort(mode->debug.host, debug_http.port()), store->Describe(),
       rls::ConfigDirectory(mode->rls).string());
 

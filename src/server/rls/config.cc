@@ -3,6 +3,7 @@
 #include "server/rls/config.h"
 
 #include <absl/status/status.h>
+#include <absl/strings/str_split.h>
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
@@ -13,6 +14,7 @@
 
 #include "common/status_macros.h"
 #include "common/strings.h"
+#include "server/rls/metadata.h"
 #include "server/yaml_budget.h"
 
 namespace floodgate::server::rls {
@@ -25,9 +27,10 @@ using RateLimit = ::envoy::service::ratelimit::v3::RateLimitResponse::RateLimit;
 // upstream's validKeys: one flat set, checked at every level of the file (a known key in
 // the wrong place is ignored there, as upstream's YAML decoding ignores it), plus
 // floodgate's extensions.
-constexpr std::array<std::string_view, 19> kKnownKeys = {
+constexpr std::array<std::string_view, 23> kKnownKeys = {
     "domain", "key", "value", "descriptors", "rate_limit", "unit", "requests_per_unit", "unlimited",
-    "shadow_mode", "name", "replaces", "detailed_metric",
+    "shadow_mode", "quota_mode", "name", "replaces", "detailed_metric", "value_to_metric",
+    "share_threshold", "metadata",
     // floodgate's extensions (docs/envoy.md)
     "algorithm", "burst", "refill", "period", "all_or_nothing", "prefetch", "prefetch_ttl"};
 
@@ -58,6 +61,8 @@ class FileReader {
         if (std::find(kKnownKeys.begin(), kKnownKeys.end(), key) == kKnownKeys.end()) {
           return Error(entry.first, fmt::format("config error, unknown key '{}'", key));
         }
+        // As upstream: metadata's keys are the user's own, checked when it is converted.
+        if (key == "metadata") continue;
         if (auto s = CheckKeys(entry.second); !s.ok()) return s;
       }
     } else if (node.IsSequence()) {
@@ -143,14 +148,21 @@ absl::StatusOr<Policy> BuildPolicy(const FileReader& r, const YAML::Node& node,
   return *policy;
 }
 
+// What a descriptor (not its rate_limit) says about its limit.
+struct DescriptorFlags {
+  bool shadow = false;
+  bool quota = false;
+  bool detailed_metric = false;
+};
+
 absl::StatusOr<RlsLimit> ParseRateLimit(const FileReader& r, const YAML::Node& node,
-                                        const std::string& stats_key, bool shadow,
-                                        bool detailed_metric) {
+                                        const std::string& stats_key, DescriptorFlags flags) {
   if (!node.IsMap()) return r.DecodeError(node, "rate_limit must be a mapping");
   RlsLimit limit;
   limit.stats_key = stats_key;
-  limit.shadow = shadow;
-  limit.detailed_metric = detailed_metric;
+  limit.shadow = flags.shadow;
+  limit.quota = flags.quota;
+  limit.detailed_metric = flags.detailed_metric;
   FG_ASSIGN(limit.requests_per_unit, r.Uint32(node["requests_per_unit"], "requests_per_unit"));
   FG_ASSIGN(limit.unlimited, r.Bool(node["unlimited"], "unlimited"));
   FG_ASSIGN(limit.name, r.String(node["name"], "name"));
@@ -239,6 +251,8 @@ std::optional<std::chrono::seconds> UnitLength(Unit unit) {
 // Builds an RlsConfig file by file; RlsConfig's only writer.
 class ConfigBuilder {
  public:
+  explicit ConfigBuilder(DomainFiles domains) : domains_(domains) {}
+
   absl::Status AddFile(const ConfigFile& file) {
     FileReader r(file.name);
     FG_RETURN_IF_ERROR(budget_.Charge(file.text, file.name));
@@ -259,11 +273,27 @@ class ConfigBuilder {
       return r.Error(root.IsMap() && root["domain"] ? root["domain"] : root,
                      "config file cannot have empty domain");
     }
-    if (config_->domains_.contains(ToAbsl(domain))) {
-      return r.Error(root["domain"], fmt::format("duplicate domain '{}' in config file", domain));
+    bool all_or_nothing = false;
+    FG_ASSIGN(all_or_nothing, r.Bool(root["all_or_nothing"], "all_or_nothing"));
+    if (auto it = config_->domains_.find(ToAbsl(domain)); it != config_->domains_.end()) {
+      if (domains_ == DomainFiles::kOneFileEach) {
+        return r.Error(root["domain"],
+                       fmt::format("duplicate domain '{}' in config file", domain));
+      }
+      // MERGE_DOMAIN_CONFIG: upstream loads the file's descriptors into the domain's tree (a
+      // composite key both files have is a duplicate). all_or_nothing is floodgate's and per
+      // domain: the files must agree on it.
+      RlsDomain& merged = *it->second;
+      if (all_or_nothing != merged.all_or_nothing) {
+        return r.Error(root["all_or_nothing"] ? root["all_or_nothing"] : root["domain"],
+                       fmt::format("domain '{}' is merged from files that disagree on "
+                                   "all_or_nothing",
+                                   domain));
+      }
+      return LoadDescriptors(r, root["descriptors"], domain + ".", merged.root);
     }
     auto loaded = std::make_unique<RlsDomain>();
-    FG_ASSIGN(loaded->all_or_nothing, r.Bool(root["all_or_nothing"], "all_or_nothing"));
+    loaded->all_or_nothing = all_or_nothing;
     FG_RETURN_IF_ERROR(LoadDescriptors(r, root["descriptors"], domain + ".", loaded->root));
     config_->domains_.emplace(domain, std::move(loaded));
     return absl::OkStatus();
@@ -291,28 +321,46 @@ class ConfigBuilder {
                        fmt::format("duplicate descriptor composite key '{}'", stats_key));
       }
       auto node = std::make_unique<DescriptorNode>();
-      bool shadow = false;
-      bool detailed = false;
-      FG_ASSIGN(shadow, r.Bool(descriptor["shadow_mode"], "shadow_mode"));
-      FG_ASSIGN(detailed, r.Bool(descriptor["detailed_metric"], "detailed_metric"));
+      DescriptorFlags flags;
+      FG_ASSIGN(flags.shadow, r.Bool(descriptor["shadow_mode"], "shadow_mode"));
+      FG_ASSIGN(flags.quota, r.Bool(descriptor["quota_mode"], "quota_mode"));
+      FG_ASSIGN(flags.detailed_metric, r.Bool(descriptor["detailed_metric"], "detailed_metric"));
+      FG_ASSIGN(node->value_to_metric, r.Bool(descriptor["value_to_metric"], "value_to_metric"));
+      FG_ASSIGN(node->share_threshold, r.Bool(descriptor["share_threshold"], "share_threshold"));
+      const bool wildcard = composite.find('*') != std::string::npos;
+      if (node->share_threshold && !wildcard) {
+        return r.Error(descriptor["share_threshold"],
+                       fmt::format("share_threshold can only be used with wildcard values "
+                                   "(containing '*'), but found key '{}'",
+                                   composite));
+      }
       if (const YAML::Node rate_limit = descriptor["rate_limit"];
           rate_limit && !rate_limit.IsNull()) {
-        FG_ASSIGN(node->limit, ParseRateLimit(r, rate_limit, stats_key, shadow, detailed));
+        FG_ASSIGN(node->limit, ParseRateLimit(r, rate_limit, stats_key, flags));
+      }
+      if (const YAML::Node metadata = descriptor["metadata"]; metadata) {
+        auto parsed = MetadataFromYaml(metadata);
+        if (!parsed.ok()) {
+          return r.Error(metadata,
+                         fmt::format("error parsing metadata: {}", MessageOf(parsed.status())));
+        }
+        node->metadata = *std::move(parsed);
       }
       FG_RETURN_IF_ERROR(LoadDescriptors(r, descriptor["descriptors"], stats_key + ".", *node));
-      if (composite.back() == '*') into.wildcard_keys.push_back(composite);
+      if (wildcard) into.wildcards.push_back(Wildcard{composite, absl::StrSplit(composite, '*')});
       into.children.emplace(std::move(composite), std::move(node));
     }
     return absl::OkStatus();
   }
 
+  const DomainFiles domains_;
   std::shared_ptr<RlsConfig> config_ = std::make_shared<RlsConfig>();
   YamlBudget budget_;  // the files' nodes together: what the config will hold
 };
 
 absl::StatusOr<std::shared_ptr<const RlsConfig>> ParseRlsConfig(
-    const std::vector<ConfigFile>& files) {
-  ConfigBuilder builder;
+    const std::vector<ConfigFile>& files, DomainFiles domains) {
+  ConfigBuilder builder(domains);
   for (const ConfigFile& file : files) FG_RETURN_IF_ERROR(builder.AddFile(file));
   return builder.Finish();
 }
@@ -322,43 +370,106 @@ const RlsDomain* RlsConfig::Domain(std::string_view domain) const {
   return it == domains_.end() ? nullptr : it->second.get();
 }
 
+bool Wildcard::Matches(std::string_view composite) const {
+  if (parts.size() == 1) return parts[0] == composite;
+  if (!composite.starts_with(parts.front()) || !composite.ends_with(parts.back())) return false;
+  std::size_t fixed = 0;
+  for (const std::string& part : parts) fixed += part.size();
+  if (composite.size() < fixed) return false;
+  std::string_view rest = composite.substr(parts.front().size(),
+                                           composite.size() - parts.front().size() -
+                                               parts.back().size());
+  for (std::size_t i = 1; i + 1 < parts.size(); ++i) {
+    const std::size_t at = rest.find(parts[i]);
+    if (at == std::string_view::npos) return false;
+    rest.remove_prefix(at + parts[i].size());
+  }
+  return true;
+}
+
 const RlsLimit* RlsConfig::Find(std::string_view domain,
                                 const ext::RateLimitDescriptor& descriptor) const {
+  return Match(domain, descriptor).limit;
+}
+
+RlsMatch RlsConfig::Match(std::string_view domain,
+                          const ext::RateLimitDescriptor& descriptor) const {
+  RlsMatch match;
   const RlsDomain* found = Domain(domain);
-  if (found == nullptr) return nullptr;
-  const RlsLimit* limit = nullptr;
+  if (found == nullptr) return match;
   const DescriptorNode* level = &found->root;
+  const DescriptorNode* reached = nullptr;  // the node whose limit applies
   const int entries = descriptor.entries_size();
   std::string composite;
+  std::string value_to_metric_key(domain);
   for (int i = 0; i < entries; ++i) {
     const auto& entry = descriptor.entries(i);
     // Per level as upstream's GetLimit: the exact "key_value", else the first wildcard
-    // (in file order) it starts with, else the key-only default.
+    // (in file order) that matches it, else the key-only default.
     composite.assign(entry.key()).append("_").append(entry.value());
     const DescriptorNode* next = nullptr;
+    const Wildcard* by_wildcard = nullptr;
     if (auto it = level->children.find(composite); it != level->children.end()) {
       next = it->second.get();
     }
     if (next == nullptr) {
-      for (const std::string& wildcard : level->wildcard_keys) {
-        const std::string_view prefix(wildcard.data(), wildcard.size() - 1);
-        if (std::string_view(composite).starts_with(prefix)) {
-          next = level->children.find(wildcard)->second.get();
+      for (const Wildcard& wildcard : level->wildcards) {
+        if (wildcard.Matches(composite)) {
+          next = level->children.find(wildcard.key)->second.get();
+          by_wildcard = &wildcard;
           break;
         }
       }
     }
+    const bool by_value = next != nullptr;
     if (next == nullptr) {
       if (auto it = level->children.find(entry.key()); it != level->children.end()) {
         next = it->second.get();
       }
     }
+    // The wildcard's value part ("key_files*" -> "files*"), as upstream's TrimPrefix.
+    const auto pattern_value = [&](const std::string& key) {
+      const std::string prefix = entry.key() + "_";
+      return key.starts_with(prefix) ? key.substr(prefix.size()) : key;
+    };
+    if (by_wildcard != nullptr && next->share_threshold) {
+      match.shared_values.resize(static_cast<std::size_t>(entries));
+      match.shared_values[static_cast<std::size_t>(i)] = pattern_value(by_wildcard->key);
+    }
+    // Upstream's value_to_metric key, level by level.
+    value_to_metric_key += '.';
+    value_to_metric_key += entry.key();
+    if (next != nullptr) {
+      std::string value;
+      if (by_wildcard != nullptr) {
+        value = next->share_threshold ? pattern_value(by_wildcard->key)
+                : next->value_to_metric ? entry.value()
+                                        : pattern_value(by_wildcard->key);
+      } else if (by_value || next->value_to_metric) {
+        value = entry.value();
+      }
+      if (!value.empty()) value_to_metric_key += "_" + value;
+    }
     // Only the node the last entry reaches gives the limit.
-    if (next != nullptr && next->limit.has_value() && i == entries - 1) limit = &*next->limit;
+    if (next != nullptr && next->limit.has_value() && i == entries - 1) reached = next;
     if (next == nullptr || next->children.empty()) break;
     level = next;
   }
-  return limit;
+  if (reached == nullptr) {
+    match.shared_values.clear();
+    return match;
+  }
+  match.limit = &*reached->limit;
+  match.value_to_metric_key = match.limit->detailed_metric || value_to_metric_key ==
+                                                                  match.limit->stats_key
+                                  ? match.limit->stats_key
+                                  : std::move(value_to_metric_key);
+  // Upstream carries the node's metadata on its copy of the limit, and loses it where GetLimit
+  // builds the limit anew: detailed_metric on a node without children, or a value_to_metric key.
+  const bool rebuilt = (match.limit->detailed_metric && reached->children.empty()) ||
+                       match.value_to_metric_key != match.limit->stats_key;
+  if (!rebuilt) match.metadata = reached->metadata.get();
+  return match;
 }
 
 }  // namespace floodgate::server::rls

@@ -8,6 +8,7 @@
 #include <absl/container/flat_hash_map.h>
 #include <absl/status/statusor.h>
 #include <floodgate/policy.h>
+#include <google/protobuf/struct.pb.h>
 
 #include <chrono>
 #include <cstdint>
@@ -38,6 +39,9 @@ struct RlsLimit {
   std::vector<std::string> replaces;
   bool unlimited = false;
   bool shadow = false;
+  // The descriptor's `quota_mode` (upstream): an OVER_LIMIT of it answers the request
+  // OVER_LIMIT only when every quota descriptor of the request is over, and no other is.
+  bool quota = false;
   bool detailed_metric = false;
   // How floodgate decides it: fixed_window over the unit unless the rule opted into
   // another algorithm or period. Unset for `unlimited` and for requests_per_unit 0
@@ -50,12 +54,45 @@ struct RlsLimit {
   std::chrono::microseconds period{0};
 };
 
+// A composite key holding '*' (anywhere, as upstream's config_impl.go takes them), split on
+// '*' once at load: each '*' matches any run of bytes, the empty one included.
+struct Wildcard {
+  std::string key;
+  std::vector<std::string> parts;
+  // Upstream's wildcardMatch: the first part a prefix, the last a suffix, the middle ones in
+  // order between them.
+  bool Matches(std::string_view composite) const;
+};
+
 // A level of the descriptor tree: children by upstream's composite key ("key_value", or
-// "key" for the key-only default), wildcard children ("key_prefix*") in file order.
+// "key" for the key-only default), wildcard children ("key_pre*", "key_a*b") in file order.
 struct DescriptorNode {
   absl::flat_hash_map<std::string, std::unique_ptr<DescriptorNode>> children;
-  std::vector<std::string> wildcard_keys;
+  std::vector<Wildcard> wildcards;
   std::optional<RlsLimit> limit;
+  // Upstream's `value_to_metric`: the request's value joins the stats key where this node
+  // matched by default or wildcard (RlsMatch::value_to_metric_key).
+  bool value_to_metric = false;
+  // Upstream's `share_threshold` (a wildcard node only): every value the wildcard matches
+  // counts on one counter, keyed by the pattern instead of the value.
+  bool share_threshold = false;
+  // Upstream's `metadata`: added to the answer's dynamic metadata (RESPONSE_DYNAMIC_METADATA)
+  // when this node's limit is applied and passes. nullptr: none.
+  std::shared_ptr<const google::protobuf::Struct> metadata;
+};
+
+// What upstream's GetLimit finds for one descriptor.
+struct RlsMatch {
+  const RlsLimit* limit = nullptr;  // nullptr: no limit
+  // Per entry: the value that replaces the request's in the counter's key (share_threshold's
+  // pattern, "files*"), or empty to keep the request's. Empty when no entry shares.
+  std::vector<std::string> shared_values;
+  // The node's metadata as upstream carries it to the answer (dropped where upstream's
+  // GetLimit rebuilds the limit: detailed_metric on a leaf, or a value_to_metric key).
+  const google::protobuf::Struct* metadata = nullptr;
+  // Upstream's stats key with value_to_metric applied ("domain.key_value..."), for the stats;
+  // equal to limit->stats_key when no value_to_metric applies.
+  std::string value_to_metric_key;
 };
 
 struct RlsDomain {
@@ -71,6 +108,10 @@ class RlsConfig {
   // override: nullptr for an unknown domain or no match. The limit comes from the node
   // the descriptor's last entry reaches.
   const RlsLimit* Find(
+      std::string_view domain,
+      const ::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor& descriptor) const;
+  // The same, with what share_threshold, metadata and value_to_metric add to the limit.
+  RlsMatch Match(
       std::string_view domain,
       const ::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor& descriptor) const;
   const RlsDomain* Domain(std::string_view domain) const;
@@ -94,10 +135,17 @@ struct ConfigFile {
   std::string text;
 };
 
+// How files combine: MERGE_DOMAIN_CONFIG.
+enum class DomainFiles {
+  kOneFileEach,  // upstream's default: a domain in a second file is an error
+  kMerged,       // MERGE_DOMAIN_CONFIG=true: a later file's descriptors join the domain's
+};
+
 // Reads every file into one config, as upstream loads its runtime snapshot: each file is
-// one domain; errors carry upstream's text, the file and the line ("a.yaml:7: invalid rate
-// limit unit 'SECONDS'"), and floodgate's own messages for the extensions.
+// one domain (or, merged, adds to one); errors carry upstream's text, the file and the line
+// ("a.yaml:7: invalid rate limit unit 'SECONDS'"), and floodgate's own messages for the
+// extensions.
 absl::StatusOr<std::shared_ptr<const RlsConfig>> ParseRlsConfig(
-    const std::vector<ConfigFile>& files);
+    const std::vector<ConfigFile>& files, DomainFiles domains = DomainFiles::kOneFileEach);
 
 }  // namespace floodgate::server::rls

@@ -13,6 +13,7 @@
 
 #include "common/strings.h"
 #include "server/headers.h"
+#include "server/rls/metadata.h"
 #include "server/rls/rls_engine.h"
 
 namespace floodgate::server::rls {
@@ -65,6 +66,21 @@ std::string StoreKey(std::string_view domain, const ext::RateLimitDescriptor& de
   return hashed;
 }
 
+// The descriptor a share_threshold limit counts on: the wildcard's pattern in place of each
+// value it shares (upstream's GenerateCacheKey), so every value the wildcard matches shares
+// one counter.
+ext::RateLimitDescriptor SharedDescriptor(const ext::RateLimitDescriptor& descriptor,
+                                          const std::vector<std::string>& shared_values) {
+  ext::RateLimitDescriptor shared = descriptor;
+  for (int i = 0; i < shared.entries_size(); ++i) {
+    const auto at = static_cast<std::size_t>(i);
+    if (at < shared_values.size() && !shared_values[at].empty()) {
+      shared.mutable_entries(i)->set_value(shared_values[at]);
+    }
+  }
+  return shared;
+}
+
 // Upstream's stats key of a request's `limit` override is built from the request's
 // values; ours keeps the keys only, so a client cannot grow the metrics without bound.
 std::string OverrideStatsKey(std::string_view domain, const ext::RateLimitDescriptor& descriptor) {
@@ -90,6 +106,31 @@ void SetDuration(google::protobuf::Duration* out, std::chrono::microseconds d) {
   out->set_nanos(static_cast<std::int32_t>(d.count() % 1'000'000) * 1000);
 }
 
+// The overall code as upstream's service/ratelimit.go decides it with quota mode: OVER_LIMIT
+// when a descriptor not in quota mode is over, or when every quota descriptor is (QUOTA_MODE
+// makes every descriptor one, those without a limit included; unlimited ones are neither).
+class OverallCode {
+ public:
+  void NoLimit(bool global_quota) { quotas_ += global_quota ? 1 : 0; }
+  void Answered(bool over_limit, bool quota) {
+    if (quota) {
+      ++quotas_;
+      failed_quotas_ += over_limit ? 1 : 0;
+    } else {
+      failed_limits_ += over_limit ? 1 : 0;
+    }
+  }
+  Response::Code code() const {
+    return failed_limits_ > 0 || (quotas_ > 0 && quotas_ == failed_quotas_) ? Response::OVER_LIMIT
+                                                                            : Response::OK;
+  }
+
+ private:
+  int failed_limits_ = 0;
+  int failed_quotas_ = 0;
+  int quotas_ = 0;
+};
+
 }  // namespace
 
 // One request from its start to its answer. Shared by the store callbacks; the last one
@@ -107,6 +148,8 @@ struct RlsEngine::Pending {
     std::optional<RlsLimit> override_limit;  // a request's `limit`, built per request
     std::string key;
     std::string stats_key;
+    // Upstream's metadata of the matched node (RESPONSE_DYNAMIC_METADATA); nullptr: none.
+    const google::protobuf::Struct* metadata = nullptr;
     std::int64_t hits = 1;
     std::size_t item = 0;  // all_or_nothing: the store item deciding it
     absl::StatusOr<Decision> decision = Decision{};
@@ -115,6 +158,8 @@ struct RlsEngine::Pending {
   };
 
   std::shared_ptr<const RlsConfig> config;  // keeps `configured` limits alive
+  // RESPONSE_DYNAMIC_METADATA: the request's part, built before the store is asked.
+  std::optional<google::protobuf::Struct> dynamic_metadata;
   Response* response = nullptr;
   RlsDone done;
   std::string domain;
@@ -168,6 +213,7 @@ void RlsEngine::ShouldRateLimit(const pb::RateLimitRequest& request, Response* r
     done(absl::UnavailableError("no rate limit configuration loaded"));
     return;
   }
+  if (settings_.dynamic_metadata) pending->dynamic_metadata = RequestMetadata(request);
   pending->response = response;
   pending->done = std::move(done);
   pending->domain = request.domain();
@@ -179,7 +225,9 @@ void RlsEngine::ShouldRateLimit(const pb::RateLimitRequest& request, Response* r
   pending->slots.resize(static_cast<std::size_t>(count));
   // Names other matched limits replace (upstream's `replaces`).
   std::vector<std::string_view> replaced;
+  RlsMatch match;
   for (int i = 0; i < count; ++i) {
+    match.shared_values.clear();
     const ext::RateLimitDescriptor& descriptor = request.descriptors(i);
     Pending::Slot& slot = pending->slots[static_cast<std::size_t>(i)];
     // hits: the descriptor's hits_addend when set (0 checks without counting), else the
@@ -222,8 +270,10 @@ void RlsEngine::ShouldRateLimit(const pb::RateLimitRequest& request, Response* r
       }
       slot.override_limit = std::move(limit);
     } else {
-      slot.configured = config.Find(request.domain(), descriptor);
+      match = config.Match(request.domain(), descriptor);
+      slot.configured = match.limit;
       if (slot.configured == nullptr) continue;
+      slot.metadata = match.metadata;
     }
     const RlsLimit& limit = slot.limit();
     for (const std::string& name : limit.replaces) replaced.push_back(name);
@@ -236,7 +286,10 @@ void RlsEngine::ShouldRateLimit(const pb::RateLimitRequest& request, Response* r
       slot.stats_key += "_" + descriptor.entries(descriptor.entries_size() - 1).value();
     }
     if (slot.kind == Pending::Kind::kDecide) {
-      slot.key = StoreKey(request.domain(), descriptor, *limit.policy);
+      slot.key = match.shared_values.empty()
+                     ? StoreKey(request.domain(), descriptor, *limit.policy)
+                     : StoreKey(request.domain(), SharedDescriptor(descriptor, match.shared_values),
+                                *limit.policy);
     }
   }
   for (std::size_t i = 0; i < pending->slots.size(); ++i) {
@@ -345,7 +398,9 @@ void RlsEngine::Finish(Pending& pending) {
 
   Response& response = *pending.response;
   response.Clear();
-  Response::Code overall = Response::OK;
+  OverallCode overall_code;
+  // The metadata of the descriptors that passed, in request order (RESPONSE_DYNAMIC_METADATA).
+  std::vector<const google::protobuf::Struct*> passed;
   const Response::DescriptorStatus* binding = nullptr;  // the headers' descriptor
   std::uint32_t least_remaining = kMaxRemaining;
   const TimePoint now = pending.now.value_or(SystemNow());
@@ -353,7 +408,10 @@ void RlsEngine::Finish(Pending& pending) {
   for (const Pending::Slot& slot : pending.slots) {
     Response::DescriptorStatus& status = *response.add_statuses();
     status.set_code(Response::OK);
-    if (slot.kind == Pending::Kind::kNoLimit) continue;
+    if (slot.kind == Pending::Kind::kNoLimit) {
+      overall_code.NoLimit(settings_.global_quota);
+      continue;
+    }
     if (slot.kind == Pending::Kind::kUnlimited) {
       status.set_limit_remaining(kMaxRemaining);
       continue;
@@ -397,14 +455,17 @@ void RlsEngine::Finish(Pending& pending) {
         metrics_.Add(slot.stats_key, RlsMetrics::kShadowMode, hits);
       } else {
         status.set_code(Response::OVER_LIMIT);
-        overall = Response::OVER_LIMIT;
       }
     } else {
       metrics_.Add(slot.stats_key, RlsMetrics::kWithinLimit, hits);
     }
+    const bool quota = settings_.global_quota || limit.quota;
+    const bool over_limit = status.code() == Response::OVER_LIMIT;
+    overall_code.Answered(over_limit, quota);
+    if (!over_limit) passed.push_back(slot.metadata);
     // Upstream's choice of the headers' descriptor: the least remaining, and a descriptor
-    // over the limit wins over the ones before it.
-    if (status.code() == Response::OVER_LIMIT) {
+    // over the limit (not in quota mode) wins over the ones before it.
+    if (over_limit && !quota) {
       binding = &status;
       least_remaining = 0;
     } else if (status.limit_remaining() < least_remaining) {
@@ -431,9 +492,14 @@ void RlsEngine::Finish(Pending& pending) {
     const auto& reset = binding->duration_until_reset();
     add(settings_.reset_header, std::to_string(reset.seconds() + (reset.nanos() > 0 ? 1 : 0)));
   }
+  Response::Code overall = overall_code.code();
   if (overall == Response::OVER_LIMIT && settings_.global_shadow) {
     overall = Response::OK;
     metrics_.CountGlobalShadow();
+  }
+  if (pending.dynamic_metadata) {
+    AddPassedMetadata(*pending.dynamic_metadata, passed);
+    *response.mutable_dynamic_metadata() = std::move(*pending.dynamic_metadata);
   }
   response.set_overall_code(overall);
   pending.done(absl::OkStatus());

@@ -48,6 +48,14 @@ struct RlsSettings {
   std::string limit_header = "RateLimit-Limit";
   std::string remaining_header = "RateLimit-Remaining";
   std::string reset_header = "RateLimit-Reset";
+  // QUOTA_MODE: every descriptor is in quota mode (as a descriptor's `quota_mode`): an
+  // OVER_LIMIT answers the request OVER_LIMIT only when all of them are over.
+  bool global_quota = false;
+  // RESPONSE_DYNAMIC_METADATA: every answer carries upstream's dynamic_metadata (the
+  // request, and the metadata of the limits that passed).
+  bool dynamic_metadata = false;
+  // MERGE_DOMAIN_CONFIG: a domain may span files, their descriptors merged.
+  bool merge_domains = false;
   // on_error: error — a store failure is answered UNAVAILABLE at once (Envoy's own
   // failure_mode_deny decides) instead of the store's on_error answer.
   bool unavailable_on_store_error = false;

@@ -8,6 +8,7 @@
 #include <grpcpp/server_context.h>
 
 #include <algorithm>
+#include <limits>
 #include <atomic>
 #include <mutex>
 #include <optional>
@@ -280,8 +281,22 @@ absl::Status GrpcServer::Start() {
   // No SO_REUSEPORT: a second floodgate on the same port must fail to start, not share
   // the calls unannounced.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(HostPort(options_.host, options_.port),
-                           grpc::InsecureServerCredentials(), &bound_port);
+  // Go's MaxConnectionAge(Grace): 0 is "never", as gRPC core's INT_MAX; a longer age than
+  // INT_MAX ms (24.8 days) is never too, in effect.
+  const auto age_ms = [](std::optional<std::chrono::milliseconds> age) {
+    if (!age || age->count() <= 0) return std::numeric_limits<int>::max();
+    return static_cast<int>(std::min<std::int64_t>(age->count(), std::numeric_limits<int>::max()));
+  };
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, age_ms(options_.max_connection_age));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                             age_ms(options_.max_connection_age_grace));
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (options_.tls) {
+    auto tls = GrpcServerCredentials(*options_.tls);
+    if (!tls.ok()) return tls.status();
+    credentials = *std::move(tls);
+  }
+  builder.AddListeningPort(address(), credentials, &bound_port);
   service_->Register(builder);
   const int threads = options_.threads > 0
                           ? options_.threads
@@ -291,16 +306,21 @@ absl::Status GrpcServer::Start() {
   if (server_ == nullptr || bound_port == 0) {
     server_.reset();
     queues_.clear();  // nothing was asked of them: they go as they are
-    return absl::UnavailableError(
-        fmt::format("cannot listen for gRPC on {} (address in use or not local?)",
-                    HostPort(options_.host, options_.port)));
+    return absl::UnavailableError(fmt::format(
+        "cannot listen for gRPC on {} (address in use or not local?)", address()));
   }
-  port_ = static_cast<std::uint16_t>(bound_port);
+  // gRPC reports 1 for a unix socket.
+  port_ = options_.unix_socket.empty() ? static_cast<std::uint16_t>(bound_port) : 0;
   for (auto& queue : queues_) {
     service_->AddSlots(*queue, kCallsPerThread);
     threads_.emplace_back([&queue = *queue] { Service::Drain(queue); });
   }
   return absl::OkStatus();
+}
+
+std::string GrpcServer::address() const {
+  if (!options_.unix_socket.empty()) return "unix:" + options_.unix_socket;
+  return HostPort(options_.host, port_ != 0 ? port_ : options_.port);
 }
 
 void GrpcServer::SetServing(bool serving) { service_->SetServing(serving); }

@@ -13,11 +13,13 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "server/rls/engine.h"
+#include "server/rls/grpc_tls.h"
 
 namespace floodgate::server::rls {
 
@@ -25,6 +27,14 @@ struct GrpcOptions {
   std::string host = "127.0.0.1";
   std::uint16_t port = 8081;  // 0: any free port (see GrpcServer::port())
   int threads = 0;  // threads serving calls, each with a completion queue; 0: one per core
+  // GRPC_UDS: listen on this unix socket instead of host:port.
+  std::string unix_socket;
+  // GRPC_SERVER_USE_TLS and its files; nullopt: plaintext.
+  std::optional<GrpcTls> tls;
+  // GRPC_MAX_CONNECTION_AGE / _GRACE: a connection is sent GOAWAY once this old (gRPC adds
+  // ±10% jitter, as Go's), and closed `grace` later; nullopt or 0: never.
+  std::optional<std::chrono::milliseconds> max_connection_age;
+  std::optional<std::chrono::milliseconds> max_connection_age_grace;
 };
 
 // The gRPC code Envoy sees for an engine error: the absl code as is (both follow
@@ -40,7 +50,7 @@ class GrpcServer {
   GrpcServer& operator=(const GrpcServer&) = delete;
 
   // Binds and starts serving (the health service answers SERVING for "" and
-  // "ratelimit"); an address in use is an error.
+  // "ratelimit"); an address in use, or a TLS file that does not load, is an error.
   absl::Status Start();
   // Health for "" and "ratelimit": follows the service's readiness (the store reachable),
   // as /readyz does. Thread-safe.
@@ -51,7 +61,10 @@ class GrpcServer {
   // call it was given (it must answer, in time: serve closes the store beside this).
   // Thread-safe; idempotent.
   void Shutdown(std::chrono::milliseconds grace = std::chrono::seconds(10));
+  // The TCP port bound (0 on a unix socket).
   std::uint16_t port() const { return port_; }
+  // "host:port" or "unix:/path", as listened on.
+  std::string address() const;
 
   // The health service names: "" (the whole server) and upstream's "ratelimit".
   static constexpr const char* kHealthName = "ratelimit";

@@ -19,9 +19,9 @@ void DumpNode(const DescriptorNode& node, std::string& out) {
     // Upstream's unlimited limits and floodgate's period: ones have no unit: UNKNOWN.
     const Unit unit = limit.unlimited ? RateLimit::UNKNOWN : limit.unit;
     fmt::format_to(std::back_inserter(out),
-                   "{}: unit={} requests_per_unit={}, shadow_mode: {}, quota_mode: false\n",
+                   "{}: unit={} requests_per_unit={}, shadow_mode: {}, quota_mode: {}\n",
                    limit.stats_key, RateLimit::Unit_Name(unit), limit.requests_per_unit,
-                   limit.shadow);
+                   limit.shadow, limit.quota);
   }
   std::vector<const std::string*> keys;
   keys.reserve(node.children.size());

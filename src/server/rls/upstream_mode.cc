@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 
 #include "common/status_macros.h"
@@ -75,6 +76,41 @@ absl::StatusOr<std::string> StoreUrl(const UpstreamEnv& env) {
   return StoreUrlFromUpstreamRedis(redis);
 }
 
+// A Go duration as gRPC's milliseconds, a part of one rounded up (Go's timer would fire).
+std::chrono::milliseconds Milliseconds(GoDuration duration) {
+  return std::chrono::ceil<std::chrono::milliseconds>(duration);
+}
+
+absl::StatusOr<UpstreamGrpc> GrpcFrom(const UpstreamEnv& env) {
+  UpstreamGrpc grpc;
+  grpc.unix_socket = env.String("GRPC_UDS");
+  for (std::string_view name : {"GRPC_MAX_CONNECTION_AGE", "GRPC_MAX_CONNECTION_AGE_GRACE"}) {
+    // gRPC-go takes a negative age as one already past: every connection closed at once.
+    if (env.Duration(name).count() < 0) return Refuse(env, name, "must not be negative");
+  }
+  grpc.max_connection_age = Milliseconds(env.Duration("GRPC_MAX_CONNECTION_AGE"));
+  grpc.max_connection_age_grace = Milliseconds(env.Duration("GRPC_MAX_CONNECTION_AGE_GRACE"));
+  if (!env.Bool("GRPC_SERVER_USE_TLS")) return grpc;
+  GrpcTls tls{.cert_file = env.String("GRPC_SERVER_TLS_CERT"),
+              .key_file = env.String("GRPC_SERVER_TLS_KEY"),
+              .client_ca_file = env.String("GRPC_CLIENT_TLS_CACERT"),
+              .client_san = env.String("GRPC_CLIENT_TLS_SAN")};
+  if (tls.cert_file.empty() || tls.key_file.empty()) {
+    return Refuse(env, "GRPC_SERVER_USE_TLS",
+                  "needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY (upstream fails to load an "
+                  "empty key pair)");
+  }
+  // Upstream's CertProvider watches one directory: "certFile and keyFile must be in the same
+  // directory".
+  if (std::filesystem::path(tls.cert_file).parent_path() !=
+      std::filesystem::path(tls.key_file).parent_path()) {
+    return Refuse(env, "GRPC_SERVER_TLS_KEY",
+                  "GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY must be in the same directory");
+  }
+  grpc.tls = std::move(tls);
+  return grpc;
+}
+
 }  // namespace
 
 std::chrono::nanoseconds StartupBackoff::Wait(int attempt, double random) const {
@@ -112,6 +148,7 @@ absl::StatusOr<UpstreamMode> UpstreamModeFrom(const UpstreamEnv& env) {
   FG_ASSIGN(mode.http, ListenerFrom(env, "HOST", "PORT"));
   FG_ASSIGN(mode.grpc, ListenerFrom(env, "GRPC_HOST", "GRPC_PORT"));
   FG_ASSIGN(mode.debug, ListenerFrom(env, "DEBUG_HOST", "DEBUG_PORT"));
+  FG_ASSIGN(mode.grpc_serving, GrpcFrom(env));
 
   const std::string& config_type = env.String("CONFIG_TYPE");
   if (config_type == "GRPC_XDS_SOTW") {
@@ -152,6 +189,9 @@ absl::StatusOr<UpstreamMode> UpstreamModeFrom(const UpstreamEnv& env) {
        {"LIMIT_LIMIT_HEADER", "LIMIT_REMAINING_HEADER", "LIMIT_RESET_HEADER"}) {
     if (env.String(name).empty()) return Refuse(env, name, "a header needs a name");
   }
+  rls.global_quota = env.Bool("QUOTA_MODE");
+  rls.dynamic_metadata = env.Bool("RESPONSE_DYNAMIC_METADATA");
+  rls.merge_domains = env.Bool("MERGE_DOMAIN_CONFIG");
   // As upstream: a Redis failure is an error answer, and Envoy's failure_mode_deny decides.
   rls.unavailable_on_store_error = true;
 

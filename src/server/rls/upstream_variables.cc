@@ -169,26 +169,41 @@ constexpr std::array kStatsVariables = std::to_array<UpstreamVariable>({
 });
 
 // gRPC serving and the config keys' switches (issue 35, the upstream-grpc area).
-constexpr std::string_view kOnlyGrpcTls = "read only with `GRPC_SERVER_USE_TLS=true` (refused)";
 constexpr std::array kGrpcVariables = std::to_array<UpstreamVariable>({
-    {"GRPC_UDS", kString, "", kRefused, "gRPC on a unix socket is not built yet (issue 35)", ""},
-    {"GRPC_MAX_CONNECTION_AGE", kDuration, "24h", kRefused,
-     "floodgate's gRPC connections have no maximum age yet (issue 35)"},
-    {"GRPC_MAX_CONNECTION_AGE_GRACE", kDuration, "1h", kRefused,
-     "floodgate's gRPC connections have no maximum age yet (issue 35)"},
-    {"GRPC_SERVER_USE_TLS", kBool, "false", kRefused, "gRPC over TLS is not built yet (issue 35)",
-     "false"},
-    {"GRPC_SERVER_TLS_CERT", kString, "", kIgnored, kOnlyGrpcTls},
-    {"GRPC_SERVER_TLS_KEY", kString, "", kIgnored, kOnlyGrpcTls},
-    {"GRPC_CLIENT_TLS_CACERT", kString, "", kIgnored, kOnlyGrpcTls},
-    {"GRPC_CLIENT_TLS_SAN", kString, "", kIgnored, kOnlyGrpcTls},
+    {"GRPC_UDS", kString, "", kSame,
+     "set: gRPC listens on this unix socket instead of `GRPC_HOST:GRPC_PORT` (a stale socket "
+     "file there is replaced)"},
+    {"GRPC_MAX_CONNECTION_AGE", kDuration, "24h", kSame,
+     "a connection this old is sent GOAWAY (±10% jitter, as Go's); `0`: never; a negative "
+     "age stops the start"},
+    {"GRPC_MAX_CONNECTION_AGE_GRACE", kDuration, "1h", kSame,
+     "the calls of a connection past its age get this long, then it is closed; `0`: no bound"},
+    {"GRPC_SERVER_USE_TLS", kBool, "false", kSame,
+     "gRPC over TLS with `GRPC_SERVER_TLS_CERT` and `_KEY` (both needed, in one directory); a "
+     "file that does not load stops the start"},
+    {"GRPC_SERVER_TLS_CERT", kString, "", kSame,
+     "the server's PEM certificate chain, read again each second: a renewed one serves new "
+     "connections (a bad one keeps the last; upstream reloads on the directory's events); "
+     "with `GRPC_SERVER_USE_TLS=true`"},
+    {"GRPC_SERVER_TLS_KEY", kString, "", kSame, "its PEM key, read again as the certificate"},
+    {"GRPC_CLIENT_TLS_CACERT", kString, "", kMapped,
+     "set: every client must present a certificate this CA signed, for client "
+     "authentication (mTLS); trusted alone (upstream adds the system's roots) and read again "
+     "as the certificate; with `GRPC_SERVER_USE_TLS=true`"},
+    {"GRPC_CLIENT_TLS_SAN", kString, "", kSame,
+     "set: the client certificate must name it, as Go's `VerifyHostname` matches (a DNS SAN, "
+     "`*.` wildcards, or an IP SAN); with `GRPC_CLIENT_TLS_CACERT`"},
     {"GRPC_SERVER_TLS_CA_CERT", kString, "", kIgnored,
      "not upstream's: Envoy Gateway sets it and upstream never reads it"},
-    {"QUOTA_MODE", kBool, "false", kRefused, "quota mode is not built yet (issue 35)", "false"},
-    {"RESPONSE_DYNAMIC_METADATA", kBool, "false", kRefused,
-     "dynamic metadata in answers is not built yet (issue 35)", "false"},
-    {"MERGE_DOMAIN_CONFIG", kBool, "false", kRefused,
-     "a domain across several files is not built yet (issue 35)", "false"},
+    {"QUOTA_MODE", kBool, "false", kSame,
+     "every descriptor in quota mode: the request is OVER_LIMIT only when all its "
+     "descriptors are"},
+    {"RESPONSE_DYNAMIC_METADATA", kBool, "false", kSame,
+     "answers carry upstream's `dynamic_metadata`: the request, and the `metadata` of the "
+     "limits that passed"},
+    {"MERGE_DOMAIN_CONFIG", kBool, "false", kSame,
+     "a domain may span files: their descriptors join (a composite key in two of them is "
+     "still a duplicate)"},
 });
 
 // Config over xDS (issue 35, the upstream-xds area).
