@@ -150,6 +150,17 @@ TEST_F(UpstreamGrpcProcess, ChecksClientCertificates) {
   EXPECT_FALSE(Ask(TlsChannel(certs, ports_.grpc, "ca", "other-name"), OneRequest()).first.ok())
       << "a client certificate for another name";
   EXPECT_EQ(process.Stop(kHangGuard), 0) << process.Log();
+
+  // Without GRPC_CLIENT_TLS_SAN, any certificate the CA signed.
+  ServeProcess any_name(
+      {},
+      Env({"GRPC_SERVER_USE_TLS=true", "GRPC_SERVER_TLS_CERT=" + certs["server.crt"],
+           "GRPC_SERVER_TLS_KEY=" + certs["server.key"], "GRPC_CLIENT_TLS_CACERT=" + certs["ca.crt"]}),
+      {.start_as = StartAs::kRatelimit});
+  ASSERT_TRUE(any_name.WaitListening(ports_.http, kHangGuard)) << any_name.Log();
+  EXPECT_TRUE(Ask(TlsChannel(certs, ports_.grpc, "ca", "other-name"), OneRequest()).first.ok());
+  EXPECT_FALSE(Ask(TlsChannel(certs, ports_.grpc, "ca", "stranger"), OneRequest()).first.ok());
+  EXPECT_EQ(any_name.Stop(kHangGuard), 0) << any_name.Log();
 }
 
 // As upstream's CertProvider: a new certificate in the files serves new connections, without a
