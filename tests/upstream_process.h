@@ -48,8 +48,8 @@ struct Ports {
 // docker-compose-example.yml's environment for the `ratelimit` service, every variable it sets,
 // with Redis and the config root of the test, the ports moved and the hosts on loopback.
 // USE_STATSD=true there: refused until the statsd sink is built, so false here.
-inline std::vector<std::string> ComposeEnvironment(const RedisServer& redis, const ConfigRoot& config,
-                                            const Ports& ports) {
+inline std::vector<std::string> ComposeEnvironment(const RedisServer& redis,
+                                                   const ConfigRoot& config, const Ports& ports) {
   return {"USE_STATSD=false",
           "STATSD_HOST=statsd",
           "STATSD_PORT=9125",

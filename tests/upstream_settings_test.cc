@@ -470,14 +470,12 @@ std::string Render(const UpstreamMode& m) {
       m.rls.unavailable_on_store_error, static_cast<int>(m.log_level),
       static_cast<int>(m.log_format), static_cast<int>(m.config_health),
       static_cast<int>(m.redis_health), m.redis_startup.initial.count(),
-      m.redis_startup.max.count(), m.redis_startup.max_elapsed.count(),
-      m.grpc_serving.unix_socket, m.grpc_serving.max_connection_age.count(),
-      m.grpc_serving.max_connection_age_grace.count(),
-      m.grpc_serving.tls ? fmt::format("{},{},{},{}", m.grpc_serving.tls->cert_file,
-                                       m.grpc_serving.tls->key_file,
-                                       m.grpc_serving.tls->client_ca_file,
-                                       m.grpc_serving.tls->client_san)
-                         : "off",
+      m.redis_startup.max.count(), m.redis_startup.max_elapsed.count(), m.grpc_serving.unix_socket,
+      m.grpc_serving.max_connection_age.count(), m.grpc_serving.max_connection_age_grace.count(),
+      m.grpc_serving.tls
+          ? fmt::format("{},{},{},{}", m.grpc_serving.tls->cert_file, m.grpc_serving.tls->key_file,
+                        m.grpc_serving.tls->client_ca_file, m.grpc_serving.tls->client_san)
+          : "off",
       m.rls.global_quota, m.rls.dynamic_metadata, m.rls.merge_domains);
 }
 

@@ -178,12 +178,13 @@ int RunRatelimit() {
                                 {.host = mode->debug.host, .port = mode->debug.port, .threads = 1});
   server::HttpServer http(service, {.host = mode->http.host, .port = mode->http.port});
   const rls::UpstreamGrpc& grpc_serving = mode->grpc_serving;
-  rls::GrpcServer grpc(**engine, {.host = mode->grpc.host,
-                                  .port = mode->grpc.port,
-                                  .unix_socket = grpc_serving.unix_socket,
-                                  .tls = grpc_serving.tls,
-                                  .max_connection_age = grpc_serving.max_connection_age,
-                                  .max_connection_age_grace = grpc_serving.max_connection_age_grace});
+  rls::GrpcServer grpc(**engine,
+                       {.host = mode->grpc.host,
+                        .port = mode->grpc.port,
+                        .unix_socket = grpc_serving.unix_socket,
+                        .tls = grpc_serving.tls,
+                        .max_connection_age = grpc_serving.max_connection_age,
+                        .max_connection_age_grace = grpc_serving.max_connection_age_grace});
   // As upstream: the debug port is optional (a failure is logged), gRPC and HTTP are not.
   if (absl::Status status = debug_http.Start(); !status.ok()) {
     spdlog::error("debug listener on {}: {}", HostPort(mode->debug.host, mode->debug.port),

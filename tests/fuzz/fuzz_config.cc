@@ -29,9 +29,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   NamesTheSource(config.status());
   // MERGE_DOMAIN_CONFIG: the same file twice merges into its own domain (every descriptor a
   // duplicate composite key, unless there are none).
-  NamesTheSource(rls::ParseRlsConfig({{"fuzz.yaml", std::string(yaml)}, {"fuzz.yaml", std::string(yaml)}},
-                                     rls::DomainFiles::kMerged)
-                     .status());
+  NamesTheSource(
+      rls::ParseRlsConfig({{"fuzz.yaml", std::string(yaml)}, {"fuzz.yaml", std::string(yaml)}},
+                          rls::DomainFiles::kMerged)
+          .status());
   if (config.ok() && size > 0) {
     // Matching, wildcards anywhere included: the text's own lines as a descriptor's values.
     ::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor descriptor;

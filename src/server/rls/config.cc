@@ -277,8 +277,7 @@ class ConfigBuilder {
     FG_ASSIGN(all_or_nothing, r.Bool(root["all_or_nothing"], "all_or_nothing"));
     if (auto it = config_->domains_.find(ToAbsl(domain)); it != config_->domains_.end()) {
       if (domains_ == DomainFiles::kOneFileEach) {
-        return r.Error(root["domain"],
-                       fmt::format("duplicate domain '{}' in config file", domain));
+        return r.Error(root["domain"], fmt::format("duplicate domain '{}' in config file", domain));
       }
       // MERGE_DOMAIN_CONFIG: upstream loads the file's descriptors into the domain's tree (a
       // composite key both files have is a duplicate). all_or_nothing is floodgate's and per
@@ -326,6 +325,7 @@ class ConfigBuilder {
       FG_ASSIGN(flags.quota, r.Bool(descriptor["quota_mode"], "quota_mode"));
       FG_ASSIGN(flags.detailed_metric, r.Bool(descriptor["detailed_metric"], "detailed_metric"));
       FG_ASSIGN(node->value_to_metric, r.Bool(descriptor["value_to_metric"], "value_to_metric"));
+      config_->uses_value_to_metric_ = config_->uses_value_to_metric_ || node->value_to_metric;
       FG_ASSIGN(node->share_threshold, r.Bool(descriptor["share_threshold"], "share_threshold"));
       const bool wildcard = composite.find('*') != std::string::npos;
       if (node->share_threshold && !wildcard) {
@@ -376,9 +376,8 @@ bool Wildcard::Matches(std::string_view composite) const {
   std::size_t fixed = 0;
   for (const std::string& part : parts) fixed += part.size();
   if (composite.size() < fixed) return false;
-  std::string_view rest = composite.substr(parts.front().size(),
-                                           composite.size() - parts.front().size() -
-                                               parts.back().size());
+  std::string_view rest = composite.substr(
+      parts.front().size(), composite.size() - parts.front().size() - parts.back().size());
   for (std::size_t i = 1; i + 1 < parts.size(); ++i) {
     const std::size_t at = rest.find(parts[i]);
     if (at == std::string_view::npos) return false;
@@ -401,7 +400,9 @@ RlsMatch RlsConfig::Match(std::string_view domain,
   const DescriptorNode* reached = nullptr;  // the node whose limit applies
   const int entries = descriptor.entries_size();
   std::string composite;
-  std::string value_to_metric_key(domain);
+  // Upstream's value_to_metric key, level by level, when some node may change it.
+  std::string value_to_metric_key;
+  if (uses_value_to_metric_) value_to_metric_key.assign(domain);
   for (int i = 0; i < entries; ++i) {
     const auto& entry = descriptor.entries(i);
     // Per level as upstream's GetLimit: the exact "key_value", else the first wildcard
@@ -436,13 +437,14 @@ RlsMatch RlsConfig::Match(std::string_view domain,
       match.shared_values.resize(static_cast<std::size_t>(entries));
       match.shared_values[static_cast<std::size_t>(i)] = pattern_value(by_wildcard->key);
     }
-    // Upstream's value_to_metric key, level by level.
-    value_to_metric_key += '.';
-    value_to_metric_key += entry.key();
-    if (next != nullptr) {
+    if (uses_value_to_metric_) {
+      value_to_metric_key += '.';
+      value_to_metric_key += entry.key();
+    }
+    if (uses_value_to_metric_ && next != nullptr) {
       std::string value;
       if (by_wildcard != nullptr) {
-        value = next->share_threshold ? pattern_value(by_wildcard->key)
+        value = next->share_threshold   ? pattern_value(by_wildcard->key)
                 : next->value_to_metric ? entry.value()
                                         : pattern_value(by_wildcard->key);
       } else if (by_value || next->value_to_metric) {
@@ -460,14 +462,14 @@ RlsMatch RlsConfig::Match(std::string_view domain,
     return match;
   }
   match.limit = &*reached->limit;
-  match.value_to_metric_key = match.limit->detailed_metric || value_to_metric_key ==
-                                                                  match.limit->stats_key
-                                  ? match.limit->stats_key
-                                  : std::move(value_to_metric_key);
+  if (uses_value_to_metric_ && !match.limit->detailed_metric &&
+      value_to_metric_key != match.limit->stats_key) {
+    match.value_to_metric_key = std::move(value_to_metric_key);
+  }
   // Upstream carries the node's metadata on its copy of the limit, and loses it where GetLimit
   // builds the limit anew: detailed_metric on a node without children, or a value_to_metric key.
   const bool rebuilt = (match.limit->detailed_metric && reached->children.empty()) ||
-                       match.value_to_metric_key != match.limit->stats_key;
+                       !match.value_to_metric_key.empty();
   if (!rebuilt) match.metadata = reached->metadata.get();
   return match;
 }

@@ -91,7 +91,8 @@ struct RlsMatch {
   // GetLimit rebuilds the limit: detailed_metric on a leaf, or a value_to_metric key).
   const google::protobuf::Struct* metadata = nullptr;
   // Upstream's stats key with value_to_metric applied ("domain.key_value..."), for the stats;
-  // equal to limit->stats_key when no value_to_metric applies.
+  // empty when it is limit->stats_key (no value_to_metric applies: the common case, built
+  // only when the config has a value_to_metric node).
   std::string value_to_metric_key;
 };
 
@@ -117,6 +118,8 @@ class RlsConfig {
   const RlsDomain* Domain(std::string_view domain) const;
 
   std::size_t domain_count() const { return domains_.size(); }
+  // Whether any node says value_to_metric (RlsMatch::value_to_metric_key is built only then).
+  bool uses_value_to_metric() const { return uses_value_to_metric_; }
 
   // Every limit, as upstream's /rlconfig prints it (its config Dump): one line per node with a
   // rate_limit, "<stats key>: unit=MINUTE requests_per_unit=3, shadow_mode: false, quota_mode:
@@ -127,6 +130,7 @@ class RlsConfig {
  private:
   friend class ConfigBuilder;
   absl::flat_hash_map<std::string, std::unique_ptr<RlsDomain>> domains_;
+  bool uses_value_to_metric_ = false;
 };
 
 // One config file: its name in errors ("dir/config/a.yaml") and its text.

@@ -8,8 +8,8 @@
 #include <grpcpp/server_context.h>
 
 #include <algorithm>
-#include <limits>
 #include <atomic>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -306,8 +306,8 @@ absl::Status GrpcServer::Start() {
   if (server_ == nullptr || bound_port == 0) {
     server_.reset();
     queues_.clear();  // nothing was asked of them: they go as they are
-    return absl::UnavailableError(fmt::format(
-        "cannot listen for gRPC on {} (address in use or not local?)", address()));
+    return absl::UnavailableError(
+        fmt::format("cannot listen for gRPC on {} (address in use or not local?)", address()));
   }
   // gRPC reports 1 for a unix socket.
   port_ = options_.unix_socket.empty() ? static_cast<std::uint16_t>(bound_port) : 0;

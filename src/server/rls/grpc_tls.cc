@@ -61,8 +61,8 @@ Bio MemoryBio(const std::string& text) {
 
 // The certificates of a PEM text, at least one.
 absl::StatusOr<std::vector<std::unique_ptr<X509, X509Free>>> Certificates(const std::string& pem,
-                                                                         const std::string& path,
-                                                                         std::string_view what) {
+                                                                          const std::string& path,
+                                                                          std::string_view what) {
   std::vector<std::unique_ptr<X509, X509Free>> certs;
   Bio bio = MemoryBio(pem);
   while (X509* cert = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {
@@ -102,8 +102,8 @@ absl::Status CheckGrpcTlsFiles(const GrpcTls& tls) {
   }
   if (X509_check_private_key(chain->front().get(), key.get()) != 1) {
     ERR_clear_error();
-    return absl::InvalidArgumentError(fmt::format(
-        "the key {} is not the key of the certificate {}", tls.key_file, tls.cert_file));
+    return absl::InvalidArgumentError(fmt::format("the key {} is not the key of the certificate {}",
+                                                  tls.key_file, tls.cert_file));
   }
   if (!tls.client_ca_file.empty()) {
     std::string ca_pem;
@@ -147,7 +147,8 @@ std::string TrimDot(std::string_view name) {
 // The 16 bytes of an IPv4 or IPv6 address (v4 as ::ffff:a.b.c.d, as Go's net.IP compares).
 std::optional<std::array<unsigned char, 16>> IpBytes(std::string_view text) {
   std::string host(text);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   std::array<unsigned char, 16> bytes{};
   in_addr v4{};
   if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
@@ -190,11 +191,11 @@ bool SanMatches(std::string_view san, const std::vector<std::string_view>& dns_n
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> GrpcServerCredentials(const GrpcTls& tls) {
   FG_RETURN_IF_ERROR(CheckGrpcTlsFiles(tls));
   const bool clients = !tls.client_ca_file.empty();
-  auto provider = clients ? std::make_shared<experimental::FileWatcherCertificateProvider>(
-                                tls.key_file, tls.cert_file, tls.client_ca_file,
-                                kCertificateRefreshSeconds)
-                          : std::make_shared<experimental::FileWatcherCertificateProvider>(
-                                tls.key_file, tls.cert_file, kCertificateRefreshSeconds);
+  auto provider =
+      clients ? std::make_shared<experimental::FileWatcherCertificateProvider>(
+                    tls.key_file, tls.cert_file, tls.client_ca_file, kCertificateRefreshSeconds)
+              : std::make_shared<experimental::FileWatcherCertificateProvider>(
+                    tls.key_file, tls.cert_file, kCertificateRefreshSeconds);
   experimental::TlsServerCredentialsOptions options(provider);
   options.watch_identity_key_cert_pairs();
   if (clients) {

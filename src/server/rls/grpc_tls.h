@@ -1,7 +1,8 @@
 #pragma once
 
 // The gRPC server's TLS: its certificate, reloaded when the files change, and client certificates
-// checked against a CA and a name (GRPC_SERVER_USE_TLS, GRPC_CLIENT_TLS_CACERT, GRPC_CLIENT_TLS_SAN).
+// checked against a CA and a name (GRPC_SERVER_USE_TLS, GRPC_CLIENT_TLS_CACERT,
+// GRPC_CLIENT_TLS_SAN).
 //
 // docs/envoy.md, "gRPC over TLS". Upstream (server_impl.go, tls.go, provider/cert_provider.go at
 // f2fb15770f7f) loads the key pair at start (failing the start), reloads it when the certificate's

@@ -136,8 +136,8 @@ absl::StatusOr<std::vector<ConfigFile>> ReadConfigFiles(const fs::path& director
 absl::StatusOr<std::shared_ptr<const RlsConfig>> LoadRlsConfig(const RlsSettings& settings) {
   auto files = ReadConfigFiles(ConfigDirectory(settings), settings.ignore_dotfiles);
   if (!files.ok()) return files.status();
-  return ParseRlsConfig(*files, settings.merge_domains ? DomainFiles::kMerged
-                                                       : DomainFiles::kOneFileEach);
+  return ParseRlsConfig(*files,
+                        settings.merge_domains ? DomainFiles::kMerged : DomainFiles::kOneFileEach);
 }
 
 ConfigWatcher::ConfigWatcher(RlsSettings settings, std::chrono::milliseconds interval,

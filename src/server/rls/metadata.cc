@@ -73,15 +73,15 @@ Value Resolve(const YAML::Node& node) {
     value.set_null_value(google::protobuf::NULL_VALUE);
     return value;
   }
-  for (std::string_view yes : {"y", "Y", "yes", "Yes", "YES", "on", "On", "ON", "true", "True",
-                               "TRUE"}) {
+  for (std::string_view yes :
+       {"y", "Y", "yes", "Yes", "YES", "on", "On", "ON", "true", "True", "TRUE"}) {
     if (text == yes) {
       value.set_bool_value(true);
       return value;
     }
   }
-  for (std::string_view no : {"n", "N", "no", "No", "NO", "off", "Off", "OFF", "false", "False",
-                              "FALSE"}) {
+  for (std::string_view no :
+       {"n", "N", "no", "No", "NO", "off", "Off", "OFF", "false", "False", "FALSE"}) {
     if (text == no) {
       value.set_bool_value(false);
       return value;
@@ -176,7 +176,8 @@ absl::Status Convert(const YAML::Node& node, int depth, Value& out) {
     FG_RETURN_IF_ERROR(ConvertMap(node, depth, /*top=*/false, *out.mutable_struct_value()));
   } else if (node.IsSequence()) {
     auto& list = *out.mutable_list_value();
-    for (const auto& element : node) FG_RETURN_IF_ERROR(Convert(element, depth + 1, *list.add_values()));
+    for (const auto& element : node)
+      FG_RETURN_IF_ERROR(Convert(element, depth + 1, *list.add_values()));
   } else {
     out = Resolve(node);
     if (out.has_string_value() && !ValidUtf8(out.string_value())) {
@@ -189,14 +190,15 @@ absl::Status Convert(const YAML::Node& node, int depth, Value& out) {
 
 // Go's prototext of a RateLimitOverride ("requests_per_unit:10 unit:MINUTE"): the fields that
 // are set, in field order.
-std::string OverrideText(const ::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor::
-                             RateLimitOverride& limit) {
+std::string OverrideText(
+    const ::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor::RateLimitOverride&
+        limit) {
   std::string text;
-  if (limit.requests_per_unit() != 0) text = fmt::format("requests_per_unit:{}", limit.requests_per_unit());
+  if (limit.requests_per_unit() != 0)
+    text = fmt::format("requests_per_unit:{}", limit.requests_per_unit());
   if (limit.unit() != 0) {
     if (!text.empty()) text += ' ';
-    text += fmt::format("unit:{}",
-                        ::envoy::type::v3::RateLimitUnit_Name(limit.unit()));
+    text += fmt::format("unit:{}", ::envoy::type::v3::RateLimitUnit_Name(limit.unit()));
   }
   return text;
 }
@@ -234,9 +236,11 @@ Struct RequestMetadata(const ::envoy::service::ratelimit::v3::RateLimitRequest& 
     for (const auto& entry : descriptor.entries()) {
       entries.add_values()->set_string_value(fmt::format("{}={}", entry.key(), entry.value()));
     }
-    if (descriptor.has_limit()) described["limit"].set_string_value(OverrideText(descriptor.limit()));
+    if (descriptor.has_limit())
+      described["limit"].set_string_value(OverrideText(descriptor.limit()));
     if (descriptor.has_hits_addend()) {
-      described["hitsAddend"].set_number_value(static_cast<double>(descriptor.hits_addend().value()));
+      described["hitsAddend"].set_number_value(
+          static_cast<double>(descriptor.hits_addend().value()));
     }
   }
   if (request.hits_addend() != 0) {

@@ -1,6 +1,7 @@
 #pragma once
 
-// Upstream's `metadata` descriptor key and its RESPONSE_DYNAMIC_METADATA answer, as protobuf Structs.
+// Upstream's `metadata` descriptor key and its RESPONSE_DYNAMIC_METADATA answer, as protobuf
+// Structs.
 //
 // docs/envoy.md, "Dynamic metadata". Read from envoyproxy/ratelimit's config_impl.go
 // (parseMetadata) and service/ratelimit.go (ratelimitToMetadata, mergeMetadata) at f2fb15770f7f.

@@ -44,15 +44,15 @@ enum class RedisHealth { kIgnored, kNeedsAConnection };  // REDIS_HEALTH_CHECK_A
 
 // How gRPC is served besides its listener (upstream's server_impl.go).
 struct UpstreamGrpc {
-  std::string unix_socket;     // GRPC_UDS: instead of GRPC_HOST:GRPC_PORT
-  std::optional<GrpcTls> tls;  // GRPC_SERVER_USE_TLS and its files
-  std::chrono::milliseconds max_connection_age{0};        // 0: never
+  std::string unix_socket;                          // GRPC_UDS: instead of GRPC_HOST:GRPC_PORT
+  std::optional<GrpcTls> tls;                       // GRPC_SERVER_USE_TLS and its files
+  std::chrono::milliseconds max_connection_age{0};  // 0: never
   std::chrono::milliseconds max_connection_age_grace{0};  // 0: no bound
 };
 
 struct UpstreamMode {
-  Listener http;   // HOST:PORT
-  Listener grpc;   // GRPC_HOST:GRPC_PORT
+  Listener http;  // HOST:PORT
+  Listener grpc;  // GRPC_HOST:GRPC_PORT
   UpstreamGrpc grpc_serving;
   Listener debug;  // DEBUG_HOST:DEBUG_PORT
   // floodgate's store URL for the Redis the REDIS_* variables describe.
