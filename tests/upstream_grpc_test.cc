@@ -87,13 +87,14 @@ std::shared_ptr<grpc::Channel> PlainChannel(const std::string& target) {
 class UpstreamGrpcProcess : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    certs_ = std::make_unique<Certificates>(
-        std::vector<std::string>{"ca", "other-ca"},
-        std::vector<Leaf>{{"server", "ca", "subjectAltName=IP:127.0.0.1"},
-                          {"renewed", "other-ca", "subjectAltName=IP:127.0.0.1"},
-                          {"envoy", "ca", "subjectAltName=DNS:envoy.client"},
-                          {"other-name", "ca", "subjectAltName=DNS:other.client"},
-                          {"stranger", "other-ca", "subjectAltName=DNS:envoy.client"}});
+    certs_ = std::make_unique<Certificates>();
+    certs_->Ca("ca");
+    certs_->Ca("other-ca");
+    certs_->Leaf("server", "ca", "subjectAltName=IP:127.0.0.1");
+    certs_->Leaf("renewed", "other-ca", "subjectAltName=IP:127.0.0.1");
+    certs_->Leaf("envoy", "ca", "subjectAltName=DNS:envoy.client");
+    certs_->Leaf("other-name", "ca", "subjectAltName=DNS:other.client");
+    certs_->Leaf("stranger", "other-ca", "subjectAltName=DNS:envoy.client");
   }
   static void TearDownTestSuite() { certs_.reset(); }
   void SetUp() override {
