@@ -26,6 +26,7 @@ class Entry {
     core::FixedWindowState fixed;
     core::SlidingWindowState sliding;
     core::SlidingLog* log;  // sliding_log and concurrency (core::KeepsLog); owned, freed by ~Entry
+    std::int64_t blocked_until;  // a block's entry (Shard::BlockProbe): µs on the Unix epoch
   };
   static_assert(std::is_trivially_copyable_v<State> && sizeof(State) == 16);
 

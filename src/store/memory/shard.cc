@@ -48,11 +48,11 @@ S& StateAs(Entry::State& state) {
 
 std::size_t KeyHash(std::string_view key) { return absl::HashOf(ToAbsl(key)); }
 
-Shard::Shard(std::size_t max_keys, std::size_t max_reservations, std::uint64_t number_prefix,
+Shard::Shard(std::size_t max_keys, HoldBudget& holds, std::uint64_t number_prefix,
              std::uint64_t number_mask)
     : index_(0, IndexHash{&entries_}, IndexEq{&entries_}),
       max_keys_(max_keys),
-      max_reservations_(max_reservations),
+      holds_(holds),
       number_prefix_(number_prefix),
       number_mask_(number_mask) {}
 
@@ -121,13 +121,14 @@ Shard::Plan Shard::Evaluate(const Probe& probe, const Policy& policy, std::int64
   return EvaluateFound(Find(probe, now_us), probe.kind, policy, now_us, cost, decision);
 }
 
-void Shard::Peek(const Plan& plan, const Policy& policy, std::int64_t now_us, Decision& decision) {
+void Shard::Peek(const Probe& probe, const Plan& plan, const Policy& policy, std::int64_t now_us,
+                 Decision& decision) {
+  const Found found = plan.layout == layout_ ? plan.found : Find(probe, now_us);
   if (policy.block.count() > 0) {
-    EvaluateBlocked(plan.found, core::KindOf(policy), policy, plan.blocked_until, now_us, 0,
-                    decision);
+    EvaluateBlocked(found, probe.kind, policy, plan.blocked_until, now_us, 0, decision);
     return;
   }
-  EvaluateFound(plan.found, core::KindOf(policy), policy, now_us, 0, decision);
+  EvaluateFound(found, probe.kind, policy, now_us, 0, decision);
 }
 
 Shard::Plan Shard::EvaluateBlocked(Found found, core::StateKind kind, const Policy& policy,
@@ -147,27 +148,19 @@ Shard::Plan Shard::EvaluateBlocked(Found found, core::StateKind kind, const Poli
   return plan;
 }
 
-std::string Shard::BlockKey(const Probe& probe) {
-  std::string key(1, static_cast<char>(probe.kind));
-  key.append(probe.key);
-  return key;
-}
-
 std::int64_t Shard::BlockedUntil(const Probe& probe, std::int64_t now_us) {
-  if (blocks_.empty()) return 0;
-  const auto it = blocks_.find(BlockKey(probe));
-  if (it == blocks_.end()) return 0;
-  if (it->second > now_us) return it->second;
-  blocks_.erase(it);
-  return 0;
+  const Found found = Find(BlockProbe(probe), now_us);
+  if (!found.live || found.entry->state().blocked_until <= now_us) return 0;
+  found.entry->set_referenced(true);  // a blocked client keeps asking: not the one to evict
+  return found.entry->state().blocked_until;
 }
 
 void Shard::SaveBlock(const Probe& probe, const Plan& plan, std::int64_t now_us) {
   if (!plan.starts_block) return;
-  if (blocks_.size() >= std::max<std::size_t>(max_keys_, 1)) {
-    absl::erase_if(blocks_, [&](const auto& block) { return block.second <= now_us; });
-  }
-  blocks_.insert_or_assign(BlockKey(probe), plan.blocked_until);
+  const Probe block = BlockProbe(probe);
+  Entry::State state;
+  state.blocked_until = plan.blocked_until;
+  Save(block, Find(block, now_us), state, now_us, plan.blocked_until);
 }
 
 Shard::Plan Shard::EvaluateFound(Found found, core::StateKind kind, const Policy& policy,
@@ -250,11 +243,16 @@ absl::StatusOr<std::uint64_t> Shard::Reserve(const Probe& probe, const Policy& p
                                              std::int64_t now_us, std::int64_t estimate,
                                              std::int64_t expires_us, Decision& decision) {
   std::lock_guard lock(mu_);
-  if (absl::Status room = RoomForReservation(now_us); !room.ok()) return room;
+  if (absl::Status room = ClaimHold(now_us); !room.ok()) return room;
   Plan plan = Evaluate(probe, policy, now_us, estimate, decision);
-  if (!decision.allowed) {
+  if (!decision.allowed) {  // the limit's own denial first: it holds nothing
+    ReturnClaim();
     SaveBlock(probe, plan, now_us);
     return 0;
+  }
+  if (absl::Status room = KeyHasRoom(probe, now_us); !room.ok()) {
+    ReturnClaim();
+    return room;  // Evaluate wrote nothing
   }
   const core::ReservationMark mark = MarkOf(probe.kind, policy, plan, now_us, estimate);
   Commit(probe, plan, now_us);
@@ -266,11 +264,17 @@ absl::StatusOr<std::uint64_t> Shard::Take(const Probe& probe, const Policy& poli
                                           std::int64_t lifetime_us, Decision& decision,
                                           core::LeaseGrant& lease) {
   std::lock_guard lock(mu_);
-  if (absl::Status room = RoomForReservation(now_us); !room.ok()) return room;
+  if (absl::Status room = ClaimHold(now_us); !room.ok()) return room;
+  // Before deciding: a take writes as it decides.
+  if (absl::Status room = KeyHasRoom(probe, now_us); !room.ok()) {
+    ReturnClaim();
+    return room;
+  }
   const Found found = Find(probe, now_us);
   if (policy.block.count() > 0) {
     // Blocked: answered as a cost-1 request (docs/algorithms.md, "Take up to k").
     if (const std::int64_t until = BlockedUntil(probe, now_us); until > now_us) {
+      ReturnClaim();
       EvaluateBlocked(found, probe.kind, policy, until, now_us, 1, decision);
       return 0;
     }
@@ -295,6 +299,7 @@ absl::StatusOr<std::uint64_t> Shard::Take(const Probe& probe, const Policy& poli
     });
   }
   if (lease.units == 0) {
+    ReturnClaim();
     if (policy.block.count() > 0 && core::StartsBlock(1, decision)) {
       core::AnswerBlockStart(policy.block.count(), decision);
       Plan started;
@@ -308,14 +313,54 @@ absl::StatusOr<std::uint64_t> Shard::Take(const Probe& probe, const Policy& poli
   return Hold(probe, policy, mark, lease.ends);
 }
 
-absl::Status Shard::RoomForReservation(std::int64_t now_us) {
-  if (reservations_.size() < max_reservations_) return absl::OkStatus();
-  absl::erase_if(reservations_, [&](const auto& held) { return held.second.expires_us <= now_us; });
-  if (reservations_.size() < max_reservations_) return absl::OkStatus();
+absl::Status Shard::KeyHasRoom(const Probe& probe, std::int64_t now_us) {
+  const auto held_by_key = [&] {
+    const auto it = holds_per_key_.find(probe.hash);
+    return it == holds_per_key_.end() ? std::size_t{0} : it->second;
+  };
+  if (held_by_key() < kMaxHoldsPerKey) return absl::OkStatus();
+  DropExpiredHolds(now_us);
+  if (held_by_key() < kMaxHoldsPerKey) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      fmt::format("this key holds {} reservations and leases, the most one key may hold "
+                  "(docs/security.md); settle or release some, or shorten their hold",
+                  kMaxHoldsPerKey));
+}
+
+absl::Status Shard::ClaimHold(std::int64_t now_us) {
+  if (holds_.TryClaim()) return absl::OkStatus();
+  DropExpiredHolds(now_us);
+  if (holds_.TryClaim()) return absl::OkStatus();
   return absl::ResourceExhaustedError(fmt::format(
-      "too many reservations held: this shard holds its share ({}) of max_reservations; "
-      "settle reservations sooner, shorten their hold, or raise max_reservations",
-      max_reservations_));
+      "too many reservations held: the store holds max_reservations ({}) reservations and "
+      "leases; settle reservations sooner, shorten their hold, or raise max_reservations",
+      holds_.max()));
+}
+
+void Shard::DropHeld(absl::flat_hash_map<std::uint64_t, Held>::iterator it) {
+  const auto count = holds_per_key_.find(it->second.hash);
+  if (--count->second == 0) holds_per_key_.erase(count);
+  reservations_.erase(it);
+  holds_.Return();
+}
+
+void Shard::DropExpiredHolds(std::int64_t now_us) {
+  if (earliest_hold_end_us_ > now_us) return;
+  std::int64_t earliest = std::numeric_limits<std::int64_t>::max();
+  for (auto it = reservations_.begin(); it != reservations_.end();) {
+    if (it->second.expires_us <= now_us) {
+      DropHeld(it++);  // abseil's erase leaves the other iterators valid
+    } else {
+      earliest = std::min(earliest, it->second.expires_us);
+      ++it;
+    }
+  }
+  earliest_hold_end_us_ = earliest;
+}
+
+void Shard::ReclaimExpiredHolds(std::int64_t now_us) {
+  std::lock_guard lock(mu_);
+  DropExpiredHolds(now_us);
 }
 
 core::ReservationMark Shard::MarkOf(core::StateKind kind, const Policy& policy, const Plan& plan,
@@ -339,6 +384,8 @@ std::uint64_t Shard::Hold(const Probe& probe, const Policy& policy,
                           const core::ReservationMark& mark, std::int64_t expires_us) {
   const std::uint64_t number = NewNumber();
   reservations_.emplace(number, Held{std::string(probe.key), probe.hash, policy, mark, expires_us});
+  ++holds_per_key_[probe.hash];
+  earliest_hold_end_us_ = std::min(earliest_hold_end_us_, expires_us);
   return number;
 }
 
@@ -356,7 +403,7 @@ absl::Status Shard::Settle(std::uint64_t number, std::int64_t now_us, std::int64
   const auto it = reservations_.find(number);
   if (it == reservations_.end() || it->second.expires_us <= now_us) {
     const bool expired = it != reservations_.end();
-    if (expired) reservations_.erase(it);
+    if (expired) DropHeld(it);
     return absl::NotFoundError(expired ? "reservation expired (it stays charged at its estimate)"
                                        : "unknown reservation: never made, or settled already, "
                                          "or expired");
@@ -365,7 +412,7 @@ absl::Status Shard::Settle(std::uint64_t number, std::int64_t now_us, std::int64
     return absl::InvalidArgumentError(core::kLeaseSettledAtACost);
   }
   Held held = std::move(it->second);
-  reservations_.erase(it);
+  DropHeld(it);
   const Probe probe{core::KindOf(held.policy), held.key, held.hash};
   const Found found = Find(probe, now_us);
   if (core::KeepsLog(probe.kind)) {
