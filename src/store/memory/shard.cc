@@ -149,6 +149,7 @@ Shard::Plan Shard::EvaluateBlocked(Found found, core::StateKind kind, const Poli
 }
 
 std::int64_t Shard::BlockedUntil(const Probe& probe, std::int64_t now_us) {
+  if (blocks_ == 0) return 0;  // no lookup while nothing in the shard is blocked
   const Found found = Find(BlockProbe(probe), now_us);
   if (!found.live || found.entry->state().blocked_until <= now_us) return 0;
   found.entry->set_referenced(true);  // a blocked client keeps asking: not the one to evict
@@ -160,7 +161,9 @@ void Shard::SaveBlock(const Probe& probe, const Plan& plan, std::int64_t now_us)
   const Probe block = BlockProbe(probe);
   Entry::State state;
   state.blocked_until = plan.blocked_until;
-  Save(block, Find(block, now_us), state, now_us, plan.blocked_until);
+  const Found found = Find(block, now_us);
+  if (found.entry == nullptr) ++blocks_;
+  Save(block, found, state, now_us, plan.blocked_until);
 }
 
 Shard::Plan Shard::EvaluateFound(Found found, core::StateKind kind, const Policy& policy,
@@ -455,6 +458,7 @@ void Shard::RemoveAt(std::uint32_t slot) {
   ++layout_;
   index_.erase(slot);
   if (entries_[slot].key().in_arena()) arena_.Release(entries_[slot].key().size());
+  if (entries_[slot].key().tag() & kBlockTag) --blocks_;
   const std::uint32_t last = entries_.size() - 1;
   if (slot != last) {
     index_.erase(last);

@@ -232,6 +232,7 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   std::uint32_t sweep_cursor_ = 0;  // expiry (Sweep): one past the next entry to look at
   std::uint64_t evictions_ = 0;
   std::uint64_t expired_ = 0;
+  std::size_t blocks_ = 0;  // block entries held: none, and a block policy's lookup is skipped
 
   absl::flat_hash_map<std::uint64_t, Held> reservations_;
   // Reservations held per key, by the state's hash (Held::hash): kMaxHoldsPerKey. Two
