@@ -11,11 +11,12 @@
 namespace floodgate {
 
 struct MemoryStoreOptions {
-  // Upper bound on keys held. Past it the store reclaims expired keys first, then
-  // evicts the least recently used (approximated by the CLOCK algorithm, per shard), and
-  // counts evictions.
+  // Upper bound on keys held, blocks (Policy::block) included. Past it the store
+  // reclaims expired keys first, then evicts the least recently used (approximated by
+  // the CLOCK algorithm, per shard), and counts evictions.
   std::size_t max_keys = 1'000'000;
-  // Upper bound on reservations held (Store::Reserve). Past it, expired ones are
+  // Upper bound on reservations and leases held in the whole store (Store::Reserve,
+  // Take, Acquire); a key holds at most 100,000. Past either, expired ones are
   // reclaimed, and a new reservation is refused (ResourceExhausted) while every one held
   // is still live: a reservation is never dropped before its hold ends.
   std::size_t max_reservations = 1'000'000;
