@@ -1,4 +1,4 @@
-// The memory store's bounds on what it holds: blocks count as keys, reservations per key and store-wide.
+// The memory store's bounds: blocks count as keys; reservations per key and store-wide.
 
 #include <floodgate/limiter.h>
 #include <floodgate/memory_store.h>
@@ -25,7 +25,7 @@ const TimePoint kBoundsNow{microseconds(T0)};
 constexpr std::size_t kHoldsPerKey = 100'000;
 
 MemoryStoreOptions BoundedOptions(std::size_t max_keys, std::size_t shards,
-                           std::size_t max_reservations = 1'000'000) {
+                                  std::size_t max_reservations = 1'000'000) {
   MemoryStoreOptions options;
   options.max_keys = max_keys;
   options.shards = shards;
@@ -34,7 +34,7 @@ MemoryStoreOptions BoundedOptions(std::size_t max_keys, std::size_t shards,
 }
 
 Decision DecideIn(MemoryStore& store, const std::string& key, const Policy& policy, TimePoint now,
-                std::int64_t cost = 1) {
+                  std::int64_t cost = 1) {
   auto d = store.Decide({key, policy, cost, now});
   EXPECT_TRUE(d.ok()) << d.status();
   return d.value_or(Decision{});
@@ -74,7 +74,7 @@ TEST(MemoryBounds, AMultiDecisionPeeksEachItemAtItsOwnKeyAfterABlockMovedEntries
   MemoryStore store(BoundedOptions(2, 1));
   const Policy blocking = *Policy::Parse("gcra:1/1h,block=1h");
   const Policy counted = *Policy::Parse("fixed_window:5/1h");
-  DecideIn(store, "x", blocking, kBoundsNow);                   // slot 0, never used again
+  DecideIn(store, "x", blocking, kBoundsNow);  // slot 0, never used again
   for (int i = 0; i < 2; ++i) DecideIn(store, "y", counted, kBoundsNow);  // slot 1: 3 remaining
   const CheckItem items[] = {{"x", blocking, 1, "blocks", false},
                              {"y", counted, 1, "counted", false}};
@@ -141,7 +141,8 @@ TEST(MemoryBounds, MaxReservationsIsStoreWide) {
   Limiter limiter(std::make_unique<MemoryStore>(BoundedOptions(1'000'000, 8, 10)));
   const Policy gcra = *Policy::Parse("gcra:10/1s");
   for (int i = 0; i < 10; ++i) {
-    auto r = limiter.ReserveAt(kBoundsNow, "a" + std::to_string(i), gcra, 1, std::chrono::seconds(1));
+    auto r =
+        limiter.ReserveAt(kBoundsNow, "a" + std::to_string(i), gcra, 1, std::chrono::seconds(1));
     ASSERT_TRUE(r.ok()) << i << ": " << r.status();
   }
   auto refused = limiter.ReserveAt(kBoundsNow, "b", gcra, 1, std::chrono::seconds(1));
