@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -157,6 +158,66 @@ TEST(MemoryBounds, MaxReservationsIsStoreWide) {
     ASSERT_TRUE(r.ok()) << i << ": " << r.status();
   }
   EXPECT_EQ(limiter.store().Stats().reservations, 10u);
+}
+
+// Issue 39's risk: max_keys bounds how many keys, not their bytes, and a sliding log of
+// 100,000 runs is 2 MiB. max_bytes bounds the bytes, evicting as max_keys does.
+TEST(MemoryBounds, MaxBytesBoundsWhatSlidingLogsHold) {
+  MemoryStoreOptions options = BoundedOptions(1'000'000, 1);
+  options.max_bytes = std::size_t{8} << 20;
+  MemoryStore store(options);
+  EXPECT_EQ(store.Describe(),
+            "memory://?max_keys=1000000&max_bytes=8388608&max_reservations=1000000&shards=1");
+  const Policy log = *Policy::Parse("sliding_log:100000/1d");
+  // Ten keys of 40,000 runs each (one per µs): 1 MiB of runs apiece.
+  for (int k = 0; k < 10; ++k) {
+    for (int i = 0; i < 40'000; ++i) {
+      ASSERT_TRUE(DecideIn(store, "log" + std::to_string(k), log, kBoundsNow + microseconds(i))
+                      .allowed);
+      ASSERT_LE(store.bytes(), options.max_bytes) << k << ", " << i;
+    }
+  }
+  EXPECT_GE(store.Stats().evictions, 2u);
+  EXPECT_GT(store.bytes(), options.max_bytes / 2);
+}
+
+// Every byte max_bytes counts comes back: after logs grown, trimmed, replaced, settled,
+// released, taken from and evicted, keys long and short, blocks and multi-decisions,
+// once every key has expired and been reclaimed the store counts none.
+TEST(MemoryBounds, TheBytesCountedReturnToZero) {
+  std::atomic<std::int64_t> now{T0};
+  MemoryStoreOptions options = BoundedOptions(64, 1);  // small: evictions along the way
+  options.clock = [&] { return TimePoint(microseconds(now.load())); };
+  MemoryStore store(std::move(options));
+  const Policy log = *Policy::Parse("sliding_log:50/1s");
+  const Policy leases = *Policy::Parse("concurrency:20,lease=1s");
+  const Policy blocking = *Policy::Parse("gcra:5/1s,block=2s");
+  for (int i = 0; i < 3000; ++i, now += 997) {
+    const std::string key = (i % 3 == 0 ? std::string(40, 'l') : std::string("k")) +
+                            std::to_string(i % 100);
+    const TimePoint at(microseconds(now.load()));
+    ASSERT_TRUE(store.Decide({key, log, 1 + i % 3, at}).ok());
+    ASSERT_TRUE(store.Decide({key, blocking, 1, at}).ok());
+    auto lease = store.Acquire(AcquireRequest{key, leases, at});
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    if (i % 2 == 0 && !lease->id.empty()) {
+      EXPECT_TRUE(store.Release(ReleaseRequest{lease->id, at}).ok());
+    }
+    auto reserved = store.Reserve(ReserveRequest{key, log, 2, std::chrono::seconds(1), at});
+    ASSERT_TRUE(reserved.ok()) << reserved.status();
+    if (i % 3 == 0 && !reserved->id.empty()) {
+      EXPECT_TRUE(store.Settle(SettleRequest{reserved->id, 1, at}).ok());
+    }
+    ASSERT_TRUE(store.Take(TakeRequest{key, log, 3, std::chrono::milliseconds(500), at}).ok());
+    const CheckItem items[] = {{key, log, 1, "log", false}, {key, blocking, 1, "block", false}};
+    ASSERT_TRUE(store.DecideAll(MultiRequest{items, at}).ok());
+  }
+  EXPECT_GT(store.bytes(), 0u);
+  EXPECT_GT(store.Stats().evictions, 0u);
+  now += 3'600'000'000;  // an hour: every state, block and lease has ended
+  store.ReclaimExpired(1'000'000);
+  EXPECT_EQ(store.Stats().keys, 0u);
+  EXPECT_EQ(store.bytes(), 0u);
 }
 
 }  // namespace

@@ -23,6 +23,9 @@ namespace floodgate {
 namespace {
 
 constexpr std::size_t kMaxShards = 1 << 16;
+// The least share of max_bytes a shard holds: two sliding logs of the largest limit
+// (100,000 runs: 2 MiB), so that one such key never leaves its shard to itself.
+constexpr std::size_t kMinShardBytes = std::size_t{4} << 20;
 constexpr char kHexDigitChars[] = "0123456789abcdef";
 
 std::size_t DefaultShards() {
@@ -49,9 +52,12 @@ absl::StatusOr<MemoryStoreOptions> MemoryStoreOptions::FromUrl(std::string_view 
   const absl::Status status = ForEachQueryOption(
       rest.substr(1), [&](std::string_view name, std::string_view value) -> absl::Status {
         std::uint64_t n = 0;
-        if (name != "max_keys" && name != "max_reservations" && name != "shards") {
+        if (name != "max_keys" && name != "max_bytes" && name != "max_reservations" &&
+            name != "shards") {
           return absl::InvalidArgumentError(fmt::format(
-              "unknown memory:// option \"{}\" (known: max_keys, max_reservations, shards)", name));
+              "unknown memory:// option \"{}\" (known: max_keys, max_bytes, max_reservations, "
+              "shards)",
+              name));
         }
         if (!ParseDecimal(value, n) || n == 0) {
           return absl::InvalidArgumentError(fmt::format(
@@ -59,6 +65,8 @@ absl::StatusOr<MemoryStoreOptions> MemoryStoreOptions::FromUrl(std::string_view 
         }
         if (name == "max_keys") {
           options.max_keys = n;
+        } else if (name == "max_bytes") {
+          options.max_bytes = n;
         } else if (name == "max_reservations") {
           options.max_reservations = n;
         } else if (!std::has_single_bit(n) || n > kMaxShards) {
@@ -84,13 +92,16 @@ class MemoryStore::Impl {
     const std::size_t max_keys = std::max<std::size_t>(1, options.max_keys);
     shards = std::min(shards, std::bit_floor(max_keys));
     max_keys_ = max_keys;
+    max_bytes_ = std::max<std::size_t>(1, options.max_bytes);
+    const std::size_t shard_bytes = std::max(max_bytes_ / shards, kMinShardBytes);
     shard_bits_ = static_cast<unsigned>(std::countr_zero(shards));
     shards_.reserve(shards);
     // A reservation number's top bits are its shard's index, as a key hash's are.
     const std::uint64_t mask = shard_bits_ == 0 ? 0 : ~std::uint64_t{0} << (64 - shard_bits_);
     for (std::size_t i = 0; i < shards; ++i) {
       const std::uint64_t prefix = shard_bits_ == 0 ? 0 : std::uint64_t{i} << (64 - shard_bits_);
-      shards_.push_back(std::make_unique<memory::Shard>(max_keys / shards, holds_, prefix, mask));
+      shards_.push_back(
+          std::make_unique<memory::Shard>(max_keys / shards, shard_bytes, holds_, prefix, mask));
     }
   }
 
@@ -323,10 +334,15 @@ class MemoryStore::Impl {
   }
 
   std::string Describe() const {
-    return fmt::format("memory://?max_keys={}&max_reservations={}&shards={}", max_keys_,
-                       holds_.max(), shards_.size());
+    return fmt::format("memory://?max_keys={}&max_bytes={}&max_reservations={}&shards={}",
+                       max_keys_, max_bytes_, holds_.max(), shards_.size());
   }
   std::size_t shard_count() const { return shards_.size(); }
+  std::size_t Bytes() const {
+    std::size_t bytes = 0;
+    for (const auto& shard : shards_) bytes += shard->Bytes();
+    return bytes;
+  }
 
  private:
   TimePoint Now() const { return clock_ ? clock_() : SystemNow(); }
@@ -344,6 +360,7 @@ class MemoryStore::Impl {
 
   std::function<TimePoint()> clock_;
   std::size_t max_keys_ = 0;
+  std::size_t max_bytes_ = 0;
   unsigned shard_bits_ = 0;
   memory::HoldBudget holds_;  // before the shards, which hold a reference to it
   std::vector<std::unique_ptr<memory::Shard>> shards_;
@@ -379,5 +396,6 @@ std::size_t MemoryStore::ReclaimExpired(std::size_t budget_per_shard) {
   return impl_->ReclaimExpired(budget_per_shard);
 }
 std::size_t MemoryStore::shard_count() const { return impl_->shard_count(); }
+std::size_t MemoryStore::bytes() const { return impl_->Bytes(); }
 
 }  // namespace floodgate

@@ -23,6 +23,9 @@ constexpr std::size_t kSweepPerInsert = 2;
 // Entries the sweep looks at when an insert finds the shard full, before it evicts a
 // live key: expired keys go first whenever one is this close to the sweep cursor.
 constexpr std::size_t kSweepWhenFull = 64;
+// An entry as max_bytes counts it: its 40 bytes and its index slot (a 4-byte position
+// and a control byte, at SwissTable's load of at most 7/8, rounded up).
+constexpr std::size_t kEntryBytes = sizeof(Entry) + 8;
 
 std::uint32_t SecondsFloor(std::int64_t us) {
   return static_cast<std::uint32_t>(
@@ -48,10 +51,11 @@ S& StateAs(Entry::State& state) {
 
 std::size_t KeyHash(std::string_view key) { return absl::HashOf(ToAbsl(key)); }
 
-Shard::Shard(std::size_t max_keys, HoldBudget& holds, std::uint64_t number_prefix,
-             std::uint64_t number_mask)
+Shard::Shard(std::size_t max_keys, std::size_t max_bytes, HoldBudget& holds,
+             std::uint64_t number_prefix, std::uint64_t number_mask)
     : index_(0, IndexHash{&entries_}, IndexEq{&entries_}),
       max_keys_(max_keys),
+      max_bytes_(max_bytes),
       holds_(holds),
       number_prefix_(number_prefix),
       number_mask_(number_mask) {}
@@ -175,6 +179,7 @@ Shard::Plan Shard::EvaluateFound(Found found, core::StateKind kind, const Policy
     core::SlidingLog scratch;
     core::SlidingLog& log = found.live ? *found.entry->state().log : scratch;
     plan.ttl_us = core::DecideSlidingLog(policy, log, now_us, cost, decision, /*append=*/false);
+    if (found.live) CountLog(*found.entry);  // trimmed
     if (decision.allowed) plan.append = cost;
     return plan;
   }
@@ -198,7 +203,8 @@ void Shard::Commit(const Probe& probe, const Plan& plan, std::int64_t now_us) {
       core::CommitSlidingLog(*found.entry->state().log, now_us, plan.append);
       found.entry->set_expires(SecondsCeil(now_us + plan.ttl_us));
       found.entry->set_referenced(true);
-      return;
+      CountLog(*found.entry);
+      return FitBytes(SecondsFloor(now_us));
     }
     auto log = std::make_unique<core::SlidingLog>();
     core::CommitSlidingLog(*log, now_us, plan.append);
@@ -230,11 +236,13 @@ void Shard::UpdateLog(const Probe& probe, Found found, std::int64_t now_us, Upda
   core::SlidingLog scratch;
   core::SlidingLog& log = found.live ? *found.entry->state().log : scratch;
   const std::int64_t ttl_us = update(log);
+  if (found.live) CountLog(*found.entry);
   if (ttl_us <= 0 || (!found.live && log.empty())) {
     Drop(found);
   } else if (found.live) {
     found.entry->set_expires(SecondsCeil(now_us + ttl_us));
     found.entry->set_referenced(true);
+    FitBytes(SecondsFloor(now_us));
   } else {
     Entry::State state;
     state.log = std::make_unique<core::SlidingLog>(std::move(log)).release();  // owned by Entry
@@ -434,18 +442,44 @@ absl::Status Shard::Settle(std::uint64_t number, std::int64_t now_us, std::int64
 
 void Shard::Save(const Probe& probe, Found found, Entry::State state, std::int64_t now_us,
                  std::int64_t expires_us) {
+  const std::uint32_t now_s = SecondsFloor(now_us);
   if (found.entry != nullptr) {
     found.entry->Replace(state, SecondsCeil(expires_us));
+    if (core::KeepsLog(probe.kind)) {  // another log: value states keep their size
+      CountLog(*found.entry);
+      FitBytes(now_s);
+    }
     return;
   }
-  const std::uint32_t now_s = SecondsFloor(now_us);
   Sweep(now_s, kSweepPerInsert);
   if (entries_.size() >= max_keys_ && Sweep(now_s, kSweepWhenFull) == 0) MakeRoom(now_s);
   const std::uint32_t slot =
       entries_.push_back(Entry(CompactKey(static_cast<std::uint8_t>(probe.kind), probe.key, arena_),
                                state, SecondsCeil(expires_us)));
+  Entry& entry = entries_[slot];
+  if (core::KeepsLog(probe.kind)) entry.set_counted_log_bytes(state.log->heap_bytes());
+  bytes_ += BytesOf(entry);
   index_.insert(slot);
   ++layout_;
+  FitBytes(now_s);
+}
+
+std::size_t Shard::BytesOf(const Entry& entry) {
+  std::size_t bytes = kEntryBytes;
+  if (entry.key().in_arena()) bytes += entry.key().size();
+  if (core::KeepsLog(entry.kind())) bytes += sizeof(core::SlidingLog) + entry.counted_log_bytes();
+  return bytes;
+}
+
+void Shard::CountLog(Entry& entry) {
+  const std::size_t now = entry.state().log->heap_bytes();
+  bytes_ = bytes_ - entry.counted_log_bytes() + now;
+  entry.set_counted_log_bytes(now);
+}
+
+// Bounded: each MakeRoom removes an entry.
+void Shard::FitBytes(std::uint32_t now_s) {
+  while (bytes_ > max_bytes_ && entries_.size() > 1) MakeRoom(now_s);
 }
 
 void Shard::Drop(Found found) {
@@ -456,6 +490,7 @@ void Shard::Drop(Found found) {
 
 void Shard::RemoveAt(std::uint32_t slot) {
   ++layout_;
+  bytes_ -= BytesOf(entries_[slot]);
   index_.erase(slot);
   if (entries_[slot].key().in_arena()) arena_.Release(entries_[slot].key().size());
   if (entries_[slot].key().tag() & kBlockTag) --blocks_;
@@ -527,6 +562,11 @@ std::size_t Shard::ReclaimExpired(std::int64_t now_us, std::size_t budget) {
 StoreStats Shard::Stats() {
   std::lock_guard lock(mu_);
   return StoreStats{entries_.size(), evictions_, expired_, reservations_.size()};
+}
+
+std::size_t Shard::Bytes() {
+  std::lock_guard lock(mu_);
+  return bytes_;
 }
 
 }  // namespace floodgate::memory

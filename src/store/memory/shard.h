@@ -59,8 +59,8 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   // Reservation numbers carry `number_prefix` in the bits `number_mask` selects (the
   // bits that pick this shard from a key's hash), so a number finds its shard. `holds`
   // is the store's, shared by its shards (it outlives them).
-  Shard(std::size_t max_keys, HoldBudget& holds, std::uint64_t number_prefix,
-        std::uint64_t number_mask);
+  Shard(std::size_t max_keys, std::size_t max_bytes, HoldBudget& holds,
+        std::uint64_t number_prefix, std::uint64_t number_mask);
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
 
@@ -150,6 +150,8 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   void ReclaimExpiredHolds(std::int64_t now_us);
   // Thread-safe.
   StoreStats Stats();
+  // Thread-safe. The bytes held as max_bytes counts them (BytesOf).
+  std::size_t Bytes();
 
  private:
   struct IndexHash {
@@ -206,6 +208,14 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   void Drop(Found found);
   void RemoveAt(std::uint32_t slot);
   void MakeRoom(std::uint32_t now_s);
+  // What max_bytes counts of an entry: the entry and its index slot, its key's bytes in
+  // the arena, a sliding log's object and its buffer as last counted (CountLog).
+  static std::size_t BytesOf(const Entry& entry);
+  // Counts the entry's sliding log (KeepsLog) at its present size; every change to a
+  // log is counted so, and an entry leaves with what was counted for it.
+  void CountLog(Entry& entry);
+  // Evicts (CLOCK) while the shard holds more than its max_bytes, keeping one entry.
+  void FitBytes(std::uint32_t now_s);
   std::size_t Sweep(std::uint32_t now_s, std::size_t budget);
   void CompactKeys();
 
@@ -228,6 +238,8 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   KeyArena arena_;  // the bytes of long keys
   Index index_;
   const std::size_t max_keys_;
+  const std::size_t max_bytes_;
+  std::size_t bytes_ = 0;  // BytesOf every entry
   std::uint32_t clock_hand_ = 0;    // eviction (MakeRoom)
   std::uint32_t sweep_cursor_ = 0;  // expiry (Sweep): one past the next entry to look at
   std::uint64_t evictions_ = 0;
