@@ -172,8 +172,8 @@ TEST(MemoryBounds, MaxBytesBoundsWhatSlidingLogsHold) {
   // Ten keys of 40,000 runs each (one per µs): 1 MiB of runs apiece.
   for (int k = 0; k < 10; ++k) {
     for (int i = 0; i < 40'000; ++i) {
-      ASSERT_TRUE(DecideIn(store, "log" + std::to_string(k), log, kBoundsNow + microseconds(i))
-                      .allowed);
+      ASSERT_TRUE(
+          DecideIn(store, "log" + std::to_string(k), log, kBoundsNow + microseconds(i)).allowed);
       ASSERT_LE(store.bytes(), options.max_bytes) << k << ", " << i;
     }
   }
@@ -193,8 +193,8 @@ TEST(MemoryBounds, TheBytesCountedReturnToZero) {
   const Policy leases = *Policy::Parse("concurrency:20,lease=1s");
   const Policy blocking = *Policy::Parse("gcra:5/1s,block=2s");
   for (int i = 0; i < 3000; ++i, now += 997) {
-    const std::string key = (i % 3 == 0 ? std::string(40, 'l') : std::string("k")) +
-                            std::to_string(i % 100);
+    const std::string key =
+        (i % 3 == 0 ? std::string(40, 'l') : std::string("k")) + std::to_string(i % 100);
     const TimePoint at(microseconds(now.load()));
     ASSERT_TRUE(store.Decide({key, log, 1 + i % 3, at}).ok());
     ASSERT_TRUE(store.Decide({key, blocking, 1, at}).ok());

@@ -17,9 +17,9 @@ struct MemoryStoreOptions {
   std::size_t max_keys = 1'000'000;
   // Upper bound on the bytes the keys hold: 48 per key (its entry and index slot), its
   // bytes past 13, and a sliding log's runs (16 bytes each, up to 2 MiB for 100,000).
-  // Past it the store evicts as past max_keys. Shared by the shards, each at least 4 MiB
-  // (so the bound is the larger of this and 4 MiB per shard). Reservations are bounded
-  // by count (max_reservations) instead.
+  // Past it the store evicts as past max_keys. Shared by the shards, each given at least
+  // 4 MiB (fewer shards below 4 MiB each; the default leaves room for 256). Reservations
+  // are bounded by count (max_reservations) instead.
   std::size_t max_bytes = std::size_t{1} << 30;
   // Upper bound on reservations and leases held in the whole store (Store::Reserve,
   // Take, Acquire); a key holds at most 100,000. Past either, expired ones are

@@ -23,8 +23,9 @@ namespace floodgate {
 namespace {
 
 constexpr std::size_t kMaxShards = 1 << 16;
-// The least share of max_bytes a shard holds: two sliding logs of the largest limit
-// (100,000 runs: 2 MiB), so that one such key never leaves its shard to itself.
+// The least share of max_bytes a shard is given (fewer shards when max_bytes is small):
+// two sliding logs of the largest limit (100,000 runs: 2 MiB), so that one such key never
+// has its shard to itself.
 constexpr std::size_t kMinShardBytes = std::size_t{4} << 20;
 constexpr char kHexDigitChars[] = "0123456789abcdef";
 
@@ -92,8 +93,11 @@ class MemoryStore::Impl {
     const std::size_t max_keys = std::max<std::size_t>(1, options.max_keys);
     shards = std::min(shards, std::bit_floor(max_keys));
     max_keys_ = max_keys;
+    // Likewise max_bytes, each shard given at least kMinShardBytes where there is room.
     max_bytes_ = std::max<std::size_t>(1, options.max_bytes);
-    const std::size_t shard_bytes = std::max(max_bytes_ / shards, kMinShardBytes);
+    shards =
+        std::min(shards, std::bit_floor(std::max<std::size_t>(1, max_bytes_ / kMinShardBytes)));
+    const std::size_t shard_bytes = max_bytes_ / shards;
     shard_bits_ = static_cast<unsigned>(std::countr_zero(shards));
     shards_.reserve(shards);
     // A reservation number's top bits are its shard's index, as a key hash's are.

@@ -59,8 +59,8 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   // Reservation numbers carry `number_prefix` in the bits `number_mask` selects (the
   // bits that pick this shard from a key's hash), so a number finds its shard. `holds`
   // is the store's, shared by its shards (it outlives them).
-  Shard(std::size_t max_keys, std::size_t max_bytes, HoldBudget& holds,
-        std::uint64_t number_prefix, std::uint64_t number_mask);
+  Shard(std::size_t max_keys, std::size_t max_bytes, HoldBudget& holds, std::uint64_t number_prefix,
+        std::uint64_t number_mask);
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
 
@@ -239,7 +239,7 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   Index index_;
   const std::size_t max_keys_;
   const std::size_t max_bytes_;
-  std::size_t bytes_ = 0;  // BytesOf every entry
+  std::size_t bytes_ = 0;           // BytesOf every entry
   std::uint32_t clock_hand_ = 0;    // eviction (MakeRoom)
   std::uint32_t sweep_cursor_ = 0;  // expiry (Sweep): one past the next entry to look at
   std::uint64_t evictions_ = 0;
