@@ -18,8 +18,10 @@
 
 #include "envoy/service/discovery/v3/discovery.grpc.pb.h"
 #include "hang_guard.h"
+#include "server/config_file.h"
 #include "server/rls/xds_client.h"
 #include "server/rls/xds_config.h"
+#include "test_certificates.h"
 
 namespace floodgate::server::rls {
 namespace {
@@ -167,9 +169,10 @@ TEST(XdsConfigTest, ResourcesOfAnotherTypeOrTooManyAreRefusedBeforeLoading) {
 // told. One stream at a time.
 class AdsServer final : public discovery::AggregatedDiscoveryService::Service {
  public:
-  AdsServer() {
+  explicit AdsServer(std::shared_ptr<grpc::ServerCredentials> credentials =
+                         grpc::InsecureServerCredentials()) {
     grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.AddListeningPort("127.0.0.1:0", credentials, &port_);
     builder.RegisterService(this);
     server_ = builder.BuildAndStart();
   }
@@ -383,6 +386,32 @@ TEST(XdsClientTest, AcksAGoodConfigNacksABadOneKeepingTheLastAndComesBackAfterAB
   EXPECT_EQ(updates.size(), 3u) << "the resource of another type made no update";
   EXPECT_EQ(client.counters().acks.load(), 2u);
   EXPECT_EQ(client.counters().nacks.load(), 2u);
+  client.Stop();
+}
+
+TEST(XdsClientTest, DialsOverTlsTrustingTheCaAndCheckingTheName) {
+  floodgate::testing::Certificates certs;
+  ASSERT_TRUE(certs.Ca("ca") && certs.Leaf("xds", "ca", "subjectAltName=DNS:xds.test"));
+  auto key = ReadConfigFile(certs["xds.key"]);
+  auto cert = ReadConfigFile(certs["xds.crt"]);
+  ASSERT_TRUE(key.ok() && cert.ok());
+  grpc::SslServerCredentialsOptions options;
+  options.pem_key_cert_pairs.push_back({*key, *cert});
+  AdsServer server(grpc::SslServerCredentials(options));
+  XdsSettings settings = SettingsFor(server);
+  settings.use_tls = true;
+  settings.server_ca_file = certs["ca.crt"];
+  settings.server_san = "xds.test";  // the certificate names no IP: the SAN is what is checked
+  auto tls = XdsTlsFiles::Read(settings);
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  EXPECT_THAT(tls->root_certs, HasSubstr(*ReadConfigFile(certs["ca.crt"])));
+  Updates updates;
+  XdsConfigClient client(settings, *std::move(tls), updates.Sink());
+  ASSERT_TRUE(server.Request(0).has_value());
+  server.Send(Response("v1", "n1", {{"a", "edge", "user", 5}}));
+  auto loaded = updates.Get(0);
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_TRUE(loaded->ok());
   client.Stop();
 }
 
