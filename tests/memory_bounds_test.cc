@@ -133,6 +133,10 @@ TEST(MemoryBounds, OneKeysReservationsLeaveItsShardRoom) {
     ASSERT_TRUE(r.ok()) << i << ": " << r.status();
   }
   EXPECT_EQ(limiter.store().Stats().reservations, kHoldsPerKey + 10'000);
+  // Once their hold is over the key has room again, and its shard forgets the others.
+  const TimePoint later = kBoundsNow + std::chrono::hours(1);
+  ASSERT_TRUE(limiter.ReserveAt(later, "k", gcra, 1, std::chrono::hours(1)).ok());
+  EXPECT_EQ(limiter.store().Stats().reservations, 1u);
 }
 
 // max_reservations bounds the store, not each shard: with 8 shards and 10 reservations

@@ -325,6 +325,11 @@ absl::StatusOr<std::uint64_t> Shard::Take(const Probe& probe, const Policy& poli
 }
 
 absl::Status Shard::KeyHasRoom(const Probe& probe, std::int64_t now_us) {
+  if (!counting_holds_) {
+    if (reservations_.size() < kMaxHoldsPerKey) return absl::OkStatus();  // no key can be full
+    for (const auto& [number, held] : reservations_) ++holds_per_key_[held.hash];
+    counting_holds_ = true;
+  }
   const auto held_by_key = [&] {
     const auto it = holds_per_key_.find(probe.hash);
     return it == holds_per_key_.end() ? std::size_t{0} : it->second;
@@ -349,10 +354,18 @@ absl::Status Shard::ClaimHold(std::int64_t now_us) {
 }
 
 void Shard::DropHeld(absl::flat_hash_map<std::uint64_t, Held>::iterator it) {
-  const auto count = holds_per_key_.find(it->second.hash);
-  if (--count->second == 0) holds_per_key_.erase(count);
+  if (counting_holds_) {
+    const auto count = holds_per_key_.find(it->second.hash);
+    if (--count->second == 0) holds_per_key_.erase(count);
+  }
   reservations_.erase(it);
   holds_.Return();
+  if (counting_holds_ && reservations_.size() < kMaxHoldsPerKey / 2) {
+    // Stops counting well below where it starts, so that a shard near the bound does not
+    // recount at every hold.
+    holds_per_key_.clear();
+    counting_holds_ = false;
+  }
 }
 
 void Shard::DropExpiredHolds(std::int64_t now_us) {
@@ -395,7 +408,7 @@ std::uint64_t Shard::Hold(const Probe& probe, const Policy& policy,
                           const core::ReservationMark& mark, std::int64_t expires_us) {
   const std::uint64_t number = NewNumber();
   reservations_.emplace(number, Held{std::string(probe.key), probe.hash, policy, mark, expires_us});
-  ++holds_per_key_[probe.hash];
+  if (counting_holds_) ++holds_per_key_[probe.hash];
   earliest_hold_end_us_ = std::min(earliest_hold_end_us_, expires_us);
   return number;
 }

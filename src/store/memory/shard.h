@@ -249,7 +249,10 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   absl::flat_hash_map<std::uint64_t, Held> reservations_;
   // Reservations held per key, by the state's hash (Held::hash): kMaxHoldsPerKey. Two
   // keys of one hash (64 bits) would share a count: a bound still, never a wrong decision.
+  // Counted only while the shard holds kMaxHoldsPerKey or more (until it holds half as
+  // many), the only time a key can reach it: a shard holding fewer pays nothing per hold.
   absl::flat_hash_map<std::size_t, std::uint32_t> holds_per_key_;
+  bool counting_holds_ = false;
   // No hold ends before this (a lower bound: a settle may have taken the earliest), so a
   // full store asks each shard in O(1) whether it has anything to reclaim.
   std::int64_t earliest_hold_end_us_ = std::numeric_limits<std::int64_t>::max();
