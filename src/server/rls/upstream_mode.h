@@ -13,6 +13,7 @@
 
 #include "server/rls/engine.h"
 #include "server/rls/upstream_settings.h"
+#include "server/rls/upstream_stats.h"
 
 namespace floodgate::server::rls {
 
@@ -52,7 +53,12 @@ struct UpstreamMode {
   ConfigHealth config_health = ConfigHealth::kIgnored;
   RedisHealth redis_health = RedisHealth::kIgnored;
   StartupBackoff redis_startup;
+  StatsSettings stats;  // USE_STATSD, USE_DOG_STATSD, USE_PROMETHEUS, DISABLE_STATS...
 };
+
+// The stats settings `env` asks for (runner.go's choice of sink and its settings); an error
+// names the variable, as upstream's start fails on it.
+absl::StatusOr<StatsSettings> StatsSettingsFrom(const UpstreamEnv& env);
 
 // The mode `env` asks for; an error names the variable whose value cannot be run (memcache, xDS,
 // a port out of range...), as upstream's start fails on it.
