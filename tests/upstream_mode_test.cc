@@ -78,7 +78,8 @@ struct Ports {
 
 // docker-compose-example.yml's environment for the `ratelimit` service, every variable it sets,
 // with Redis and the config root of the test, the ports moved and the hosts on loopback.
-// USE_STATSD=true there: refused until the statsd sink is built, so false here.
+// USE_STATSD=true there, to a `statsd` host: false here (upstream_stats_process_test.cc sends
+// statsd to the test's own listeners), so the stats go to the logging sink on stderr.
 std::vector<std::string> ComposeEnvironment(const RedisServer& redis, const ConfigRoot& config,
                                             const Ports& ports) {
   return {"USE_STATSD=false",
@@ -230,10 +231,10 @@ TEST(UpstreamModeProcess, GivesUpOnRedisAfterMaxElapsedTime) {
 // A set variable whose feature floodgate lacks stops the start with its name and the reason;
 // arguments are ignored, as upstream's binary ignores them.
 TEST(UpstreamModeProcess, RefusesWhatItCannotHonourByName) {
-  ServeProcess statsd({"--config", "/nonexistent"}, {"USE_STATSD=true"},
+  ServeProcess mapper({"--config", "/nonexistent"}, {"PROMETHEUS_MAPPER_YAML=/m.yaml"},
                       {.start_as = StartAs::kRatelimit});
-  EXPECT_EQ(statsd.WaitExit(kRatelimitStart), 2);
-  EXPECT_THAT(statsd.Log(), HasSubstr("USE_STATSD=\"true\": not supported: upstream's statsd"));
+  EXPECT_EQ(mapper.WaitExit(kRatelimitStart), 2);
+  EXPECT_THAT(mapper.Log(), HasSubstr("PROMETHEUS_MAPPER_YAML=\"/m.yaml\": not supported"));
   ServeProcess xds({}, {"USE_STATSD=false", "CONFIG_TYPE=GRPC_XDS_SOTW"},
                    {.start_as = StartAs::kRatelimit});
   EXPECT_EQ(xds.WaitExit(kRatelimitStart), 2);

@@ -3,6 +3,7 @@
 #include "server/rls/upstream_mode.h"
 
 #include <absl/strings/ascii.h>
+#include <re2/re2.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -96,23 +97,28 @@ absl::StatusOr<Listener> GoListenAddress(const UpstreamEnv& env, std::string_vie
 // mogrifier_map.go reads them (envconfig upper-cases the names).
 absl::StatusOr<std::vector<Mogrifier>> MogrifiersFrom(const UpstreamEnv& env) {
   std::vector<Mogrifier> out;
-  auto list = ParseEnvValue(EnvType::kList, env.String("USE_DOG_STATSD_MOGRIFIERS"));
+  auto list = ParseEnvValue(EnvType::kList, env.Text("USE_DOG_STATSD_MOGRIFIERS"));
   if (!list.ok()) return list.status();
   for (const std::string& key : std::get<std::vector<std::string>>(*list)) {
     const std::string prefix = absl::AsciiStrToUpper("DOG_STATSD_MOGRIFIER_" + key + "_");
-    const auto fail = [&](std::string_view why) {
-      return absl::InvalidArgumentError(
-          fmt::format("USE_DOG_STATSD_MOGRIFIERS: mogrifier {}: {}", key, why));
+    // mogrifier_map.go's errors, after the variables' names and values.
+    const auto fail = [&](std::string_view variable, std::string_view why) {
+      return absl::InvalidArgumentError(fmt::format(
+          "USE_DOG_STATSD_MOGRIFIERS=\"{}\": {}=\"{}\": {} for mogrifier {}",
+          env.Text("USE_DOG_STATSD_MOGRIFIERS"), variable, env.Text(variable), why, key));
     };
     Mogrifier mogrifier;
     mogrifier.pattern = env.Text(prefix + "PATTERN");
     mogrifier.name = env.Text(prefix + "NAME");
-    if (mogrifier.pattern.empty()) return fail(fmt::format("no {}PATTERN", prefix));
-    if (mogrifier.name.empty()) return fail(fmt::format("no {}NAME", prefix));
+    if (mogrifier.pattern.empty()) return fail(prefix + "PATTERN", "no PATTERN specified");
+    if (const re2::RE2 regex(mogrifier.pattern, re2::RE2::Quiet); !regex.ok()) {
+      return fail(prefix + "PATTERN", "failed to compile pattern: " + regex.error());
+    }
+    if (mogrifier.name.empty()) return fail(prefix + "NAME", "no NAME specified");
     auto tags = ParseEnvValue(EnvType::kMap, env.Text(prefix + "TAGS"));
-    if (!tags.ok()) return fail(fmt::format("{}TAGS: {}", prefix, MessageOf(tags.status())));
+    if (!tags.ok()) return fail(prefix + "TAGS", MessageOf(tags.status()));
     for (auto& [tag, value] : std::get<std::vector<std::pair<std::string, std::string>>>(*tags)) {
-      if (tag.empty() || value.empty()) return fail("a tag needs a key and a value");
+      if (tag.empty() || value.empty()) return fail(prefix + "TAGS", "a tag needs a key and a value");
       mogrifier.tags.emplace_back(std::move(tag), std::move(value));
     }
     // A Go map: one value per key (the last), iterated here in key order.
@@ -133,10 +139,11 @@ absl::StatusOr<StatsSettings> StatsSettingsFrom(const UpstreamEnv& env) {
   if (env.Bool("DISABLE_STATS")) {
     stats.sink = StatsSinkKind::kNone;
   } else if (static_cast<int>(statsd) + static_cast<int>(dog) + static_cast<int>(prometheus) > 1) {
-    // runner.go's Fatalf; USE_STATSD is true unless set false.
-    return absl::InvalidArgumentError(
-        "unable to use more than one stats sink at the same time. Set one of USE_DOG_STATSD, "
-        "USE_STATSD, USE_PROMETHEUS (USE_STATSD is true unless set to false)");
+    // runner.go's Fatalf, naming the sink asked for besides USE_STATSD (true unless false).
+    return Refuse(env, dog ? "USE_DOG_STATSD" : "USE_PROMETHEUS",
+                  "unable to use more than one stats sink at the same time. Set one of "
+                  "USE_DOG_STATSD, USE_STATSD, USE_PROMETHEUS (USE_STATSD is true unless set to "
+                  "false)");
   } else if (dog) {
     stats.sink = StatsSinkKind::kDogStatsd;
   } else if (statsd) {
