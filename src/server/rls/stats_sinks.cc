@@ -272,11 +272,18 @@ class DogStatsdNamer {
   std::vector<Compiled> compiled_;
 };
 
+StatsSettings OverUdp(StatsSettings settings) {
+  settings.transport = StatsTransport::kUdp;
+  return settings;
+}
+
 // datadog-go's client as godogstats calls it: Count (an integer), Gauge (Go's shortest float),
 // Timing (milliseconds, six decimals, from a whole number of them).
 class DogStatsdSink final : public LineSink {
  public:
-  explicit DogStatsdSink(const StatsSettings& settings) : LineSink(settings), namer_(settings) {}
+  // datadog-go dials "host:port" over UDP whatever STATSD_PROTOCOL says.
+  explicit DogStatsdSink(const StatsSettings& settings)
+      : LineSink(OverUdp(settings)), namer_(settings) {}
   void Counter(std::string_view name, std::uint64_t delta) override {
     Append(namer_.Line(name, fmt::format("{}|c", delta)));
   }
