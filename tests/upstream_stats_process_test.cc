@@ -177,7 +177,7 @@ std::vector<std::string> BaseEnvironment(const RedisServer& redis, const StatsCo
 }
 
 // `n` ShouldRateLimit calls over gRPC; the count answered OK.
-int Call(int grpc_port, int n) {
+int Call(int grpc_port, int n, const std::string& domain = "rl") {
   auto stub = pb::RateLimitService::NewStub(grpc::CreateChannel(
       fmt::format("127.0.0.1:{}", grpc_port), grpc::InsecureChannelCredentials()));
   int ok = 0;
@@ -187,7 +187,7 @@ int Call(int grpc_port, int n) {
     pb::RateLimitResponse response;
     const grpc::Status status = stub->ShouldRateLimit(
         &context,
-        RlsRequest("rl",
+        RlsRequest(domain,
                    {RlsDescriptor{{{"source_cluster", "proxy"}, {"destination_cluster", "mock"}}}}),
         &response);
     EXPECT_TRUE(status.ok()) << status.error_message();
@@ -208,12 +208,14 @@ TEST(UpstreamStatsProcess, StatsdOverUdpCarriesUpstreamsNamesAndTags) {
   ServeProcess process({}, env, {.start_as = StartAs::kRatelimit});
   ASSERT_TRUE(process.WaitListening(ports.http, kStart)) << process.Log();
   EXPECT_EQ(Call(ports.grpc, 5), 3);
+  EXPECT_EQ(Call(ports.grpc, 1, "nope"), 1) << "no config for the domain: OK, as upstream";
 
   const std::string tag = ".__env=test";
   const std::string key = kKey;
   ASSERT_TRUE(statsd.ReadUntil([&](const std::string& text) {
     return Sum(text, key + ".total_hits" + tag) == 5 &&
-           Sum(text, "ratelimit_server.ShouldRateLimit.total_requests" + tag) == 5;
+           Sum(text, "ratelimit.service.rate_limit.nope.domain_not_found" + tag) == 1 &&
+           Sum(text, "ratelimit_server.ShouldRateLimit.total_requests" + tag) == 6;
   })) << statsd.text();
   const std::string& text = statsd.text();
   EXPECT_EQ(Sum(text, key + ".within_limit" + tag), 3u) << text;

@@ -216,7 +216,10 @@ void RlsEngine::ShouldRateLimit(const pb::RateLimitRequest& request, Response* r
       return;
     }
     slot.hits = static_cast<std::int64_t>(hits);
-    if (!known_domain) continue;  // upstream: no limit at all, overrides included
+    if (!known_domain) {  // upstream: no limit at all, overrides included; counted per descriptor
+      metrics_.Add(request.domain(), RlsMetrics::kDomainNotFound, 1);
+      continue;
+    }
     if (descriptor.has_limit()) {
       // The request's own limit replaces the configured one, never in shadow mode.
       const auto unit = static_cast<Unit>(descriptor.limit().unit());

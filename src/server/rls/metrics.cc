@@ -16,7 +16,7 @@ namespace {
 
 constexpr std::array<std::string_view, RlsMetrics::kCounterCount> kNames = {
     "total_hits",  "over_limit",  "near_limit", "within_limit",
-    "shadow_mode", "over_limit_with_local_cache", "degraded"};
+    "shadow_mode", "over_limit_with_local_cache", "degraded", "domain_not_found"};
 constexpr std::array<std::string_view, RlsMetrics::kCounterCount> kHelp = {
     "Hits asked of each RLS limit (its stats key).",
     "Hits of each RLS limit over the limit.",
@@ -24,7 +24,8 @@ constexpr std::array<std::string_view, RlsMetrics::kCounterCount> kHelp = {
     "Hits of each RLS limit answered OK.",
     "Hits of each shadow RLS limit that were over the limit (answered OK).",
     "Hits of each RLS limit denied by the local over-limit cache.",
-    "Hits of each RLS limit answered by the store's on_error."};
+    "Hits of each RLS limit answered by the store's on_error.",
+    "Descriptors asked of each domain no config has (the key is the domain)."};
 
 // The payload that marks a failed answer as the store's (upstream's redis_error).
 constexpr std::string_view kStorePayload = "floodgate.rls/store";

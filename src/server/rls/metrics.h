@@ -42,6 +42,7 @@ class RlsMetrics {
     kShadowMode,
     kOverLimitWithLocalCache,
     kDegraded,
+    kDomainNotFound,  // named by the domain alone: a request's domain no config has
     kCounterCount,
   };
   // Upstream's names of the counters (`total_hits`...); kDegraded is floodgate's own.

@@ -19,7 +19,8 @@ using Snapshot = std::vector<std::pair<std::string, std::uint64_t>>;
 // The counters upstream has (degraded is floodgate's own: on /metrics only).
 constexpr std::array kUpstreamCounters = {
     RlsMetrics::kTotalHits,   RlsMetrics::kOverLimit,  RlsMetrics::kNearLimit,
-    RlsMetrics::kWithinLimit, RlsMetrics::kShadowMode, RlsMetrics::kOverLimitWithLocalCache};
+    RlsMetrics::kWithinLimit, RlsMetrics::kShadowMode, RlsMetrics::kOverLimitWithLocalCache,
+    RlsMetrics::kDomainNotFound};
 
 constexpr std::string_view kRateLimitScope = "ratelimit.service.rate_limit.";
 constexpr std::string_view kResponseTime = "ratelimit_server.ShouldRateLimit.response_time";
