@@ -466,11 +466,10 @@ std::vector<Sample> Samples() {
 }
 
 std::string RenderStats(const StatsSettings& s) {
-  std::string out = fmt::format(" stats={} {}:{} {} interval={} prom={}:{}{} ms={}",
-                                static_cast<int>(s.sink), s.host, s.port,
-                                static_cast<int>(s.transport), s.flush_interval.count(),
-                                s.prometheus_host, s.prometheus_port, s.prometheus_path,
-                                s.response_time_as_ms);
+  std::string out =
+      fmt::format(" stats={} {}:{} {} interval={} prom={}:{}{} ms={}", static_cast<int>(s.sink),
+                  s.host, s.port, static_cast<int>(s.transport), s.flush_interval.count(),
+                  s.prometheus_host, s.prometheus_port, s.prometheus_path, s.response_time_as_ms);
   for (const auto& [k, v] : s.tags) out += fmt::format(" tag {}={}", k, v);
   for (const Mogrifier& m : s.mogrifiers) out += fmt::format(" mogrifier {} {}", m.pattern, m.name);
   for (const std::string& tag : s.dogstatsd_tags) out += " dd " + tag;
@@ -479,15 +478,17 @@ std::string RenderStats(const StatsSettings& s) {
 
 std::string Render(const UpstreamMode& m) {
   return fmt::format(
-      "{}:{} {}:{} {}:{} {} root={} sub={} dot={} shadow={} headers={} {} {} {} unavailable={} "
-      "log={} format={} config_health={} redis_health={} startup={} {} {}",
-      m.http.host, m.http.port, m.grpc.host, m.grpc.port, m.debug.host, m.debug.port, m.store_url,
-      m.rls.runtime_root, m.rls.runtime_subdirectory, m.rls.ignore_dotfiles, m.rls.global_shadow,
-      m.rls.response_headers, m.rls.limit_header, m.rls.remaining_header, m.rls.reset_header,
-      m.rls.unavailable_on_store_error, static_cast<int>(m.log_level),
-      static_cast<int>(m.log_format), static_cast<int>(m.config_health),
-      static_cast<int>(m.redis_health), m.redis_startup.initial.count(),
-      m.redis_startup.max.count(), m.redis_startup.max_elapsed.count()) +
+             "{}:{} {}:{} {}:{} {} root={} sub={} dot={} shadow={} headers={} {} {} {} "
+             "unavailable={} "
+             "log={} format={} config_health={} redis_health={} startup={} {} {}",
+             m.http.host, m.http.port, m.grpc.host, m.grpc.port, m.debug.host, m.debug.port,
+             m.store_url, m.rls.runtime_root, m.rls.runtime_subdirectory, m.rls.ignore_dotfiles,
+             m.rls.global_shadow, m.rls.response_headers, m.rls.limit_header,
+             m.rls.remaining_header, m.rls.reset_header, m.rls.unavailable_on_store_error,
+             static_cast<int>(m.log_level), static_cast<int>(m.log_format),
+             static_cast<int>(m.config_health), static_cast<int>(m.redis_health),
+             m.redis_startup.initial.count(), m.redis_startup.max.count(),
+             m.redis_startup.max_elapsed.count()) +
          RenderStats(m.stats);
 }
 

@@ -47,8 +47,9 @@ descriptors:
           unit: day
           requests_per_unit: 3
 )";
-constexpr const char* kKey = "ratelimit.service.rate_limit.rl.source_cluster_proxy."
-                             "destination_cluster_mock";
+constexpr const char* kKey =
+    "ratelimit.service.rate_limit.rl.source_cluster_proxy."
+    "destination_cluster_mock";
 
 class StatsConfigRoot {
  public:
@@ -92,8 +93,8 @@ class StatsListener {
   bool ReadUntil(const std::function<bool(const std::string&)>& done) {
     const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
     while (!done(text_)) {
-      const auto left = std::chrono::duration_cast<milliseconds>(deadline -
-                                                                 std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return false;
       if (!ReadOnce(static_cast<int>(left.count()))) continue;
     }
@@ -159,21 +160,21 @@ struct StatsPorts {
   int debug = FreeLoopbackPort();
 };
 
-std::vector<std::string> BaseEnvironment(const RedisServer& redis, const StatsConfigRoot& config,
-                                         const StatsPorts& ports) {
-  return {"REDIS_SOCKET_TYPE=tcp",
-          fmt::format("REDIS_URL=127.0.0.1:{}", redis.port()),
-          "RUNTIME_ROOT=" + config.root(),
-          "RUNTIME_SUBDIRECTORY=rl",
-          "HOST=127.0.0.1",
-          "GRPC_HOST=127.0.0.1",
-          "DEBUG_HOST=127.0.0.1",
-          fmt::format("PORT={}", ports.http),
-          fmt::format("GRPC_PORT={}", ports.grpc),
-          fmt::format("DEBUG_PORT={}", ports.debug),
-          // Flushes often, so that the test's events come soon; what is waited for is the
-          // stats themselves.
-          "STATS_FLUSH_INTERVAL=100ms"};
+// `ratelimit` on `redis` and `config`, on `ports`, with `extra` besides the base environment.
+std::unique_ptr<ServeProcess> StartRatelimit(const RedisServer& redis,
+                                             const StatsConfigRoot& config, const StatsPorts& ports,
+                                             const std::vector<std::string>& extra) {
+  std::vector<std::string> env = {
+      "REDIS_SOCKET_TYPE=tcp", fmt::format("REDIS_URL=127.0.0.1:{}", redis.port()),
+      "RUNTIME_ROOT=" + config.root(), "RUNTIME_SUBDIRECTORY=rl", "HOST=127.0.0.1",
+      "GRPC_HOST=127.0.0.1", "DEBUG_HOST=127.0.0.1", fmt::format("PORT={}", ports.http),
+      fmt::format("GRPC_PORT={}", ports.grpc), fmt::format("DEBUG_PORT={}", ports.debug),
+      // Flushes often, so that the test's events come soon; what is waited for is the stats
+      // themselves.
+      "STATS_FLUSH_INTERVAL=100ms"};
+  env.insert(env.end(), extra.begin(), extra.end());
+  return std::make_unique<ServeProcess>(std::vector<std::string>{}, env,
+                                        SpawnOptions{.start_as = StartAs::kRatelimit});
 }
 
 // `n` ShouldRateLimit calls over gRPC; the count answered OK.
@@ -202,11 +203,11 @@ TEST(UpstreamStatsProcess, StatsdOverUdpCarriesUpstreamsNamesAndTags) {
   StatsConfigRoot config;
   StatsPorts ports;
   StatsListener statsd(SOCK_DGRAM);
-  auto env = BaseEnvironment(*redis, config, ports);
-  env.insert(env.end(), {"USE_STATSD=true", "STATSD_PROTOCOL=udp", "STATSD_HOST=127.0.0.1",
-                         fmt::format("STATSD_PORT={}", statsd.port()), "EXTRA_TAGS=env:test"});
-  ServeProcess process({}, env, {.start_as = StartAs::kRatelimit});
-  ASSERT_TRUE(process.WaitListening(ports.http, kStart)) << process.Log();
+  auto process =
+      StartRatelimit(*redis, config, ports,
+                     {"USE_STATSD=true", "STATSD_PROTOCOL=udp", "STATSD_HOST=127.0.0.1",
+                      fmt::format("STATSD_PORT={}", statsd.port()), "EXTRA_TAGS=env:test"});
+  ASSERT_TRUE(process->WaitListening(ports.http, kStart)) << process->Log();
   EXPECT_EQ(Call(ports.grpc, 5), 3);
   EXPECT_EQ(Call(ports.grpc, 1, "nope"), 1) << "no config for the domain: OK, as upstream";
 
@@ -228,15 +229,16 @@ TEST(UpstreamStatsProcess, StatsdOverUdpCarriesUpstreamsNamesAndTags) {
            t.find("ratelimit_server.ShouldRateLimit.response_time" + tag + ":") !=
                std::string::npos;
   }));
-  EXPECT_THAT(text, ::testing::ContainsRegex(
-                        "ratelimit_server\\.ShouldRateLimit\\.response_time\\.__env=test:[0-9]+\\|ms\n"));
+  EXPECT_THAT(text,
+              ::testing::ContainsRegex(
+                  "ratelimit_server\\.ShouldRateLimit\\.response_time\\.__env=test:[0-9]+\\|ms\n"));
 
   // The debug port's /stats: every counter by its upstream name, so far.
   const Answer stats = Http(ports.debug, beast::http::verb::get, "/stats");
   EXPECT_EQ(stats.status, 200);
   EXPECT_THAT(stats.body, HasSubstr(key + ".total_hits" + tag + ": 5\n"));
   EXPECT_THAT(stats.body, HasSubstr("ratelimit.service.config_load_success" + tag + ": 1\n"));
-  EXPECT_EQ(process.Stop(kStart), 0) << process.Log();
+  EXPECT_EQ(process->Stop(kStart), 0) << process->Log();
 }
 
 TEST(UpstreamStatsProcess, StatsdOverTcpByDefault) {
@@ -245,17 +247,17 @@ TEST(UpstreamStatsProcess, StatsdOverTcpByDefault) {
   StatsConfigRoot config;
   StatsPorts ports;
   StatsListener statsd(SOCK_STREAM);
-  auto env = BaseEnvironment(*redis, config, ports);
   // USE_STATSD unset: true, as upstream; STATSD_PROTOCOL unset: gostats' tcp.
-  env.insert(env.end(), {"STATSD_HOST=127.0.0.1", fmt::format("STATSD_PORT={}", statsd.port())});
-  ServeProcess process({}, env, {.start_as = StartAs::kRatelimit});
-  ASSERT_TRUE(process.WaitListening(ports.http, kStart)) << process.Log();
+  auto process =
+      StartRatelimit(*redis, config, ports,
+                     {"STATSD_HOST=127.0.0.1", fmt::format("STATSD_PORT={}", statsd.port())});
+  ASSERT_TRUE(process->WaitListening(ports.http, kStart)) << process->Log();
   EXPECT_EQ(Call(ports.grpc, 2), 2);
   const std::string key = kKey;
   ASSERT_TRUE(statsd.ReadUntil([&](const std::string& text) {
     return Sum(text, key + ".total_hits") == 2 && Sum(text, key + ".within_limit") == 2;
   })) << statsd.text();
-  EXPECT_EQ(process.Stop(kStart), 0) << process.Log();
+  EXPECT_EQ(process->Stop(kStart), 0) << process->Log();
 }
 
 TEST(UpstreamStatsProcess, DogStatsdTagsAndMogrifiers) {
@@ -264,16 +266,15 @@ TEST(UpstreamStatsProcess, DogStatsdTagsAndMogrifiers) {
   StatsConfigRoot config;
   StatsPorts ports;
   StatsListener agent(SOCK_DGRAM);
-  auto env = BaseEnvironment(*redis, config, ports);
-  env.insert(env.end(),
-             {"USE_STATSD=false", "USE_DOG_STATSD=true", "STATSD_HOST=127.0.0.1",
-              fmt::format("STATSD_PORT={}", agent.port()), "DD_ENV=ci", "EXTRA_TAGS=app:rl",
-              "USE_DOG_STATSD_MOGRIFIERS=limits",
-              R"(DOG_STATSD_MOGRIFIER_LIMITS_PATTERN=^ratelimit\.service\.rate_limit\.([^.]+)\.(.*)\.([^.]+)$)",
-              "DOG_STATSD_MOGRIFIER_LIMITS_NAME=ratelimit.service.rate_limit.$3",
-              "DOG_STATSD_MOGRIFIER_LIMITS_TAGS=domain:$1,descriptor:$2"});
-  ServeProcess process({}, env, {.start_as = StartAs::kRatelimit});
-  ASSERT_TRUE(process.WaitListening(ports.http, kStart)) << process.Log();
+  auto process = StartRatelimit(
+      *redis, config, ports,
+      {"USE_STATSD=false", "USE_DOG_STATSD=true", "STATSD_HOST=127.0.0.1",
+       fmt::format("STATSD_PORT={}", agent.port()), "DD_ENV=ci", "EXTRA_TAGS=app:rl",
+       "USE_DOG_STATSD_MOGRIFIERS=limits",
+       R"(DOG_STATSD_MOGRIFIER_LIMITS_PATTERN=^ratelimit\.service\.rate_limit\.([^.]+)\.(.*)\.([^.]+)$)",
+       "DOG_STATSD_MOGRIFIER_LIMITS_NAME=ratelimit.service.rate_limit.$3",
+       "DOG_STATSD_MOGRIFIER_LIMITS_TAGS=domain:$1,descriptor:$2"});
+  ASSERT_TRUE(process->WaitListening(ports.http, kStart)) << process->Log();
   EXPECT_EQ(Call(ports.grpc, 1), 1);
   const std::string line =
       "ratelimit.service.rate_limit.total_hits:1|c|#env:ci,app:rl,"
@@ -281,11 +282,12 @@ TEST(UpstreamStatsProcess, DogStatsdTagsAndMogrifiers) {
   ASSERT_TRUE(agent.ReadUntil([&](const std::string& text) {
     return text.find(line) != std::string::npos;
   })) << agent.text();
-  EXPECT_THAT(agent.text(), HasSubstr("ratelimit.service.config_load_success:1|c|#env:ci,app:rl\n"));
+  EXPECT_THAT(agent.text(),
+              HasSubstr("ratelimit.service.config_load_success:1|c|#env:ci,app:rl\n"));
   EXPECT_THAT(agent.text(), ::testing::ContainsRegex(
                                 "ratelimit_server\\.ShouldRateLimit\\.response_time:[0-9]+\\.000000"
                                 "\\|ms\\|#env:ci,app:rl\n"));
-  EXPECT_EQ(process.Stop(kStart), 0) << process.Log();
+  EXPECT_EQ(process->Stop(kStart), 0) << process->Log();
 }
 
 TEST(UpstreamStatsProcess, PrometheusScrapedWithUpstreamsMappedNames) {
@@ -294,12 +296,11 @@ TEST(UpstreamStatsProcess, PrometheusScrapedWithUpstreamsMappedNames) {
   StatsConfigRoot config;
   StatsPorts ports;
   const int prometheus = FreeLoopbackPort();
-  auto env = BaseEnvironment(*redis, config, ports);
-  env.insert(env.end(), {"USE_STATSD=false", "USE_PROMETHEUS=true",
-                         fmt::format("PROMETHEUS_ADDR=127.0.0.1:{}", prometheus),
-                         "PROMETHEUS_PATH=/prom"});
-  ServeProcess process({}, env, {.start_as = StartAs::kRatelimit});
-  ASSERT_TRUE(process.WaitListening(ports.http, kStart)) << process.Log();
+  auto process = StartRatelimit(
+      *redis, config, ports,
+      {"USE_STATSD=false", "USE_PROMETHEUS=true",
+       fmt::format("PROMETHEUS_ADDR=127.0.0.1:{}", prometheus), "PROMETHEUS_PATH=/prom"});
+  ASSERT_TRUE(process->WaitListening(ports.http, kStart)) << process->Log();
   EXPECT_EQ(Call(ports.grpc, 4), 3);
   const std::string labels =
       R"({domain="rl",key1="source_cluster_proxy",key2="destination_cluster_mock"})";
@@ -328,7 +329,7 @@ TEST(UpstreamStatsProcess, PrometheusScrapedWithUpstreamsMappedNames) {
   EXPECT_THAT(scrape.body, HasSubstr("ratelimit_service_response_time_seconds_count{grpc_method="
                                      "\"ShouldRateLimit\"} 4\n"));
   EXPECT_EQ(Http(prometheus, beast::http::verb::get, "/metrics").status, 404);
-  EXPECT_EQ(process.Stop(kStart), 0) << process.Log();
+  EXPECT_EQ(process->Stop(kStart), 0) << process->Log();
 }
 
 // Upstream's default, USE_STATSD=false: gostats' logging sink on stderr; DISABLE_STATS: nothing,
@@ -340,32 +341,30 @@ TEST(UpstreamStatsProcess, LoggingSinkByDefaultAndNothingWhenDisabled) {
   StatsConfigRoot config;
   {
     StatsPorts ports;
-    auto env = BaseEnvironment(*redis, config, ports);
-    env.push_back("USE_STATSD=false");
-    ServeProcess process({}, env, {.start_as = StartAs::kRatelimit});
-    ASSERT_TRUE(process.WaitListening(ports.http, kStart)) << process.Log();
+    auto process = StartRatelimit(*redis, config, ports, {"USE_STATSD=false"});
+    ASSERT_TRUE(process->WaitListening(ports.http, kStart)) << process->Log();
     EXPECT_EQ(Call(ports.grpc, 1), 1);
-    EXPECT_EQ(process.Stop(kStart), 0) << process.Log();
-    EXPECT_THAT(process.Log(),
+    EXPECT_EQ(process->Stop(kStart), 0) << process->Log();
+    EXPECT_THAT(process->Log(),
                 ::testing::ContainsRegex(
                     "\\{\"level\":\"debug\",\"ts\":[0-9]+\\.[0-9]{6},\"logger\":\"gostats\\."
                     "loggingsink\",\"msg\":\"flushing counter\",\"json\":\\{\"name\":\"" +
                     std::regex_replace(std::string(kKey), std::regex("\\."), "\\.") +
                     "\\.total_hits\",\"type\":\"counter\",\"value\":\"1\\.000000\"\\}\\}\n"));
-    EXPECT_THAT(process.Log(), HasSubstr("\"msg\":\"flushing all stats\",\"json\":{\"type\":"
-                                         "\"all stats\",\"value\":\"0.000000\"}}"));
+    EXPECT_THAT(process->Log(), HasSubstr("\"msg\":\"flushing all stats\",\"json\":{\"type\":"
+                                          "\"all stats\",\"value\":\"0.000000\"}}"));
   }
   StatsPorts ports;
   StatsListener statsd(SOCK_DGRAM);
-  auto env = BaseEnvironment(*redis, config, ports);
-  env.insert(env.end(), {"USE_STATSD=true", "STATSD_PROTOCOL=udp", "STATSD_HOST=127.0.0.1",
-                         fmt::format("STATSD_PORT={}", statsd.port()), "DISABLE_STATS=true"});
-  ServeProcess process({}, env, {.start_as = StartAs::kRatelimit});
-  ASSERT_TRUE(process.WaitListening(ports.http, kStart)) << process.Log();
+  auto process =
+      StartRatelimit(*redis, config, ports,
+                     {"USE_STATSD=true", "STATSD_PROTOCOL=udp", "STATSD_HOST=127.0.0.1",
+                      fmt::format("STATSD_PORT={}", statsd.port()), "DISABLE_STATS=true"});
+  ASSERT_TRUE(process->WaitListening(ports.http, kStart)) << process->Log();
   EXPECT_EQ(Call(ports.grpc, 1), 1);
-  EXPECT_EQ(process.Stop(kStart), 0) << process.Log();
+  EXPECT_EQ(process->Stop(kStart), 0) << process->Log();
   EXPECT_EQ(statsd.Drain(), "");
-  EXPECT_THAT(process.Log(), ::testing::Not(HasSubstr("gostats.loggingsink")));
+  EXPECT_THAT(process->Log(), ::testing::Not(HasSubstr("gostats.loggingsink")));
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // Upstream's stats without a process: the counters' arithmetic, names and tags, the flushes'
 // deltas, DogStatsD's lines, the Prometheus mapping and its text, the settings' refusals.
+#include "server/rls/upstream_stats.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -10,7 +12,6 @@
 #include "server/rls/prometheus_sink.h"
 #include "server/rls/stats_sinks.h"
 #include "server/rls/upstream_mode.h"
-#include "server/rls/upstream_stats.h"
 
 namespace floodgate::server::rls {
 namespace {
@@ -102,28 +103,31 @@ TEST(UpstreamStatsFlush, SendsTheDeltasOfWhatMovedUnderUpstreamsNames) {
   std::vector<std::string> lines;
   StatsSettings settings;
   settings.tags = {{"env", "prod"}};
-  UpstreamStats stats(settings, metrics, [] { return Engine::ConfigLoads{.success = 1}; },
-                      std::make_unique<RecordingSink>(lines));
+  UpstreamStats stats(
+      settings, metrics, [] { return Engine::ConfigLoads{.success = 1}; },
+      std::make_unique<RecordingSink>(lines));
   metrics.Count("rl.source_cluster_proxy", {.hits = 1, .limit = 3, .before = 0});
   metrics.CountResponseTime(std::chrono::microseconds(2'400));
   metrics.CountFailure(RlsMetrics::MarkStoreFailure(absl::UnavailableError("down")));
   stats.FlushNow();
   std::sort(lines.begin(), lines.end());
-  EXPECT_THAT(lines,
-              ElementsAre("flush", "ratelimit.service.call.should_rate_limit.redis_error.__env=prod:1|c",
-                          "ratelimit.service.config_load_success.__env=prod:1|c",
-                          "ratelimit.service.rate_limit.rl.source_cluster_proxy.total_hits.__env=prod:1|c",
-                          "ratelimit.service.rate_limit.rl.source_cluster_proxy.within_limit.__env=prod:1|c",
-                          "ratelimit_server.ShouldRateLimit.response_time.__env=prod:2|ms"));
+  EXPECT_THAT(
+      lines, ElementsAre(
+                 "flush", "ratelimit.service.call.should_rate_limit.redis_error.__env=prod:1|c",
+                 "ratelimit.service.config_load_success.__env=prod:1|c",
+                 "ratelimit.service.rate_limit.rl.source_cluster_proxy.total_hits.__env=prod:1|c",
+                 "ratelimit.service.rate_limit.rl.source_cluster_proxy.within_limit.__env=prod:1|c",
+                 "ratelimit_server.ShouldRateLimit.response_time.__env=prod:2|ms"));
   lines.clear();
   metrics.Count("rl.source_cluster_proxy", {.hits = 2, .limit = 3, .before = 1});
   stats.FlushNow();
   std::sort(lines.begin(), lines.end());
-  EXPECT_THAT(lines,
-              ElementsAre("flush",
-                          "ratelimit.service.rate_limit.rl.source_cluster_proxy.near_limit.__env=prod:1|c",
-                          "ratelimit.service.rate_limit.rl.source_cluster_proxy.total_hits.__env=prod:2|c",
-                          "ratelimit.service.rate_limit.rl.source_cluster_proxy.within_limit.__env=prod:2|c"))
+  EXPECT_THAT(
+      lines,
+      ElementsAre(
+          "flush", "ratelimit.service.rate_limit.rl.source_cluster_proxy.near_limit.__env=prod:1|c",
+          "ratelimit.service.rate_limit.rl.source_cluster_proxy.total_hits.__env=prod:2|c",
+          "ratelimit.service.rate_limit.rl.source_cluster_proxy.within_limit.__env=prod:2|c"))
       << "deltas only, and only what moved";
 }
 
@@ -205,9 +209,8 @@ TEST(UpstreamStatsSettings, OneSinkAtATimeAndTheDefaultsAreUpstreams) {
   const auto disabled = StatsOf({{"USE_PROMETHEUS", "true"}, {"DISABLE_STATS", "true"}});
   ASSERT_TRUE(disabled.ok()) << "DISABLE_STATS comes first, as runner.go's switch";
   EXPECT_EQ(disabled->sink, StatsSinkKind::kNone);
-  const auto prometheus = StatsOf({{"USE_STATSD", "false"},
-                                   {"USE_PROMETHEUS", "true"},
-                                   {"PROMETHEUS_ADDR", "[::1]:9102"}});
+  const auto prometheus = StatsOf(
+      {{"USE_STATSD", "false"}, {"USE_PROMETHEUS", "true"}, {"PROMETHEUS_ADDR", "[::1]:9102"}});
   ASSERT_TRUE(prometheus.ok()) << prometheus.status();
   EXPECT_EQ(prometheus->prometheus_host, "::1");
   EXPECT_EQ(prometheus->prometheus_port, 9102);
@@ -221,9 +224,10 @@ TEST(UpstreamStatsSettings, OneSinkAtATimeAndTheDefaultsAreUpstreams) {
   ASSERT_FALSE(dog.ok());
   EXPECT_THAT(std::string(dog.status().message()),
               HasSubstr("DOG_STATSD_MOGRIFIER_X_PATTERN=\"(\": failed to compile pattern"));
-  const auto tagged = StatsOf(
-      {{"USE_STATSD", "false"}, {"USE_DOG_STATSD", "true"}, {"DD_SERVICE", "rl"},
-       {"DD_ENTITY_ID", "pod"}});
+  const auto tagged = StatsOf({{"USE_STATSD", "false"},
+                               {"USE_DOG_STATSD", "true"},
+                               {"DD_SERVICE", "rl"},
+                               {"DD_ENTITY_ID", "pod"}});
   ASSERT_TRUE(tagged.ok()) << tagged.status();
   EXPECT_THAT(tagged->dogstatsd_tags, ElementsAre("dd.internal.entity_id:pod", "service:rl"));
 }

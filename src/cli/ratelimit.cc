@@ -87,8 +87,7 @@ Waited WaitForRedis(Store& store, const rls::StartupBackoff& backoff,
 
 // The wall clock in seconds, for the logging sink's `ts`.
 double NowSeconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
@@ -133,9 +132,9 @@ int RunRatelimit() {
   const rls::StatsSettings& stats_settings = mode->stats;
   rls::PrometheusRegistry prometheus(stats_settings.response_time_as_ms);
   rls::PrometheusService prometheus_service(prometheus, stats_settings.prometheus_path);
-  server::HttpServer prometheus_http(
-      prometheus_service,
-      {.host = stats_settings.prometheus_host, .port = stats_settings.prometheus_port, .threads = 1});
+  server::HttpServer prometheus_http(prometheus_service, {.host = stats_settings.prometheus_host,
+                                                          .port = stats_settings.prometheus_port,
+                                                          .threads = 1});
   std::unique_ptr<rls::StatsSink> sink;
   switch (stats_settings.sink) {
     case rls::StatsSinkKind::kLogging:
@@ -207,8 +206,8 @@ int RunRatelimit() {
   // and timed as upstream's interceptor does.
   rls::Engine& counted = **engine;
   rls::RlsMetrics& metrics = *counted.metrics();
-  rls::UpstreamStats stats(stats_settings, metrics, [&counted] { return counted.config_loads(); },
-                           std::move(sink));
+  rls::UpstreamStats stats(
+      stats_settings, metrics, [&counted] { return counted.config_loads(); }, std::move(sink));
   stats.Start();
   rls::GrpcCallStats grpc_engine(counted, metrics);
 

@@ -414,8 +414,8 @@ void RlsEngine::Finish(Pending& pending) {
     SetDuration(status.mutable_duration_until_reset(), reset);
 
     metrics_.Count(slot.stats_key,
-                   OutcomeOf(slot.kind == Pending::Kind::kDecide ? &*slot.decision : nullptr,
-                             limit, slot.hits, over, slot_degraded));
+                   OutcomeOf(slot.kind == Pending::Kind::kDecide ? &*slot.decision : nullptr, limit,
+                             slot.hits, over, slot_degraded));
     // Upstream's shadow_mode: decided and counted, answered OK.
     if (over && !limit.shadow) {
       status.set_code(Response::OVER_LIMIT);

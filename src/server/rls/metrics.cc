@@ -15,8 +15,9 @@ namespace floodgate::server::rls {
 namespace {
 
 constexpr std::array<std::string_view, RlsMetrics::kCounterCount> kNames = {
-    "total_hits",  "over_limit",  "near_limit", "within_limit",
-    "shadow_mode", "over_limit_with_local_cache", "degraded", "domain_not_found"};
+    "total_hits",   "over_limit",      "near_limit",
+    "within_limit", "shadow_mode",     "over_limit_with_local_cache",
+    "degraded",     "domain_not_found"};
 constexpr std::array<std::string_view, RlsMetrics::kCounterCount> kHelp = {
     "Hits asked of each RLS limit (its stats key).",
     "Hits of each RLS limit over the limit.",
@@ -30,8 +31,9 @@ constexpr std::array<std::string_view, RlsMetrics::kCounterCount> kHelp = {
 // The payload that marks a failed answer as the store's (upstream's redis_error).
 constexpr std::string_view kStorePayload = "floodgate.rls/store";
 
-// A Prometheus label value: backslash, quote and newline escaped.
-std::string LabelValue(std::string_view text) {
+}  // namespace
+
+std::string PrometheusLabelValue(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   for (char c : text) {
@@ -46,8 +48,6 @@ std::string LabelValue(std::string_view text) {
   }
   return out;
 }
-
-}  // namespace
 
 struct RlsMetrics::Series {
   explicit Series(std::string_view text) : name(text) {}
@@ -67,7 +67,8 @@ RlsMetrics::~RlsMetrics() {
 }
 
 RlsMetrics::Series* RlsMetrics::Find(std::string_view name) const {
-  for (std::size_t i = std::hash<std::string_view>{}(name) & (kSlots - 1);; i = (i + 1) & (kSlots - 1)) {
+  for (std::size_t i = std::hash<std::string_view>{}(name) & (kSlots - 1);;
+       i = (i + 1) & (kSlots - 1)) {
     Series* series = slots_[i].load(std::memory_order_acquire);
     if (series == nullptr || series->name == name) return series;
   }
@@ -85,7 +86,8 @@ RlsMetrics::Series* RlsMetrics::FindOrInsert(std::string_view name) {
     size_.fetch_add(1, std::memory_order_relaxed);
   }
   auto fresh = std::make_unique<Series>(name);
-  for (std::size_t i = std::hash<std::string_view>{}(name) & (kSlots - 1);; i = (i + 1) & (kSlots - 1)) {
+  for (std::size_t i = std::hash<std::string_view>{}(name) & (kSlots - 1);;
+       i = (i + 1) & (kSlots - 1)) {
     Series* seen = nullptr;
     if (slots_[i].compare_exchange_strong(seen, fresh.get(), std::memory_order_acq_rel,
                                           std::memory_order_acquire)) {
@@ -154,8 +156,8 @@ absl::Status RlsMetrics::MarkStoreFailure(absl::Status status) {
 void RlsMetrics::CountResponseTime(std::chrono::nanoseconds elapsed) {
   // Go's Duration.Milliseconds(): truncated.
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count();
-  const auto bucket = std::min<std::uint64_t>(static_cast<std::uint64_t>(std::max<std::int64_t>(ms, 0)),
-                                              kTimeBuckets - 1);
+  const auto bucket = std::min<std::uint64_t>(
+      static_cast<std::uint64_t>(std::max<std::int64_t>(ms, 0)), kTimeBuckets - 1);
   times_[bucket].fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -189,8 +191,8 @@ std::string RlsMetrics::Render() const {
     out += fmt::format("# HELP floodgate_rls_{}_total {}\n# TYPE floodgate_rls_{}_total counter\n",
                        kNames[i], kHelp[i], kNames[i]);
     for (const auto& [key, values] : rows) {
-      out += fmt::format("floodgate_rls_{}_total{{key=\"{}\"}} {}\n", kNames[i], LabelValue(key),
-                         values[i]);
+      out += fmt::format("floodgate_rls_{}_total{{key=\"{}\"}} {}\n", kNames[i],
+                         PrometheusLabelValue(key), values[i]);
     }
   }
   out +=

@@ -26,6 +26,9 @@
 
 namespace floodgate::server::rls {
 
+// A Prometheus label value: backslash, quote and newline escaped.
+std::string PrometheusLabelValue(std::string_view text);
+
 class RlsMetrics {
  public:
   static constexpr std::size_t kMaxSeries = 10'000;
@@ -75,10 +78,10 @@ class RlsMetrics {
 
   // The service's counters, upstream's `ratelimit.service.*` and `ratelimit_server.*`.
   enum Service : std::size_t {
-    kGlobalShadow,     // requests answered OK only because of the global SHADOW_MODE
-    kRedisError,       // answers failed by the store
-    kServiceError,     // answers refused for the request (empty domain...) or no config
-    kGrpcRequests,     // gRPC ShouldRateLimit calls
+    kGlobalShadow,  // requests answered OK only because of the global SHADOW_MODE
+    kRedisError,    // answers failed by the store
+    kServiceError,  // answers refused for the request (empty domain...) or no config
+    kGrpcRequests,  // gRPC ShouldRateLimit calls
     kServiceCount,
   };
   void CountService(Service counter) { service_[counter].fetch_add(1, std::memory_order_relaxed); }

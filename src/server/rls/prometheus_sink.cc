@@ -112,21 +112,6 @@ std::string GoFloat(double value) {
   return out;
 }
 
-std::string LabelValue(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    if (c == '\\' || c == '"') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 class PrometheusSink final : public StatsSink {
  public:
   explicit PrometheusSink(PrometheusRegistry& registry) : registry_(registry) {}
@@ -180,9 +165,9 @@ MappedMetric MapStatsdName(std::string_view name, StatsdType type) {
   static const std::array<std::unique_ptr<re2::RE2>, kLimitCounters.size()> kRegexes = [] {
     std::array<std::unique_ptr<re2::RE2>, kLimitCounters.size()> all;
     for (std::size_t i = 0; i < all.size(); ++i) {
-      all[i] = std::make_unique<re2::RE2>(fmt::format(
-          R"(ratelimit\.service\.rate_limit\.([^\.]*)\.([^\.]*)\.([^\.]*)(\..*)?\.{})",
-          kLimitCounters[i]));
+      all[i] = std::make_unique<re2::RE2>(
+          fmt::format(R"(ratelimit\.service\.rate_limit\.([^\.]*)\.([^\.]*)\.([^\.]*)(\..*)?\.{})",
+                      kLimitCounters[i]));
     }
     return all;
   }();
@@ -260,7 +245,7 @@ std::string PrometheusRegistry::Render() const {
       std::string labels;
       for (std::size_t i = 0; i < values.size(); ++i) {
         labels += fmt::format("{}{}=\"{}\"", i == 0 ? "" : ",", family.label_names[i],
-                              LabelValue(values[i]));
+                              PrometheusLabelValue(values[i]));
       }
       if (family.type != StatsdType::kTimer) {
         out += labels.empty() ? fmt::format("{} {}\n", name, GoFloat(series.value))

@@ -34,7 +34,8 @@ MappedMetric MapStatsdName(std::string_view name, StatsdType type);
 // (RlsMetrics' series bound).
 class PrometheusRegistry {
  public:
-  explicit PrometheusRegistry(bool response_time_as_ms) : response_time_as_ms_(response_time_as_ms) {}
+  explicit PrometheusRegistry(bool response_time_as_ms)
+      : response_time_as_ms_(response_time_as_ms) {}
   void Counter(std::string_view name, std::uint64_t delta);
   void Gauge(std::string_view name, std::uint64_t value);
   void Timer(std::string_view name, double milliseconds);

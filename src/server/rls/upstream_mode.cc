@@ -3,8 +3,8 @@
 #include "server/rls/upstream_mode.h"
 
 #include <absl/strings/ascii.h>
-#include <re2/re2.h>
 #include <fmt/format.h>
+#include <re2/re2.h>
 
 #include <algorithm>
 #include <cmath>
@@ -118,7 +118,8 @@ absl::StatusOr<std::vector<Mogrifier>> MogrifiersFrom(const UpstreamEnv& env) {
     auto tags = ParseEnvValue(EnvType::kMap, env.Text(prefix + "TAGS"));
     if (!tags.ok()) return fail(prefix + "TAGS", MessageOf(tags.status()));
     for (auto& [tag, value] : std::get<std::vector<std::pair<std::string, std::string>>>(*tags)) {
-      if (tag.empty() || value.empty()) return fail(prefix + "TAGS", "a tag needs a key and a value");
+      if (tag.empty() || value.empty())
+        return fail(prefix + "TAGS", "a tag needs a key and a value");
       mogrifier.tags.emplace_back(std::move(tag), std::move(value));
     }
     // A Go map: one value per key (the last), iterated here in key order.
@@ -189,7 +190,8 @@ absl::StatusOr<StatsSettings> StatsSettingsFrom(const UpstreamEnv& env) {
   if (stats.sink == StatsSinkKind::kDogStatsd) {
     FG_ASSIGN(stats.mogrifiers, MogrifiersFrom(env));
     // datadog-go: these become global tags, in this order.
-    for (const auto& [name, tag] : std::initializer_list<std::pair<std::string_view, std::string_view>>{
+    for (const auto& [name, tag] :
+         std::initializer_list<std::pair<std::string_view, std::string_view>>{
              {"DD_ENTITY_ID", "dd.internal.entity_id"},
              {"DD_ENV", "env"},
              {"DD_SERVICE", "service"},

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 
-
 namespace floodgate::server::rls {
 
 namespace {
@@ -18,8 +17,8 @@ using Snapshot = std::vector<std::pair<std::string, std::uint64_t>>;
 
 // The counters upstream has (degraded is floodgate's own: on /metrics only).
 constexpr std::array kUpstreamCounters = {
-    RlsMetrics::kTotalHits,   RlsMetrics::kOverLimit,  RlsMetrics::kNearLimit,
-    RlsMetrics::kWithinLimit, RlsMetrics::kShadowMode, RlsMetrics::kOverLimitWithLocalCache,
+    RlsMetrics::kTotalHits,     RlsMetrics::kOverLimit,  RlsMetrics::kNearLimit,
+    RlsMetrics::kWithinLimit,   RlsMetrics::kShadowMode, RlsMetrics::kOverLimitWithLocalCache,
     RlsMetrics::kDomainNotFound};
 
 constexpr std::string_view kRateLimitScope = "ratelimit.service.rate_limit.";
@@ -91,8 +90,8 @@ std::string SerializeTags(std::string_view name, const Tags& tags) {
   return out;
 }
 
-UpstreamStats::UpstreamStats(const StatsSettings& settings, RlsMetrics& metrics,
-                             Loads loads, std::unique_ptr<StatsSink> sink)
+UpstreamStats::UpstreamStats(const StatsSettings& settings, RlsMetrics& metrics, Loads loads,
+                             std::unique_ptr<StatsSink> sink)
     : interval_(settings.flush_interval),
       tags_(settings.tags),
       metrics_(metrics),
