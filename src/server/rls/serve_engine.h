@@ -5,10 +5,13 @@
 #include <absl/status/statusor.h>
 #include <floodgate/store.h>
 
+#include <absl/functional/any_invocable.h>
+
 #include <memory>
 
 #include "server/config.h"
 #include "server/rls/engine.h"
+#include "server/rls/xds_client.h"
 
 namespace floodgate::server::rls {
 
@@ -27,5 +30,15 @@ absl::StatusOr<std::unique_ptr<Engine>> MakeServeEngine(const server::RlsSection
 // config directory loaded once (a bad one is an error) and watched, decisions on `store`.
 absl::StatusOr<std::unique_ptr<Engine>> MakeEngine(RlsSettings settings,
                                                    std::shared_ptr<Store> store);
+
+// The engine on `settings` whose config comes from an xDS server (CONFIG_TYPE=GRPC_XDS_SOTW,
+// xds_client.h): none until the first good response, then each good one; a bad one keeps the
+// last (counted as a load error). `on_update` is called after each response is handled
+// (good or bad), on the client's thread: `ratelimit` waits for the first before it opens
+// its ports, as upstream's NewService does.
+absl::StatusOr<std::unique_ptr<Engine>> MakeXdsEngine(RlsSettings settings,
+                                                      std::shared_ptr<Store> store,
+                                                      XdsSettings xds, XdsTlsFiles tls,
+                                                      absl::AnyInvocable<void()> on_update);
 
 }  // namespace floodgate::server::rls

@@ -98,6 +98,8 @@ class UpstreamEnv {
   std::int64_t Int(std::string_view name) const;
   double Float(std::string_view name) const;
   GoDuration Duration(std::string_view name) const;
+  // A kMap's pairs, in the order given.
+  const std::vector<std::pair<std::string, std::string>>& Map(std::string_view name) const;
   // Also for the members of a family (DD_ENV of DD_*).
   bool IsSet(std::string_view name) const;
   // The text it was set to ("" when unset), for messages; also for a family's members.

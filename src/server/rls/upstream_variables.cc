@@ -34,10 +34,12 @@ constexpr std::array kServiceVariables = std::to_array<UpstreamVariable>({
      "`json` (any case): a JSON object a line with upstream's `@timestamp` (RFC 3339, ns), "
      "`@message`, `level`; anything else: logrus' text lines `time=\"...\" level=... msg=\"...\"`"},
     {"CONFIG_TYPE", kString, "FILE", kSame,
-     "`FILE`; `GRPC_XDS_SOTW` is refused (floodgate has no xDS client yet); another value stops "
-     "the start, as upstream"},
+     "`FILE` (the runtime directory) or `GRPC_XDS_SOTW` (an xDS server, `CONFIG_GRPC_XDS_*`); "
+     "another value stops the start, as upstream"},
     {"FORCE_START_WITHOUT_INITIAL_CONFIG", kBool, "false", kSame,
-     "with `CONFIG_TYPE=FILE` the files are loaded before the ports open either way"},
+     "with `GRPC_XDS_SOTW`: the ports open before the first response (requests answered "
+     "`no rate limit configuration loaded` until one); with `FILE` the files are loaded before "
+     "the ports open either way"},
     {"RUNTIME_ROOT", kString, "/srv/runtime_data/current", kSame, ""},
     {"RUNTIME_SUBDIRECTORY", kString, "", kMapped,
      "the files are every file under `RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config/`; left empty, "
@@ -142,8 +144,8 @@ constexpr std::array kCounterVariables = std::to_array<UpstreamVariable>({
 constexpr std::string_view kOnlyDogStatsd = "read only with `USE_DOG_STATSD=true`, as upstream";
 constexpr std::array kStatsVariables = std::to_array<UpstreamVariable>({
     {"USE_STATSD", kBool, "true", kSame,
-     "statsd lines (`name:value|c`, `|ms`) to `STATSD_HOST:STATSD_PORT` each flush; false and no "
-     "other sink: gostats' logging sink, JSON lines on stderr, as upstream"},
+     "statsd lines (counters of type `c`, timers `ms`) to `STATSD_HOST:STATSD_PORT` each flush; "
+     "false and no other sink: gostats' logging sink, JSON lines on stderr, as upstream"},
     {"STATSD_HOST", kString, "localhost", kSame,
      "resolved at each connection, as Go dials; statsd and DogStatsD"},
     {"STATSD_PORT", kInt, "8125", kSame, "statsd and DogStatsD"},
@@ -156,8 +158,8 @@ constexpr std::array kStatsVariables = std::to_array<UpstreamVariable>({
     {"GOSTATS_LOGGING_SINK_DISABLED", kBool, "false", kIgnored,
      "gostats' default store only; upstream makes its logging sink itself"},
     {"EXTRA_TAGS", kMap, "", kSame,
-     "joined to every name as gostats serializes tags, `.__key=value` sorted by key ('.', ':', "
-     "'|' of values as '_'); DogStatsD sends them as `|#key:value`"},
+     "joined to every name as gostats serializes tags, `.__key=value` sorted by key (dots, colons "
+     "and pipes of values as '_'); DogStatsD sends them as its `#key:value` tags"},
     {"STATS_FLUSH_INTERVAL", kDuration, "10s", kSame,
      "counters that moved are sent as deltas each interval; response times too (upstream: "
      "within a second); not positive stops the start (Go's NewTicker panics)"},
@@ -177,9 +179,8 @@ constexpr std::array kStatsVariables = std::to_array<UpstreamVariable>({
      "`ratelimit_service_response_time_seconds` observed in milliseconds (the mapping's scale "
      "removed)"},
     {"USE_DOG_STATSD", kBool, "false", kSame,
-     "DogStatsD lines over UDP to `STATSD_HOST:STATSD_PORT`, `|#` tags; no client telemetry "
-     "(`datadog.dogstatsd.client.*`), no container id (`|c:`); needs `USE_STATSD=false`, as "
-     "upstream"},
+     "DogStatsD lines over UDP to `STATSD_HOST:STATSD_PORT`, with `#` tags; no client telemetry "
+     "(`datadog.dogstatsd.client.*`), no container id; needs `USE_STATSD=false`, as upstream"},
     {"USE_DOG_STATSD_MOGRIFIERS", kList, "", kSame,
      "each name's `DOG_STATSD_MOGRIFIER_<NAME>_PATTERN` (RE2, as Go's regexp), `_NAME`, `_TAGS` "
      "(`$N` the N-th match); the first that matches renames; a missing pattern or name stops "
@@ -214,26 +215,40 @@ constexpr std::array kGrpcVariables = std::to_array<UpstreamVariable>({
      "a domain across several files is not built yet (issue 35)", "false"},
 });
 
-// Config over xDS (issue 35, the upstream-xds area).
-constexpr std::string_view kOnlyXds = "read only with `CONFIG_TYPE=GRPC_XDS_SOTW` (refused)";
+// Config over xDS (xds_client.h): a SotW ADS stream of upstream's RateLimitConfig resources.
+constexpr std::string_view kXdsTls = "read only with `CONFIG_GRPC_XDS_SERVER_USE_TLS=true`";
 constexpr std::array kXdsVariables = std::to_array<UpstreamVariable>({
-    {"CONFIG_GRPC_XDS_NODE_ID", kString, "default", kIgnored, kOnlyXds},
-    {"CONFIG_GRPC_XDS_NODE_METADATA", kString, "", kIgnored, kOnlyXds},
-    {"CONFIG_GRPC_XDS_SERVER_URL", kString, "localhost:18000", kIgnored, kOnlyXds},
-    {"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", kDuration, "3s", kIgnored, kOnlyXds},
-    {"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", kMap, "", kIgnored, kOnlyXds},
-    {"CONFIG_GRPC_XDS_SERVER_USE_TLS", kBool, "false", kIgnored, kOnlyXds},
-    {"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", kString, "", kIgnored, kOnlyXds},
-    {"CONFIG_GRPC_XDS_CLIENT_TLS_KEY", kString, "", kIgnored, kOnlyXds},
-    {"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", kString, "", kIgnored, kOnlyXds},
-    {"CONFIG_GRPC_XDS_SERVER_TLS_SAN", kString, "", kIgnored, kOnlyXds},
-    {"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", kDuration, "10s", kIgnored, kOnlyXds},
-    {"XDS_CLIENT_BACKOFF_MAX_INTERVAL", kDuration, "60s", kIgnored, kOnlyXds},
-    {"XDS_CLIENT_BACKOFF_RANDOM_FACTOR", kFloat64, "0.5", kIgnored, kOnlyXds},
-    {"XDS_CLIENT_BACKOFF_JITTER", kBool, "true", kIgnored, kOnlyXds},
-    {"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", kInt, "", kIgnored, kOnlyXds},
+    {"CONFIG_GRPC_XDS_NODE_ID", kString, "default", kSame, "the `node.id` of every request"},
+    {"CONFIG_GRPC_XDS_NODE_METADATA", kString, "", kSame,
+     "`key=value,...`: the node's metadata as string values (entries without `=` skipped)"},
+    {"CONFIG_GRPC_XDS_SERVER_URL", kString, "localhost:18000", kSame,
+     "the gRPC target dialled; the stream starts once the connection is up (Go's `WithBlock`)"},
+    {"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", kDuration, "3s", kIgnored,
+     "without effect upstream too: it sets grpc_retry's backoff, which retries no "
+     "bidirectional stream (and retries nothing at its default count of 0)"},
+    {"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", kMap, "", kSame,
+     "`name:value,...` sent as the stream's metadata, names lower-cased"},
+    {"CONFIG_GRPC_XDS_SERVER_USE_TLS", kBool, "false", kSame, ""},
+    {"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", kString, "", kSame,
+     "with `CONFIG_GRPC_XDS_CLIENT_TLS_KEY`: the client certificate (both, or neither used)"},
+    {"CONFIG_GRPC_XDS_CLIENT_TLS_KEY", kString, "", kSame, kXdsTls},
+    {"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", kString, "", kSame,
+     "the server's CA, added to the system's roots (`/etc/ssl/certs/ca-certificates.crt`) as "
+     "upstream adds it to Go's system pool"},
+    {"CONFIG_GRPC_XDS_SERVER_TLS_SAN", kString, "", kSame,
+     "the name the server's certificate must carry (else the URL's host)"},
+    {"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", kDuration, "10s", kSame,
+     "the wait after a broken stream: jpillora/backoff with these four as upstream passes "
+     "them (its factor is `XDS_CLIENT_BACKOFF_RANDOM_FACTOR`, so at the defaults every wait "
+     "is this one)"},
+    {"XDS_CLIENT_BACKOFF_MAX_INTERVAL", kDuration, "60s", kSame, ""},
+    {"XDS_CLIENT_BACKOFF_RANDOM_FACTOR", kFloat64, "0.5", kSame,
+     "the backoff's factor, as upstream uses it"},
+    {"XDS_CLIENT_BACKOFF_JITTER", kBool, "true", kSame, ""},
+    {"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", kInt, "", kSame,
+     "the largest response (0: gRPC's 4 MiB); the config it makes is bounded as files are "
+     "(docs/security.md)"},
 });
-
 // The memcached backend: never (floodgate's stores are memory and Redis).
 constexpr std::string_view kOnlyMemcache =
     "read only with `BACKEND_TYPE=memcache` (refused: floodgate has no memcached store)";
