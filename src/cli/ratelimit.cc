@@ -238,7 +238,8 @@ int RunRatelimit() {
   // The engine's counters flushed to the sink every STATS_FLUSH_INTERVAL; gRPC calls counted
   // and timed as upstream's interceptor does.
   rls::Engine& counted = **engine;
-  rls::RlsMetrics& metrics = *counted.metrics();
+  rls::RlsMetrics spare;  // for an engine that keeps no counters: stats of the calls alone
+  rls::RlsMetrics& metrics = counted.metrics() != nullptr ? *counted.metrics() : spare;
   rls::UpstreamStats stats(
       stats_settings, metrics, [&counted] { return counted.config_loads(); }, std::move(sink));
   stats.Start();

@@ -90,6 +90,12 @@ class XdsEngine final : public Engine {
     engine_.ShouldRateLimit(request, response, std::move(done));
   }
   std::shared_ptr<const RlsConfig> CurrentConfig() const override { return engine_.config(); }
+  RlsMetrics* metrics() override { return &metrics_; }
+  ConfigLoads config_loads() const override {
+    // Every config comes in an update, the first too (upstream's xDS provider counts each).
+    return {.success = loads_.load_success.load(std::memory_order_relaxed),
+            .error = loads_.load_error.load(std::memory_order_relaxed)};
+  }
   void AppendMetrics(std::string& out) const override {
     out += metrics_.Render();
     AppendLoadCounters(loads_, out);
