@@ -47,7 +47,8 @@ struct Ports {
 
 // docker-compose-example.yml's environment for the `ratelimit` service, every variable it sets,
 // with Redis and the config root of the test, the ports moved and the hosts on loopback.
-// USE_STATSD=true there: refused until the statsd sink is built, so false here.
+// USE_STATSD=true there, to a `statsd` host: false here (upstream_stats_process_test.cc sends
+// statsd to the test's own listeners), so the stats go to the logging sink on stderr.
 inline std::vector<std::string> ComposeEnvironment(const RedisServer& redis,
                                                    const ConfigRoot& config, const Ports& ports) {
   return {"USE_STATSD=false",

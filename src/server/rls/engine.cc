@@ -131,6 +131,24 @@ class OverallCode {
   int quotas_ = 0;
 };
 
+// What a decision was, for upstream's counters: the window's count before the hits is the
+// limit less what remained (after the hits when they were admitted; a denial spends nothing).
+RlsMetrics::Outcome OutcomeOf(const Decision* decision, const RlsLimit& limit, std::int64_t hits,
+                              bool over, bool degraded) {
+  RlsMetrics::Outcome outcome{.hits = static_cast<std::uint64_t>(hits),
+                              .limit = limit.requests_per_unit,
+                              .over = over,
+                              .shadow = limit.shadow,
+                              .degraded = degraded};
+  if (decision != nullptr) {
+    const std::int64_t left = decision->remaining + (decision->allowed ? hits : 0);
+    outcome.before = static_cast<std::uint64_t>(
+        std::clamp<std::int64_t>(static_cast<std::int64_t>(limit.requests_per_unit) - left, 0,
+                                 static_cast<std::int64_t>(limit.requests_per_unit)));
+  }
+  return outcome;
+}
+
 }  // namespace
 
 // One request from its start to its answer. Shared by the store callbacks; the last one
@@ -192,6 +210,11 @@ std::shared_ptr<const RlsConfig> RlsEngine::config() const {
 
 void RlsEngine::ShouldRateLimit(const pb::RateLimitRequest& request, Response* response,
                                 RlsDone done) {
+  // Every failed answer is counted (upstream's call.should_rate_limit.*_error).
+  done = [this, done = std::move(done)](absl::Status status) mutable {
+    metrics_.CountFailure(status);
+    done(std::move(status));
+  };
   // Upstream's request checks, with its texts.
   if (request.domain().empty()) {
     done(absl::InvalidArgumentError("rate limit domain must not be empty"));
@@ -241,7 +264,10 @@ void RlsEngine::ShouldRateLimit(const pb::RateLimitRequest& request, Response* r
       return;
     }
     slot.hits = static_cast<std::int64_t>(hits);
-    if (!known_domain) continue;  // upstream: no limit at all, overrides included
+    if (!known_domain) {  // upstream: no limit at all, overrides included; counted per descriptor
+      metrics_.Add(request.domain(), RlsMetrics::kDomainNotFound, 1);
+      continue;
+    }
     if (descriptor.has_limit()) {
       // The request's own limit replaces the configured one, never in shadow mode.
       const auto unit = static_cast<Unit>(descriptor.limit().unit());
@@ -387,10 +413,10 @@ void RlsEngine::Finish(Pending& pending) {
     const auto& decision = pending.slots[i].decision;
     if (!decision.ok()) {
       const absl::Status& status = decision.status();
-      pending.done(
-          absl::IsInvalidArgument(status)
-              ? status
-              : absl::UnavailableError(fmt::format("rate limit store: {}", MessageOf(status))));
+      pending.done(absl::IsInvalidArgument(status)
+                       ? status
+                       : RlsMetrics::MarkStoreFailure(absl::UnavailableError(
+                             fmt::format("rate limit store: {}", MessageOf(status)))));
       return;
     }
     degraded = degraded || decision->degraded;
@@ -445,19 +471,12 @@ void RlsEngine::Finish(Pending& pending) {
     }
     SetDuration(status.mutable_duration_until_reset(), reset);
 
-    const auto hits = static_cast<std::uint64_t>(slot.hits);
-    metrics_.Add(slot.stats_key, RlsMetrics::kTotalHits, hits);
-    if (slot_degraded) metrics_.Add(slot.stats_key, RlsMetrics::kDegraded, hits);
-    if (over) {
-      metrics_.Add(slot.stats_key, RlsMetrics::kOverLimit, hits);
-      if (limit.shadow) {
-        // Upstream's shadow_mode: decided and counted, answered OK.
-        metrics_.Add(slot.stats_key, RlsMetrics::kShadowMode, hits);
-      } else {
-        status.set_code(Response::OVER_LIMIT);
-      }
-    } else {
-      metrics_.Add(slot.stats_key, RlsMetrics::kWithinLimit, hits);
+    metrics_.Count(slot.stats_key,
+                   OutcomeOf(slot.kind == Pending::Kind::kDecide ? &*slot.decision : nullptr, limit,
+                             slot.hits, over, slot_degraded));
+    // Upstream's shadow_mode: decided and counted, answered OK.
+    if (over && !limit.shadow) {
+      status.set_code(Response::OVER_LIMIT);
     }
     const bool quota = settings_.global_quota || limit.quota;
     const bool over_limit = status.code() == Response::OVER_LIMIT;
@@ -476,8 +495,8 @@ void RlsEngine::Finish(Pending& pending) {
 
   if (degraded && settings_.unavailable_on_store_error) {
     response.Clear();
-    pending.done(
-        absl::UnavailableError("rate limit store unavailable: Envoy's failure_mode_deny decides"));
+    pending.done(RlsMetrics::MarkStoreFailure(
+        absl::UnavailableError("rate limit store unavailable: Envoy's failure_mode_deny decides")));
     return;
   }
   if (settings_.response_headers && binding != nullptr) {

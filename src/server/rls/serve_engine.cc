@@ -35,6 +35,13 @@ class ServeEngine final : public Engine {
   }
 
   std::shared_ptr<const RlsConfig> CurrentConfig() const override { return engine_.config(); }
+  RlsMetrics* metrics() override { return &metrics_; }
+  ConfigLoads config_loads() const override {
+    // The first load is the one before the engine existed: it succeeded, or there is no engine.
+    const LoaderCounters& loads = watcher_.counters();
+    return {.success = 1 + loads.load_success.load(std::memory_order_relaxed),
+            .error = loads.load_error.load(std::memory_order_relaxed)};
+  }
 
   void AppendMetrics(std::string& out) const override {
     out += metrics_.Render();
@@ -83,6 +90,12 @@ class XdsEngine final : public Engine {
     engine_.ShouldRateLimit(request, response, std::move(done));
   }
   std::shared_ptr<const RlsConfig> CurrentConfig() const override { return engine_.config(); }
+  RlsMetrics* metrics() override { return &metrics_; }
+  ConfigLoads config_loads() const override {
+    // Every config comes in an update, the first too (upstream's xDS provider counts each).
+    return {.success = loads_.load_success.load(std::memory_order_relaxed),
+            .error = loads_.load_error.load(std::memory_order_relaxed)};
+  }
   void AppendMetrics(std::string& out) const override {
     out += metrics_.Render();
     AppendLoadCounters(loads_, out);
