@@ -8,6 +8,7 @@
 #include <string>
 
 #include "alias_bomb.h"
+#include "rls_request.h"
 #include "server/rls/config.h"
 
 namespace floodgate::server::rls {
@@ -28,16 +29,7 @@ std::string ErrorOf(const std::string& yaml) {
   return config.ok() ? "" : std::string(config.status().message());
 }
 
-ext::RateLimitDescriptor Descriptor(
-    std::initializer_list<std::pair<std::string, std::string>> entries) {
-  ext::RateLimitDescriptor descriptor;
-  for (const auto& [key, value] : entries) {
-    auto* entry = descriptor.add_entries();
-    entry->set_key(key);
-    entry->set_value(value);
-  }
-  return descriptor;
-}
+using floodgate::testing::Descriptor;
 
 struct ErrorCase {
   std::string yaml;

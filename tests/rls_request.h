@@ -6,6 +6,7 @@
 // hits_addend and limit override.
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <utility>
@@ -14,6 +15,18 @@
 #include "envoy/service/ratelimit/v3/rls.pb.h"
 
 namespace floodgate::testing {
+
+// One descriptor of `entries`, as RlsConfig::Find takes it.
+inline ::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor Descriptor(
+    std::initializer_list<std::pair<std::string, std::string>> entries) {
+  ::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor descriptor;
+  for (const auto& [key, value] : entries) {
+    auto* entry = descriptor.add_entries();
+    entry->set_key(key);
+    entry->set_value(value);
+  }
+  return descriptor;
+}
 
 struct RlsDescriptor {
   std::vector<std::pair<std::string, std::string>> entries;

@@ -18,6 +18,7 @@
 
 #include "envoy/service/discovery/v3/discovery.grpc.pb.h"
 #include "hang_guard.h"
+#include "rls_request.h"
 #include "server/config_file.h"
 #include "server/rls/xds_client.h"
 #include "server/rls/xds_config.h"
@@ -28,20 +29,10 @@ namespace {
 
 namespace discovery = ::envoy::service::discovery::v3;
 namespace conf = ::ratelimit::config::ratelimit::v3;
-namespace ext = ::envoy::extensions::common::ratelimit::v3;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
-ext::RateLimitDescriptor Descriptor(
-    std::initializer_list<std::pair<std::string, std::string>> entries) {
-  ext::RateLimitDescriptor descriptor;
-  for (const auto& [key, value] : entries) {
-    auto* entry = descriptor.add_entries();
-    entry->set_key(key);
-    entry->set_value(value);
-  }
-  return descriptor;
-}
+using floodgate::testing::Descriptor;
 
 conf::RateLimitDescriptor* AddDescriptor(
     google::protobuf::RepeatedPtrField<conf::RateLimitDescriptor>* list, const std::string& key,

@@ -18,24 +18,36 @@ namespace {
 
 void AppendLoadCounters(const LoaderCounters& loads, std::string& out);
 
-// Owns what the engine needs for as long as it answers: the store, the metrics, the
-// watcher that swaps its config. Destroyed after the servers that call it.
-class ServeEngine final : public Engine {
+// What both engines below own for as long as they answer, and forward to: the store, the
+// metrics, the RlsEngine. Destroyed after the servers that call them.
+class OwningEngine : public Engine {
  public:
-  ServeEngine(std::shared_ptr<Store> store, RlsSettings settings,
-              std::shared_ptr<const RlsConfig> config)
-      : store_(std::move(store)),
-        engine_(*store_, settings, std::move(config), metrics_),
-        watcher_(settings, std::chrono::seconds(1),
-                 [this](std::shared_ptr<const RlsConfig> next) { engine_.SetConfig(next); }) {}
-
   void ShouldRateLimit(const pb::RateLimitRequest& request, pb::RateLimitResponse* response,
                        RlsDone done) override {
     engine_.ShouldRateLimit(request, response, std::move(done));
   }
-
   std::shared_ptr<const RlsConfig> CurrentConfig() const override { return engine_.config(); }
   RlsMetrics* metrics() override { return &metrics_; }
+
+ protected:
+  OwningEngine(std::shared_ptr<Store> store, const RlsSettings& settings,
+               std::shared_ptr<const RlsConfig> config)
+      : store_(std::move(store)), engine_(*store_, settings, std::move(config), metrics_) {}
+
+  std::shared_ptr<Store> store_;
+  RlsMetrics metrics_;
+  RlsEngine engine_;
+};
+
+// The config from the runtime directory, watched.
+class ServeEngine final : public OwningEngine {
+ public:
+  ServeEngine(std::shared_ptr<Store> store, RlsSettings settings,
+              std::shared_ptr<const RlsConfig> config)
+      : OwningEngine(std::move(store), settings, std::move(config)),
+        watcher_(settings, std::chrono::seconds(1),
+                 [this](std::shared_ptr<const RlsConfig> next) { engine_.SetConfig(next); }) {}
+
   ConfigLoads config_loads() const override {
     // The first load is the one before the engine existed: it succeeded, or there is no engine.
     const LoaderCounters& loads = watcher_.counters();
@@ -49,10 +61,7 @@ class ServeEngine final : public Engine {
   }
 
  private:
-  std::shared_ptr<Store> store_;
-  RlsMetrics metrics_;
-  RlsEngine engine_;
-  ConfigWatcher watcher_;  // last: stops before the engine it feeds goes
+  ConfigWatcher watcher_;  // stops before the engine it feeds goes
 };
 
 // LoaderCounters' families, for the file watcher's reloads and the xDS client's updates alike.
@@ -67,12 +76,11 @@ void AppendLoadCounters(const LoaderCounters& loads, std::string& out) {
 }
 
 // As ServeEngine, its config from an xDS server instead of a directory.
-class XdsEngine final : public Engine {
+class XdsEngine final : public OwningEngine {
  public:
   XdsEngine(std::shared_ptr<Store> store, RlsSettings settings, XdsSettings xds, XdsTlsFiles tls,
             absl::AnyInvocable<void()> on_update)
-      : store_(std::move(store)),
-        engine_(*store_, settings, nullptr, metrics_),
+      : OwningEngine(std::move(store), settings, nullptr),
         on_update_(std::move(on_update)),
         client_(std::move(xds), std::move(tls),
                 [this](absl::StatusOr<std::shared_ptr<const RlsConfig>> config) {
@@ -85,12 +93,6 @@ class XdsEngine final : public Engine {
                   if (on_update_) on_update_();
                 }) {}
 
-  void ShouldRateLimit(const pb::RateLimitRequest& request, pb::RateLimitResponse* response,
-                       RlsDone done) override {
-    engine_.ShouldRateLimit(request, response, std::move(done));
-  }
-  std::shared_ptr<const RlsConfig> CurrentConfig() const override { return engine_.config(); }
-  RlsMetrics* metrics() override { return &metrics_; }
   ConfigLoads config_loads() const override {
     // Every config comes in an update, the first too (upstream's xDS provider counts each).
     return {.success = loads_.load_success.load(std::memory_order_relaxed),
@@ -114,9 +116,6 @@ class XdsEngine final : public Engine {
   }
 
  private:
-  std::shared_ptr<Store> store_;
-  RlsMetrics metrics_;
-  RlsEngine engine_;
   LoaderCounters loads_;
   absl::AnyInvocable<void()> on_update_;
   XdsConfigClient client_;  // last: stops before what it feeds goes
