@@ -48,6 +48,9 @@ struct RlsLimit {
   bool upstream_window = true;
   // The window length: the unit's, or `period:`'s.
   std::chrono::microseconds period{0};
+  // No floodgate extension (algorithm, period, burst, refill, prefetch): counted as upstream
+  // counts, on its keys (docs/envoy.md, "Shared counters"), unless the domain is all_or_nothing.
+  bool upstream_counter = false;
 };
 
 // A level of the descriptor tree: children by upstream's composite key ("key_value", or

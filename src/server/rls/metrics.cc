@@ -15,12 +15,15 @@ namespace floodgate::server::rls {
 namespace {
 
 constexpr std::array<std::string_view, RlsMetrics::kCounterCount> kNames = {
-    "total_hits", "over_limit", "within_limit", "shadow_mode", "degraded"};
+    "total_hits", "over_limit", "within_limit", "shadow_mode", "degraded", "near_limit",
+    "over_limit_with_local_cache"};
 constexpr std::array<std::string_view, RlsMetrics::kCounterCount> kHelp = {
     "Hits asked of each RLS limit (its stats key).", "Hits of each RLS limit answered OVER_LIMIT.",
     "Hits of each RLS limit answered OK.",
     "Hits of each shadow RLS limit that were over the limit (answered OK).",
-    "Hits of each RLS limit answered by the store's on_error."};
+    "Hits of each RLS limit answered by the store's on_error.",
+    "Hits of each RLS limit past NEAR_LIMIT_RATIO of it (upstream's counters).",
+    "Hits of each RLS limit answered OVER_LIMIT from the local cache, without the store."};
 
 // A Prometheus label value: backslash, quote and newline escaped.
 std::string LabelValue(std::string_view text) {

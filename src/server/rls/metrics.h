@@ -32,6 +32,10 @@ class RlsMetrics {
     kWithinLimit,
     kShadowMode,
     kDegraded,
+    // Upstream's counters only (docs/envoy.md, "Shared counters"): hits past NEAR_LIMIT_RATIO
+    // of the limit, and over-limit hits answered from the local cache (LOCAL_CACHE_SIZE_IN_BYTES).
+    kNearLimit,
+    kOverLimitWithLocalCache,
     kCounterCount,
   };
 

@@ -54,7 +54,7 @@ void Batcher::Flush(Lane& lane) {
     }
   }
   ArmSweep(lane);
-  // Reservations go by a script of their own. A lane batching per node sends the keys of
+  // Reservations and counters go by scripts of their own. A lane batching per node sends the keys of
   // every slot of its server in one call: one server's (whose units all carry slot 0), or a
   // cluster node's, through script flags (Redis >= 7.0, lua/node_batch.lua), except units
   // that must go alone or by slot; a lane batching per slot (a cluster node without script
@@ -62,15 +62,15 @@ void Batcher::Flush(Lane& lane) {
   // key's decisions stay in order (the sort is stable).
   const bool per_node = lane.batching() == Batching::kPerNode;
   const auto node_wide = [per_node](const Unit& p) {
-    return per_node && !p.reservation() && !p.route.alone && !p.route.by_slot;
+    return per_node && p.family() == Family::kDecision && !p.route.alone && !p.route.by_slot;
   };
   std::stable_sort(live.begin(), live.end(), [&](const UnitPtr& a, const UnitPtr& b) {
-    if (a->reservation() != b->reservation()) return b->reservation();
+    if (a->family() != b->family()) return a->family() < b->family();
     if (node_wide(*a) != node_wide(*b)) return node_wide(*a);
     return a->route.slot < b->route.slot;
   });
   const auto joins = [&](const Unit& first, const Unit& next) {
-    if (first.reservation() != next.reservation()) return false;
+    if (first.family() != next.family()) return false;
     if (node_wide(first) && node_wide(next)) return true;
     return !first.route.alone && !next.route.alone && first.route.slot == next.route.slot;
   };
@@ -155,6 +155,26 @@ void Batcher::OnReply(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, A
     const absl::Status error =
         absl::InternalError(fmt::format("redis at {}: {}", lane.node.describe, text));
     for (auto& p : chunk) outcomes_.Complete(*p, error);
+    return;
+  }
+  if (chunk[0]->counts()) {
+    auto decoded = DecodeCounts(r, chunk.size());
+    if (!decoded.ok()) {
+      const absl::Status error = absl::InternalError(
+          fmt::format("redis at {} {}", lane.node.describe, MessageOf(decoded.status())));
+      for (auto& p : chunk) outcomes_.Complete(*p, error);
+      return;
+    }
+    for (std::size_t i = 0; i < chunk.size(); ++i) {
+      if (!(*decoded)[i].ok()) {
+        outcomes_.Complete(*chunk[i], absl::InternalError(fmt::format(
+                                          "redis at {} {}", lane.node.describe,
+                                          MessageOf((*decoded)[i].status()))));
+        continue;
+      }
+      std::get<Count>(chunk[i]->op).count = *(*decoded)[i];
+      outcomes_.Complete(*chunk[i], Decision{});
+    }
     return;
   }
   if (chunk[0]->reservation()) {
