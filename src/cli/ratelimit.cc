@@ -118,6 +118,21 @@ int RunRatelimit() {
     return kExitSettings;
   }
   std::shared_ptr<Store> store = *std::move(opened);
+  // REDIS_PERSECOND: SECOND limits count on their own Redis, as upstream's perSecondClient.
+  std::shared_ptr<Store> per_second;
+  if (!mode->per_second_store_url.empty()) {
+    auto second = OpenStore(mode->per_second_store_url);
+    if (!second.ok()) {
+      spdlog::critical("REDIS_PERSECOND: {}", MessageOf(second.status()));
+      store->Close();
+      return kExitSettings;
+    }
+    per_second = *std::move(second);
+  }
+  const auto close_stores = [&] {
+    store->Close();
+    if (per_second) per_second->Close();
+  };
 
   // Signals are caught from here on; before the ports open one simply ends the start.
   boost::asio::io_context signals_io;
@@ -131,21 +146,24 @@ int RunRatelimit() {
     signals_io.stop();
   });
 
-  switch (WaitForRedis(*store, mode->redis_startup, signals_io, stopping)) {
-    case Waited::kAnswered:
-      break;
-    case Waited::kTimedOut:
-      store->Close();
-      return kExitSettings;
-    case Waited::kStopped:
-      spdlog::warn("Received signal {}, stopped before Redis answered", stop_signal);
-      store->Close();
-      return 0;
+  for (Store* redis : {store.get(), per_second.get()}) {
+    if (redis == nullptr) continue;
+    switch (WaitForRedis(*redis, mode->redis_startup, signals_io, stopping)) {
+      case Waited::kAnswered:
+        break;
+      case Waited::kTimedOut:
+        close_stores();
+        return kExitSettings;
+      case Waited::kStopped:
+        spdlog::warn("Received signal {}, stopped before Redis answered", stop_signal);
+        close_stores();
+        return 0;
+    }
   }
-  auto engine = rls::MakeEngine(mode->rls, store);
+  auto engine = rls::MakeEngine(mode->rls, store, per_second);
   if (!engine.ok()) {
     spdlog::critical("{}", MessageOf(engine.status()));
-    store->Close();
+    close_stores();
     return kExitSettings;
   }
 
@@ -178,20 +196,22 @@ int RunRatelimit() {
   }
   if (absl::Status status = grpc.Start(); !status.ok()) {
     spdlog::critical("gRPC listener: {}", MessageOf(status));
-    store->Close();
+    close_stores();
     return kExitListen;
   }
   if (absl::Status status = http.Start(); !status.ok()) {
     spdlog::critical("HTTP listener: {}", MessageOf(status));
     grpc.Shutdown(milliseconds(0));
-    store->Close();
+    close_stores();
     return kExitListen;
   }
   spdlog::info(
       "floodgate {} as envoyproxy/ratelimit: HTTP on {}, gRPC on {}, debug on {}, store {}, "
       "config {}",
       kVersion, HostPort(mode->http.host, http.port()), HostPort(mode->grpc.host, grpc.port()),
-      HostPort(mode->debug.host, debug_http.port()), store->Describe(),
+      HostPort(mode->debug.host, debug_http.port()),
+      per_second ? fmt::format("{} (SECOND limits: {})", store->Describe(), per_second->Describe())
+                 : store->Describe(),
       rls::ConfigDirectory(mode->rls).string());
 
   // gRPC health for "ratelimit" follows /healthcheck's components, checked each second.
@@ -219,7 +239,7 @@ int RunRatelimit() {
   grpc.Shutdown(kGrpcGrace);
   http.Shutdown(kHttpGrace);
   debug_http.Shutdown(milliseconds(0));
-  store->Close();
+  close_stores();
   return 0;
 }
 

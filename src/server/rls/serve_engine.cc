@@ -20,10 +20,11 @@ namespace {
 // watcher that swaps its config. Destroyed after the servers that call it.
 class ServeEngine final : public Engine {
  public:
-  ServeEngine(std::shared_ptr<Store> store, RlsSettings settings,
-              std::shared_ptr<const RlsConfig> config)
+  ServeEngine(std::shared_ptr<Store> store, std::shared_ptr<Store> per_second,
+              RlsSettings settings, std::shared_ptr<const RlsConfig> config)
       : store_(std::move(store)),
-        engine_(*store_, settings, std::move(config), metrics_),
+        per_second_(std::move(per_second)),
+        engine_(*store_, settings, std::move(config), metrics_, {}, per_second_.get()),
         watcher_(settings, std::chrono::seconds(1),
                  [this](std::shared_ptr<const RlsConfig> next) { engine_.SetConfig(next); }) {}
 
@@ -48,6 +49,7 @@ class ServeEngine final : public Engine {
 
  private:
   std::shared_ptr<Store> store_;
+  std::shared_ptr<Store> per_second_;  // REDIS_PERSECOND's, or nullptr
   RlsMetrics metrics_;
   RlsEngine engine_;
   ConfigWatcher watcher_;  // last: stops before the engine it feeds goes
@@ -76,10 +78,12 @@ absl::StatusOr<std::unique_ptr<Engine>> MakeServeEngine(const server::RlsSection
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> MakeEngine(RlsSettings settings,
-                                                   std::shared_ptr<Store> store) {
+                                                   std::shared_ptr<Store> store,
+                                                   std::shared_ptr<Store> per_second) {
   auto config = LoadRlsConfig(settings);
   if (!config.ok()) return config.status();
-  return std::make_unique<ServeEngine>(std::move(store), std::move(settings), *std::move(config));
+  return std::make_unique<ServeEngine>(std::move(store), std::move(per_second),
+                                       std::move(settings), *std::move(config));
 }
 
 }  // namespace floodgate::server::rls

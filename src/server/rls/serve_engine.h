@@ -24,8 +24,10 @@ absl::StatusOr<std::unique_ptr<Engine>> MakeServeEngine(const server::RlsSection
                                                         std::shared_ptr<Store> store);
 
 // The engine on `settings` as they are (the `ratelimit` command's, from upstream_mode.h): the
-// config directory loaded once (a bad one is an error) and watched, decisions on `store`.
+// config directory loaded once (a bad one is an error) and watched, decisions on `store`, and
+// upstream's counters of SECOND limits on `per_second` when given (REDIS_PERSECOND).
 absl::StatusOr<std::unique_ptr<Engine>> MakeEngine(RlsSettings settings,
-                                                   std::shared_ptr<Store> store);
+                                                   std::shared_ptr<Store> store,
+                                                   std::shared_ptr<Store> per_second = nullptr);
 
 }  // namespace floodgate::server::rls
