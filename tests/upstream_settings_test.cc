@@ -363,11 +363,11 @@ std::vector<Sample> Samples() {
       {"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true", kEffect},
       {"REDIS_PERSECOND", "true", kEffect, {{"REDIS_PERSECOND_SOCKET_TYPE", "tcp"},
                                             {"REDIS_PERSECOND_URL", "ps:6379"}}},
-      {"REDIS_PERSECOND", "true", kRefused, {{"REDIS_PERSECOND_SOCKET_TYPE", "udp"}}},
       {"REDIS_PERSECOND", "false", kNoEffect},
       // REDIS_PERSECOND_*: read only with REDIS_PERSECOND=true, as their REDIS_ twins.
       {"REDIS_PERSECOND_SOCKET_TYPE", "tcp", kNoEffect},
       {"REDIS_PERSECOND_SOCKET_TYPE", "tcp", kEffect, per_second},
+      {"REDIS_PERSECOND_SOCKET_TYPE", "udp", kRefused, per_second},
       {"REDIS_PERSECOND_TYPE", "cluster", kNoEffect},
       {"REDIS_PERSECOND_TYPE", "cluster", kEffect, per_second_tcp},
       {"REDIS_PERSECOND_URL", "redis-ps:6379", kNoEffect},
