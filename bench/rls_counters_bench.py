@@ -13,7 +13,6 @@ costs at most 10% (ratio >= 0.9). Both paths are proven to limit first (one key,
 Short run: --rounds 1 --seconds 2.
 """
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -24,7 +23,7 @@ import time
 import part_output  # bench/part_output.py: the markdown and CSV files of a part
 from http_bench import free_ports, wait_port
 from redis_bench import Redis  # a redis-server on a free loopback port
-from rls_bench import with_cpu
+from rls_bench import rls_load, with_cpu
 
 VALUES = 100_000
 LIMIT = 1000
@@ -44,17 +43,7 @@ descriptors:
 
 
 def load(args, grpc_port, domain, seconds, values=VALUES, requests=0):
-    out = subprocess.run(
-        [args.rls_load, "--target", f"127.0.0.1:{grpc_port}", "--domain", domain,
-         "--key", "remote_address", "--values", str(values), "--concurrency",
-         str(args.concurrency), "--connections", str(args.grpc_connections), "--seconds",
-         str(seconds), "--requests", str(requests), "--json"],
-        capture_output=True, text=True, timeout=seconds + 60)
-    result = json.loads(out.stdout)
-    if result["errors"]:
-        raise SystemExit(f"rls_counters_bench: {result['errors']} gRPC errors: {out.stderr}")
-    return dict(rps=result["requests_per_sec"], p99_us=result["p99_us"], ok=result["ok"],
-                over_limit=result["over_limit"], requests=result["ok"] + result["over_limit"])
+    return rls_load(args, grpc_port, seconds, values=values, requests=requests, domain=domain)
 
 
 def main():

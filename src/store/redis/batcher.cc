@@ -157,19 +157,21 @@ void Batcher::OnReply(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, A
     for (auto& p : chunk) outcomes_.Complete(*p, error);
     return;
   }
+  // A reply that does not say what it should: an error for one unit, or for the chunk.
+  const auto failed = [&](const absl::Status& status) {
+    return absl::InternalError(
+        fmt::format("redis at {} {}", lane.node.describe, MessageOf(status)));
+  };
+  const auto fail_all = [&](const absl::Status& status) {
+    const absl::Status error = failed(status);
+    for (auto& p : chunk) outcomes_.Complete(*p, error);
+  };
   if (chunk[0]->counts()) {
     auto decoded = DecodeCounts(r, chunk.size());
-    if (!decoded.ok()) {
-      const absl::Status error = absl::InternalError(
-          fmt::format("redis at {} {}", lane.node.describe, MessageOf(decoded.status())));
-      for (auto& p : chunk) outcomes_.Complete(*p, error);
-      return;
-    }
+    if (!decoded.ok()) return fail_all(decoded.status());
     for (std::size_t i = 0; i < chunk.size(); ++i) {
       if (!(*decoded)[i].ok()) {
-        outcomes_.Complete(*chunk[i], absl::InternalError(fmt::format(
-                                          "redis at {} {}", lane.node.describe,
-                                          MessageOf((*decoded)[i].status()))));
+        outcomes_.Complete(*chunk[i], failed((*decoded)[i].status()));
         continue;
       }
       std::get<Count>(chunk[i]->op).count = *(*decoded)[i];
@@ -179,12 +181,7 @@ void Batcher::OnReply(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, A
   }
   if (chunk[0]->reservation()) {
     auto decoded = DecodeReservations(r, chunk.size());
-    if (!decoded.ok()) {
-      const absl::Status error = absl::InternalError(
-          fmt::format("redis at {} {}", lane.node.describe, MessageOf(decoded.status())));
-      for (auto& p : chunk) outcomes_.Complete(*p, error);
-      return;
-    }
+    if (!decoded.ok()) return fail_all(decoded.status());
     for (std::size_t i = 0; i < chunk.size(); ++i) {
       chunk[i]->Held((*decoded)[i].acquired_at);
       outcomes_.Complete(*chunk[i], std::move((*decoded)[i].decision));
@@ -197,16 +194,7 @@ void Batcher::OnReply(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, A
     for (const Item& item : p->items) limits.push_back(item.policy.limit);
   }
   auto decoded = DecodeDecisions(r, limits, /*with_clock=*/!single);
-  if (!decoded.ok()) {
-    const absl::Status error = absl::InternalError(
-        fmt::format("redis at {} {}", lane.node.describe, MessageOf(decoded.status())));
-    for (auto& p : chunk) outcomes_.Complete(*p, error);
-    return;
-  }
-  const auto failed = [&](const absl::Status& status) {
-    return absl::InternalError(
-        fmt::format("redis at {} {}", lane.node.describe, MessageOf(status)));
-  };
+  if (!decoded.ok()) return fail_all(decoded.status());
   std::size_t k = 0;
   for (auto& p : chunk) {
     if (p->is<Decide>()) {
