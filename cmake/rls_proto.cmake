@@ -1,5 +1,6 @@
-# Envoy's rate limit service messages (proto/, floodgate's own .proto files with Envoy's
-# packages, names and field numbers) and gRPC's health protocol, compiled by protoc and
+# Envoy's rate limit service messages and xDS's SotW transport (proto/, floodgate's own .proto
+# files with Envoy's packages, names and field numbers), envoyproxy/ratelimit's xDS resource,
+# and gRPC's health protocol, compiled by protoc and
 # grpc_cpp_plugin from Debian's protobuf-compiler / protobuf-compiler-grpc into the static
 # library floodgate_rls_proto.
 find_package(Protobuf REQUIRED)  # CMake's FindProtobuf: libprotobuf and protoc
@@ -12,7 +13,10 @@ set(FLOODGATE_PROTO_FILES
   envoy/config/core/v3/base.proto
   envoy/extensions/common/ratelimit/v3/ratelimit.proto
   envoy/service/ratelimit/v3/rls.proto
-  grpc/health/v1/health.proto)
+  grpc/health/v1/health.proto
+  google/rpc/status.proto
+  envoy/service/discovery/v3/discovery.proto
+  ratelimit/config/ratelimit/v3/rls_conf.proto)
 set(proto_out ${CMAKE_CURRENT_BINARY_DIR}/generated/proto)
 file(MAKE_DIRECTORY ${proto_out})
 set(proto_sources)
@@ -22,9 +26,11 @@ foreach(file IN LISTS FLOODGATE_PROTO_FILES)
   list(APPEND proto_sources ${proto_out}/${stem}.pb.cc ${proto_out}/${stem}.pb.h)
   list(APPEND FLOODGATE_PROTO_FILES_ABSOLUTE ${FLOODGATE_PROTO_DIR}/${file})
 endforeach()
-# Two files declare an RPC service: the rate limit service and gRPC's health protocol
-# (grpc.health.v1, served by floodgate on its own completion queues: server/rls/grpc_server).
-foreach(stem envoy/service/ratelimit/v3/rls grpc/health/v1/health)
+# Three files declare an RPC service: the rate limit service, gRPC's health protocol
+# (grpc.health.v1, served by floodgate on its own completion queues: server/rls/grpc_server),
+# and xDS's aggregated discovery (the config client of server/rls/xds_client).
+foreach(stem envoy/service/ratelimit/v3/rls grpc/health/v1/health
+        envoy/service/discovery/v3/discovery)
   list(APPEND proto_sources ${proto_out}/${stem}.grpc.pb.cc ${proto_out}/${stem}.grpc.pb.h)
 endforeach()
 add_custom_command(

@@ -12,58 +12,24 @@
 #include <filesystem>
 
 #include "redis_server.h"
+#include "test_certificates.h"
 
 namespace floodgate::testing {
 namespace {
 
 using ::testing::HasSubstr;
 
-class Certificates {
- public:
-  Certificates() {
-    dir_ = (std::filesystem::temp_directory_path() / "floodgate-tls-XXXXXX").string();
-    if (mkdtemp(dir_.data()) == nullptr) return;
-    // Two CAs; the server's certificate (for 127.0.0.1 only) and a client's, from the first.
-    ok_ = Ca("ca") && Ca("other-ca") && Leaf("server", "ca", "subjectAltName=IP:127.0.0.1") &&
-          Leaf("client", "ca", "extendedKeyUsage=clientAuth") &&
-          Leaf("named", "ca", "subjectAltName=DNS:redis.test");
-  }
-  ~Certificates() { std::filesystem::remove_all(dir_); }
-  bool ok() const { return ok_; }
-  std::string operator[](const std::string& file) const { return dir_ + "/" + file; }
-
- private:
-  bool Run(const std::string& command) {
-    int status = 0;
-    const std::string out =
-        RunShell(fmt::format("cd '{}' && {{ {}; }} 2>&1", dir_, command), &status);
-    if (status != 0) ADD_FAILURE() << command << "\n" << out;
-    return status == 0;
-  }
-  bool Ca(const std::string& name) {
-    return Run(
-        fmt::format("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
-                    "-days 2 -subj '/CN=floodgate test {0}' "
-                    "-keyout {0}.key -out {0}.crt",
-                    name));
-  }
-  bool Leaf(const std::string& name, const std::string& ca, const std::string& extension) {
-    return Run(fmt::format("openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
-                           "-subj '/CN={0}' -keyout {0}.key -out {0}.csr "
-                           "&& printf '%s\\n' '{2}' > {0}.ext",
-                           name, ca, extension)) &&
-           Run(fmt::format("openssl x509 -req -in {0}.csr -CA {1}.crt -CAkey {1}.key "
-                           "-CAcreateserial -days 2 -extfile {0}.ext -out {0}.crt",
-                           name, ca));
-  }
-
-  std::string dir_;
-  bool ok_ = false;
-};
-
 class TlsTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { certs_ = std::make_unique<Certificates>(); }
+  static void SetUpTestSuite() {
+    certs_ = std::make_unique<Certificates>();
+    // Two CAs; the server's certificate (for 127.0.0.1 only) and a client's, from the first.
+    // Each step stops the rest when it fails; ok() says whether all were made.
+    static_cast<void>(certs_->Ca("ca") && certs_->Ca("other-ca") &&
+                      certs_->Leaf("server", "ca", "subjectAltName=IP:127.0.0.1") &&
+                      certs_->Leaf("client", "ca", "extendedKeyUsage=clientAuth") &&
+                      certs_->Leaf("named", "ca", "subjectAltName=DNS:redis.test"));
+  }
   static void TearDownTestSuite() { certs_.reset(); }
   void SetUp() override { ASSERT_TRUE(certs_->ok()); }
 

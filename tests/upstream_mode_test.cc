@@ -234,10 +234,14 @@ TEST(UpstreamModeProcess, RefusesWhatItCannotHonourByName) {
                       {.start_as = StartAs::kRatelimit});
   EXPECT_EQ(statsd.WaitExit(kRatelimitStart), 2);
   EXPECT_THAT(statsd.Log(), HasSubstr("USE_STATSD=\"true\": not supported: upstream's statsd"));
-  ServeProcess xds({}, {"USE_STATSD=false", "CONFIG_TYPE=GRPC_XDS_SOTW"},
-                   {.start_as = StartAs::kRatelimit});
-  EXPECT_EQ(xds.WaitExit(kRatelimitStart), 2);
-  EXPECT_THAT(xds.Log(), HasSubstr("CONFIG_TYPE=\"GRPC_XDS_SOTW\": not supported"));
+  ServeProcess tracing({}, {"USE_STATSD=false", "TRACING_ENABLED=true"},
+                       {.start_as = StartAs::kRatelimit});
+  EXPECT_EQ(tracing.WaitExit(kRatelimitStart), 2);
+  EXPECT_THAT(tracing.Log(), HasSubstr("TRACING_ENABLED=\"true\": not supported"));
+  ServeProcess xds_type({}, {"USE_STATSD=false", "CONFIG_TYPE=GRPC_XDS_DELTA"},
+                        {.start_as = StartAs::kRatelimit});
+  EXPECT_EQ(xds_type.WaitExit(kRatelimitStart), 2);
+  EXPECT_THAT(xds_type.Log(), HasSubstr("Invalid setting for ConfigType"));
   ServeProcess port({}, {"USE_STATSD=false", "PORT="}, {.start_as = StartAs::kRatelimit});
   EXPECT_EQ(port.WaitExit(kRatelimitStart), 2);
   EXPECT_THAT(port.Log(), HasSubstr("PORT=\"\": \"\" is not an integer"));

@@ -7,6 +7,7 @@
 #include "server/rls/upstream_settings.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -272,6 +273,7 @@ std::vector<Sample> Samples() {
   const Environment per_second_tcp = {{"REDIS_PERSECOND", "true"},
                                       {"REDIS_PERSECOND_SOCKET_TYPE", "tcp"},
                                       {"REDIS_PERSECOND_URL", "ps:6379"}};
+  const Environment xds = {{"CONFIG_TYPE", "GRPC_XDS_SOTW"}};
   const Environment tls = {
       {"REDIS_SOCKET_TYPE", "tcp"}, {"REDIS_URL", "redis:6379"}, {"REDIS_TLS", "true"}};
   return {
@@ -291,9 +293,10 @@ std::vector<Sample> Samples() {
       {"LOG_FORMAT", "JSON", kEffect},
       {"LOG_FORMAT", "logfmt", kNoEffect},  // anything but json is text
       {"CONFIG_TYPE", "FILE", kNoEffect},
-      {"CONFIG_TYPE", "GRPC_XDS_SOTW", kRefused},
+      {"CONFIG_TYPE", "GRPC_XDS_SOTW", kEffect},
       {"CONFIG_TYPE", "file", kRefused},  // exact, as upstream
-      {"FORCE_START_WITHOUT_INITIAL_CONFIG", "true", kNoEffect},
+      {"FORCE_START_WITHOUT_INITIAL_CONFIG", "true", kNoEffect},  // files load first anyway
+      {"FORCE_START_WITHOUT_INITIAL_CONFIG", "true", kEffect, xds},
       {"RUNTIME_ROOT", "/data", kEffect},
       {"RUNTIME_SUBDIRECTORY", "ratelimit", kEffect},
       {"RUNTIME_APPDIRECTORY", "config", kNoEffect},
@@ -434,21 +437,37 @@ std::vector<Sample> Samples() {
       {"MERGE_DOMAIN_CONFIG", "false", kNoEffect},
       // xDS: read only with CONFIG_TYPE=GRPC_XDS_SOTW.
       {"CONFIG_GRPC_XDS_NODE_ID", "test-node-id", kNoEffect},
+      {"CONFIG_GRPC_XDS_NODE_ID", "test-node-id", kEffect, xds},
       {"CONFIG_GRPC_XDS_NODE_METADATA", "a=b", kNoEffect},
+      {"CONFIG_GRPC_XDS_NODE_METADATA", "a=b", kEffect, xds},
       {"CONFIG_GRPC_XDS_SERVER_URL", "ratelimit-xds-config-server:18000", kNoEffect},
-      {"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "1s", kNoEffect},
+      {"CONFIG_GRPC_XDS_SERVER_URL", "ratelimit-xds-config-server:18000", kEffect, xds},
+      {"CONFIG_GRPC_XDS_SERVER_URL", "", kRefused, xds},
+      {"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "1s", kNoEffect, xds},
       {"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "k:v", kNoEffect},
+      {"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "k:v", kEffect, xds},
       {"CONFIG_GRPC_XDS_SERVER_USE_TLS", "true", kNoEffect},
+      {"CONFIG_GRPC_XDS_SERVER_USE_TLS", "true", kEffect, xds},
       {"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "/certs/tls.crt", kNoEffect},
+      {"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "/certs/tls.crt", kEffect, xds},
       {"CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "/certs/tls.key", kNoEffect},
+      {"CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "/certs/tls.key", kEffect, xds},
       {"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "/certs/ca.crt", kNoEffect},
+      {"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "/certs/ca.crt", kEffect, xds},
       {"CONFIG_GRPC_XDS_SERVER_TLS_SAN", "eg", kNoEffect},
+      {"CONFIG_GRPC_XDS_SERVER_TLS_SAN", "eg", kEffect, xds},
       {"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "1s", kNoEffect},
+      {"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "1s", kEffect, xds},
       {"XDS_CLIENT_BACKOFF_MAX_INTERVAL", "5s", kNoEffect},
+      {"XDS_CLIENT_BACKOFF_MAX_INTERVAL", "5s", kEffect, xds},
       {"XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "2", kNoEffect},
+      {"XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "2", kEffect, xds},
       {"XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "two", kRefused},
       {"XDS_CLIENT_BACKOFF_JITTER", "false", kNoEffect},
+      {"XDS_CLIENT_BACKOFF_JITTER", "false", kEffect, xds},
       {"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "8388608", kNoEffect},
+      {"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "8388608", kEffect, xds},
+      {"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "-1", kRefused, xds},
       // memcache: read only with BACKEND_TYPE=memcache.
       {"MEMCACHE_HOST_PORT", "memcached:11211", kNoEffect},
       {"MEMCACHE_MAX_IDLE_CONNS", "4", kNoEffect},
@@ -475,7 +494,8 @@ std::vector<Sample> Samples() {
 std::string Render(const UpstreamMode& m) {
   return fmt::format(
       "{}:{} {}:{} {}:{} {} root={} sub={} dot={} shadow={} headers={} {} {} {} unavailable={} "
-      "log={} format={} config_health={} redis_health={} startup={} {} {} per_second={} "
+      "log={} format={} config_health={} redis_health={} startup={} {} {} config={} force={} "
+      "xds={} {} {} {} tls={} {} {} {} {} backoff={} {} {} {} max={} per_second={} "
       "prefix={} near={} jitter={} stop={} local_cache={}",
       m.http.host, m.http.port, m.grpc.host, m.grpc.port, m.debug.host, m.debug.port, m.store_url,
       m.rls.runtime_root, m.rls.runtime_subdirectory, m.rls.ignore_dotfiles, m.rls.global_shadow,
@@ -483,7 +503,12 @@ std::string Render(const UpstreamMode& m) {
       m.rls.unavailable_on_store_error, static_cast<int>(m.log_level),
       static_cast<int>(m.log_format), static_cast<int>(m.config_health),
       static_cast<int>(m.redis_health), m.redis_startup.initial.count(),
-      m.redis_startup.max.count(), m.redis_startup.max_elapsed.count(), m.per_second_store_url,
+      m.redis_startup.max.count(), m.redis_startup.max_elapsed.count(),
+      static_cast<int>(m.config_source), m.force_start_without_config, m.xds.server_url,
+      m.xds.node_id, m.xds.node_metadata, fmt::join(m.xds.headers, ","), m.xds.use_tls,
+      m.xds.client_cert_file, m.xds.client_key_file, m.xds.server_ca_file, m.xds.server_san,
+      m.xds.backoff.min.count(), m.xds.backoff.max.count(), m.xds.backoff.factor,
+      m.xds.backoff.jitter, m.xds.max_receive_bytes, m.per_second_store_url,
       m.rls.cache_key_prefix, m.rls.near_limit_ratio, m.rls.expiration_jitter_max_seconds,
       m.rls.stop_increment_when_over, m.rls.local_cache_bytes);
 }

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <csignal>
@@ -160,7 +161,39 @@ int RunRatelimit() {
         return 0;
     }
   }
-  auto engine = rls::MakeEngine(mode->rls, store, per_second);
+  std::atomic<bool> first_handled{false};  // before the engine, whose xDS thread sets it
+  absl::StatusOr<std::unique_ptr<rls::Engine>> engine;
+  if (mode->config_source == rls::ConfigSource::kXds) {
+    auto tls = rls::XdsTlsFiles::Read(mode->xds);
+    if (!tls.ok()) {
+      spdlog::critical("{}", MessageOf(tls.status()));
+      close_stores();
+      return kExitSettings;
+    }
+    // As upstream's NewService: the ports open once the first response was handled (good or
+    // bad: a bad first config leaves none, and requests are answered as errors), unless
+    // FORCE_START_WITHOUT_INITIAL_CONFIG. The wait runs the signals, so SIGTERM ends it.
+    const bool wait_for_config = !mode->force_start_without_config;
+    engine = rls::MakeXdsEngine(mode->rls, store, mode->xds, *std::move(tls), [&, wait_for_config] {
+      if (wait_for_config && !first_handled.exchange(true)) {
+        boost::asio::post(signals_io, [&] { signals_io.stop(); });
+      }
+    }, per_second);
+    if (engine.ok() && wait_for_config) {
+      spdlog::info("Waiting for initial ratelimit config update event");
+      signals_io.restart();
+      signals_io.run();
+      if (stopping.load()) {
+        spdlog::warn("Received signal {}, stopped before the first xDS response", stop_signal);
+        engine->reset();
+        close_stores();
+        return 0;
+      }
+      spdlog::info("Successfully loaded the initial ratelimit configs");
+    }
+  } else {
+    engine = rls::MakeEngine(mode->rls, store, per_second);
+  }
   if (!engine.ok()) {
     spdlog::critical("{}", MessageOf(engine.status()));
     close_stores();
@@ -212,7 +245,9 @@ int RunRatelimit() {
       HostPort(mode->debug.host, debug_http.port()),
       per_second ? fmt::format("{} (SECOND limits: {})", store->Describe(), per_second->Describe())
                  : store->Describe(),
-      rls::ConfigDirectory(mode->rls).string());
+      mode->config_source == rls::ConfigSource::kXds
+          ? fmt::format("from xDS server {} (node {})", mode->xds.server_url, mode->xds.node_id)
+          : rls::ConfigDirectory(mode->rls).string());
 
   // gRPC health for "ratelimit" follows /healthcheck's components, checked each second.
   boost::asio::steady_timer health_timer(signals_io);

@@ -16,6 +16,8 @@ namespace floodgate::server::rls {
 
 namespace {
 
+void AppendLoadCounters(const LoaderCounters& loads, std::string& out);
+
 // Owns what the engine needs for as long as it answers: the store, the metrics, the
 // watcher that swaps its config. Destroyed after the servers that call it.
 class ServeEngine final : public Engine {
@@ -37,14 +39,7 @@ class ServeEngine final : public Engine {
 
   void AppendMetrics(std::string& out) const override {
     out += metrics_.Render();
-    const LoaderCounters& loads = watcher_.counters();
-    out += fmt::format(
-        "# HELP floodgate_rls_config_load_total Reloads of the RLS config directory, by result.\n"
-        "# TYPE floodgate_rls_config_load_total counter\n"
-        "floodgate_rls_config_load_total{{result=\"success\"}} {}\n"
-        "floodgate_rls_config_load_total{{result=\"error\"}} {}\n",
-        loads.load_success.load(std::memory_order_relaxed),
-        loads.load_error.load(std::memory_order_relaxed));
+    AppendLoadCounters(watcher_.counters(), out);
   }
 
  private:
@@ -53,6 +48,70 @@ class ServeEngine final : public Engine {
   RlsMetrics metrics_;
   RlsEngine engine_;
   ConfigWatcher watcher_;  // last: stops before the engine it feeds goes
+};
+
+// LoaderCounters' families, for the file watcher's reloads and the xDS client's updates alike.
+void AppendLoadCounters(const LoaderCounters& loads, std::string& out) {
+  out += fmt::format(
+      "# HELP floodgate_rls_config_load_total Reloads of the RLS config, by result.\n"
+      "# TYPE floodgate_rls_config_load_total counter\n"
+      "floodgate_rls_config_load_total{{result=\"success\"}} {}\n"
+      "floodgate_rls_config_load_total{{result=\"error\"}} {}\n",
+      loads.load_success.load(std::memory_order_relaxed),
+      loads.load_error.load(std::memory_order_relaxed));
+}
+
+// As ServeEngine, its config from an xDS server instead of a directory.
+class XdsEngine final : public Engine {
+ public:
+  XdsEngine(std::shared_ptr<Store> store, std::shared_ptr<Store> per_second,
+            RlsSettings settings, XdsSettings xds, XdsTlsFiles tls,
+            absl::AnyInvocable<void()> on_update)
+      : store_(std::move(store)),
+        per_second_(std::move(per_second)),
+        engine_(*store_, settings, nullptr, metrics_, {}, per_second_.get()),
+        on_update_(std::move(on_update)),
+        client_(std::move(xds), std::move(tls),
+                [this](absl::StatusOr<std::shared_ptr<const RlsConfig>> config) {
+                  if (config.ok()) {
+                    engine_.SetConfig(*std::move(config));
+                    loads_.load_success.fetch_add(1, std::memory_order_relaxed);
+                  } else {
+                    loads_.load_error.fetch_add(1, std::memory_order_relaxed);
+                  }
+                  if (on_update_) on_update_();
+                }) {}
+
+  void ShouldRateLimit(const pb::RateLimitRequest& request, pb::RateLimitResponse* response,
+                       RlsDone done) override {
+    engine_.ShouldRateLimit(request, response, std::move(done));
+  }
+  std::shared_ptr<const RlsConfig> CurrentConfig() const override { return engine_.config(); }
+  void AppendMetrics(std::string& out) const override {
+    out += metrics_.Render();
+    AppendLoadCounters(loads_, out);
+    const XdsCounters& xds = client_.counters();
+    out += fmt::format(
+        "# HELP floodgate_rls_xds_responses_total xDS responses, by what was answered.\n"
+        "# TYPE floodgate_rls_xds_responses_total counter\n"
+        "floodgate_rls_xds_responses_total{{answer=\"ack\"}} {}\n"
+        "floodgate_rls_xds_responses_total{{answer=\"nack\"}} {}\n"
+        "# HELP floodgate_rls_xds_streams_total xDS streams opened (the first, then each "
+        "reconnect).\n"
+        "# TYPE floodgate_rls_xds_streams_total counter\n"
+        "floodgate_rls_xds_streams_total {}\n",
+        xds.acks.load(std::memory_order_relaxed), xds.nacks.load(std::memory_order_relaxed),
+        xds.streams.load(std::memory_order_relaxed));
+  }
+
+ private:
+  std::shared_ptr<Store> store_;
+  std::shared_ptr<Store> per_second_;  // REDIS_PERSECOND's, or nullptr
+  RlsMetrics metrics_;
+  RlsEngine engine_;
+  LoaderCounters loads_;
+  absl::AnyInvocable<void()> on_update_;
+  XdsConfigClient client_;  // last: stops before what it feeds goes
 };
 
 }  // namespace
@@ -84,6 +143,19 @@ absl::StatusOr<std::unique_ptr<Engine>> MakeEngine(RlsSettings settings,
   if (!config.ok()) return config.status();
   return std::make_unique<ServeEngine>(std::move(store), std::move(per_second),
                                        std::move(settings), *std::move(config));
+}
+
+}  // namespace floodgate::server::rls
+
+namespace floodgate::server::rls {
+
+absl::StatusOr<std::unique_ptr<Engine>> MakeXdsEngine(RlsSettings settings,
+                                                      std::shared_ptr<Store> store,
+                                                      XdsSettings xds, XdsTlsFiles tls,
+                                                      absl::AnyInvocable<void()> on_update,
+                                                      std::shared_ptr<Store> per_second) {
+  return std::make_unique<XdsEngine>(std::move(store), std::move(per_second), std::move(settings),
+                                     std::move(xds), std::move(tls), std::move(on_update));
 }
 
 }  // namespace floodgate::server::rls

@@ -5,10 +5,13 @@
 #include <absl/status/statusor.h>
 #include <floodgate/store.h>
 
+#include <absl/functional/any_invocable.h>
+
 #include <memory>
 
 #include "server/config.h"
 #include "server/rls/engine.h"
+#include "server/rls/xds_client.h"
 
 namespace floodgate::server::rls {
 
@@ -29,5 +32,16 @@ absl::StatusOr<std::unique_ptr<Engine>> MakeServeEngine(const server::RlsSection
 absl::StatusOr<std::unique_ptr<Engine>> MakeEngine(RlsSettings settings,
                                                    std::shared_ptr<Store> store,
                                                    std::shared_ptr<Store> per_second = nullptr);
+
+// The engine on `settings` whose config comes from an xDS server (CONFIG_TYPE=GRPC_XDS_SOTW,
+// xds_client.h): none until the first good response, then each good one; a bad one keeps the
+// last (counted as a load error). `on_update` is called after each response is handled
+// (good or bad), on the client's thread: `ratelimit` waits for the first before it opens
+// its ports, as upstream's NewService does. `per_second` as MakeEngine's.
+absl::StatusOr<std::unique_ptr<Engine>> MakeXdsEngine(RlsSettings settings,
+                                                      std::shared_ptr<Store> store,
+                                                      XdsSettings xds, XdsTlsFiles tls,
+                                                      absl::AnyInvocable<void()> on_update,
+                                                      std::shared_ptr<Store> per_second = nullptr);
 
 }  // namespace floodgate::server::rls

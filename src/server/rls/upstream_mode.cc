@@ -96,19 +96,24 @@ absl::Status ReadCounting(const UpstreamEnv& env, RlsSettings& rls) {
 
 }  // namespace
 
-std::chrono::nanoseconds StartupBackoff::Wait(int attempt, double random) const {
+std::chrono::nanoseconds GoBackoff::ForAttempt(int attempt, double random) const {
   using std::chrono::nanoseconds;
-  const nanoseconds low = initial.count() > 0 ? initial : std::chrono::milliseconds(100);
+  const nanoseconds low = min.count() > 0 ? min : std::chrono::milliseconds(100);
   const nanoseconds high = max.count() > 0 ? max : std::chrono::seconds(10);
   if (low >= high) return high;
   const double low_ns = static_cast<double>(low.count());
-  // 2^62 times even a nanosecond is past any Go duration: later attempts wait as long, and the
-  // product stays finite (2^1024 was infinite, and 0 jitter times that NaN).
-  double wait = low_ns * std::pow(2.0, std::min(attempt, 62));
-  wait = random * (wait - low_ns) + low_ns;
+  // Past 62 attempts the wait is long past any Go duration at a factor of 2 already; capped so
+  // the product stays finite (2^1024 was infinite, and 0 jitter times that NaN).
+  double wait = low_ns * std::pow(factor > 0 ? factor : 2.0, std::min(attempt, 62));
+  if (!std::isfinite(wait)) return high;  // a factor so large that any jitter of it is past max
+  if (jitter) wait = random * (wait - low_ns) + low_ns;
   if (wait >= static_cast<double>(high.count())) return high;
   const nanoseconds result(static_cast<std::int64_t>(wait));
   return result < low ? low : result;
+}
+
+std::chrono::nanoseconds StartupBackoff::Wait(int attempt, double random) const {
+  return GoBackoff{initial, max, 2.0, true}.ForAttempt(attempt, random);
 }
 
 absl::StatusOr<LogLevel> ParseLogLevel(std::string_view text) {
@@ -126,6 +131,33 @@ absl::StatusOr<LogLevel> ParseLogLevel(std::string_view text) {
                   text));
 }
 
+absl::StatusOr<XdsSettings> XdsSettingsFrom(const UpstreamEnv& env) {
+  XdsSettings xds;
+  xds.server_url = env.String("CONFIG_GRPC_XDS_SERVER_URL");
+  if (xds.server_url.empty()) return Refuse(env, "CONFIG_GRPC_XDS_SERVER_URL", "no server to dial");
+  xds.node_id = env.String("CONFIG_GRPC_XDS_NODE_ID");
+  xds.node_metadata = env.String("CONFIG_GRPC_XDS_NODE_METADATA");
+  xds.headers = env.Map("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS");
+  xds.use_tls = env.Bool("CONFIG_GRPC_XDS_SERVER_USE_TLS");
+  xds.client_cert_file = env.String("CONFIG_GRPC_XDS_CLIENT_TLS_CERT");
+  xds.client_key_file = env.String("CONFIG_GRPC_XDS_CLIENT_TLS_KEY");
+  xds.server_ca_file = env.String("CONFIG_GRPC_XDS_SERVER_TLS_CACERT");
+  xds.server_san = env.String("CONFIG_GRPC_XDS_SERVER_TLS_SAN");
+  xds.backoff.min = env.Duration("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL");
+  xds.backoff.max = env.Duration("XDS_CLIENT_BACKOFF_MAX_INTERVAL");
+  xds.backoff.factor = env.Float("XDS_CLIENT_BACKOFF_RANDOM_FACTOR");
+  xds.backoff.jitter = env.Bool("XDS_CLIENT_BACKOFF_JITTER");
+  const std::int64_t max_bytes = env.Int("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES");
+  // Go's int: gRPC takes a 32-bit size here.
+  if (max_bytes < 0 || max_bytes > std::numeric_limits<int>::max()) {
+    return Refuse(env, "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES",
+                  fmt::format("a size from 0 (gRPC's default) to {} bytes",
+                              std::numeric_limits<int>::max()));
+  }
+  xds.max_receive_bytes = static_cast<int>(max_bytes);
+  return xds;
+}
+
 absl::StatusOr<UpstreamMode> UpstreamModeFrom(const UpstreamEnv& env) {
   UpstreamMode mode;
   FG_ASSIGN(mode.http, ListenerFrom(env, "HOST", "PORT"));
@@ -134,12 +166,14 @@ absl::StatusOr<UpstreamMode> UpstreamModeFrom(const UpstreamEnv& env) {
 
   const std::string& config_type = env.String("CONFIG_TYPE");
   if (config_type == "GRPC_XDS_SOTW") {
-    return Refuse(env, "CONFIG_TYPE",
-                  "not supported: floodgate has no xDS config client yet (issue 35); use FILE");
-  }
-  if (config_type != "FILE") {
+    mode.config_source = ConfigSource::kXds;
+    FG_ASSIGN(mode.xds, XdsSettingsFrom(env));
+  } else if (config_type != "FILE") {
     return Refuse(env, "CONFIG_TYPE", "Invalid setting for ConfigType (FILE or GRPC_XDS_SOTW)");
   }
+  // With files there is nothing to wait for: they are loaded before the ports open.
+  mode.force_start_without_config = mode.config_source == ConfigSource::kXds &&
+                                    env.Bool("FORCE_START_WITHOUT_INITIAL_CONFIG");
   const std::string backend = env.String("BACKEND_TYPE");
   if (backend == "memcache") {
     return Refuse(env, "BACKEND_TYPE",

@@ -455,6 +455,10 @@ double UpstreamEnv::Float(std::string_view name) const { return std::get<double>
 GoDuration UpstreamEnv::Duration(std::string_view name) const {
   return std::get<GoDuration>(Value(name));
 }
+const std::vector<std::pair<std::string, std::string>>& UpstreamEnv::Map(
+    std::string_view name) const {
+  return std::get<std::vector<std::pair<std::string, std::string>>>(Value(name));
+}
 bool UpstreamEnv::IsSet(std::string_view name) const { return set_.contains(name); }
 std::string UpstreamEnv::Text(std::string_view name) const {
   const auto it = set_.find(name);

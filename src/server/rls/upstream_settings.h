@@ -98,6 +98,8 @@ class UpstreamEnv {
   std::int64_t Int(std::string_view name) const;
   double Float(std::string_view name) const;
   GoDuration Duration(std::string_view name) const;
+  // A kMap's pairs, in the order given.
+  const std::vector<std::pair<std::string, std::string>>& Map(std::string_view name) const;
   bool IsSet(std::string_view name) const;
   // The text it was set to ("" when unset), for messages.
   std::string Text(std::string_view name) const;

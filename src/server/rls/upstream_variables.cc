@@ -34,10 +34,12 @@ constexpr std::array kServiceVariables = std::to_array<UpstreamVariable>({
      "`json` (any case): a JSON object a line with upstream's `@timestamp` (RFC 3339, ns), "
      "`@message`, `level`; anything else: logrus' text lines `time=\"...\" level=... msg=\"...\"`"},
     {"CONFIG_TYPE", kString, "FILE", kSame,
-     "`FILE`; `GRPC_XDS_SOTW` is refused (floodgate has no xDS client yet); another value stops "
-     "the start, as upstream"},
+     "`FILE` (the runtime directory) or `GRPC_XDS_SOTW` (an xDS server, `CONFIG_GRPC_XDS_*`); "
+     "another value stops the start, as upstream"},
     {"FORCE_START_WITHOUT_INITIAL_CONFIG", kBool, "false", kSame,
-     "with `CONFIG_TYPE=FILE` the files are loaded before the ports open either way"},
+     "with `GRPC_XDS_SOTW`: the ports open before the first response (requests answered "
+     "`no rate limit configuration loaded` until one); with `FILE` the files are loaded before "
+     "the ports open either way"},
     {"RUNTIME_ROOT", kString, "/srv/runtime_data/current", kSame, ""},
     {"RUNTIME_SUBDIRECTORY", kString, "", kMapped,
      "the files are every file under `RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config/`; left empty, "
@@ -201,26 +203,40 @@ constexpr std::array kGrpcVariables = std::to_array<UpstreamVariable>({
      "a domain across several files is not built yet (issue 35)", "false"},
 });
 
-// Config over xDS (issue 35, the upstream-xds area).
-constexpr std::string_view kOnlyXds = "read only with `CONFIG_TYPE=GRPC_XDS_SOTW` (refused)";
+// Config over xDS (xds_client.h): a SotW ADS stream of upstream's RateLimitConfig resources.
+constexpr std::string_view kXdsTls = "read only with `CONFIG_GRPC_XDS_SERVER_USE_TLS=true`";
 constexpr std::array kXdsVariables = std::to_array<UpstreamVariable>({
-    {"CONFIG_GRPC_XDS_NODE_ID", kString, "default", kIgnored, kOnlyXds},
-    {"CONFIG_GRPC_XDS_NODE_METADATA", kString, "", kIgnored, kOnlyXds},
-    {"CONFIG_GRPC_XDS_SERVER_URL", kString, "localhost:18000", kIgnored, kOnlyXds},
-    {"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", kDuration, "3s", kIgnored, kOnlyXds},
-    {"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", kMap, "", kIgnored, kOnlyXds},
-    {"CONFIG_GRPC_XDS_SERVER_USE_TLS", kBool, "false", kIgnored, kOnlyXds},
-    {"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", kString, "", kIgnored, kOnlyXds},
-    {"CONFIG_GRPC_XDS_CLIENT_TLS_KEY", kString, "", kIgnored, kOnlyXds},
-    {"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", kString, "", kIgnored, kOnlyXds},
-    {"CONFIG_GRPC_XDS_SERVER_TLS_SAN", kString, "", kIgnored, kOnlyXds},
-    {"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", kDuration, "10s", kIgnored, kOnlyXds},
-    {"XDS_CLIENT_BACKOFF_MAX_INTERVAL", kDuration, "60s", kIgnored, kOnlyXds},
-    {"XDS_CLIENT_BACKOFF_RANDOM_FACTOR", kFloat64, "0.5", kIgnored, kOnlyXds},
-    {"XDS_CLIENT_BACKOFF_JITTER", kBool, "true", kIgnored, kOnlyXds},
-    {"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", kInt, "", kIgnored, kOnlyXds},
+    {"CONFIG_GRPC_XDS_NODE_ID", kString, "default", kSame, "the `node.id` of every request"},
+    {"CONFIG_GRPC_XDS_NODE_METADATA", kString, "", kSame,
+     "`key=value,...`: the node's metadata as string values (entries without `=` skipped)"},
+    {"CONFIG_GRPC_XDS_SERVER_URL", kString, "localhost:18000", kSame,
+     "the gRPC target dialled; the stream starts once the connection is up (Go's `WithBlock`)"},
+    {"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", kDuration, "3s", kIgnored,
+     "without effect upstream too: it sets grpc_retry's backoff, which retries no "
+     "bidirectional stream (and retries nothing at its default count of 0)"},
+    {"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", kMap, "", kSame,
+     "`name:value,...` sent as the stream's metadata, names lower-cased"},
+    {"CONFIG_GRPC_XDS_SERVER_USE_TLS", kBool, "false", kSame, ""},
+    {"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", kString, "", kSame,
+     "with `CONFIG_GRPC_XDS_CLIENT_TLS_KEY`: the client certificate (both, or neither used)"},
+    {"CONFIG_GRPC_XDS_CLIENT_TLS_KEY", kString, "", kSame, kXdsTls},
+    {"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", kString, "", kSame,
+     "the server's CA, added to the system's roots (`/etc/ssl/certs/ca-certificates.crt`) as "
+     "upstream adds it to Go's system pool"},
+    {"CONFIG_GRPC_XDS_SERVER_TLS_SAN", kString, "", kSame,
+     "the name the server's certificate must carry (else the URL's host)"},
+    {"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", kDuration, "10s", kSame,
+     "the wait after a broken stream: jpillora/backoff with these four as upstream passes "
+     "them (its factor is `XDS_CLIENT_BACKOFF_RANDOM_FACTOR`, so at the defaults every wait "
+     "is this one)"},
+    {"XDS_CLIENT_BACKOFF_MAX_INTERVAL", kDuration, "60s", kSame, ""},
+    {"XDS_CLIENT_BACKOFF_RANDOM_FACTOR", kFloat64, "0.5", kSame,
+     "the backoff's factor, as upstream uses it"},
+    {"XDS_CLIENT_BACKOFF_JITTER", kBool, "true", kSame, ""},
+    {"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", kInt, "", kSame,
+     "the largest response (0: gRPC's 4 MiB); the config it makes is bounded as files are "
+     "(docs/security.md)"},
 });
-
 // The memcached backend: never (floodgate's stores are memory and Redis).
 constexpr std::string_view kOnlyMemcache =
     "read only with `BACKEND_TYPE=memcache` (refused: floodgate has no memcached store)";
