@@ -387,6 +387,56 @@ class FleetTest(unittest.TestCase):
     def stubs_call(fleet, replica, req):
         return fleet.stubs[replica].ShouldRateLimit(req, timeout=HANG_GUARD_S)
 
+    def test_per_second_redis(self):
+        """REDIS_PERSECOND: SECOND limits count on the second Redis, the others on the first."""
+        directory = tempfile.mkdtemp(prefix="floodgate-fleet-")
+        main = second = process = channel = log = None
+        try:
+            main, second = Redis(directory, False), Redis(directory, False)
+            root = os.path.join(directory, "runtime")
+            os.makedirs(os.path.join(root, "ratelimit", "config"))
+            with open(os.path.join(root, "ratelimit", "config", "ps.yaml"), "w") as f:
+                f.write("domain: ps\ndescriptors:\n"
+                        "  - key: s\n    rate_limit: {unit: SECOND, requests_per_unit: 100}\n"
+                        "  - key: h\n    rate_limit: {unit: HOUR, requests_per_unit: 100}\n")
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "RUNTIME_ROOT": root,
+                   "RUNTIME_SUBDIRECTORY": "ratelimit", "USE_STATSD": "false",
+                   "LOG_LEVEL": "info", "HOST": "127.0.0.1", "PORT": "0",
+                   "GRPC_HOST": "127.0.0.1", "GRPC_PORT": "0", "DEBUG_HOST": "127.0.0.1",
+                   "DEBUG_PORT": "0", "REDIS_SOCKET_TYPE": "tcp",
+                   "REDIS_URL": "127.0.0.1:%d" % main.ports[0], "REDIS_PERSECOND": "true",
+                   "REDIS_PERSECOND_SOCKET_TYPE": "tcp",
+                   "REDIS_PERSECOND_URL": "127.0.0.1:%d" % second.ports[0]}
+            log = open(os.path.join(directory, "ratelimit.log"), "w+")
+            process = subprocess.Popen([BINARY, "ratelimit"], stdout=log,
+                                       stderr=subprocess.STDOUT, env=env)
+            port = started(log.name, process, r"gRPC on [^,]*:(\d+)")
+            if port is None:
+                log.flush()
+                with open(log.name) as f:
+                    self.fail("ratelimit did not start: " + f.read())
+            channel = grpc.insecure_channel("127.0.0.1:%d" % port)
+            req = rls_pb2.RateLimitRequest(domain="ps")
+            req.descriptors.add().entries.add(key="s", value="x")
+            req.descriptors.add().entries.add(key="h", value="x")
+            answer = rls_pb2_grpc.RateLimitServiceStub(channel).ShouldRateLimit(
+                req, timeout=HANG_GUARD_S)
+            self.assertEqual(answer.overall_code, rls_pb2.RateLimitResponse.OK)
+            self.assertEqual([k.split("_")[1] for k in second.keys("ps_*")], ["s"])
+            self.assertEqual([k.split("_")[1] for k in main.keys("ps_*")], ["h"])
+        finally:
+            if channel:
+                channel.close()
+            if process:
+                process.terminate()
+                process.wait(timeout=HANG_GUARD_S)
+            if log:
+                log.close()
+            for redis in (main, second):
+                if redis:
+                    redis.stop()
+            shutil.rmtree(directory, ignore_errors=True)
+
     def test_one_redis(self):
         self.run_fleet(cluster=False)
 
