@@ -248,12 +248,18 @@ TEST(MemoryStore, UrlOptions) {
   EXPECT_EQ(options->max_keys, 500u);
   EXPECT_EQ(options->shards, 8u);
   EXPECT_EQ(MemoryStore(*options).Describe(),
-            "memory://?max_keys=500&max_reservations=1000000&shards=8");
+            "memory://?max_keys=500&max_bytes=1073741824&max_reservations=1000000&shards=8");
   EXPECT_EQ(
       MemoryStore(*MemoryStoreOptions::FromUrl("memory://?max_keys=3&shards=8")).shard_count(), 2u);
 
+  EXPECT_EQ(MemoryStoreOptions::FromUrl("memory://?max_bytes=65536")->max_bytes, 65536u);
+  // Each shard is given at least 4 MiB of max_bytes: 16 MiB makes at most 4 shards.
+  EXPECT_EQ(MemoryStore(*MemoryStoreOptions::FromUrl("memory://?max_bytes=16777216&shards=8"))
+                .shard_count(),
+            4u);
   for (const char* bad : {"memory://?shards=3", "memory://?max_keys=0", "memory://?max_keys=x",
-                          "memory://?colour=red", "memory://host", "memory:/"}) {
+                          "memory://?max_bytes=0", "memory://?max_bytes=1k", "memory://?colour=red",
+                          "memory://host", "memory:/"}) {
     EXPECT_FALSE(MemoryStoreOptions::FromUrl(bad).ok()) << bad;
   }
   auto unknown = OpenStore("mongodb://localhost");

@@ -50,7 +50,7 @@ TEST(MultiRequests, AreRefusedWithTheReason) {
 }
 
 // A multi-decision's leases count against max_reservations like any other: when the
-// store holds its share, the request is refused whole, spending nothing.
+// store holds max_reservations, the request is refused whole, spending nothing.
 TEST(MultiLeases, AStoreFullOfReservationsRefusesTheRequestAndSpendsNothing) {
   MemoryStoreOptions options;
   options.shards = 1;

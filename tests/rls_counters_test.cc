@@ -223,6 +223,20 @@ TEST_F(CountersTest, SecondLimitsCountOnThePerSecondStore) {
   EXPECT_EQ(CountOf(per_second, fmt::format("d_ten_x_{}", kStartS)), 0);
 }
 
+// Counters of upstream's longest keys stay within max_bytes (besides the policies' states).
+TEST(StoreCount, CountersAreBoundedByMaxBytes) {
+  MemoryStoreOptions options;
+  options.max_bytes = 16 * 4 * (kMaxCounterKeyBytes + 64);  // 4 of the longest per lock
+  MemoryStore store(options);
+  for (int i = 0; i < 1000; ++i) {
+    std::string key = fmt::format("{:06}", i);
+    key.resize(kMaxCounterKeyBytes, 'k');
+    ASSERT_TRUE(store.Count(CountRequest{.key = key, .ttl = std::chrono::seconds(60)}).ok());
+  }
+  EXPECT_LE(store.Bytes(), options.max_bytes);
+  EXPECT_GT(store.Stats().evictions, 0u);
+}
+
 TEST(StoreCount, RefusesWhatIsNotBounded) {
   MemoryStore store;
   EXPECT_FALSE(store.Count(CountRequest{.key = ""}).ok());

@@ -75,6 +75,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"store: {url: 'mongo://h:1'}", "bad.yaml:1: store.url: unsupported store"},
         BadConfig{"store:\n  url: 'redis://h:1?colour=red'\n", "bad.yaml:2: store.url: "},
         BadConfig{"store: {url: 'memory://?max_keys=lots'}", "bad.yaml:1: store.url: "},
+        BadConfig{"store: {url: 'memory://?max_bytes=1k'}",
+                  "bad.yaml:1: store.url: memory:// option max_bytes must be a positive integer"},
         BadConfig{"trusted_proxies: [10.0.0.0/33]", "is not an IP address or CIDR"},
         BadConfig{"authz_deny_status: 500", "authz_deny_status must be a whole number from 400"},
         BadConfig{"authz_deny_status: 404", "authz_deny_status must be 429 or 403"},

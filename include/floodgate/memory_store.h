@@ -11,11 +11,18 @@
 namespace floodgate {
 
 struct MemoryStoreOptions {
-  // Upper bound on keys held. Past it the store reclaims expired keys first, then
-  // evicts the least recently used (approximated by the CLOCK algorithm, per shard), and
-  // counts evictions.
+  // Upper bound on keys held, blocks (Policy::block) included. Past it the store
+  // reclaims expired keys first, then evicts the least recently used (approximated by
+  // the CLOCK algorithm, per shard), and counts evictions.
   std::size_t max_keys = 1'000'000;
-  // Upper bound on reservations held (Store::Reserve). Past it, expired ones are
+  // Upper bound on the bytes the keys hold: 48 per key (its entry and index slot), its
+  // bytes past 13, and a sliding log's runs (16 bytes each, up to 2 MiB for 100,000).
+  // Past it the store evicts as past max_keys. Shared by the shards, each given at least
+  // 4 MiB (fewer shards below 4 MiB each; the default leaves room for 256). Reservations
+  // are bounded by count (max_reservations) instead.
+  std::size_t max_bytes = std::size_t{1} << 30;
+  // Upper bound on reservations and leases held in the whole store (Store::Reserve,
+  // Take, Acquire); a key holds at most 100,000. Past either, expired ones are
   // reclaimed, and a new reservation is refused (ResourceExhausted) while every one held
   // is still live: a reservation is never dropped before its hold ends.
   std::size_t max_reservations = 1'000'000;
@@ -24,7 +31,7 @@ struct MemoryStoreOptions {
   // Decision time for requests without an explicit `now`; the system clock when empty.
   std::function<TimePoint()> clock;
 
-  // memory://[?max_keys=N&max_reservations=N&shards=N]
+  // memory://[?max_keys=N&max_bytes=N&max_reservations=N&shards=N]
   static absl::StatusOr<MemoryStoreOptions> FromUrl(std::string_view url);
 };
 
@@ -44,6 +51,8 @@ class MemoryStore final : public Store {
   // number of keys), one shard locked at a time. Inserts reclaim as they go; this lets
   // an idle store give memory back too. Returns the number of keys reclaimed.
   std::size_t ReclaimExpired(std::size_t budget_per_shard);
+  // The bytes the keys hold, as max_bytes counts them. Locks one shard at a time.
+  std::size_t bytes() const;
 
   std::size_t shard_count() const;
 

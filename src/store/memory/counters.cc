@@ -15,8 +15,10 @@ CountAnswer Counters::Count(const CountRequest& request, std::int64_t now_us) {
   const bool live = it != shard.counters.end() && it->second.expires_us > now_us;
   if (request.ttl.count() == 0) return CountAnswer{live ? it->second.value : 0, false};  // GET
   if (it == shard.counters.end()) {
-    if (shard.counters.size() >= per_shard_) MakeRoom(shard, now_us);
+    const std::size_t cost = key.size() + kEntryBytes;
+    if (Full(shard, cost)) MakeRoom(shard, cost, now_us);
     it = shard.counters.emplace(std::string(request.key), Counter{}).first;
+    shard.bytes += cost;
   } else if (!live) {
     it->second.value = 0;
   }
@@ -27,13 +29,26 @@ CountAnswer Counters::Count(const CountRequest& request, std::int64_t now_us) {
   return CountAnswer{it->second.value, false};
 }
 
-void Counters::MakeRoom(Shard& shard, std::int64_t now_us) {
-  absl::erase_if(shard.counters, [now_us](const auto& entry) {
-    return entry.second.expires_us <= now_us;
+void Counters::MakeRoom(Shard& shard, std::size_t cost, std::int64_t now_us) {
+  absl::erase_if(shard.counters, [&](const auto& entry) {
+    if (entry.second.expires_us > now_us) return false;
+    shard.bytes -= entry.first.size() + kEntryBytes;
+    return true;
   });
-  if (shard.counters.size() < per_shard_) return;
-  shard.counters.erase(shard.counters.begin());
-  ++shard.evictions;
+  while (Full(shard, cost) && !shard.counters.empty()) {
+    shard.bytes -= shard.counters.begin()->first.size() + kEntryBytes;
+    shard.counters.erase(shard.counters.begin());
+    ++shard.evictions;
+  }
+}
+
+std::uint64_t Counters::bytes() {
+  std::uint64_t total = 0;
+  for (Shard& shard : shards_) {
+    std::lock_guard lock(shard.mu);
+    total += shard.bytes;
+  }
+  return total;
 }
 
 std::uint64_t Counters::size() {

@@ -2,6 +2,7 @@
 
 // A memory shard's entries: one key's 40-byte state, stored densely in fixed-size chunks.
 
+#include <bit>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -26,6 +27,7 @@ class Entry {
     core::FixedWindowState fixed;
     core::SlidingWindowState sliding;
     core::SlidingLog* log;  // sliding_log and concurrency (core::KeepsLog); owned, freed by ~Entry
+    std::int64_t blocked_until;  // a block's entry (Shard::BlockProbe): µs on the Unix epoch
   };
   static_assert(std::is_trivially_copyable_v<State> && sizeof(State) == 16);
 
@@ -39,7 +41,8 @@ class Entry {
       : key_(other.key_),
         state_(other.state_),
         expires_s_(other.expires_s_),
-        referenced_(other.referenced_) {
+        referenced_(other.referenced_),
+        log_bits_(other.log_bits_) {
     if (core::KeepsLog(kind())) other.state_.log = nullptr;
   }
   Entry& operator=(Entry&& other) noexcept {
@@ -73,12 +76,21 @@ class Entry {
   // hand passes.
   bool referenced() const { return referenced_; }
   void set_referenced(bool referenced) { referenced_ = referenced; }
+  // The sliding log's heap bytes as the shard last counted them (max_bytes), kept in the
+  // entry's padding: a log's capacity is a power of two, so its log2 + 1 (0: none).
+  std::size_t counted_log_bytes() const {
+    return log_bits_ == 0 ? 0 : std::size_t{1} << (log_bits_ - 1);
+  }
+  void set_counted_log_bytes(std::size_t bytes) {
+    log_bits_ = bytes == 0 ? 0 : static_cast<std::uint8_t>(std::countr_zero(bytes) + 1);
+  }
 
  private:
   CompactKey key_;
   State state_;
   std::uint32_t expires_s_;  // whole seconds on the Unix epoch, rounded up; saturates in 2106
   bool referenced_ = false;  // a new key has not been used again yet
+  std::uint8_t log_bits_ = 0;
 };
 static_assert(sizeof(Entry) == 40);
 

@@ -24,6 +24,10 @@ namespace floodgate {
 namespace {
 
 constexpr std::size_t kMaxShards = 1 << 16;
+// The least share of max_bytes a shard is given (fewer shards when max_bytes is small):
+// two sliding logs of the largest limit (100,000 runs: 2 MiB), so that one such key never
+// has its shard to itself.
+constexpr std::size_t kMinShardBytes = std::size_t{4} << 20;
 constexpr char kHexDigitChars[] = "0123456789abcdef";
 
 std::size_t DefaultShards() {
@@ -50,9 +54,12 @@ absl::StatusOr<MemoryStoreOptions> MemoryStoreOptions::FromUrl(std::string_view 
   const absl::Status status = ForEachQueryOption(
       rest.substr(1), [&](std::string_view name, std::string_view value) -> absl::Status {
         std::uint64_t n = 0;
-        if (name != "max_keys" && name != "max_reservations" && name != "shards") {
+        if (name != "max_keys" && name != "max_bytes" && name != "max_reservations" &&
+            name != "shards") {
           return absl::InvalidArgumentError(fmt::format(
-              "unknown memory:// option \"{}\" (known: max_keys, max_reservations, shards)", name));
+              "unknown memory:// option \"{}\" (known: max_keys, max_bytes, max_reservations, "
+              "shards)",
+              name));
         }
         if (!ParseDecimal(value, n) || n == 0) {
           return absl::InvalidArgumentError(fmt::format(
@@ -60,6 +67,8 @@ absl::StatusOr<MemoryStoreOptions> MemoryStoreOptions::FromUrl(std::string_view 
         }
         if (name == "max_keys") {
           options.max_keys = n;
+        } else if (name == "max_bytes") {
+          options.max_bytes = n;
         } else if (name == "max_reservations") {
           options.max_reservations = n;
         } else if (!std::has_single_bit(n) || n > kMaxShards) {
@@ -77,22 +86,28 @@ absl::StatusOr<MemoryStoreOptions> MemoryStoreOptions::FromUrl(std::string_view 
 class MemoryStore::Impl {
  public:
   explicit Impl(MemoryStoreOptions options)
-      : clock_(std::move(options.clock)), counters_(std::max<std::size_t>(1, options.max_keys)) {
+      : clock_(std::move(options.clock)),
+        counters_(std::max<std::size_t>(1, options.max_keys), options.max_bytes),
+        holds_(std::max<std::size_t>(1, options.max_reservations)) {
     std::size_t shards = options.shards == 0 ? DefaultShards() : options.shards;
     // No shard may hold less than one key, and the shards together never more than
     // max_keys: the bound is global even though each shard enforces its own share.
     const std::size_t max_keys = std::max<std::size_t>(1, options.max_keys);
     shards = std::min(shards, std::bit_floor(max_keys));
     max_keys_ = max_keys;
-    max_reservations_ = std::max<std::size_t>(shards, options.max_reservations);
+    // Likewise max_bytes, each shard given at least kMinShardBytes where there is room.
+    max_bytes_ = std::max<std::size_t>(1, options.max_bytes);
+    shards =
+        std::min(shards, std::bit_floor(std::max<std::size_t>(1, max_bytes_ / kMinShardBytes)));
+    const std::size_t shard_bytes = max_bytes_ / shards;
     shard_bits_ = static_cast<unsigned>(std::countr_zero(shards));
     shards_.reserve(shards);
     // A reservation number's top bits are its shard's index, as a key hash's are.
     const std::uint64_t mask = shard_bits_ == 0 ? 0 : ~std::uint64_t{0} << (64 - shard_bits_);
     for (std::size_t i = 0; i < shards; ++i) {
       const std::uint64_t prefix = shard_bits_ == 0 ? 0 : std::uint64_t{i} << (64 - shard_bits_);
-      shards_.push_back(std::make_unique<memory::Shard>(max_keys / shards,
-                                                        max_reservations_ / shards, prefix, mask));
+      shards_.push_back(
+          std::make_unique<memory::Shard>(max_keys / shards, shard_bytes, holds_, prefix, mask));
     }
   }
 
@@ -136,6 +151,7 @@ class MemoryStore::Impl {
     const std::size_t hash = memory::StateHash(memory::KeyHash(request.key), kind);
     const TimePoint now = request.now ? *request.now : Now();
     const TimePoint expires = now + request.hold;
+    MakeRoomForHolds(now.time_since_epoch().count());
     Reservation reservation;
     const absl::StatusOr<std::uint64_t> number = ShardFor(hash).Reserve(
         memory::Probe{kind, request.key, hash}, request.policy, now.time_since_epoch().count(),
@@ -153,6 +169,7 @@ class MemoryStore::Impl {
     const core::StateKind kind = core::KindOf(request.policy);
     const std::size_t hash = memory::StateHash(memory::KeyHash(request.key), kind);
     const std::int64_t now = (request.now ? *request.now : Now()).time_since_epoch().count();
+    MakeRoomForHolds(now);
     Reservation reservation;
     core::LeaseGrant lease;
     const absl::StatusOr<std::uint64_t> number =
@@ -237,18 +254,23 @@ class MemoryStore::Impl {
         std::swap(order[j], order[j - 1]);
     }
     const auto locked = std::span(order.begin(), std::unique(order.begin(), order.end()));
+    const std::int64_t now = (request.now ? *request.now : Now()).time_since_epoch().count();
+    if (holds) MakeRoomForHolds(now);  // before any lock: it takes every shard's in turn
     for (memory::Shard* shard : locked) shard->mutex().lock();
     for (const Work& w : work) w.shard->Prefetch(w.probe);
 
-    const std::int64_t now = (request.now ? *request.now : Now()).time_since_epoch().count();
+    // Claims for every hold the request may make, returned for those it does not make.
+    std::size_t claims = 0;
+    const auto refuse = [&](absl::Status status) {
+      for (; claims > 0; --claims) holds_.Return();
+      for (memory::Shard* shard : locked) shard->mutex().unlock();
+      return status;
+    };
     if (holds) {
       for (const Work& w : work) {
-        // Several holds in one shard may take it past its share by a few: still a bound.
-        absl::Status room = w.hold_us > 0 ? w.shard->RoomForReservation(now) : absl::OkStatus();
-        if (!room.ok()) {
-          for (memory::Shard* shard : locked) shard->mutex().unlock();
-          return room;
-        }
+        if (w.hold_us == 0) continue;
+        if (absl::Status room = w.shard->ClaimHold(now); !room.ok()) return refuse(room);
+        ++claims;
       }
     }
     out.items.resize(n);
@@ -262,6 +284,15 @@ class MemoryStore::Impl {
       }
     }
     out.allowed = core::MultiAllows(request.items, out.items);
+    if (holds && out.allowed) {
+      // Nothing written yet. Several items of one key may take it past kMaxHoldsPerKey by
+      // as many: still a bound.
+      for (std::size_t i = 0; i < n; ++i) {
+        if (work[i].hold_us == 0 || !out.items[i].allowed) continue;  // holds nothing
+        absl::Status room = work[i].shard->KeyHasRoom(work[i].probe, now);
+        if (!room.ok()) return refuse(room);
+      }
+    }
     for (std::size_t i = 0; i < n; ++i) {
       if (!out.items[i].allowed) {  // a denial: written as it is, with the block it starts
         work[i].shard->SaveBlock(work[i].probe, work[i].plan, now);
@@ -276,12 +307,14 @@ class MemoryStore::Impl {
               w.shard->Hold(w.probe, request.items[i].policy, w.mark, expires);
           out.held.push_back(HeldReservation{i, ReservationId(number),
                                              TimePoint(std::chrono::microseconds(expires))});
+          --claims;
         }
       } else {
         // Nothing is consumed: the item reports where it stands, as a peek.
-        w.shard->Peek(w.plan, request.items[i].policy, now, out.items[i]);
+        w.shard->Peek(w.probe, w.plan, request.items[i].policy, now, out.items[i]);
       }
     }
+    for (; claims > 0; --claims) holds_.Return();
     for (memory::Shard* shard : locked) shard->mutex().unlock();
     core::Summarize(request.items, out);
     return absl::OkStatus();
@@ -314,13 +347,25 @@ class MemoryStore::Impl {
   }
 
   std::string Describe() const {
-    return fmt::format("memory://?max_keys={}&max_reservations={}&shards={}", max_keys_,
-                       max_reservations_, shards_.size());
+    return fmt::format("memory://?max_keys={}&max_bytes={}&max_reservations={}&shards={}",
+                       max_keys_, max_bytes_, holds_.max(), shards_.size());
   }
   std::size_t shard_count() const { return shards_.size(); }
+  std::size_t Bytes() const {
+    std::size_t bytes = counters_.bytes();  // upstream's counters: max_bytes covers them too
+    for (const auto& shard : shards_) bytes += shard->Bytes();
+    return bytes;
+  }
 
  private:
   TimePoint Now() const { return clock_ ? clock_() : SystemNow(); }
+  // A store holding max_reservations asks every shard, one lock at a time, to drop the
+  // holds that ended before a shard refuses one (its own it drops itself): the expired
+  // holds may all sit in other shards. O(shards) while the store stays full of live ones.
+  void MakeRoomForHolds(std::int64_t now_us) {
+    if (!holds_.full()) return;
+    for (auto& shard : shards_) shard->ReclaimExpiredHolds(now_us);
+  }
   memory::Shard& ShardFor(std::size_t hash) {
     // The top bits pick the shard; SwissTable uses the low bits inside it.
     return shard_bits_ == 0 ? *shards_[0] : *shards_[hash >> (64 - shard_bits_)];
@@ -329,8 +374,9 @@ class MemoryStore::Impl {
   std::function<TimePoint()> clock_;
   mutable memory::Counters counters_;  // upstream's counters (Store::Count)
   std::size_t max_keys_ = 0;
-  std::size_t max_reservations_ = 0;
+  std::size_t max_bytes_ = 0;
   unsigned shard_bits_ = 0;
+  memory::HoldBudget holds_;  // before the shards, which hold a reference to it
   std::vector<std::unique_ptr<memory::Shard>> shards_;
 };
 
@@ -367,5 +413,6 @@ std::size_t MemoryStore::ReclaimExpired(std::size_t budget_per_shard) {
   return impl_->ReclaimExpired(budget_per_shard);
 }
 std::size_t MemoryStore::shard_count() const { return impl_->shard_count(); }
+std::size_t MemoryStore::bytes() const { return impl_->Bytes(); }
 
 }  // namespace floodgate

@@ -23,6 +23,9 @@ constexpr std::size_t kSweepPerInsert = 2;
 // Entries the sweep looks at when an insert finds the shard full, before it evicts a
 // live key: expired keys go first whenever one is this close to the sweep cursor.
 constexpr std::size_t kSweepWhenFull = 64;
+// An entry as max_bytes counts it: its 40 bytes and its index slot (a 4-byte position
+// and a control byte, at SwissTable's load of at most 7/8, rounded up).
+constexpr std::size_t kEntryBytes = sizeof(Entry) + 8;
 
 std::uint32_t SecondsFloor(std::int64_t us) {
   return static_cast<std::uint32_t>(
@@ -48,11 +51,12 @@ S& StateAs(Entry::State& state) {
 
 std::size_t KeyHash(std::string_view key) { return absl::HashOf(ToAbsl(key)); }
 
-Shard::Shard(std::size_t max_keys, std::size_t max_reservations, std::uint64_t number_prefix,
-             std::uint64_t number_mask)
+Shard::Shard(std::size_t max_keys, std::size_t max_bytes, HoldBudget& holds,
+             std::uint64_t number_prefix, std::uint64_t number_mask)
     : index_(0, IndexHash{&entries_}, IndexEq{&entries_}),
       max_keys_(max_keys),
-      max_reservations_(max_reservations),
+      max_bytes_(max_bytes),
+      holds_(holds),
       number_prefix_(number_prefix),
       number_mask_(number_mask) {}
 
@@ -121,13 +125,14 @@ Shard::Plan Shard::Evaluate(const Probe& probe, const Policy& policy, std::int64
   return EvaluateFound(Find(probe, now_us), probe.kind, policy, now_us, cost, decision);
 }
 
-void Shard::Peek(const Plan& plan, const Policy& policy, std::int64_t now_us, Decision& decision) {
+void Shard::Peek(const Probe& probe, const Plan& plan, const Policy& policy, std::int64_t now_us,
+                 Decision& decision) {
+  const Found found = plan.layout == layout_ ? plan.found : Find(probe, now_us);
   if (policy.block.count() > 0) {
-    EvaluateBlocked(plan.found, core::KindOf(policy), policy, plan.blocked_until, now_us, 0,
-                    decision);
+    EvaluateBlocked(found, probe.kind, policy, plan.blocked_until, now_us, 0, decision);
     return;
   }
-  EvaluateFound(plan.found, core::KindOf(policy), policy, now_us, 0, decision);
+  EvaluateFound(found, probe.kind, policy, now_us, 0, decision);
 }
 
 Shard::Plan Shard::EvaluateBlocked(Found found, core::StateKind kind, const Policy& policy,
@@ -147,27 +152,22 @@ Shard::Plan Shard::EvaluateBlocked(Found found, core::StateKind kind, const Poli
   return plan;
 }
 
-std::string Shard::BlockKey(const Probe& probe) {
-  std::string key(1, static_cast<char>(probe.kind));
-  key.append(probe.key);
-  return key;
-}
-
 std::int64_t Shard::BlockedUntil(const Probe& probe, std::int64_t now_us) {
-  if (blocks_.empty()) return 0;
-  const auto it = blocks_.find(BlockKey(probe));
-  if (it == blocks_.end()) return 0;
-  if (it->second > now_us) return it->second;
-  blocks_.erase(it);
-  return 0;
+  if (blocks_ == 0) return 0;  // no lookup while nothing in the shard is blocked
+  const Found found = Find(BlockProbe(probe), now_us);
+  if (!found.live || found.entry->state().blocked_until <= now_us) return 0;
+  found.entry->set_referenced(true);  // a blocked client keeps asking: not the one to evict
+  return found.entry->state().blocked_until;
 }
 
 void Shard::SaveBlock(const Probe& probe, const Plan& plan, std::int64_t now_us) {
   if (!plan.starts_block) return;
-  if (blocks_.size() >= std::max<std::size_t>(max_keys_, 1)) {
-    absl::erase_if(blocks_, [&](const auto& block) { return block.second <= now_us; });
-  }
-  blocks_.insert_or_assign(BlockKey(probe), plan.blocked_until);
+  const Probe block = BlockProbe(probe);
+  Entry::State state;
+  state.blocked_until = plan.blocked_until;
+  const Found found = Find(block, now_us);
+  if (found.entry == nullptr) ++blocks_;
+  Save(block, found, state, now_us, plan.blocked_until);
 }
 
 Shard::Plan Shard::EvaluateFound(Found found, core::StateKind kind, const Policy& policy,
@@ -179,6 +179,7 @@ Shard::Plan Shard::EvaluateFound(Found found, core::StateKind kind, const Policy
     core::SlidingLog scratch;
     core::SlidingLog& log = found.live ? *found.entry->state().log : scratch;
     plan.ttl_us = core::DecideSlidingLog(policy, log, now_us, cost, decision, /*append=*/false);
+    if (found.live) CountLog(*found.entry);  // trimmed
     if (decision.allowed) plan.append = cost;
     return plan;
   }
@@ -202,7 +203,8 @@ void Shard::Commit(const Probe& probe, const Plan& plan, std::int64_t now_us) {
       core::CommitSlidingLog(*found.entry->state().log, now_us, plan.append);
       found.entry->set_expires(SecondsCeil(now_us + plan.ttl_us));
       found.entry->set_referenced(true);
-      return;
+      CountLog(*found.entry);
+      return FitBytes(SecondsFloor(now_us));
     }
     auto log = std::make_unique<core::SlidingLog>();
     core::CommitSlidingLog(*log, now_us, plan.append);
@@ -234,11 +236,13 @@ void Shard::UpdateLog(const Probe& probe, Found found, std::int64_t now_us, Upda
   core::SlidingLog scratch;
   core::SlidingLog& log = found.live ? *found.entry->state().log : scratch;
   const std::int64_t ttl_us = update(log);
+  if (found.live) CountLog(*found.entry);
   if (ttl_us <= 0 || (!found.live && log.empty())) {
     Drop(found);
   } else if (found.live) {
     found.entry->set_expires(SecondsCeil(now_us + ttl_us));
     found.entry->set_referenced(true);
+    FitBytes(SecondsFloor(now_us));
   } else {
     Entry::State state;
     state.log = std::make_unique<core::SlidingLog>(std::move(log)).release();  // owned by Entry
@@ -250,11 +254,16 @@ absl::StatusOr<std::uint64_t> Shard::Reserve(const Probe& probe, const Policy& p
                                              std::int64_t now_us, std::int64_t estimate,
                                              std::int64_t expires_us, Decision& decision) {
   std::lock_guard lock(mu_);
-  if (absl::Status room = RoomForReservation(now_us); !room.ok()) return room;
+  if (absl::Status room = ClaimHold(now_us); !room.ok()) return room;
   Plan plan = Evaluate(probe, policy, now_us, estimate, decision);
-  if (!decision.allowed) {
+  if (!decision.allowed) {  // the limit's own denial first: it holds nothing
+    ReturnClaim();
     SaveBlock(probe, plan, now_us);
     return 0;
+  }
+  if (absl::Status room = KeyHasRoom(probe, now_us); !room.ok()) {
+    ReturnClaim();
+    return room;  // Evaluate wrote nothing
   }
   const core::ReservationMark mark = MarkOf(probe.kind, policy, plan, now_us, estimate);
   Commit(probe, plan, now_us);
@@ -266,11 +275,17 @@ absl::StatusOr<std::uint64_t> Shard::Take(const Probe& probe, const Policy& poli
                                           std::int64_t lifetime_us, Decision& decision,
                                           core::LeaseGrant& lease) {
   std::lock_guard lock(mu_);
-  if (absl::Status room = RoomForReservation(now_us); !room.ok()) return room;
+  if (absl::Status room = ClaimHold(now_us); !room.ok()) return room;
+  // Before deciding: a take writes as it decides.
+  if (absl::Status room = KeyHasRoom(probe, now_us); !room.ok()) {
+    ReturnClaim();
+    return room;
+  }
   const Found found = Find(probe, now_us);
   if (policy.block.count() > 0) {
     // Blocked: answered as a cost-1 request (docs/algorithms.md, "Take up to k").
     if (const std::int64_t until = BlockedUntil(probe, now_us); until > now_us) {
+      ReturnClaim();
       EvaluateBlocked(found, probe.kind, policy, until, now_us, 1, decision);
       return 0;
     }
@@ -295,6 +310,7 @@ absl::StatusOr<std::uint64_t> Shard::Take(const Probe& probe, const Policy& poli
     });
   }
   if (lease.units == 0) {
+    ReturnClaim();
     if (policy.block.count() > 0 && core::StartsBlock(1, decision)) {
       core::AnswerBlockStart(policy.block.count(), decision);
       Plan started;
@@ -308,14 +324,67 @@ absl::StatusOr<std::uint64_t> Shard::Take(const Probe& probe, const Policy& poli
   return Hold(probe, policy, mark, lease.ends);
 }
 
-absl::Status Shard::RoomForReservation(std::int64_t now_us) {
-  if (reservations_.size() < max_reservations_) return absl::OkStatus();
-  absl::erase_if(reservations_, [&](const auto& held) { return held.second.expires_us <= now_us; });
-  if (reservations_.size() < max_reservations_) return absl::OkStatus();
+absl::Status Shard::KeyHasRoom(const Probe& probe, std::int64_t now_us) {
+  if (!counting_holds_) {
+    if (reservations_.size() < kMaxHoldsPerKey) return absl::OkStatus();  // no key can be full
+    for (const auto& [number, held] : reservations_) ++holds_per_key_[held.hash];
+    counting_holds_ = true;
+  }
+  const auto held_by_key = [&] {
+    const auto it = holds_per_key_.find(probe.hash);
+    return it == holds_per_key_.end() ? std::size_t{0} : it->second;
+  };
+  if (held_by_key() < kMaxHoldsPerKey) return absl::OkStatus();
+  DropExpiredHolds(now_us);
+  if (held_by_key() < kMaxHoldsPerKey) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      fmt::format("this key holds {} reservations and leases, the most one key may hold "
+                  "(docs/security.md); settle or release some, or shorten their hold",
+                  kMaxHoldsPerKey));
+}
+
+absl::Status Shard::ClaimHold(std::int64_t now_us) {
+  if (holds_.TryClaim()) return absl::OkStatus();
+  DropExpiredHolds(now_us);
+  if (holds_.TryClaim()) return absl::OkStatus();
   return absl::ResourceExhaustedError(fmt::format(
-      "too many reservations held: this shard holds its share ({}) of max_reservations; "
-      "settle reservations sooner, shorten their hold, or raise max_reservations",
-      max_reservations_));
+      "too many reservations held: the store holds max_reservations ({}) reservations and "
+      "leases; settle reservations sooner, shorten their hold, or raise max_reservations",
+      holds_.max()));
+}
+
+void Shard::DropHeld(absl::flat_hash_map<std::uint64_t, Held>::iterator it) {
+  if (counting_holds_) {
+    const auto count = holds_per_key_.find(it->second.hash);
+    if (--count->second == 0) holds_per_key_.erase(count);
+  }
+  reservations_.erase(it);
+  holds_.Return();
+  if (counting_holds_ && reservations_.size() < kMaxHoldsPerKey / 2) {
+    // Stops counting well below where it starts, so that a shard near the bound does not
+    // recount at every hold.
+    holds_per_key_.clear();
+    counting_holds_ = false;
+  }
+}
+
+void Shard::DropExpiredHolds(std::int64_t now_us) {
+  if (earliest_hold_end_us_ > now_us) return;
+  std::int64_t earliest = std::numeric_limits<std::int64_t>::max();
+  for (auto it = reservations_.begin(); it != reservations_.end();) {
+    if (it->second.expires_us <= now_us) {
+      DropHeld(it++);  // abseil's erase leaves the other iterators valid
+    } else {
+      earliest = std::min(earliest, it->second.expires_us);
+      ++it;
+    }
+  }
+  earliest_hold_end_us_ = earliest;
+}
+
+void Shard::ReclaimExpiredHolds(std::int64_t now_us) {
+  std::lock_guard lock(mu_);
+  DropExpiredHolds(now_us);
 }
 
 core::ReservationMark Shard::MarkOf(core::StateKind kind, const Policy& policy, const Plan& plan,
@@ -339,6 +408,8 @@ std::uint64_t Shard::Hold(const Probe& probe, const Policy& policy,
                           const core::ReservationMark& mark, std::int64_t expires_us) {
   const std::uint64_t number = NewNumber();
   reservations_.emplace(number, Held{std::string(probe.key), probe.hash, policy, mark, expires_us});
+  if (counting_holds_) ++holds_per_key_[probe.hash];
+  earliest_hold_end_us_ = std::min(earliest_hold_end_us_, expires_us);
   return number;
 }
 
@@ -356,7 +427,7 @@ absl::Status Shard::Settle(std::uint64_t number, std::int64_t now_us, std::int64
   const auto it = reservations_.find(number);
   if (it == reservations_.end() || it->second.expires_us <= now_us) {
     const bool expired = it != reservations_.end();
-    if (expired) reservations_.erase(it);
+    if (expired) DropHeld(it);
     return absl::NotFoundError(expired ? "reservation expired (it stays charged at its estimate)"
                                        : "unknown reservation: never made, or settled already, "
                                          "or expired");
@@ -365,7 +436,7 @@ absl::Status Shard::Settle(std::uint64_t number, std::int64_t now_us, std::int64
     return absl::InvalidArgumentError(core::kLeaseSettledAtACost);
   }
   Held held = std::move(it->second);
-  reservations_.erase(it);
+  DropHeld(it);
   const Probe probe{core::KindOf(held.policy), held.key, held.hash};
   const Found found = Find(probe, now_us);
   if (core::KeepsLog(probe.kind)) {
@@ -384,18 +455,44 @@ absl::Status Shard::Settle(std::uint64_t number, std::int64_t now_us, std::int64
 
 void Shard::Save(const Probe& probe, Found found, Entry::State state, std::int64_t now_us,
                  std::int64_t expires_us) {
+  const std::uint32_t now_s = SecondsFloor(now_us);
   if (found.entry != nullptr) {
     found.entry->Replace(state, SecondsCeil(expires_us));
+    if (core::KeepsLog(probe.kind)) {  // another log: value states keep their size
+      CountLog(*found.entry);
+      FitBytes(now_s);
+    }
     return;
   }
-  const std::uint32_t now_s = SecondsFloor(now_us);
   Sweep(now_s, kSweepPerInsert);
   if (entries_.size() >= max_keys_ && Sweep(now_s, kSweepWhenFull) == 0) MakeRoom(now_s);
   const std::uint32_t slot =
       entries_.push_back(Entry(CompactKey(static_cast<std::uint8_t>(probe.kind), probe.key, arena_),
                                state, SecondsCeil(expires_us)));
+  Entry& entry = entries_[slot];
+  if (core::KeepsLog(probe.kind)) entry.set_counted_log_bytes(state.log->heap_bytes());
+  bytes_ += BytesOf(entry);
   index_.insert(slot);
   ++layout_;
+  FitBytes(now_s);
+}
+
+std::size_t Shard::BytesOf(const Entry& entry) {
+  std::size_t bytes = kEntryBytes;
+  if (entry.key().in_arena()) bytes += entry.key().size();
+  if (core::KeepsLog(entry.kind())) bytes += sizeof(core::SlidingLog) + entry.counted_log_bytes();
+  return bytes;
+}
+
+void Shard::CountLog(Entry& entry) {
+  const std::size_t now = entry.state().log->heap_bytes();
+  bytes_ = bytes_ - entry.counted_log_bytes() + now;
+  entry.set_counted_log_bytes(now);
+}
+
+// Bounded: each MakeRoom removes an entry.
+void Shard::FitBytes(std::uint32_t now_s) {
+  while (bytes_ > max_bytes_ && entries_.size() > 1) MakeRoom(now_s);
 }
 
 void Shard::Drop(Found found) {
@@ -406,8 +503,10 @@ void Shard::Drop(Found found) {
 
 void Shard::RemoveAt(std::uint32_t slot) {
   ++layout_;
+  bytes_ -= BytesOf(entries_[slot]);
   index_.erase(slot);
   if (entries_[slot].key().in_arena()) arena_.Release(entries_[slot].key().size());
+  if (entries_[slot].key().tag() & kBlockTag) --blocks_;
   const std::uint32_t last = entries_.size() - 1;
   if (slot != last) {
     index_.erase(last);
@@ -476,6 +575,11 @@ std::size_t Shard::ReclaimExpired(std::int64_t now_us, std::size_t budget) {
 StoreStats Shard::Stats() {
   std::lock_guard lock(mu_);
   return StoreStats{entries_.size(), evictions_, expired_, reservations_.size()};
+}
+
+std::size_t Shard::Bytes() {
+  std::lock_guard lock(mu_);
+  return bytes_;
 }
 
 }  // namespace floodgate::memory

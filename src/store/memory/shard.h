@@ -11,6 +11,7 @@
 #include <floodgate/store.h>
 
 #include <cstdint>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -20,6 +21,7 @@
 #include "core/state_kind.h"
 #include "core/take.h"
 #include "store/memory/entry.h"
+#include "store/memory/hold_budget.h"
 
 namespace floodgate::memory {
 
@@ -41,6 +43,12 @@ inline std::size_t StateHash(std::size_t key_hash, core::StateKind kind) {
   return key_hash ^ static_cast<std::size_t>(kind);
 }
 
+// The most reservations and leases one key (under one algorithm) holds at once: the
+// largest concurrency:N (docs/leases.md), so a key holds every lease its limit allows,
+// and a key with a larger limit (a reserve under gcra:10^9/1s, held 24 h) cannot take
+// more than a tenth of the default max_reservations from the other keys.
+inline constexpr std::size_t kMaxHoldsPerKey = kMaxSlidingLogLimit;
+
 // One lock's worth of keys. The index is abseil's SwissTable holding 4-byte positions
 // into a dense EntryArray: 40 bytes of entry plus ~6-11 bytes of index per key, where a
 // flat_hash_map<std::string, State> would spend 50-100. Positions also let the eviction
@@ -49,8 +57,9 @@ inline std::size_t StateHash(std::size_t key_hash, core::StateKind kind) {
 class alignas(64) Shard {  // own cache lines: no false sharing between locks
  public:
   // Reservation numbers carry `number_prefix` in the bits `number_mask` selects (the
-  // bits that pick this shard from a key's hash), so a number finds its shard.
-  Shard(std::size_t max_keys, std::size_t max_reservations, std::uint64_t number_prefix,
+  // bits that pick this shard from a key's hash), so a number finds its shard. `holds`
+  // is the store's, shared by its shards (it outlives them).
+  Shard(std::size_t max_keys, std::size_t max_bytes, HoldBudget& holds, std::uint64_t number_prefix,
         std::uint64_t number_mask);
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
@@ -89,17 +98,21 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   Plan Evaluate(const Probe& probe, const Policy& policy, std::int64_t now_us, std::int64_t cost,
                 Decision& decision);
   // The item's peek (cost 0), from what Evaluate found: a denied request's other items.
-  void Peek(const Plan& plan, const Policy& policy, std::int64_t now_us, Decision& decision);
+  // Looked up again when an earlier item's block moved entries (as Commit).
+  void Peek(const Probe& probe, const Plan& plan, const Policy& policy, std::int64_t now_us,
+            Decision& decision);
   // The plan's lookup is used (saving a cache miss) unless an entry was inserted or
   // removed in this shard since Evaluate (an earlier item's commit): then the key is
   // looked up again.
   void Commit(const Probe& probe, const Plan& plan, std::int64_t now_us);
-  // Saves the block a plan started (Plan::starts_block), whatever the rest of the request.
+  // Saves the block a plan started (Plan::starts_block), whatever the rest of the request:
+  // an entry of its own (BlockProbe), inserted as a key is, so it may move entries.
   void SaveBlock(const Probe& probe, const Plan& plan, std::int64_t now_us);
 
   // Thread-safe. Decides cost = estimate and, when allowed, holds a reservation until
   // `expires_us` (docs/reservations.md). Returns its number, or 0 when denied;
-  // ResourceExhausted, deciding nothing, when the shard holds its share already.
+  // ResourceExhausted, deciding nothing, when the key or the store holds as many as it
+  // may (ClaimHold).
   absl::StatusOr<std::uint64_t> Reserve(const Probe& probe, const Policy& policy,
                                         std::int64_t now_us, std::int64_t estimate,
                                         std::int64_t expires_us, Decision& decision);
@@ -110,11 +123,16 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
                                      std::int64_t up_to, std::int64_t lifetime_us,
                                      Decision& decision, core::LeaseGrant& lease);
   // A multi-decision's reservations and leases (docs/leases.md), with the lock held by
-  // the caller: whether the shard may hold one more reservation (ResourceExhausted when
-  // not); what a reservation of `estimate` that Evaluate planned to admit remembers
-  // (before any commit in the shard moves the entry found); and the reservation held
-  // for it, by number.
-  absl::Status RoomForReservation(std::int64_t now_us);
+  // the caller: a claim on one more hold in the store (ResourceExhausted when it holds
+  // max_reservations after this shard's expired ones are dropped), which the caller
+  // either holds (Hold) or gives back (ReturnClaim); whether the probe's key may hold one
+  // more (ResourceExhausted at kMaxHoldsPerKey), asked once the limit admitted it, so
+  // that a full limit answers its own denial; what a reservation of `estimate` that
+  // Evaluate planned to admit remembers (before any commit in the shard moves the entry
+  // found); and the reservation held for it, by number.
+  absl::Status ClaimHold(std::int64_t now_us);
+  void ReturnClaim() { holds_.Return(); }
+  absl::Status KeyHasRoom(const Probe& probe, std::int64_t now_us);
   core::ReservationMark MarkOf(core::StateKind kind, const Policy& policy, const Plan& plan,
                                std::int64_t now_us, std::int64_t estimate) const;
   std::uint64_t Hold(const Probe& probe, const Policy& policy, const core::ReservationMark& mark,
@@ -127,8 +145,13 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
 
   // Thread-safe. Looks at up to `budget` entries, reclaiming the expired ones.
   std::size_t ReclaimExpired(std::int64_t now_us, std::size_t budget);
+  // Thread-safe. Drops the reservations whose hold has ended (nothing when none can have:
+  // a full store asks every shard before it refuses).
+  void ReclaimExpiredHolds(std::int64_t now_us);
   // Thread-safe.
   StoreStats Stats();
+  // Thread-safe. The bytes held as max_bytes counts them (BytesOf).
+  std::size_t Bytes();
 
  private:
   struct IndexHash {
@@ -157,9 +180,19 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   Plan EvaluateBlocked(Found found, core::StateKind kind, const Policy& policy,
                        std::int64_t blocked_until, std::int64_t now_us, std::int64_t cost,
                        Decision& decision);
-  // blocked_until of the probe's key (0: none or over; an ended block is forgotten).
+  // blocked_until of the probe's key (0: none or over). Moves no entry: an ended block's
+  // entry is expired, and goes as expired keys go.
   std::int64_t BlockedUntil(const Probe& probe, std::int64_t now_us);
-  static std::string BlockKey(const Probe& probe);
+  // A key's block is an entry of its own, tagged with the state's kind | kBlockTag: in
+  // the state's index group (the tag differs in H2's bits only), counted by max_keys and
+  // evicted by the CLOCK like any key, and paid for only by keys that are blocked.
+  static constexpr std::uint8_t kBlockTag = 8;
+  // Every kind's tag leaves kBlockTag's bit clear, so a block's tag is no state's.
+  static_assert(static_cast<std::uint8_t>(core::StateKind::kConcurrency) < kBlockTag);
+  static Probe BlockProbe(const Probe& probe) {
+    return Probe{static_cast<core::StateKind>(static_cast<std::uint8_t>(probe.kind) | kBlockTag),
+                 probe.key, probe.hash ^ kBlockTag};
+  }
   // `decide(const S* stored)` writes the decision and returns what to save.
   Found Find(const Probe& probe, std::int64_t now_us);
   template <class S, class DecideFn>
@@ -175,6 +208,14 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   void Drop(Found found);
   void RemoveAt(std::uint32_t slot);
   void MakeRoom(std::uint32_t now_s);
+  // What max_bytes counts of an entry: the entry and its index slot, its key's bytes in
+  // the arena, a sliding log's object and its buffer as last counted (CountLog).
+  static std::size_t BytesOf(const Entry& entry);
+  // Counts the entry's sliding log (KeepsLog) at its present size; every change to a
+  // log is counted so, and an entry leaves with what was counted for it.
+  void CountLog(Entry& entry);
+  // Evicts (CLOCK) while the shard holds more than its max_bytes, keeping one entry.
+  void FitBytes(std::uint32_t now_s);
   std::size_t Sweep(std::uint32_t now_s, std::size_t budget);
   void CompactKeys();
 
@@ -187,6 +228,8 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
     std::int64_t expires_us;
   };
   std::uint64_t NewNumber();
+  void DropHeld(absl::flat_hash_map<std::uint64_t, Held>::iterator it);
+  void DropExpiredHolds(std::int64_t now_us);
 
   SpinLock mu_;
   EntryArray entries_;
@@ -195,19 +238,25 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   KeyArena arena_;  // the bytes of long keys
   Index index_;
   const std::size_t max_keys_;
+  const std::size_t max_bytes_;
+  std::size_t bytes_ = 0;           // BytesOf every entry
   std::uint32_t clock_hand_ = 0;    // eviction (MakeRoom)
   std::uint32_t sweep_cursor_ = 0;  // expiry (Sweep): one past the next entry to look at
   std::uint64_t evictions_ = 0;
   std::uint64_t expired_ = 0;
-
-  // Blocks (Policy::block): blocked_until by kind tag + key, beside the entries so that
-  // keys without a block pay nothing for them. An entry lives until its block ends (its
-  // TTL covers blocked_until); the ended ones are dropped when met or when the table
-  // outgrows the shard's keys.
-  absl::flat_hash_map<std::string, std::int64_t> blocks_;
+  std::size_t blocks_ = 0;  // block entries held: none, and a block policy's lookup is skipped
 
   absl::flat_hash_map<std::uint64_t, Held> reservations_;
-  const std::size_t max_reservations_;
+  // Reservations held per key, by the state's hash (Held::hash): kMaxHoldsPerKey. Two
+  // keys of one hash (64 bits) would share a count: a bound still, never a wrong decision.
+  // Counted only while the shard holds kMaxHoldsPerKey or more (until it holds half as
+  // many), the only time a key can reach it: a shard holding fewer pays nothing per hold.
+  absl::flat_hash_map<std::size_t, std::uint32_t> holds_per_key_;
+  bool counting_holds_ = false;
+  // No hold ends before this (a lower bound: a settle may have taken the earliest), so a
+  // full store asks each shard in O(1) whether it has anything to reclaim.
+  std::int64_t earliest_hold_end_us_ = std::numeric_limits<std::int64_t>::max();
+  HoldBudget& holds_;
   const std::uint64_t number_prefix_;
   const std::uint64_t number_mask_;
   absl::BitGen random_;  // unpredictable numbers: one client cannot settle another's
