@@ -233,7 +233,7 @@ TEST(StoreCount, CountersAreBoundedByMaxBytes) {
     key.resize(kMaxCounterKeyBytes, 'k');
     ASSERT_TRUE(store.Count(CountRequest{.key = key, .ttl = std::chrono::seconds(60)}).ok());
   }
-  EXPECT_LE(store.Bytes(), options.max_bytes);
+  EXPECT_LE(store.bytes(), options.max_bytes);
   EXPECT_GT(store.Stats().evictions, 0u);
 }
 
