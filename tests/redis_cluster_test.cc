@@ -107,7 +107,7 @@ TEST(ClusterRules, ClusterUrls) {
   EXPECT_EQ(RedisStoreOptions::FromUrl("redis-cluster://h:1?connections=3")->connections_per_server(),
             3);
   EXPECT_EQ(o->timeout, milliseconds(1000));
-  EXPECT_EQ(o->Describe(), "redis-cluster://u:***@10.0.0.1:7000,[::1]:7001,h:6379");
+  EXPECT_EQ(o->Describe(), "redis-cluster://u:***@10.0.0.1:7000,[::1]:7001,h:6379?timeout=1s");
   auto db = RedisStoreOptions::FromUrl("redis-cluster://h:1/2");
   ASSERT_FALSE(db.ok());
   EXPECT_THAT(std::string(db.status().message()), HasSubstr("only database 0"));

@@ -262,7 +262,10 @@ TEST(RedisUrl, ParsesAndRejects) {
   EXPECT_EQ(o->connections_per_server(), 4);
   EXPECT_EQ(RedisStoreOptions::FromUrl("redis://h:1")->connections_per_server(), 2);
   EXPECT_EQ(o->max_batch, 32);
-  EXPECT_EQ(o->Describe(), "redis://u:***@[::1]:7000/3");
+  // Every option that changes behaviour, when not the default; never the password.
+  EXPECT_EQ(o->Describe(),
+            "redis://u:***@[::1]:7000/3?timeout=20ms&on_error=fail_open&connections=4&batch=32");
+  EXPECT_EQ(RedisStoreOptions::FromUrl("redis://h:1")->Describe(), "redis://h:1/0");
   for (const char* bad : {"redis://", "redis://h:0", "redis://h:70000", "redis://h:1/x",
                           "redis://h?timeout=5", "redis://h?on_error=maybe", "redis://h?batch=0",
                           "redis://h?colour=red", "http://h", "redis://%zz@h"}) {

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "redis_test_fixture.h"
+#include "store/redis/replicas.h"
 
 namespace floodgate::testing {
 namespace {
@@ -34,13 +35,14 @@ TEST(RedisSentinelUrl, ParsesTheSentinelsTheMasterAndTheirCredentials) {
   EXPECT_EQ(o->wait_replicas, 1);
   EXPECT_EQ(o->timeout, milliseconds(20));
   EXPECT_EQ(o->Describe(),
-            "redis-sentinel://app:***@10.0.0.1:26380,10.0.0.2:26379,[::1]:26381/my master?db=2");
+            "redis-sentinel://app:***@10.0.0.1:26380,10.0.0.2:26379,[::1]:26381/my master?db=2&"
+            "timeout=20ms&wait_replicas=1&sentinel_user=watch");
 
   o = RedisStoreOptions::FromUrl("rediss-sentinel://h:1/fg?ca=/ca.pem&sni=redis.internal");
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_TRUE(o->tls);
   EXPECT_EQ(o->tls_server_name, "redis.internal");
-  EXPECT_EQ(o->Describe(), "rediss-sentinel://h:1/fg?db=0");
+  EXPECT_EQ(o->Describe(), "rediss-sentinel://h:1/fg?db=0&ca=/ca.pem&sni=redis.internal");
   EXPECT_TRUE(CheckStoreUrl("redis-sentinel://h:1/fg").ok());
 
   // wait_replicas applies to every form.
@@ -127,6 +129,54 @@ TEST(RedisSentinelOpen, NeverUsesAServerThatIsNotThePrimary) {
               HasSubstr(fmt::format("redis at 127.0.0.1:{} is not the primary (ROLE: slave)",
                                     replica->port())));
   EXPECT_EQ(InfoField(replica->Cli({"INFO", "commandstats"}), "cmdstat_evalsha"), "");
+}
+
+// Issue 37: with wait_replicas=1 and no replica left, every decision timed out while the
+// store called itself healthy ("decisions go to it again"). It is ready only while the
+// primary says enough replicas are online (asked every second: waited for as events).
+TEST(RedisWaitReplicas, ReadyOnlyWhileThePrimaryHasTheReplicasItWaitsFor) {
+  auto primary = RedisServer::Start({"--repl-diskless-sync-delay", "0"});
+  ASSERT_NE(primary, nullptr);
+  auto store = OpenRedis(primary->url("wait_replicas=1&timeout=60s&on_error=fail_closed"));
+  ASSERT_NE(store, nullptr);
+  const auto until = [&](auto predicate) {
+    const auto deadline = Steady::now() + kHangGuard;
+    while (!predicate() && Steady::now() < deadline) std::this_thread::sleep_for(milliseconds(10));
+    return predicate();
+  };
+  // No replica yet: connected, and not ready, saying why.
+  ASSERT_TRUE(until([&] { return store->redis_stats().replicas_online == 0; }));
+  EXPECT_FALSE(store->Health().ok());
+  EXPECT_THAT(std::string(store->Health().message()),
+              HasSubstr("wait_replicas=1: the primary at redis://127.0.0.1:"));
+  EXPECT_THAT(std::string(store->Health().message()), HasSubstr("has 0 replica(s) online"));
+  // A replica: ready once the primary counts it online.
+  auto replica = RedisServer::Start({"--replicaof", "127.0.0.1", std::to_string(primary->port())});
+  ASSERT_NE(replica, nullptr);
+  ASSERT_TRUE(until([&] { return store->redis_stats().replicas_online == 1; }));
+  EXPECT_TRUE(store->Health().ok()) << store->Health();
+  std::string metrics;
+  store->AppendMetrics(metrics);
+  EXPECT_THAT(metrics, HasSubstr("floodgate_redis_replicas_online 1\n"));
+  // It goes: not ready again.
+  replica->Kill();
+  ASSERT_TRUE(until([&] { return store->redis_stats().replicas_online == 0; }));
+  EXPECT_FALSE(store->Health().ok());
+  // Without wait_replicas nothing is watched.
+  auto plain = OpenRedis(primary->url("timeout=60s"));
+  ASSERT_NE(plain, nullptr);
+  EXPECT_EQ(plain->redis_stats().replicas_online, -1);
+  EXPECT_TRUE(plain->Health().ok());
+}
+
+TEST(RedisReplicaInfo, CountsTheReplicasOnline) {
+  EXPECT_EQ(redis::OnlineReplicas("# Replication\r\nrole:master\r\nconnected_slaves:2\r\n"
+                                  "slave0:ip=10.0.0.2,port=6379,state=online,offset=9,lag=0\r\n"
+                                  "slave1:ip=10.0.0.3,port=6379,state=wait_bgsave,offset=0,lag=0"
+                                  "\r\nmaster_failover_state:no-failover\r\n"),
+            1);
+  EXPECT_EQ(redis::OnlineReplicas("role:master\r\nconnected_slaves:0\r\n"), 0);
+  EXPECT_EQ(redis::OnlineReplicas("role:slave\r\nmaster_host:10.0.0.1\r\n"), -1);
 }
 
 // wait_replicas needs no Sentinel: a primary and its replica.
@@ -291,6 +341,8 @@ TEST_F(SentinelTest, ASentinelFailoverUnderLoadResumesFromTheReplicatedCount) {
     std::this_thread::sleep_for(milliseconds(5));
   }
   ASSERT_EQ(store->redis_stats().primary_switches, 1u);
+  // Moved when the leader announced the promotion, not at +switch-master.
+  EXPECT_EQ(store->redis_stats().early_switches, 1u);
   const auto switched_at = Steady::now();
   ASSERT_TRUE(load.WaitFor(
       switched_at, [](const LoadAnswer& a) { return !a.degraded; }, kHangGuard));
@@ -318,6 +370,17 @@ TEST_F(SentinelTest, ASentinelFailoverUnderLoadResumesFromTheReplicatedCount) {
     if (!a.degraded && a.at > switched_at) last_counted = std::max(last_counted, a.counted);
   }
   EXPECT_GT(policy.limit - after->remaining, last_counted);
+  // Issue 37: acknowledged decisions (Redis's answers) the new primary does not hold were
+  // lost: the old primary's after the replica left it. Moving at +switch-master lost
+  // thousands (every decision of the ~0.7 s before it); at the promotion's announcement
+  // only what the last replication did not carry can be.
+  std::int64_t acknowledged = kBefore + 1;  // and `after`
+  for (const LoadAnswer& a : answers) acknowledged += a.degraded ? 0 : 1;
+  const std::int64_t held = policy.limit - after->remaining;
+  std::printf("acknowledged %lld, held by the new primary %lld: lost %lld\n",
+              static_cast<long long>(acknowledged), static_cast<long long>(held),
+              static_cast<long long>(acknowledged - held));
+  EXPECT_LE(acknowledged - held, 100);
 }
 
 TEST_F(SentinelTest, APrimaryDemotedUnderALiveConnectionNeverAnswersEvenADenial) {

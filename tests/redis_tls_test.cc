@@ -189,7 +189,7 @@ TEST_F(TlsTest, BadFilesAndOptionsAreClearErrors) {
   auto cluster = RedisStoreOptions::FromUrl("redis-cluster://h:1,h:2?tls=1&ca=x");
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   EXPECT_TRUE(cluster->tls);
-  EXPECT_EQ(cluster->Describe(), "redis-cluster://h:1,h:2?tls=1");
+  EXPECT_EQ(cluster->Describe(), "redis-cluster://h:1,h:2?tls=1&ca=x");
 }
 
 }  // namespace

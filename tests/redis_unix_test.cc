@@ -30,7 +30,7 @@ TEST(RedisUnixUrl, ParsesThePathCredentialsAndDatabase) {
   EXPECT_EQ(o->db, 3);
   EXPECT_EQ(o->timeout, milliseconds(5));
   EXPECT_EQ(o->connections, 4);
-  EXPECT_EQ(o->Describe(), "redis+unix://app:***@/var/run/my redis.sock?db=3");
+  EXPECT_EQ(o->Describe(), "redis+unix://app:***@/var/run/my redis.sock?db=3&timeout=5ms&connections=4");
 
   o = RedisStoreOptions::FromUrl("redis+unix://secret@/r.sock");  // a password alone
   ASSERT_TRUE(o.ok()) << o.status();
@@ -76,7 +76,8 @@ TEST(RedisUnixUrl, RefusesWhatASocketCannotBe) {
 TEST_F(RedisUnixTest, ConformanceVectorsOneCallPerDecision) {
   auto store = OpenRedis(Url("batch=1"));
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->Describe(), fmt::format("redis+unix://{}?db=0", server_->unix_socket()));
+  EXPECT_THAT(store->Describe(),
+              ::testing::StartsWith(fmt::format("redis+unix://{}?db=0&", server_->unix_socket())));
   ExpectVectorsOneCallPerDecision(*store);
 }
 

@@ -1,5 +1,6 @@
 // POST /v1/check without sockets: answers, headers, and refused input.
 
+#include "server/decider.h"
 #include "service_test_fixture.h"
 
 namespace floodgate::server {
@@ -233,6 +234,23 @@ TEST_F(ServiceTest, AZoneIsNeverAPath) {
     EXPECT_EQ(r.result_int(), 400) << tz;
     EXPECT_THAT(Body(r)["message"].get<std::string>(), HasSubstr("unknown time zone")) << tz;
   }
+}
+
+// Issue 37: the degraded log reported 1 of 396 degraded answers, the last second of a
+// burst never (no later degraded answer came to report it). Each is reported once: by the
+// once-a-second report, or by the first healthy answer after them.
+TEST(EverySecondTest, EveryCountedOneIsReportedOnceByOneOfTheTwo) {
+  EverySecond log;
+  const auto t0 = std::chrono::steady_clock::time_point(std::chrono::hours(1));
+  EXPECT_EQ(log.Count(t0), 1u);  // the first is reported at once
+  EXPECT_EQ(log.Count(t0 + std::chrono::milliseconds(1)), 0u);
+  EXPECT_EQ(log.Count(t0 + std::chrono::milliseconds(2)), 0u);
+  EXPECT_EQ(log.Count(t0 + std::chrono::milliseconds(3)), 0u);
+  EXPECT_EQ(log.TakeUnreported(), 3u);  // the burst's end: the three not reported yet
+  EXPECT_EQ(log.TakeUnreported(), 0u);
+  EXPECT_EQ(log.Count(t0 + std::chrono::milliseconds(4)), 0u);
+  EXPECT_EQ(log.Count(t0 + std::chrono::seconds(2)), 2u);  // a second on: both at once
+  EXPECT_EQ(log.TakeUnreported(), 0u);
 }
 
 }  // namespace

@@ -78,7 +78,8 @@ struct Ports {
 
 // docker-compose-example.yml's environment for the `ratelimit` service, every variable it sets,
 // with Redis and the config root of the test, the ports moved and the hosts on loopback.
-// USE_STATSD=true there: refused until the statsd sink is built, so false here.
+// USE_STATSD=true there, to a `statsd` host: false here (upstream_stats_process_test.cc sends
+// statsd to the test's own listeners), so the stats go to the logging sink on stderr.
 std::vector<std::string> ComposeEnvironment(const RedisServer& redis, const ConfigRoot& config,
                                             const Ports& ports) {
   return {"USE_STATSD=false",
@@ -230,10 +231,10 @@ TEST(UpstreamModeProcess, GivesUpOnRedisAfterMaxElapsedTime) {
 // A set variable whose feature floodgate lacks stops the start with its name and the reason;
 // arguments are ignored, as upstream's binary ignores them.
 TEST(UpstreamModeProcess, RefusesWhatItCannotHonourByName) {
-  ServeProcess statsd({"--config", "/nonexistent"}, {"USE_STATSD=true"},
+  ServeProcess mapper({"--config", "/nonexistent"}, {"PROMETHEUS_MAPPER_YAML=/m.yaml"},
                       {.start_as = StartAs::kRatelimit});
-  EXPECT_EQ(statsd.WaitExit(kRatelimitStart), 2);
-  EXPECT_THAT(statsd.Log(), HasSubstr("USE_STATSD=\"true\": not supported: upstream's statsd"));
+  EXPECT_EQ(mapper.WaitExit(kRatelimitStart), 2);
+  EXPECT_THAT(mapper.Log(), HasSubstr("PROMETHEUS_MAPPER_YAML=\"/m.yaml\": not supported"));
   ServeProcess tracing({}, {"USE_STATSD=false", "TRACING_ENABLED=true"},
                        {.start_as = StartAs::kRatelimit});
   EXPECT_EQ(tracing.WaitExit(kRatelimitStart), 2);
@@ -285,13 +286,15 @@ TEST(UpstreamModeProcess, HealthyOnlyWithADomainWhenAsked) {
   EXPECT_EQ(status, 200) << "a domain loaded";
   EXPECT_EQ(grpc_status(), ::grpc::health::v1::HealthCheckResponse::SERVING);
 
-  // LOG_FORMAT=json: every line one object with upstream's field names.
+  // LOG_FORMAT=json: every line one object with upstream's field names (but the stats'
+  // logging sink's, USE_STATSD=false, which are gostats' own JSON, as upstream's are).
   EXPECT_EQ(process.Stop(kRatelimitStart), 0);
   std::istringstream lines(process.Log());
   int objects = 0;
   for (std::string line; std::getline(lines, line);) {
     const auto json = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     ASSERT_TRUE(json.is_object()) << line;
+    if (json.value("logger", "") == "gostats.loggingsink") continue;
     EXPECT_TRUE(json.contains("@message") && json.contains("@timestamp") && json.contains("level"))
         << line;
     ++objects;

@@ -273,6 +273,13 @@ std::vector<Sample> Samples() {
   const Environment per_second_tcp = {{"REDIS_PERSECOND", "true"},
                                       {"REDIS_PERSECOND_SOCKET_TYPE", "tcp"},
                                       {"REDIS_PERSECOND_URL", "ps:6379"}};
+  const Environment prometheus = {{"USE_STATSD", "false"}, {"USE_PROMETHEUS", "true"}};
+  const Environment dogstatsd = {{"USE_STATSD", "false"}, {"USE_DOG_STATSD", "true"}};
+  Environment mogrifier_a = dogstatsd;
+  mogrifier_a["DOG_STATSD_MOGRIFIER_A_PATTERN"] = "^ratelimit\\.service\\.(.*)$";
+  mogrifier_a["DOG_STATSD_MOGRIFIER_A_NAME"] = "rl.$1";
+  Environment mogrifier_on = mogrifier_a;
+  mogrifier_on["USE_DOG_STATSD_MOGRIFIERS"] = "a";
   const Environment xds = {{"CONFIG_TYPE", "GRPC_XDS_SOTW"}};
   const Environment tls = {
       {"REDIS_SOCKET_TYPE", "tcp"}, {"REDIS_URL", "redis:6379"}, {"REDIS_TLS", "true"}};
@@ -397,28 +404,40 @@ std::vector<Sample> Samples() {
       {"REDIS_PERSECOND_TIMEOUT", "1s", kEffect, per_second},
       {"REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR", "WAIT", kNoEffect},
       {"REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR", "ERROR", kRefused, per_second},
-      // Stats.
-      {"USE_STATSD", "true", kRefused},
-      {"USE_STATSD", "false", kNoEffect},
-      {"STATSD_HOST", "statsd", kNoEffect},
-      {"STATSD_PORT", "9125", kNoEffect},
+      // Stats (USE_STATSD is true by default: the other sinks need it false, as upstream).
+      {"USE_STATSD", "true", kNoEffect},
+      {"USE_STATSD", "false", kEffect},
+      {"STATSD_HOST", "statsd", kEffect},
+      {"STATSD_PORT", "9125", kEffect},
       {"STATSD_PORT", "statsd", kRefused},
-      {"STATSD_PROTOCOL", "udp", kNoEffect},
+      {"STATSD_PORT", "70000", kRefused},
+      {"STATSD_PROTOCOL", "udp", kEffect},
+      {"STATSD_PROTOCOL", "", kNoEffect},  // gostats: empty is tcp
+      {"STATSD_PROTOCOL", "quic", kRefused},
       {"GOSTATS_FLUSH_INTERVAL_SECONDS", "1", kNoEffect},
       {"GOSTATS_LOGGING_SINK_DISABLED", "true", kNoEffect},
-      {"EXTRA_TAGS", "env:prod", kRefused},
+      {"EXTRA_TAGS", "env:prod", kEffect},
       {"EXTRA_TAGS", "url:http://x", kRefused},
-      {"STATS_FLUSH_INTERVAL", "1s", kRefused},
-      {"DISABLE_STATS", "true", kNoEffect},
-      {"USE_PROMETHEUS", "true", kRefused},
+      {"STATS_FLUSH_INTERVAL", "1s", kEffect},
+      {"STATS_FLUSH_INTERVAL", "0", kRefused},
+      {"DISABLE_STATS", "true", kEffect},
+      {"USE_PROMETHEUS", "true", kRefused},  // with USE_STATSD's true: two sinks
+      {"USE_PROMETHEUS", "true", kEffect, {{"USE_STATSD", "false"}}},
       {"PROMETHEUS_ADDR", ":19001", kNoEffect},
-      {"PROMETHEUS_PATH", "/m", kNoEffect},
-      {"PROMETHEUS_MAPPER_YAML", "/etc/statsd-exporter/conf.yaml", kNoEffect},
-      {"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "true", kNoEffect},
+      {"PROMETHEUS_ADDR", ":19001", kEffect, prometheus},
+      {"PROMETHEUS_ADDR", "19001", kRefused, prometheus},
+      {"PROMETHEUS_PATH", "/m", kEffect, prometheus},
+      {"PROMETHEUS_MAPPER_YAML", "/etc/statsd-exporter/conf.yaml", kRefused},
+      {"PROMETHEUS_MAPPER_YAML", "", kNoEffect},
+      {"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "true", kEffect, prometheus},
       {"USE_DOG_STATSD", "true", kRefused},
-      {"USE_DOG_STATSD_MOGRIFIERS", "a,b", kNoEffect},
-      {"DOG_STATSD_MOGRIFIER_A_PATTERN", "^ratelimit\\.(.*)$", kNoEffect},
+      {"USE_DOG_STATSD", "true", kEffect, {{"USE_STATSD", "false"}}},
+      {"USE_DOG_STATSD_MOGRIFIERS", "a", kEffect, mogrifier_a},
+      {"USE_DOG_STATSD_MOGRIFIERS", "a,b", kRefused, mogrifier_a},  // b has no pattern
+      {"DOG_STATSD_MOGRIFIER_A_PATTERN", "^ratelimit\\.(.*)$", kEffect, mogrifier_on},
+      {"DOG_STATSD_MOGRIFIER_A_PATTERN", "", kRefused, mogrifier_on},
       {"DD_ENV", "prod", kNoEffect},
+      {"DD_ENV", "prod", kEffect, dogstatsd},
       // gRPC.
       {"GRPC_UDS", "/tmp/ratelimit.sock", kRefused},
       {"GRPC_UDS", "", kNoEffect},
@@ -491,6 +510,17 @@ std::vector<Sample> Samples() {
   };
 }
 
+std::string RenderStats(const StatsSettings& s) {
+  std::string out =
+      fmt::format(" stats={} {}:{} {} interval={} prom={}:{}{} ms={}", static_cast<int>(s.sink),
+                  s.host, s.port, static_cast<int>(s.transport), s.flush_interval.count(),
+                  s.prometheus_host, s.prometheus_port, s.prometheus_path, s.response_time_as_ms);
+  for (const auto& [k, v] : s.tags) out += fmt::format(" tag {}={}", k, v);
+  for (const Mogrifier& m : s.mogrifiers) out += fmt::format(" mogrifier {} {}", m.pattern, m.name);
+  for (const std::string& tag : s.dogstatsd_tags) out += " dd " + tag;
+  return out;
+}
+
 std::string Render(const UpstreamMode& m) {
   return fmt::format(
       "{}:{} {}:{} {}:{} {} root={} sub={} dot={} shadow={} headers={} {} {} {} unavailable={} "
@@ -512,6 +542,9 @@ std::string Render(const UpstreamMode& m) {
       m.rls.cache_key_prefix, m.rls.near_limit_ratio, m.rls.expiration_jitter_max_seconds,
       m.rls.stop_increment_when_over, m.rls.local_cache_bytes);
 }
+
+// Everything a mode says, its stats included.
+std::string RenderAll(const UpstreamMode& m) { return Render(m) + RenderStats(m.stats); }
 
 absl::StatusOr<UpstreamMode> ModeOf(const Environment& environment) {
   auto env = UpstreamEnv::Read(environment, UpstreamVariables());
@@ -536,13 +569,13 @@ TEST(UpstreamVariables, EveryRowSetHasItsEffectOrIsRefusedByName) {
       case Expect::kEffect:
         ASSERT_TRUE(mode.ok()) << mode.status();
         if (base.ok()) {
-          EXPECT_NE(Render(*mode), Render(*base));
+          EXPECT_NE(RenderAll(*mode), RenderAll(*base));
         }
         break;
       case Expect::kNoEffect:
         ASSERT_TRUE(mode.ok()) << mode.status();
         ASSERT_TRUE(base.ok()) << base.status();
-        EXPECT_EQ(Render(*mode), Render(*base));
+        EXPECT_EQ(RenderAll(*mode), RenderAll(*base));
         break;
     }
     exercised.insert(sample.name);
@@ -562,12 +595,11 @@ TEST(UpstreamVariables, EveryRowSetHasItsEffectOrIsRefusedByName) {
 
 // A refusal says why, and a refused row's "off" value passes.
 TEST(UpstreamVariables, RefusalsNameTheVariableAndTheReason) {
-  const auto statsd = ModeOf({{"USE_STATSD", "true"}});
-  ASSERT_FALSE(statsd.ok());
-  EXPECT_EQ(
-      statsd.status().message(),
-      "USE_STATSD=\"true\": not supported: upstream's statsd sink is not built yet (issue 35); "
-      "unset, floodgate sends no statsd");
+  const auto mapper = ModeOf({{"PROMETHEUS_MAPPER_YAML", "/m.yaml"}});
+  ASSERT_FALSE(mapper.ok());
+  EXPECT_EQ(mapper.status().message(),
+            "PROMETHEUS_MAPPER_YAML=\"/m.yaml\": not supported: only upstream's default mapping "
+            "is built in: a mapper file is not read");
   const auto memcache = ModeOf({{"BACKEND_TYPE", "memcache"}});
   ASSERT_FALSE(memcache.ok());
   EXPECT_THAT(std::string(memcache.status().message()), HasSubstr("no memcached store"));

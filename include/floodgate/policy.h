@@ -122,6 +122,8 @@ struct Policy {
 // A duration written as an integer and a unit (us, ms, s, m, h, d), or a bare unit
 // meaning 1 ("s" is one second), as in policy periods and config timeouts.
 absl::StatusOr<std::chrono::microseconds> ParseDuration(std::string_view text);
+// The shortest exact spelling ParseDuration reads back ("1500ms", "2s", "1d").
+std::string FormatDuration(std::chrono::microseconds duration);
 
 // "gcra", "token_bucket", ... as written in policy strings.
 std::string_view AlgorithmName(Algorithm algorithm);

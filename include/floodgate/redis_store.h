@@ -134,8 +134,13 @@ struct RedisStats {
   std::uint64_t retried = 0;             // TRYAGAIN / CLUSTERDOWN answers retried
   std::uint64_t topology_refreshes = 0;  // CLUSTER SLOTS asked
   std::size_t nodes = 0;                 // primaries in the current slot map
-  // Redis Sentinel only: moves to a new primary (a failover followed).
+  // Redis Sentinel only: moves to a new primary (a failover followed), and of those the
+  // moves made when the leader announced the promotion, before +switch-master.
   std::uint64_t primary_switches = 0;
+  std::uint64_t early_switches = 0;
+  // wait_replicas=N on one server or Sentinel's primary: the replicas it last said were
+  // online (its INFO replication, asked every second); -1 when not watched or not known yet.
+  int replicas_online = -1;
   // Calls over keys of several slots of one primary, and those of them refused for a key
   // the primary no longer serves (nothing written), whose decisions went again by slot.
   std::uint64_t node_batches = 0;

@@ -32,9 +32,12 @@
 #include "server/rls/debug_service.h"
 #include "server/rls/grpc_server.h"
 #include "server/rls/loader.h"
+#include "server/rls/prometheus_sink.h"
 #include "server/rls/serve_engine.h"
+#include "server/rls/stats_sinks.h"
 #include "server/rls/upstream_mode.h"
 #include "server/rls/upstream_settings.h"
+#include "server/rls/upstream_stats.h"
 #include "server/service.h"
 
 namespace floodgate::cli {
@@ -81,6 +84,11 @@ Waited WaitForRedis(Store& store, const rls::StartupBackoff& backoff,
     signals.run_for(wait);
     if (stopped.load()) return Waited::kStopped;
   }
+}
+
+// The wall clock in seconds, for the logging sink's `ts`.
+double NowSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
@@ -134,6 +142,37 @@ int RunRatelimit() {
     store->Close();
     if (per_second) per_second->Close();
   };
+
+  // Upstream's stats sink, made before Redis is waited for, as runner.go makes it; the
+  // Prometheus port opens now too (as upstream's sink opens it; a failure is logged).
+  const rls::StatsSettings& stats_settings = mode->stats;
+  rls::PrometheusRegistry prometheus(stats_settings.response_time_as_ms);
+  rls::PrometheusService prometheus_service(prometheus, stats_settings.prometheus_path);
+  server::HttpServer prometheus_http(prometheus_service, {.host = stats_settings.prometheus_host,
+                                                          .port = stats_settings.prometheus_port,
+                                                          .threads = 1});
+  std::unique_ptr<rls::StatsSink> sink;
+  switch (stats_settings.sink) {
+    case rls::StatsSinkKind::kLogging:
+      sink = rls::MakeLoggingSink(stderr, NowSeconds);
+      break;
+    case rls::StatsSinkKind::kPrometheus:
+      sink = rls::MakePrometheusSink(prometheus);
+      if (absl::Status status = prometheus_http.Start(); !status.ok()) {
+        spdlog::error("prometheus sink on {}: {}",
+                      HostPort(stats_settings.prometheus_host, stats_settings.prometheus_port),
+                      MessageOf(status));
+      }
+      break;
+    default: {
+      auto network = rls::MakeNetworkSink(stats_settings);
+      if (!network.ok()) {
+        spdlog::critical("{}", MessageOf(network.status()));
+        return kExitSettings;
+      }
+      sink = *std::move(network);
+    }
+  }
 
   // Signals are caught from here on; before the ports open one simply ends the start.
   boost::asio::io_context signals_io;
@@ -214,14 +253,26 @@ int RunRatelimit() {
     return !(needs_redis && redis != nullptr && !redis->Health().ok());
   };
 
+  // The engine's counters flushed to the sink every STATS_FLUSH_INTERVAL; gRPC calls counted
+  // and timed as upstream's interceptor does.
+  rls::Engine& counted = **engine;
+  rls::RlsMetrics spare;  // for an engine that keeps no counters: stats of the calls alone
+  rls::RlsMetrics& metrics = counted.metrics() != nullptr ? *counted.metrics() : spare;
+  rls::UpstreamStats stats(
+      stats_settings, metrics, [&counted] { return counted.config_loads(); }, std::move(sink));
+  stats.Start();
+  rls::GrpcCallStats grpc_engine(counted, metrics);
+
   server::Service service(store, std::make_shared<const server::ServerConfig>(config));
   service.AttachRls(engine->get());
   service.SetHealthCheck(healthy);
-  rls::DebugService debug(rls_engine, {});
+  rls::DebugService debug(rls_engine, [&] {
+    return rls::UpstreamStats::StatsPage(metrics, counted.config_loads(), stats_settings.tags);
+  });
   server::HttpServer debug_http(debug,
                                 {.host = mode->debug.host, .port = mode->debug.port, .threads = 1});
   server::HttpServer http(service, {.host = mode->http.host, .port = mode->http.port});
-  rls::GrpcServer grpc(**engine, {.host = mode->grpc.host, .port = mode->grpc.port});
+  rls::GrpcServer grpc(grpc_engine, {.host = mode->grpc.host, .port = mode->grpc.port});
   // As upstream: the debug port is optional (a failure is logged), gRPC and HTTP are not.
   if (absl::Status status = debug_http.Start(); !status.ok()) {
     spdlog::error("debug listener on {}: {}", HostPort(mode->debug.host, mode->debug.port),
@@ -274,6 +325,7 @@ int RunRatelimit() {
   grpc.Shutdown(kGrpcGrace);
   http.Shutdown(kHttpGrace);
   debug_http.Shutdown(milliseconds(0));
+  prometheus_http.Shutdown(milliseconds(0));
   close_stores();
   return 0;
 }

@@ -57,15 +57,6 @@ absl::StatusOr<microseconds> ParsePeriod(std::string_view text, std::string_view
   return *parsed;
 }
 
-std::string FormatPeriod(microseconds period) {
-  for (const auto& [name, us] : kUnits) {
-    if (period.count() % us == 0) {
-      const std::int64_t n = period.count() / us;
-      return fmt::format("{}{}", n, name);
-    }
-  }
-  return fmt::format("{}us", period.count());  // unreachable: "us" divides everything
-}
 
 // Calendar units (tz=ZONE): their spelling and the longest length each can have, which
 // Policy::period holds for them (include/floodgate/policy.h).
@@ -122,7 +113,7 @@ absl::Status ValidateCalendar(const Policy& policy) {
   }
   if (policy.period != unit->longest) {
     return bad(fmt::format("a calendar window (1{}) keeps period {}", unit->name,
-                           FormatPeriod(unit->longest)));
+                           FormatDuration(unit->longest)));
   }
   if (policy.prefetch != Prefetch::kOff) {
     // A lease ends with its window (docs/algorithms.md, "Take up to k"), which only the
@@ -154,7 +145,7 @@ absl::Status ValidateGcraRounding(const Policy& policy) {
     return absl::InvalidArgumentError(fmt::format(
         "gcra spaces requests in whole µs: {}/{} would be {} µs apart, {:.{}f}% under the "
         "limit; use token_bucket, or a limit that divides the period",
-        policy.limit, FormatPeriod(policy.period), emission, slower, slower < 1 ? 2 : 1));
+        policy.limit, FormatDuration(policy.period), emission, slower, slower < 1 ? 2 : 1));
   }
   return absl::OkStatus();
 }
@@ -181,7 +172,7 @@ absl::Status ValidatePrefetch(const Policy& policy) {
   }
   if (policy.prefetch_ttl < kMinPrefetchTtl || policy.prefetch_ttl > kMaxPrefetchTtl) {
     return bad(fmt::format("prefetch_ttl must be between 1ms and 24h, got {}",
-                           FormatPeriod(policy.prefetch_ttl)));
+                           FormatDuration(policy.prefetch_ttl)));
   }
   return absl::OkStatus();
 }
@@ -229,6 +220,16 @@ absl::StatusOr<Policy> ParseConcurrency(std::string_view text, Policy policy) {
 }
 
 }  // namespace
+
+std::string FormatDuration(microseconds period) {
+  for (const auto& [name, us] : kUnits) {
+    if (period.count() % us == 0) {
+      const std::int64_t n = period.count() / us;
+      return fmt::format("{}{}", n, name);
+    }
+  }
+  return fmt::format("{}us", period.count());  // unreachable: "us" divides everything
+}
 
 absl::StatusOr<microseconds> ParseDuration(std::string_view text) {
   std::size_t digits = 0;
@@ -423,7 +424,7 @@ absl::Status Policy::Validate() const {
       return bad(fmt::format("concurrency holds 1 to 100000 leases, got {}", limit));
     }
     if (period < kMinLease || period > kMaxLease) {
-      return bad(fmt::format("lease must be between 1ms and 24h, got {}", FormatPeriod(period)));
+      return bad(fmt::format("lease must be between 1ms and 24h, got {}", FormatDuration(period)));
     }
     if (burst != 0 || refill != Refill::kSmooth) {
       return bad("burst and refill are not for concurrency");
@@ -438,7 +439,7 @@ absl::Status Policy::Validate() const {
     return absl::OkStatus();
   }
   if (block.count() != 0 && (block < kMinBlock || block > kMaxBlock)) {
-    return bad(fmt::format("block must be between 1ms and 366d, got {}", FormatPeriod(block)));
+    return bad(fmt::format("block must be between 1ms and 366d, got {}", FormatDuration(block)));
   }
   if (absl::Status status = ValidatePrefetch(*this); !status.ok()) return status;
   if (absl::Status status = ValidateCalendar(*this); !status.ok()) return status;
@@ -452,10 +453,10 @@ absl::Status Policy::Validate() const {
                     limit));
   }
   if (period < kMinPeriod) {
-    return bad(fmt::format("period must be at least 1ms, got {}", FormatPeriod(period)));
+    return bad(fmt::format("period must be at least 1ms, got {}", FormatDuration(period)));
   }
   if (period > kMaxPeriod) {
-    return bad(fmt::format("period must be at most 366d, got {}", FormatPeriod(period)));
+    return bad(fmt::format("period must be at most 366d, got {}", FormatDuration(period)));
   }
   const bool has_burst = algorithm == Algorithm::kGcra || algorithm == Algorithm::kTokenBucket;
   if (burst < 0) return bad(fmt::format("burst must be >= 1, got {}", burst));
@@ -474,7 +475,7 @@ absl::Status Policy::Validate() const {
     return bad(
         fmt::format("burst={} takes longer than 366d to refill at {}/{}; lower burst or "
                     "raise the rate",
-                    capacity(), limit, FormatPeriod(period)));
+                    capacity(), limit, FormatDuration(period)));
   }
   if (algorithm == Algorithm::kGcra) return ValidateGcraRounding(*this);
   return absl::OkStatus();
@@ -482,21 +483,21 @@ absl::Status Policy::Validate() const {
 
 std::string Policy::ToString() const {
   if (algorithm == Algorithm::kConcurrency) {
-    return fmt::format("concurrency:{},lease={}", limit, FormatPeriod(period));
+    return fmt::format("concurrency:{},lease={}", limit, FormatDuration(period));
   }
   const CalendarUnit* unit = CalendarUnitOf(calendar);
   std::string out =
       unit != nullptr
           ? fmt::format("{}:{}/1{}", AlgorithmName(algorithm), limit, unit->name)
-          : fmt::format("{}:{}/{}", AlgorithmName(algorithm), limit, FormatPeriod(period));
+          : fmt::format("{}:{}/{}", AlgorithmName(algorithm), limit, FormatDuration(period));
   if (burst != 0) out += fmt::format(",burst={}", burst);
   if (refill == Refill::kInterval) out += ",refill=interval";
   if (prefetch == Prefetch::kFixed) out += fmt::format(",prefetch={}", prefetch_units);
   if (prefetch == Prefetch::kAuto) out += ",prefetch=auto";
   if (prefetch_ttl != kDefaultPrefetchTtl) {
-    out += fmt::format(",prefetch_ttl={}", FormatPeriod(prefetch_ttl));
+    out += fmt::format(",prefetch_ttl={}", FormatDuration(prefetch_ttl));
   }
-  if (block.count() != 0) out += fmt::format(",block={}", FormatPeriod(block));
+  if (block.count() != 0) out += fmt::format(",block={}", FormatDuration(block));
   if (!tz.empty()) out += fmt::format(",tz={}", tz);
   return out;
 }

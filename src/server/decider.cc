@@ -9,17 +9,25 @@
 namespace floodgate::server {
 
 std::uint64_t EverySecond::Count(std::chrono::steady_clock::time_point now) {
-  const std::uint64_t count = unreported_.fetch_add(1) + 1;
+  unreported_.fetch_add(1);
   std::int64_t last = last_ns_.load();
   const std::int64_t at = now.time_since_epoch().count();
   if (at - last < 1'000'000'000 || !last_ns_.compare_exchange_strong(last, at)) return 0;
-  unreported_.fetch_sub(count);
-  return count;
+  // Taken whole, as TakeUnreported takes them: each one reported once, by one of the two.
+  return unreported_.exchange(0);
 }
 
 void Decider::LogDegraded(std::chrono::steady_clock::time_point now) {
   if (const std::uint64_t count = degraded_log_.Count(now)) {
     spdlog::warn("store {} failing: {} decision(s) answered by on_error since the last report",
+                 store_->Describe(), count);
+  }
+}
+
+void Decider::LogRecovered() {
+  if (const std::uint64_t count = degraded_log_.TakeUnreported()) {
+    spdlog::warn("store {} answers again: {} decision(s) answered by on_error since the last "
+                 "report",
                  store_->Describe(), count);
   }
 }

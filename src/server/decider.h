@@ -25,6 +25,12 @@ class EverySecond {
  public:
   // Counts one; returns the count to report now, or 0 (the last report is too recent).
   std::uint64_t Count(std::chrono::steady_clock::time_point now);
+  // The counted ones not reported yet, taken (0: none). A relaxed load when there are none:
+  // called on every healthy answer, so that a burst's last second is reported when it ends.
+  std::uint64_t TakeUnreported() {
+    if (unreported_.load(std::memory_order_relaxed) == 0) return 0;
+    return unreported_.exchange(0);
+  }
 
  private:
   std::atomic<std::int64_t> last_ns_{0};
@@ -70,6 +76,9 @@ class Decider {
   // Item i's limit in floodgate_limit_decisions_total, unless it came from no rule.
   void CountLimit(const RequestLimits& limits, std::size_t i, LimitResult result);
   void LogDegraded(std::chrono::steady_clock::time_point now);
+  // A healthy answer after degraded ones not reported yet (the last second of a burst):
+  // they are logged now, so the log's counts add up to the metrics'.
+  void LogRecovered();
   // `done` wrapped to observe the store's latency from now and log a degraded answer.
   template <class Answer, class Done>
   auto Observed(Done done);
@@ -113,7 +122,7 @@ auto Decider::Observed(Done done) {
           done = std::move(done)](absl::StatusOr<Answer> answer) mutable {
     const auto now = std::chrono::steady_clock::now();
     metrics_.ObserveStoreLatency(now - begin);
-    if (answer.ok() && answer->degraded) LogDegraded(now);
+    if (answer.ok()) answer->degraded ? LogDegraded(now) : LogRecovered();
     done(std::move(answer));
   };
 }

@@ -91,6 +91,24 @@ void SetDuration(google::protobuf::Duration* out, std::chrono::microseconds d) {
   out->set_nanos(static_cast<std::int32_t>(d.count() % 1'000'000) * 1000);
 }
 
+// What a decision was, for upstream's counters: the window's count before the hits is the
+// limit less what remained (after the hits when they were admitted; a denial spends nothing).
+RlsMetrics::Outcome OutcomeOf(const Decision* decision, const RlsLimit& limit, std::int64_t hits,
+                              bool over, bool degraded) {
+  RlsMetrics::Outcome outcome{.hits = static_cast<std::uint64_t>(hits),
+                              .limit = limit.requests_per_unit,
+                              .over = over,
+                              .shadow = limit.shadow,
+                              .degraded = degraded};
+  if (decision != nullptr) {
+    const std::int64_t left = decision->remaining + (decision->allowed ? hits : 0);
+    outcome.before = static_cast<std::uint64_t>(
+        std::clamp<std::int64_t>(static_cast<std::int64_t>(limit.requests_per_unit) - left, 0,
+                                 static_cast<std::int64_t>(limit.requests_per_unit)));
+  }
+  return outcome;
+}
+
 }  // namespace
 
 // One request from its start to its answer. Shared by the store callbacks; the last one
@@ -174,6 +192,11 @@ std::shared_ptr<const RlsConfig> RlsEngine::config() const {
 
 void RlsEngine::ShouldRateLimit(const pb::RateLimitRequest& request, Response* response,
                                 RlsDone done) {
+  // Every failed answer is counted (upstream's call.should_rate_limit.*_error).
+  done = [this, done = std::move(done)](absl::Status status) mutable {
+    metrics_.CountFailure(status);
+    done(std::move(status));
+  };
   // Upstream's request checks, with its texts.
   if (request.domain().empty()) {
     done(absl::InvalidArgumentError("rate limit domain must not be empty"));
@@ -226,7 +249,10 @@ void RlsEngine::ShouldRateLimit(const pb::RateLimitRequest& request, Response* r
       return;
     }
     slot.hits = static_cast<std::int64_t>(hits);
-    if (!known_domain) continue;  // upstream: no limit at all, overrides included
+    if (!known_domain) {  // upstream: no limit at all, overrides included; counted per descriptor
+      metrics_.Add(request.domain(), RlsMetrics::kDomainNotFound, 1);
+      continue;
+    }
     if (descriptor.has_limit()) {
       // The request's own limit replaces the configured one, never in shadow mode.
       const auto unit = static_cast<Unit>(descriptor.limit().unit());
@@ -438,8 +464,8 @@ void RlsEngine::Finish(Pending& pending) {
   const auto failed = [&pending](const absl::Status& status) {
     pending.done(absl::IsInvalidArgument(status)
                      ? status
-                     : absl::UnavailableError(
-                           fmt::format("rate limit store: {}", MessageOf(status))));
+                     : RlsMetrics::MarkStoreFailure(absl::UnavailableError(
+                           fmt::format("rate limit store: {}", MessageOf(status)))));
   };
   for (const std::size_t i : pending.to_decide) {
     const auto& decision = pending.slots[i].decision;
@@ -501,16 +527,18 @@ void RlsEngine::Finish(Pending& pending) {
       if (verdict.cache_locally && !slot_degraded && local_cache_.enabled()) {
         local_cache_.Insert(slot.counter_key, pending.now_s + slot.unit_s, pending.now_s);
       }
-      const auto add = [&](RlsMetrics::Counter counter, std::uint64_t n) {
-        if (n > 0) metrics_.Add(slot.stats_key, counter, n);
-      };
-      metrics_.Add(slot.stats_key, RlsMetrics::kTotalHits, hits);
-      if (slot_degraded) add(RlsMetrics::kDegraded, hits);
-      add(RlsMetrics::kOverLimit, verdict.over_limit);
-      add(RlsMetrics::kNearLimit, verdict.near_limit);
-      add(RlsMetrics::kWithinLimit, verdict.within_limit);
-      add(RlsMetrics::kShadowMode, verdict.shadow_mode);
-      add(RlsMetrics::kOverLimitWithLocalCache, verdict.over_limit_with_local_cache);
+      // Upstream's arithmetic of the stats (base_limiter.go), from the count before these hits.
+      RlsMetrics::Outcome outcome;
+      outcome.hits = hits;
+      outcome.limit = limit.requests_per_unit;
+      outcome.before = slot.local_over ? 0
+                                       : static_cast<std::uint64_t>(std::max<std::int64_t>(
+                                             0, slot.counted->count)) - hits;
+      outcome.over = verdict.over;
+      outcome.shadow = limit.shadow;
+      outcome.local_cache = slot.local_over;
+      outcome.degraded = slot_degraded;
+      metrics_.Count(slot.stats_key, outcome);
       if (verdict.over && !limit.shadow) {
         status.set_code(Response::OVER_LIMIT);
         overall = Response::OVER_LIMIT;
@@ -538,27 +566,21 @@ void RlsEngine::Finish(Pending& pending) {
     }
     SetDuration(status.mutable_duration_until_reset(), reset);
 
-    metrics_.Add(slot.stats_key, RlsMetrics::kTotalHits, hits);
-    if (slot_degraded) metrics_.Add(slot.stats_key, RlsMetrics::kDegraded, hits);
-    if (over) {
-      metrics_.Add(slot.stats_key, RlsMetrics::kOverLimit, hits);
-      if (limit.shadow) {
-        // Upstream's shadow_mode: decided and counted, answered OK.
-        metrics_.Add(slot.stats_key, RlsMetrics::kShadowMode, hits);
-      } else {
-        status.set_code(Response::OVER_LIMIT);
-        overall = Response::OVER_LIMIT;
-      }
-    } else {
-      metrics_.Add(slot.stats_key, RlsMetrics::kWithinLimit, hits);
+    metrics_.Count(slot.stats_key,
+                   OutcomeOf(slot.kind == Pending::Kind::kDecide ? &*slot.decision : nullptr, limit,
+                             slot.hits, over, slot_degraded));
+    // Upstream's shadow_mode: decided and counted, answered OK.
+    if (over && !limit.shadow) {
+      status.set_code(Response::OVER_LIMIT);
+      overall = Response::OVER_LIMIT;
     }
     bind(status);
   }
 
   if (degraded && settings_.unavailable_on_store_error) {
     response.Clear();
-    pending.done(
-        absl::UnavailableError("rate limit store unavailable: Envoy's failure_mode_deny decides"));
+    pending.done(RlsMetrics::MarkStoreFailure(
+        absl::UnavailableError("rate limit store unavailable: Envoy's failure_mode_deny decides")));
     return;
   }
   if (settings_.response_headers && binding != nullptr) {

@@ -10,6 +10,7 @@
 #include <absl/status/status.h>
 #include <floodgate/store.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -26,6 +27,7 @@ namespace pb = ::envoy::service::ratelimit::v3;
 inline constexpr int kMaxDescriptors = 64;
 
 class RlsConfig;
+class RlsMetrics;
 
 // Calls the transport back exactly once: OK with the response filled in, or an error the
 // transport maps to its own status (gRPC: the code as is; INVALID_ARGUMENT for a bad
@@ -75,6 +77,14 @@ class Engine {
   // The config requests are decided on now (upstream's /rlconfig, health); nullptr: none.
   // Thread-safe.
   virtual std::shared_ptr<const RlsConfig> CurrentConfig() const { return nullptr; }
+  // The counters the engine keeps (upstream's stats read them); nullptr: none. Thread-safe.
+  virtual RlsMetrics* metrics() { return nullptr; }
+  // Config loads so far, the first one included (upstream's config_load_success / _error).
+  struct ConfigLoads {
+    std::uint64_t success = 0;
+    std::uint64_t error = 0;
+  };
+  virtual ConfigLoads config_loads() const { return {}; }
 };
 
 }  // namespace floodgate::server::rls

@@ -26,6 +26,7 @@ class ServeEngine final : public Engine {
               RlsSettings settings, std::shared_ptr<const RlsConfig> config)
       : store_(std::move(store)),
         per_second_(std::move(per_second)),
+        metrics_(settings.near_limit_ratio),
         engine_(*store_, settings, std::move(config), metrics_, {}, per_second_.get()),
         watcher_(settings, std::chrono::seconds(1),
                  [this](std::shared_ptr<const RlsConfig> next) { engine_.SetConfig(next); }) {}
@@ -36,6 +37,13 @@ class ServeEngine final : public Engine {
   }
 
   std::shared_ptr<const RlsConfig> CurrentConfig() const override { return engine_.config(); }
+  RlsMetrics* metrics() override { return &metrics_; }
+  ConfigLoads config_loads() const override {
+    // The first load is the one before the engine existed: it succeeded, or there is no engine.
+    const LoaderCounters& loads = watcher_.counters();
+    return {.success = 1 + loads.load_success.load(std::memory_order_relaxed),
+            .error = loads.load_error.load(std::memory_order_relaxed)};
+  }
 
   void AppendMetrics(std::string& out) const override {
     out += metrics_.Render();
@@ -69,6 +77,7 @@ class XdsEngine final : public Engine {
             absl::AnyInvocable<void()> on_update)
       : store_(std::move(store)),
         per_second_(std::move(per_second)),
+        metrics_(settings.near_limit_ratio),
         engine_(*store_, settings, nullptr, metrics_, {}, per_second_.get()),
         on_update_(std::move(on_update)),
         client_(std::move(xds), std::move(tls),
@@ -87,6 +96,12 @@ class XdsEngine final : public Engine {
     engine_.ShouldRateLimit(request, response, std::move(done));
   }
   std::shared_ptr<const RlsConfig> CurrentConfig() const override { return engine_.config(); }
+  RlsMetrics* metrics() override { return &metrics_; }
+  ConfigLoads config_loads() const override {
+    // Every config comes in an update, the first too (upstream's xDS provider counts each).
+    return {.success = loads_.load_success.load(std::memory_order_relaxed),
+            .error = loads_.load_error.load(std::memory_order_relaxed)};
+  }
   void AppendMetrics(std::string& out) const override {
     out += metrics_.Render();
     AppendLoadCounters(loads_, out);

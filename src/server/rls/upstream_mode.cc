@@ -4,6 +4,7 @@
 
 #include <absl/strings/ascii.h>
 #include <fmt/format.h>
+#include <re2/re2.h>
 
 #include <algorithm>
 #include <cmath>
@@ -94,7 +95,130 @@ absl::Status ReadCounting(const UpstreamEnv& env, RlsSettings& rls) {
   return absl::OkStatus();
 }
 
+// "host:port" as Go's net.Listen takes it: the host may be empty (every address) or
+// bracketed (IPv6); the port a number 0-65535.
+absl::StatusOr<Listener> GoListenAddress(const UpstreamEnv& env, std::string_view name) {
+  const std::string& text = env.String(name);
+  const std::size_t colon = text.rfind(':');
+  if (colon == std::string::npos) return Refuse(env, name, "missing port in address");
+  std::string host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  const auto port = ParseGoInt(text.substr(colon + 1));
+  if (!port.ok() || *port < 0 || *port > 65535 || text.substr(colon + 1).empty()) {
+    return Refuse(env, name, "not a port (0 to 65535)");
+  }
+  return Listener{host.empty() ? "0.0.0.0" : host, static_cast<std::uint16_t>(*port)};
+}
+
+// USE_DOG_STATSD_MOGRIFIERS' names and their DOG_STATSD_MOGRIFIER_<NAME>_{PATTERN,NAME,TAGS}, as
+// mogrifier_map.go reads them (envconfig upper-cases the names).
+absl::StatusOr<std::vector<Mogrifier>> MogrifiersFrom(const UpstreamEnv& env) {
+  std::vector<Mogrifier> out;
+  auto list = ParseEnvValue(EnvType::kList, env.Text("USE_DOG_STATSD_MOGRIFIERS"));
+  if (!list.ok()) return list.status();
+  for (const std::string& key : std::get<std::vector<std::string>>(*list)) {
+    const std::string prefix = absl::AsciiStrToUpper("DOG_STATSD_MOGRIFIER_" + key + "_");
+    // mogrifier_map.go's errors, after the variables' names and values.
+    const auto fail = [&](std::string_view variable, std::string_view why) {
+      return absl::InvalidArgumentError(fmt::format(
+          "USE_DOG_STATSD_MOGRIFIERS=\"{}\": {}=\"{}\": {} for mogrifier {}",
+          env.Text("USE_DOG_STATSD_MOGRIFIERS"), variable, env.Text(variable), why, key));
+    };
+    Mogrifier mogrifier;
+    mogrifier.pattern = env.Text(prefix + "PATTERN");
+    mogrifier.name = env.Text(prefix + "NAME");
+    if (mogrifier.pattern.empty()) return fail(prefix + "PATTERN", "no PATTERN specified");
+    if (const re2::RE2 regex(mogrifier.pattern, re2::RE2::Quiet); !regex.ok()) {
+      return fail(prefix + "PATTERN", "failed to compile pattern: " + regex.error());
+    }
+    if (mogrifier.name.empty()) return fail(prefix + "NAME", "no NAME specified");
+    auto tags = ParseEnvValue(EnvType::kMap, env.Text(prefix + "TAGS"));
+    if (!tags.ok()) return fail(prefix + "TAGS", MessageOf(tags.status()));
+    for (auto& [tag, value] : std::get<std::vector<std::pair<std::string, std::string>>>(*tags)) {
+      if (tag.empty() || value.empty())
+        return fail(prefix + "TAGS", "a tag needs a key and a value");
+      mogrifier.tags.emplace_back(std::move(tag), std::move(value));
+    }
+    // A Go map: one value per key (the last), iterated here in key order.
+    std::stable_sort(mogrifier.tags.begin(), mogrifier.tags.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    out.push_back(std::move(mogrifier));
+  }
+  return out;
+}
+
 }  // namespace
+
+absl::StatusOr<StatsSettings> StatsSettingsFrom(const UpstreamEnv& env) {
+  StatsSettings stats;
+  const bool statsd = env.Bool("USE_STATSD");
+  const bool dog = env.Bool("USE_DOG_STATSD");
+  const bool prometheus = env.Bool("USE_PROMETHEUS");
+  if (env.Bool("DISABLE_STATS")) {
+    stats.sink = StatsSinkKind::kNone;
+  } else if (static_cast<int>(statsd) + static_cast<int>(dog) + static_cast<int>(prometheus) > 1) {
+    // runner.go's Fatalf, naming the sink asked for besides USE_STATSD (true unless false).
+    return Refuse(env, dog ? "USE_DOG_STATSD" : "USE_PROMETHEUS",
+                  "unable to use more than one stats sink at the same time. Set one of "
+                  "USE_DOG_STATSD, USE_STATSD, USE_PROMETHEUS (USE_STATSD is true unless set to "
+                  "false)");
+  } else if (dog) {
+    stats.sink = StatsSinkKind::kDogStatsd;
+  } else if (statsd) {
+    stats.sink = StatsSinkKind::kStatsd;
+  } else if (prometheus) {
+    stats.sink = StatsSinkKind::kPrometheus;
+  }
+  stats.host = env.String("STATSD_HOST");
+  const std::int64_t port = env.Int("STATSD_PORT");
+  if (port < 0 || port > 65535) return Refuse(env, "STATSD_PORT", "not a port (0 to 65535)");
+  stats.port = static_cast<std::uint16_t>(port);
+  // gostats reads STATSD_PROTOCOL itself: empty is its default, tcp; any other network name
+  // than these upstream dials for ever without sending a stat.
+  const std::string& protocol = env.String("STATSD_PROTOCOL");
+  if (protocol.empty() || protocol == "tcp" || protocol == "tcp4" || protocol == "tcp6") {
+    stats.transport = StatsTransport::kTcp;
+  } else if (protocol == "udp" || protocol == "udp4" || protocol == "udp6") {
+    stats.transport = StatsTransport::kUdp;
+  } else if (stats.sink == StatsSinkKind::kStatsd) {
+    return Refuse(env, "STATSD_PROTOCOL", "must be tcp, tcp4, tcp6, udp, udp4 or udp6");
+  }
+  stats.tags = env.Map("EXTRA_TAGS");
+  stats.flush_interval = env.Duration("STATS_FLUSH_INTERVAL");
+  if (stats.flush_interval.count() <= 0) {
+    return Refuse(env, "STATS_FLUSH_INTERVAL", "non-positive interval for NewTicker");
+  }
+  if (stats.sink == StatsSinkKind::kPrometheus) {
+    Listener listener;
+    FG_ASSIGN(listener, GoListenAddress(env, "PROMETHEUS_ADDR"));
+    stats.prometheus_host = listener.host;
+    stats.prometheus_port = listener.port;
+    stats.prometheus_path = env.String("PROMETHEUS_PATH");
+    // Go's mux: an empty pattern panics; the sink takes "" as its default.
+    if (stats.prometheus_path.empty()) stats.prometheus_path = "/metrics";
+    if (!stats.prometheus_path.starts_with('/')) {
+      return Refuse(env, "PROMETHEUS_PATH", "a path starts with '/'");
+    }
+    stats.response_time_as_ms = env.Bool("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS");
+  }
+  if (stats.sink == StatsSinkKind::kDogStatsd) {
+    FG_ASSIGN(stats.mogrifiers, MogrifiersFrom(env));
+    // datadog-go: these become global tags, in this order.
+    for (const auto& [name, tag] :
+         std::initializer_list<std::pair<std::string_view, std::string_view>>{
+             {"DD_ENTITY_ID", "dd.internal.entity_id"},
+             {"DD_ENV", "env"},
+             {"DD_SERVICE", "service"},
+             {"DD_VERSION", "version"}}) {
+      if (const std::string value = env.Text(name); !value.empty()) {
+        stats.dogstatsd_tags.push_back(fmt::format("{}:{}", tag, value));
+      }
+    }
+  }
+  return stats;
+}
 
 std::chrono::nanoseconds GoBackoff::ForAttempt(int attempt, double random) const {
   using std::chrono::nanoseconds;
@@ -223,6 +347,7 @@ absl::StatusOr<UpstreamMode> UpstreamModeFrom(const UpstreamEnv& env) {
   mode.redis_startup.initial = env.Duration("REDIS_STARTUP_INITIAL_INTERVAL");
   mode.redis_startup.max = env.Duration("REDIS_STARTUP_MAX_INTERVAL");
   mode.redis_startup.max_elapsed = env.Duration("REDIS_STARTUP_MAX_ELAPSED_TIME");
+  FG_ASSIGN(mode.stats, StatsSettingsFrom(env));
   return mode;
 }
 

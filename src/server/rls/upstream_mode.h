@@ -15,6 +15,7 @@
 
 #include "server/rls/engine.h"
 #include "server/rls/upstream_settings.h"
+#include "server/rls/upstream_stats.h"
 
 namespace floodgate::server::rls {
 
@@ -100,7 +101,12 @@ struct UpstreamMode {
   XdsSettings xds;
   // FORCE_START_WITHOUT_INITIAL_CONFIG: with xDS, open the ports before the first response.
   bool force_start_without_config = false;
+  StatsSettings stats;  // USE_STATSD, USE_DOG_STATSD, USE_PROMETHEUS, DISABLE_STATS...
 };
+
+// The stats settings `env` asks for (runner.go's choice of sink and its settings); an error
+// names the variable, as upstream's start fails on it.
+absl::StatusOr<StatsSettings> StatsSettingsFrom(const UpstreamEnv& env);
 
 // The mode `env` asks for; an error names the variable whose value cannot be run (memcache, xDS,
 // a port out of range...), as upstream's start fails on it.

@@ -413,6 +413,7 @@ absl::StatusOr<UpstreamEnv> UpstreamEnv::Read(const Environment& environment,
         if (listed) continue;
         auto value = check(row, name, text);
         if (!value.ok()) return value.status();
+        env.set_[name] = text;  // a family's members are asked for by IsSet and Text only
       }
       continue;
     }

@@ -100,8 +100,9 @@ class UpstreamEnv {
   GoDuration Duration(std::string_view name) const;
   // A kMap's pairs, in the order given.
   const std::vector<std::pair<std::string, std::string>>& Map(std::string_view name) const;
+  // Also for the members of a family (DD_ENV of DD_*).
   bool IsSet(std::string_view name) const;
-  // The text it was set to ("" when unset), for messages.
+  // The text it was set to ("" when unset), for messages; also for a family's members.
   std::string Text(std::string_view name) const;
 
  private:

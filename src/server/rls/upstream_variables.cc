@@ -149,35 +149,57 @@ constexpr std::array kCounterVariables = std::to_array<UpstreamVariable>({
     {"REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR", kString, "WAIT", kMapped, kPerSecondAsMain},
 });
 
-// Upstream's stats (issue 35, the upstream-stats area).
-constexpr std::string_view kNoStats = "upstream's stats sinks are not built yet (issue 35)";
-constexpr std::string_view kOnlyStatsd =
-    "read only by the statsd and DogStatsD sinks (`USE_STATSD`, `USE_DOG_STATSD`: refused)";
-constexpr std::string_view kOnlyPrometheus = "read only with `USE_PROMETHEUS=true` (refused)";
-constexpr std::string_view kOnlyDogStatsd = "read only with `USE_DOG_STATSD=true` (refused)";
+// Upstream's stats (docs/envoy.md, "Stats"): gostats v0.4.14's store and sinks, datadog-go
+// v5.5.0, statsd_exporter v0.26.1's mapping, as runner.go chooses among them.
+constexpr std::string_view kOnlyDogStatsd = "read only with `USE_DOG_STATSD=true`, as upstream";
 constexpr std::array kStatsVariables = std::to_array<UpstreamVariable>({
-    {"USE_STATSD", kBool, "true", kRefused,
-     "upstream's statsd sink is not built yet (issue 35); unset, floodgate sends no statsd",
-     "false"},
-    {"STATSD_HOST", kString, "localhost", kIgnored, kOnlyStatsd},
-    {"STATSD_PORT", kInt, "8125", kIgnored, kOnlyStatsd},
-    {"STATSD_PROTOCOL", kString, "tcp", kIgnored, kOnlyStatsd},
-    {"GOSTATS_FLUSH_INTERVAL_SECONDS", kInt, "5", kIgnored, kOnlyStatsd},
-    {"GOSTATS_LOGGING_SINK_DISABLED", kBool, "false", kIgnored, kOnlyStatsd},
-    {"EXTRA_TAGS", kMap, "", kRefused, kNoStats, ""},
-    {"STATS_FLUSH_INTERVAL", kDuration, "10s", kRefused, kNoStats, "10s"},
+    {"USE_STATSD", kBool, "true", kSame,
+     "statsd lines (counters of type `c`, timers `ms`) to `STATSD_HOST:STATSD_PORT` each flush; "
+     "false and no other sink: gostats' logging sink, JSON lines on stderr, as upstream"},
+    {"STATSD_HOST", kString, "localhost", kSame,
+     "resolved at each connection, as Go dials; statsd and DogStatsD"},
+    {"STATSD_PORT", kInt, "8125", kSame, "statsd and DogStatsD"},
+    {"STATSD_PROTOCOL", kString, "tcp", kMapped,
+     "`tcp` (also when empty, as gostats), `tcp4`, `tcp6`: one connection, redialled after a "
+     "failure; `udp`, `udp4`, `udp6`: datagrams of at most 1432 bytes of whole lines; another "
+     "value stops the start (upstream would dial it for ever and send nothing)"},
+    {"GOSTATS_FLUSH_INTERVAL_SECONDS", kInt, "5", kIgnored,
+     "gostats' default store only; upstream's flushes follow `STATS_FLUSH_INTERVAL`"},
+    {"GOSTATS_LOGGING_SINK_DISABLED", kBool, "false", kIgnored,
+     "gostats' default store only; upstream makes its logging sink itself"},
+    {"EXTRA_TAGS", kMap, "", kSame,
+     "joined to every name as gostats serializes tags, `.__key=value` sorted by key (dots, colons "
+     "and pipes of values as '_'); DogStatsD sends them as its `#key:value` tags"},
+    {"STATS_FLUSH_INTERVAL", kDuration, "10s", kSame,
+     "counters that moved are sent as deltas each interval; response times too (upstream: "
+     "within a second); not positive stops the start (Go's NewTicker panics)"},
     {"DISABLE_STATS", kBool, "false", kSame,
-     "no upstream stats are sent (floodgate's own `/metrics` stays)"},
-    {"USE_PROMETHEUS", kBool, "false", kRefused, kNoStats, "false"},
-    {"PROMETHEUS_ADDR", kString, ":9090", kIgnored, kOnlyPrometheus},
-    {"PROMETHEUS_PATH", kString, "/metrics", kIgnored, kOnlyPrometheus},
-    {"PROMETHEUS_MAPPER_YAML", kString, "", kIgnored, kOnlyPrometheus},
-    {"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", kBool, "false", kIgnored, kOnlyPrometheus},
-    {"USE_DOG_STATSD", kBool, "false", kRefused, kNoStats, "false"},
-    {"USE_DOG_STATSD_MOGRIFIERS", kList, "", kIgnored, kOnlyDogStatsd},
-    {"DOG_STATSD_MOGRIFIER_*", kString, "", kIgnored, kOnlyDogStatsd},
-    {"DD_*", kString, "", kIgnored,
-     "read by the DogStatsD client only (`USE_DOG_STATSD`: refused)"},
+     "no upstream stats are sent, whatever else is set (floodgate's own `/metrics` stays)"},
+    {"USE_PROMETHEUS", kBool, "false", kMapped,
+     "upstream's default statsd_exporter mapping, in code, served on `PROMETHEUS_ADDR` + "
+     "`PROMETHEUS_PATH`; no `go_*`, `process_*`, `statsd_exporter_*` families; needs "
+     "`USE_STATSD=false`, as upstream"},
+    {"PROMETHEUS_ADDR", kString, ":9090", kSame,
+     "an empty host listens on every address; a malformed address stops the start (upstream "
+     "runs without the port)"},
+    {"PROMETHEUS_PATH", kString, "/metrics", kSame, "other paths answer 404"},
+    {"PROMETHEUS_MAPPER_YAML", kString, "", kRefused,
+     "only upstream's default mapping is built in: a mapper file is not read", ""},
+    {"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", kBool, "false", kSame,
+     "`ratelimit_service_response_time_seconds` observed in milliseconds (the mapping's scale "
+     "removed)"},
+    {"USE_DOG_STATSD", kBool, "false", kSame,
+     "DogStatsD lines over UDP to `STATSD_HOST:STATSD_PORT`, with `#` tags; no client telemetry "
+     "(`datadog.dogstatsd.client.*`), no container id; needs `USE_STATSD=false`, as upstream"},
+    {"USE_DOG_STATSD_MOGRIFIERS", kList, "", kSame,
+     "each name's `DOG_STATSD_MOGRIFIER_<NAME>_PATTERN` (RE2, as Go's regexp), `_NAME`, `_TAGS` "
+     "(`$N` the N-th match); the first that matches renames; a missing pattern or name stops "
+     "the start"},
+    {"DOG_STATSD_MOGRIFIER_*", kString, "", kSame, kOnlyDogStatsd},
+    {"DD_*", kString, "", kMapped,
+     "with `USE_DOG_STATSD`: `DD_ENTITY_ID`, `DD_ENV`, `DD_SERVICE`, `DD_VERSION` are global "
+     "tags (`dd.internal.entity_id:`, `env:`, `service:`, `version:`), as datadog-go; the "
+     "others have no effect (floodgate sends no container id)"},
 });
 
 // gRPC serving and the config keys' switches (issue 35, the upstream-grpc area).

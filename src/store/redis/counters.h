@@ -16,7 +16,7 @@ struct Counters {
   std::atomic<std::uint64_t> calls{0}, batched{0}, errors{0}, timeouts{0}, degraded{0},
       denial_cache_hits{0}, noscript{0}, reconnects{0}, moved{0}, asked{0}, retried{0},
       refreshes{0}, multi{0}, cross_slot{0}, releases{0}, release_failures{0},
-      primary_switches{0}, node_batches{0}, node_batch_retries{0}, backlog_timeouts{0};
+      primary_switches{0}, early_switches{0}, node_batches{0}, node_batch_retries{0}, backlog_timeouts{0};
 
   // The message of the last failed decision: a counter says how many, this says why
   // (a test's failure message, an operator's first look).
@@ -54,6 +54,7 @@ struct Counters {
     s.node_batches = node_batches;
     s.node_batch_retries = node_batch_retries;
     s.primary_switches = primary_switches;
+    s.early_switches = early_switches;
     return s;
   }
 

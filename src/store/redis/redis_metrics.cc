@@ -55,6 +55,13 @@ void RedisStore::AppendMetrics(std::string& out) const {
       "# TYPE floodgate_prefetch_budgets gauge\nfloodgate_prefetch_budgets {}\n",
       r.prefetch_leases, r.prefetch_units_leased, r.prefetch_units_returned,
       r.prefetch_local_decisions, r.prefetch_budgets);
+  if (r.replicas_online >= 0) {
+    out += fmt::format(
+        "# HELP floodgate_redis_replicas_online Replicas the primary last said were online "
+        "(wait_replicas: ready only with enough).\n"
+        "# TYPE floodgate_redis_replicas_online gauge\nfloodgate_redis_replicas_online {}\n",
+        r.replicas_online);
+  }
   AppendTopologyMetrics(r, out);
 }
 
@@ -92,8 +99,13 @@ void SentinelTopology::AppendMetrics(const RedisStats& r, std::string& out) cons
   out += fmt::format(
       "# HELP floodgate_redis_primary_switches_total Redis Sentinel failovers followed.\n"
       "# TYPE floodgate_redis_primary_switches_total counter\n"
-      "floodgate_redis_primary_switches_total {}\n",
-      r.primary_switches);
+      "floodgate_redis_primary_switches_total {}\n"
+      "# HELP floodgate_redis_early_switches_total Of those, the moves made when the "
+      "leading sentinel announced the promotion (+failover-state-send-slaveof-noone), "
+      "before +switch-master.\n"
+      "# TYPE floodgate_redis_early_switches_total counter\n"
+      "floodgate_redis_early_switches_total {}\n",
+      r.primary_switches, r.early_switches);
 }
 
 }  // namespace floodgate::redis

@@ -334,20 +334,54 @@ std::string RedisStoreOptions::Describe() const {
     auth = user + (password.empty() ? "" : ":***") + "@";
   else if (!password.empty())
     auth = "***@";
-  if (!unix_socket.empty()) return fmt::format("redis+unix://{}{}?db={}", auth, unix_socket, db);
-  if (!cluster && !sentinel) {
-    return fmt::format("{}://{}{}/{}", tls ? "rediss" : "redis", auth, HostPort(host, port), db);
+  std::string url;
+  if (!unix_socket.empty()) {
+    url = fmt::format("redis+unix://{}{}?db={}", auth, unix_socket, db);
+  } else if (!cluster && !sentinel) {
+    url = fmt::format("{}://{}{}/{}", tls ? "rediss" : "redis", auth, HostPort(host, port), db);
+  } else {
+    std::string hosts;
+    for (const RedisEndpoint& seed : seeds) {
+      if (!hosts.empty()) hosts += ',';
+      hosts += HostPort(seed.host, seed.port);
+    }
+    url = sentinel ? fmt::format("{}://{}{}/{}?db={}", tls ? "rediss-sentinel" : "redis-sentinel",
+                                 auth, hosts, sentinel_master, db)
+                   : fmt::format("redis-cluster://{}{}{}", auth, hosts, tls ? "?tls=1" : "");
   }
-  std::string hosts;
-  for (const RedisEndpoint& seed : seeds) {
-    if (!hosts.empty()) hosts += ',';
-    hosts += HostPort(seed.host, seed.port);
+  // Every option that changes what the store does, when it is not the default, as the URL
+  // spells it: a log line or a metric label says how the store runs, wait_replicas above all
+  // (issue 37). Secrets stay out (the passwords; a key file is named, not read).
+  const RedisStoreOptions defaults;
+  const auto duration = [](std::chrono::microseconds d) {
+    return d.count() == 0 ? std::string("0s") : FormatDuration(d);  // not "0d"
+  };
+  const auto add = [&url](std::string_view name, std::string_view value) {
+    url += fmt::format("{}{}={}", url.find('?') == std::string::npos ? '?' : '&', name, value);
+  };
+  if (timeout != defaults.timeout) add("timeout", duration(timeout));
+  if (connect_timeout != defaults.connect_timeout) {
+    add("connect_timeout", duration(connect_timeout));
   }
-  if (sentinel) {
-    return fmt::format("{}://{}{}/{}?db={}", tls ? "rediss-sentinel" : "redis-sentinel", auth,
-                       hosts, sentinel_master, db);
+  if (on_error != defaults.on_error) {
+    add("on_error", on_error == OnError::kFailOpen     ? "fail_open"
+                    : on_error == OnError::kFailClosed ? "fail_closed"
+                                                       : "local");
   }
-  return fmt::format("redis-cluster://{}{}{}", auth, hosts, tls ? "?tls=1" : "");
+  if (wait_replicas != defaults.wait_replicas) add("wait_replicas", std::to_string(wait_replicas));
+  if (lazy_connect != defaults.lazy_connect) add("lazy_connect", lazy_connect ? "1" : "0");
+  if (connections != defaults.connections) add("connections", std::to_string(connections));
+  if (max_batch != defaults.max_batch) add("batch", std::to_string(max_batch));
+  if (denial_cache_min != defaults.denial_cache_min) {
+    add("denial_cache", duration(denial_cache_min));
+  }
+  if (prefix != defaults.prefix) add("prefix", prefix);
+  if (!tls_ca.empty()) add("ca", tls_ca);
+  if (!tls_cert.empty()) add("cert", tls_cert);
+  if (!tls_key.empty()) add("key", tls_key);
+  if (!tls_server_name.empty()) add("sni", tls_server_name);
+  if (!sentinel_user.empty()) add("sentinel_user", sentinel_user);
+  return url;
 }
 
 }  // namespace floodgate

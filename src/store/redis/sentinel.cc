@@ -31,13 +31,43 @@ std::optional<RedisEndpoint> SwitchedTo(std::string_view payload, std::string_vi
   return endpoint;
 }
 
+// "slave <ip>:<port> <ip> <port> @ <master name> <master ip> <master port>": the payload of
+// the failover events about the replica being promoted (sentinel.c's "%@" of a replica).
+std::optional<RedisEndpoint> PromotedReplica(std::string_view payload, std::string_view master) {
+  std::vector<std::string_view> fields;
+  ForEachItem(payload, ' ', [&](std::string_view field) { fields.push_back(field); });
+  RedisEndpoint endpoint;
+  if (fields.size() != 8 || fields[0] != "slave" || fields[4] != "@" || fields[5] != master) {
+    return std::nullopt;
+  }
+  const std::string_view port = fields[3];
+  if (std::from_chars(port.data(), port.data() + port.size(), endpoint.port).ec != std::errc()) {
+    return std::nullopt;
+  }
+  endpoint.host = std::string(fields[2]);
+  return endpoint;
+}
+
+// "master <name> <ip> <port>" (sentinel.c's "%@" of a primary): the abort events' payload.
+bool AboutMaster(std::string_view payload, std::string_view master) {
+  std::vector<std::string_view> fields;
+  ForEachItem(payload, ' ', [&](std::string_view field) { fields.push_back(field); });
+  return fields.size() >= 2 && fields[0] == "master" && fields[1] == master;
+}
+
 }  // namespace
 
 // WAIT 0 behind every call even without wait_replicas: a replica refuses it (replicas.h).
 SentinelTopology::SentinelTopology(const TopologyParts& parts)
     : Topology(parts, Batching::kPerNode, Acknowledge::kByWait),
       round_timer_(parts.io),
-      ask_timer_(parts.io) {}
+      ask_timer_(parts.io) {
+  // As StandaloneTopology's: made before the I/O thread runs.
+  if (options_.wait_replicas > 0) {
+    replicas_ = std::make_unique<ReplicaWatch>(io_, options_.wait_replicas,
+                                               [this] { return primary(); });
+  }
+}
 
 absl::Status SentinelTopology::WaitStarted() {
   return startup_.WaitForConnection(options_, options_.connections_per_server());
@@ -64,7 +94,10 @@ absl::Status SentinelTopology::NotConnected(const Node&) {
   return absl::UnavailableError(LastError());
 }
 
-void SentinelTopology::LaneReady(Lane&) { startup_.LaneReady(); }
+void SentinelTopology::LaneReady(Lane&) {
+  startup_.LaneReady();
+  if (replicas_ && replicas_->online() < 0) replicas_->AskNow();
+}
 
 void SentinelTopology::LaneDown(Lane& lane, const absl::Status& status) {
   if (lane.node.retired()) return;  // an old primary, stopped on purpose
@@ -83,6 +116,7 @@ void SentinelTopology::Start() {
     sentinel.asks->Start();
     sentinel.listens->Start();
   }
+  if (replicas_) replicas_->Start();
 }
 
 void SentinelTopology::Stop() {
@@ -130,7 +164,9 @@ std::unique_ptr<Connection> SentinelTopology::Connect(std::size_t index, bool li
     steps[0].check = check;
     if (listen) {
       HandshakeStep& subscribe = steps.emplace_back();
-      AppendCommand(subscribe.command, {"SUBSCRIBE", "+switch-master"});
+      AppendCommand(subscribe.command,
+                    {"SUBSCRIBE", "+switch-master", std::string(kPromotionEvent),
+                     std::string(kAbortEvent)});
       subscribe.check = check;
     }
     return steps;
@@ -238,8 +274,11 @@ void SentinelTopology::OnAnswer(std::size_t index, absl::StatusOr<Reply> reply) 
     if (std::from_chars(port.data(), port.data() + port.size(), endpoint.port).ec == std::errc()) {
       // A sentinel that has not heard of the failover yet (they spread it every 2 s)
       // names the primary we left: not while the new one answers.
+      // Nor while the replica we moved to is being promoted: its ROLE says replica for a
+      // moment, and the sentinels name the old primary until +switch-master.
       Node* now = primary();
-      if (!(endpoint == left_ && now != nullptr && now->PickLane() != nullptr)) {
+      const bool promoting = Steady::now() < promoting_until_;
+      if (!(endpoint == left_ && now != nullptr && (promoting || now->PickLane() != nullptr))) {
         SwitchTo(endpoint);
       }
       return EndRound(true);
@@ -266,13 +305,34 @@ void SentinelTopology::EndRound(bool found) {
 }
 
 void SentinelTopology::OnMessage(const redisReply& message) {
-  // ["message", "+switch-master", payload]; subscribe confirmations are arrays too.
+  // ["message", channel, payload]; subscribe confirmations are arrays too.
   if (message.type != REDIS_REPLY_ARRAY || message.elements != 3 ||
       TextOf(*message.element[0]) != "message") {
     return;
   }
-  if (auto endpoint = SwitchedTo(TextOf(*message.element[2]), options_.sentinel_master)) {
-    SwitchTo(*endpoint);
+  const std::string_view channel = TextOf(*message.element[1]);
+  const std::string_view payload = TextOf(*message.element[2]);
+  if (channel == "+switch-master") {
+    if (auto endpoint = SwitchedTo(payload, options_.sentinel_master)) {
+      promoting_until_ = Steady::time_point{};
+      SwitchTo(*endpoint);
+    }
+  } else if (channel == kPromotionEvent) {
+    // The leader is about to send REPLICAOF NO ONE to this replica. From the moment the
+    // replica runs it, what the old primary acknowledges is never replicated: the old
+    // primary takes no more decisions now, and the replica takes them once its ROLE says
+    // master (until then they are answered by on_error). +switch-master comes only after
+    // the other replicas were reconfigured, ~0.7 s later: a window of lost decisions.
+    if (auto endpoint = PromotedReplica(payload, options_.sentinel_master)) {
+      promoting_until_ = Steady::now() + kPromotionWait;
+      ++counters_.early_switches;
+      SwitchTo(*endpoint);
+    }
+  } else if (channel == kAbortEvent && AboutMaster(payload, options_.sentinel_master)) {
+    // The promotion did not happen: whatever the sentinels name is the primary.
+    promoting_until_ = Steady::time_point{};
+    left_ = RedisEndpoint{"", 0};
+    Discover();
   }
 }
 
@@ -281,6 +341,7 @@ void SentinelTopology::SwitchTo(const RedisEndpoint& endpoint) {
   if (old != nullptr && old->endpoint == endpoint) return;
   Node& next = NodeFor(endpoint);  // connects, and confirms with ROLE
   primary_.store(&next, std::memory_order_release);
+  if (replicas_) replicas_->Forget();  // the new primary's replicas, once it says
   if (old == nullptr) return;
   ++counters_.primary_switches;
   left_ = old->endpoint;

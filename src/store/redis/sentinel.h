@@ -37,7 +37,7 @@ class SentinelTopology final : public Topology {
   // One server holds every key: a multi-decision is one call.
   int SlotOf(std::string_view) const override { return 0; }
   std::vector<Node*> Primaries() override;
-  absl::Status Health() override { return HealthOf(primary()); }
+  absl::Status Health() override { return HealthWithReplicas(primary()); }
   void AppendMetrics(const RedisStats& stats, std::string& out) const override;
 
  private:
@@ -73,7 +73,17 @@ class SentinelTopology final : public Topology {
   void OnMessage(const redisReply& message);
   void SwitchTo(const RedisEndpoint& endpoint);
 
+  // Sentinel's events (sentinel.c): the leader about to promote a replica, and a failover
+  // given up because the replica did not become a primary in time.
+  static constexpr std::string_view kPromotionEvent = "+failover-state-send-slaveof-noone";
+  static constexpr std::string_view kAbortEvent = "-failover-abort-slave-timeout";
+  // How long, after kPromotionEvent, a sentinel naming the old primary is not followed back
+  // to it (the replica says master within milliseconds of the event; the bound ends a wait
+  // for a promotion whose abort we did not hear).
+  static constexpr std::chrono::seconds kPromotionWait{10};
+
   std::atomic<Node*> primary_{nullptr};
+  Steady::time_point promoting_until_{};  // kPromotionEvent heard: see kPromotionWait
   std::vector<Sentinel> sentinels_;
   boost::asio::steady_timer round_timer_;  // the next round, when asked again too soon
   boost::asio::steady_timer ask_timer_;    // bounds one sentinel's answer

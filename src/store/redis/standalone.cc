@@ -7,9 +7,19 @@ StandaloneTopology::StandaloneTopology(const TopologyParts& parts)
     : Topology(parts, Batching::kPerNode,
                parts.options.wait_replicas > 0 ? Acknowledge::kByWait : Acknowledge::kNo),
       server_(AddNode({options_.host, options_.port}, options_.Describe(),
-                      options_.connections_per_server())) {}
+                      options_.connections_per_server())) {
+  // Made here, before the I/O thread runs, so that Health and AddStats on other threads
+  // see it; it asks from Start on.
+  if (options_.wait_replicas > 0) {
+    replicas_ = std::make_unique<ReplicaWatch>(io_, options_.wait_replicas,
+                                               [this] { return &server_; });
+  }
+}
 
-void StandaloneTopology::Start() { server_.Start(); }
+void StandaloneTopology::Start() {
+  server_.Start();
+  if (replicas_) replicas_->Start();
+}
 
 // Succeeds once one of the server's connections is ready (startup.h).
 absl::Status StandaloneTopology::WaitStarted() {
@@ -36,7 +46,10 @@ bool StandaloneTopology::Redirected(Lane&, std::string_view, std::vector<UnitPtr
   return false;
 }
 
-void StandaloneTopology::LaneReady(Lane&) { startup_.LaneReady(); }
+void StandaloneTopology::LaneReady(Lane&) {
+  startup_.LaneReady();
+  if (replicas_ && replicas_->online() < 0) replicas_->AskNow();
+}
 
 void StandaloneTopology::LaneDown(Lane& lane, const absl::Status& status) {
   startup_.LaneDown(lane, status);

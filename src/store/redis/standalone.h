@@ -19,7 +19,7 @@ class StandaloneTopology final : public Topology {
   // One server holds every key: a multi-decision is one call.
   int SlotOf(std::string_view) const override { return 0; }
   std::vector<Node*> Primaries() override { return {&server_}; }
-  absl::Status Health() override { return HealthOf(&server_); }
+  absl::Status Health() override { return HealthWithReplicas(&server_); }
 
  private:
   // AUTH (or PING), SELECT, the scripts.

@@ -61,12 +61,20 @@ void Topology::Close() {
   for (auto& node : nodes_) {
     for (auto& lane : node->lanes()) batcher_.Drain(*lane, closed);
   }
+  if (replicas_) replicas_->Stop();
   for (auto& node : nodes_) node->Stop();
   Stop();
 }
 
+absl::Status Topology::HealthWithReplicas(Node* primary) {
+  absl::Status health = HealthOf(primary);
+  if (!health.ok() || !replicas_) return health;
+  return replicas_->Health();
+}
+
 void Topology::AddStats(RedisStats& stats) const {
   stats.nodes = primary_count();
+  stats.replicas_online = replicas_ ? replicas_->online() : -1;
   const Steady::time_point now = Steady::now();
   std::lock_guard lock(nodes_mu_);
   for (const auto& node : nodes_) {

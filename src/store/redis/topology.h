@@ -27,6 +27,7 @@
 #include "store/redis/dispatch.h"
 #include "store/redis/node.h"
 #include "store/redis/outcomes.h"
+#include "store/redis/replicas.h"
 #include "store/redis/scripts.h"
 #include "store/redis/startup.h"
 #include "store/redis/unit.h"
@@ -111,6 +112,12 @@ class Topology : public Dispatcher, private CallErrors, private LaneEvents {
   const Batching batching_;
   Startup startup_;
   Batcher batcher_;
+  // wait_replicas > 0 on one server or Sentinel's: the primary's replicas online (replicas.h),
+  // made by the constructor of the topology that watches them (read from any thread after).
+  // Stopped by Close.
+  std::unique_ptr<ReplicaWatch> replicas_;
+  // HealthOf's answer, then the replicas' when they are watched.
+  absl::Status HealthWithReplicas(Node* primary);
   // The nodes it made, their owner. Grows on the I/O thread only (Sentinel's primaries, a
   // cluster's); other threads look under nodes_mu_ (AddStats). Nodes live as long as the
   // store: units point at them.
