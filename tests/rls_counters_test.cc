@@ -101,8 +101,10 @@ class CountersTest : public ::testing::Test {
   void Start(RlsSettings settings = {}, Store* per_second = nullptr) {
     auto config = ParseRlsConfig({{"d.yaml", kConfig}});
     ASSERT_TRUE(config.ok()) << config.status();
+    engine_.reset();
+    metrics_.emplace(settings.near_limit_ratio);  // as ServeEngine makes it
     engine_ = std::make_unique<RlsEngine>(
-        store_, std::move(settings), *config, metrics_,
+        store_, std::move(settings), *config, *metrics_,
         [this] { return std::optional<TimePoint>(now_); }, per_second);
   }
   Response Ask(const pb::RateLimitRequest& request) {
@@ -118,11 +120,11 @@ class CountersTest : public ::testing::Test {
     return count.ok() ? count->count : -1;
   }
   std::uint64_t Stat(std::string_view key, RlsMetrics::Counter counter) {
-    return metrics_.Get(key, counter);
+    return metrics_->Get(key, counter);
   }
 
   MemoryStore store_;
-  RlsMetrics metrics_;
+  std::optional<RlsMetrics> metrics_;
   TimePoint now_ = kStart;
   std::unique_ptr<RlsEngine> engine_;
 };
