@@ -232,6 +232,11 @@ PARTS = {
     "rls": ("Envoy RLS v3 against HTTP", lambda args, binary, out: [
         sys.executable, f"{HERE}/rls_bench.py", "--floodgate", binary, "--rls-load",
         f"{args.build}/bench/rls_load", "--out", out]),
+    # Upstream's counters (lua/upstream.lua) against floodgate's own RLS path, on Redis:
+    # rls_counters.md.
+    "rls-counters": ("Envoy RLS: upstream's counters against floodgate's path", lambda args, binary, out: [
+        sys.executable, f"{HERE}/rls_counters_bench.py", "--floodgate", binary, "--rls-load",
+        f"{args.build}/bench/rls_load", "--out", out]),
     # Reserve + settle and acquire + release against one Check: reservations.md.
     "reservations": ("reservations and leases", lambda args, binary, out: [
         sys.executable, f"{HERE}/reserve_bench.py", "--floodgate", binary, "--out", out]),
@@ -317,7 +322,8 @@ def main():
     write_headline(out)
     run_info = open(f"{out}/run.txt").read()
     sections = ["memory_matrix.md", "memory.md", "redis.md", "cluster.md", "http.md",
-                "multi_memory.md", "multi_redis.md", "http_multi.md", "rls.md", "reservations.md",
+                "multi_memory.md", "multi_redis.md", "http_multi.md", "rls.md", "rls_counters.md",
+                "reservations.md",
                 "accuracy.md",
                 "soak.md"]
     md = ["# floodgate benchmark report\n",
@@ -400,6 +406,9 @@ def write_headline(out):
     rls = [float(r["ratio"]) for r in rows_of("rls.csv")]
     add("Envoy RLS v3 (gRPC) requests/s against `/v1/check` (median of the rounds)",
         [median(rls)] if rls else [], (">=", 0.8))
+    counters = [float(r["ratio"]) for r in rows_of("rls_counters.csv")]
+    add("RLS on Redis: upstream's counters against floodgate's own fixed window, requests/s "
+        "(median of the rounds)", [median(counters)] if counters else [], (">=", 0.9))
     add("Two limits in one decision against one: one-limit rate over two-limit rate "
         "(`memory://` 1 and 2 threads, Redis, Redis Cluster)",
         [float(r["cost_ratio"]) for r in rows_of("multi_memory.csv")] +

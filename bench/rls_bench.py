@@ -74,9 +74,9 @@ end
 """ % VALUES
 
 
-def rls_load(args, grpc_port, seconds, values=VALUES, requests=0):
+def rls_load(args, grpc_port, seconds, values=VALUES, requests=0, domain="bench"):
     out = subprocess.run(
-        [args.rls_load, "--target", f"127.0.0.1:{grpc_port}", "--domain", "bench",
+        [args.rls_load, "--target", f"127.0.0.1:{grpc_port}", "--domain", domain,
          "--key", "remote_address", "--values", str(values), "--concurrency",
          str(args.concurrency), "--connections", str(args.grpc_connections), "--seconds",
          str(seconds), "--requests", str(requests), "--json"],

@@ -253,6 +253,25 @@ TEST_F(RedisEncode, ANodesBatchOverSeveralSlotsRoutesByItsFirstKey) {
   EXPECT_EQ(Encoded(chunk)[0][2], "5");
 }
 
+// envoyproxy/ratelimit's counters: upstream's keys as they are, hits and TTL per key; a read
+// (ttl 0) sends an empty TTL.
+TEST_F(RedisEncode, CountersGoByTheUpstreamScriptWithTheirKeysAsTheyAre) {
+  const auto counter = [](std::string key, std::int64_t hits, std::int64_t ttl_s) {
+    auto unit = std::make_shared<Unit>();
+    unit->op = Count{.ttl_s = ttl_s};
+    unit->items.push_back(Item{std::move(key), 0, Policy{}, hits, core::StateKind::kFixedWindow});
+    return unit;
+  };
+  const std::vector chunk{counter("pre_d_user_a_1767225600", 3, 3600 + 17),
+                          counter("d_path_/x_1767225600", 0, 0)};
+  const EncodedCall call = Encode(chunk, scripts_, ScriptForm::kSha, Asking::kNo);
+  EXPECT_FALSE(call.across_slots);
+  EXPECT_EQ(call.keys, 2u);
+  EXPECT_EQ(Encoded(chunk), (std::vector<Args>{{"EVALSHA", "sha9", "2", "pre_d_user_a_1767225600",
+                                                "d_path_/x_1767225600", "3", "3617", "0", ""}}));
+  EXPECT_EQ(Encoded(chunk, ScriptForm::kBody)[0][1], scripts_.body(ScriptId::kUpstream));
+}
+
 // Each operation sends the arguments its row of script_layout.h names, no more, no fewer.
 TEST_F(RedisEncode, EveryOperationSendsItsLayoutsRow) {
   using namespace layout;  // NOLINT(google-build-using-namespace): the table's rows
@@ -300,7 +319,8 @@ TEST(ScriptLayout, TheReadmeAndTheDriversShowEveryRow) {
   readme << file.rdbuf();
   const std::vector<std::span<const Field>> every = {
       kSingle, kPolicy,  kGroup,      kDecision, kNodeBatch,  kReserve,       kTake,
-      kSettle, kAcquire, kAcquireNow, kRelease,  kReleaseNow, kDecisionReply, kOperationReply};
+      kSettle, kAcquire, kAcquireNow, kRelease,  kReleaseNow, kDecisionReply, kOperationReply,
+      kCounter};
   for (std::span<const Field> row : every) {
     EXPECT_NE(readme.str().find(text(row)), std::string::npos) << "lua/README.md: " << text(row);
   }
@@ -308,6 +328,7 @@ TEST(ScriptLayout, TheReadmeAndTheDriversShowEveryRow) {
       {lua::k_single, {kSingle, kDecisionReply}},
       {lua::k_batch, {kPolicy, kGroup, kDecision, kDecisionReply}},
       {lua::k_node_batch, {kNodeBatch}},
+      {lua::k_upstream, {kCounter}},
       {lua::k_reservation,
        {kPolicy, kReserve, kTake, kSettle, kAcquire, kAcquireNow, kRelease, kReleaseNow,
         kOperationReply}},

@@ -299,10 +299,13 @@ TEST_F(RlsEngineTest, UnlimitedIsOkWithMaxRemainingAndNotStored) {
   EXPECT_EQ(store_.Stats().keys, 0u);
 }
 
-TEST_F(RlsEngineTest, ZeroLimitDeniesCountedHitsOnly) {
+// As upstream's counter: a limit of 0 is over once anything was counted in the window, a
+// request of 0 hits included; before that, 0 hits are within it.
+TEST_F(RlsEngineTest, ZeroLimitDeniesOnceCounted) {
   Start(kBasic);
-  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"zero", "x"}}}})).overall_code(), Response::OVER_LIMIT);
   EXPECT_EQ(AskOk(RlsRequest("d", {{{{"zero", "x"}}, 0}})).overall_code(), Response::OK);
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"zero", "x"}}}})).overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(AskOk(RlsRequest("d", {{{{"zero", "x"}}, 0}})).overall_code(), Response::OVER_LIMIT);
 }
 
 TEST_F(RlsEngineTest, UnknownDomainAndNoMatchAreOkWithoutLimit) {

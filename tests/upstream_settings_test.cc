@@ -268,6 +268,11 @@ struct Sample {
 std::vector<Sample> Samples() {
   using enum Expect;
   const Environment tcp = {{"REDIS_SOCKET_TYPE", "tcp"}, {"REDIS_URL", "redis:6379"}};
+  // A per-second Redis asked for: on its default unix socket, or over TCP.
+  const Environment per_second = {{"REDIS_PERSECOND", "true"}};
+  const Environment per_second_tcp = {{"REDIS_PERSECOND", "true"},
+                                      {"REDIS_PERSECOND_SOCKET_TYPE", "tcp"},
+                                      {"REDIS_PERSECOND_URL", "ps:6379"}};
   const Environment prometheus = {{"USE_STATSD", "false"}, {"USE_PROMETHEUS", "true"}};
   const Environment dogstatsd = {{"USE_STATSD", "false"}, {"USE_DOG_STATSD", "true"}};
   Environment mogrifier_a = dogstatsd;
@@ -360,28 +365,49 @@ std::vector<Sample> Samples() {
       {"REDIS_STARTUP_MAX_ELAPSED_TIME", "30s", kEffect},
       // Counting.
       {"EXPIRATION_JITTER_MAX_SECONDS", "300", kNoEffect},
-      {"EXPIRATION_JITTER_MAX_SECONDS", "0", kRefused},
-      {"LOCAL_CACHE_SIZE_IN_BYTES", "1048576", kRefused},
-      {"NEAR_LIMIT_RATIO", "0.9", kRefused},
+      {"EXPIRATION_JITTER_MAX_SECONDS", "0", kEffect},
+      {"EXPIRATION_JITTER_MAX_SECONDS", "5m", kRefused},
+      {"LOCAL_CACHE_SIZE_IN_BYTES", "1048576", kEffect},
+      {"LOCAL_CACHE_SIZE_IN_BYTES", "-1", kRefused},
+      {"NEAR_LIMIT_RATIO", "0.9", kEffect},
       {"NEAR_LIMIT_RATIO", "0.80", kNoEffect},
-      {"CACHE_KEY_PREFIX", "rl:", kRefused},
+      {"NEAR_LIMIT_RATIO", "most", kRefused},
+      {"CACHE_KEY_PREFIX", "rl:", kEffect},
       {"CACHE_KEY_PREFIX", "", kNoEffect},
-      {"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true", kRefused},
-      {"REDIS_PERSECOND", "true", kRefused},
+      {"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true", kEffect},
+      {"REDIS_PERSECOND", "true", kEffect, {{"REDIS_PERSECOND_SOCKET_TYPE", "tcp"},
+                                            {"REDIS_PERSECOND_URL", "ps:6379"}}},
       {"REDIS_PERSECOND", "false", kNoEffect},
+      // REDIS_PERSECOND_*: read only with REDIS_PERSECOND=true, as their REDIS_ twins.
       {"REDIS_PERSECOND_SOCKET_TYPE", "tcp", kNoEffect},
+      {"REDIS_PERSECOND_SOCKET_TYPE", "tcp", kEffect, per_second},
+      {"REDIS_PERSECOND_SOCKET_TYPE", "udp", kRefused, per_second},
       {"REDIS_PERSECOND_TYPE", "cluster", kNoEffect},
+      {"REDIS_PERSECOND_TYPE", "cluster", kEffect, per_second_tcp},
       {"REDIS_PERSECOND_URL", "redis-ps:6379", kNoEffect},
+      {"REDIS_PERSECOND_URL", "redis-ps:6379", kEffect, per_second_tcp},
       {"REDIS_PERSECOND_POOL_SIZE", "5", kNoEffect},
+      {"REDIS_PERSECOND_POOL_SIZE", "5", kEffect, per_second},
       {"REDIS_PERSECOND_POOL_SIZE", "five", kRefused},
       {"REDIS_PERSECOND_AUTH", "secret", kNoEffect},
+      {"REDIS_PERSECOND_AUTH", "secret", kEffect, per_second},
       {"REDIS_PERSECOND_TLS", "true", kNoEffect},
+      {"REDIS_PERSECOND_TLS", "true", kEffect, per_second_tcp},
       {"REDIS_PERSECOND_SENTINEL_AUTH", "secret", kNoEffect},
+      {"REDIS_PERSECOND_SENTINEL_AUTH",
+       "secret",
+       kEffect,
+       {{"REDIS_PERSECOND", "true"},
+        {"REDIS_PERSECOND_TYPE", "sentinel"},
+        {"REDIS_PERSECOND_URL", "mymaster,s1:26379"}}},
       {"REDIS_PERSECOND_PIPELINE_WINDOW", "1ms", kNoEffect},
       {"REDIS_PERSECOND_PIPELINE_LIMIT", "2", kNoEffect},
       {"REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM", "0", kNoEffect},
+      {"REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM", "-1", kRefused, per_second},
       {"REDIS_PERSECOND_TIMEOUT", "1s", kNoEffect},
+      {"REDIS_PERSECOND_TIMEOUT", "1s", kEffect, per_second},
       {"REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR", "WAIT", kNoEffect},
+      {"REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR", "ERROR", kRefused, per_second},
       // Stats (USE_STATSD is true by default: the other sinks need it false, as upstream).
       {"USE_STATSD", "true", kNoEffect},
       {"USE_STATSD", "false", kEffect},
@@ -513,7 +539,8 @@ std::string Render(const UpstreamMode& m) {
       "{}:{} {}:{} {}:{} {} root={} sub={} dot={} shadow={} headers={} {} {} {} unavailable={} "
       "log={} format={} config_health={} redis_health={} startup={} {} {} config={} force={} "
       "xds={} {} {} {} tls={} {} {} {} {} backoff={} {} {} {} max={} "
-      "uds={} age={} grace={} grpc_tls={} quota={} metadata={} merge={}",
+      "uds={} age={} grace={} grpc_tls={} quota={} metadata={} merge={} per_second={} "
+      "prefix={} near={} jitter={} stop={} local_cache={}",
       m.http.host, m.http.port, m.grpc.host, m.grpc.port, m.debug.host, m.debug.port, m.store_url,
       m.rls.runtime_root, m.rls.runtime_subdirectory, m.rls.ignore_dotfiles, m.rls.global_shadow,
       m.rls.response_headers, m.rls.limit_header, m.rls.remaining_header, m.rls.reset_header,
@@ -531,7 +558,9 @@ std::string Render(const UpstreamMode& m) {
           ? fmt::format("{},{},{},{}", m.grpc_serving.tls->cert_file, m.grpc_serving.tls->key_file,
                         m.grpc_serving.tls->client_ca_file, m.grpc_serving.tls->client_san)
           : "off",
-      m.rls.global_quota, m.rls.dynamic_metadata, m.rls.merge_domains);
+      m.rls.global_quota, m.rls.dynamic_metadata, m.rls.merge_domains, m.per_second_store_url,
+      m.rls.cache_key_prefix, m.rls.near_limit_ratio, m.rls.expiration_jitter_max_seconds,
+      m.rls.stop_increment_when_over, m.rls.local_cache_bytes);
 }
 
 // Everything a mode says, its stats included.

@@ -63,6 +63,7 @@ class MemoryStore final : public Store {
   absl::StatusOr<Reservation> ReserveValidated(const ReserveRequest& request) override;
   absl::StatusOr<Reservation> TakeValidated(const TakeRequest& request) override;
   absl::StatusOr<Decision> SettleValidated(const SettleRequest& request) override;
+  absl::StatusOr<CountAnswer> CountValidated(const CountRequest& request) override;
 
  private:
   class Impl;

@@ -204,6 +204,8 @@ class RedisStore final : public Store {
   absl::StatusOr<Decision> SettleValidated(const SettleRequest& request) override;
   void ReserveAsyncValidated(const ReserveRequest& request, ReservationCallback done) override;
   void SettleAsyncValidated(const SettleRequest& request, DecisionCallback done) override;
+  absl::StatusOr<CountAnswer> CountValidated(const CountRequest& request) override;
+  void CountAsyncValidated(const CountRequest& request, CountCallback done) override;
 
  private:
   friend struct redis::StoreTesting;  // src/store/redis/store_testing.h

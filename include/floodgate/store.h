@@ -10,6 +10,7 @@
 #include <floodgate/reservation.h>
 #include <floodgate/time.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -25,6 +26,32 @@ struct DecideRequest {
   // Decision time; the store's own clock when unset (Redis: the server's TIME).
   std::optional<TimePoint> now;
 };
+
+// envoyproxy/ratelimit's counter (docs/envoy.md, "Shared counters"): the integer at `key`
+// incremented by `hits` and given `ttl`, as one atomic step (upstream's INCRBY and EXPIRE,
+// which it pipelines), answering the count after. A `ttl` of 0 only reads the count (upstream's
+// GET: nothing is written, an absent key counts 0).
+struct CountRequest {
+  // 1..kMaxCounterKeyBytes bytes, binary-safe; the whole key: the store adds no prefix or tag
+  // (upstream's replicas must find the same key).
+  std::string_view key;
+  std::int64_t hits = 1;           // 0..kMaxCost
+  std::chrono::seconds ttl{0};     // 0..kMaxCounterTtl; 0 reads only
+  std::optional<TimePoint> now;    // when the TTL starts (memory://); Redis keeps its own clock
+};
+// Upstream's keys carry the descriptor's values and a prefix: longer than kMaxKeyBytes in
+// practice (paths, header values), still bounded.
+inline constexpr std::size_t kMaxCounterKeyBytes = 4096;
+// Upstream's longest unit (a YEAR) plus any jitter worth having.
+inline constexpr std::chrono::seconds kMaxCounterTtl{10 * 365 * 24 * 3600};
+
+// The count after, and whether the store answered without its backend (on_error: fail_open
+// answers 0, fail_closed the largest count, local the in-process store's count).
+struct CountAnswer {
+  std::int64_t count = 0;
+  bool degraded = false;
+};
+using CountCallback = absl::AnyInvocable<void(absl::StatusOr<CountAnswer>)>;
 
 struct StoreStats {
   std::uint64_t keys = 0;          // keys held, including expired ones not yet reclaimed
@@ -95,6 +122,11 @@ class Store {
   void AcquireAsync(const AcquireRequest& request, ReservationCallback done);
   void ReleaseAsync(const ReleaseRequest& request, DecisionCallback done);
 
+  // Thread-safe. envoyproxy/ratelimit's counter (CountRequest), answered as DecideAsync
+  // answers; the key is copied. Unimplemented for a store without it.
+  absl::StatusOr<CountAnswer> Count(const CountRequest& request);
+  void CountAsync(const CountRequest& request, CountCallback done);
+
   // Thread-safe.
   virtual StoreStats Stats() const = 0;
 
@@ -149,6 +181,12 @@ class Store {
     done(TakeValidated(request));
   }
   virtual absl::StatusOr<Decision> SettleValidated(const SettleRequest& request);
+  // Called by Count() / CountAsync() with a request that passed ValidateCountRequest(); the
+  // asynchronous one answers inline by default.
+  virtual absl::StatusOr<CountAnswer> CountValidated(const CountRequest& request);
+  virtual void CountAsyncValidated(const CountRequest& request, CountCallback done) {
+    done(CountValidated(request));
+  }
   virtual void ReserveAsyncValidated(const ReserveRequest& request, ReservationCallback done) {
     done(ReserveValidated(request));
   }
@@ -170,6 +208,8 @@ absl::Status ValidateReserveRequest(const ReserveRequest& request);
 absl::Status ValidateTakeRequest(const TakeRequest& request);
 absl::Status ValidateSettleRequest(const SettleRequest& request);
 absl::Status ValidateAcquireRequest(const AcquireRequest& request);
+// The checks Count() applies.
+absl::Status ValidateCountRequest(const CountRequest& request);
 
 // Opens a store from its URL (docs/service.md, "Store URLs"). Unknown schemes and bad
 // options are errors that name the offending part.

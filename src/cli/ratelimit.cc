@@ -134,6 +134,21 @@ int RunRatelimit() {
     return kExitSettings;
   }
   std::shared_ptr<Store> store = *std::move(opened);
+  // REDIS_PERSECOND: SECOND limits count on their own Redis, as upstream's perSecondClient.
+  std::shared_ptr<Store> per_second;
+  if (!mode->per_second_store_url.empty()) {
+    auto second = OpenStore(mode->per_second_store_url);
+    if (!second.ok()) {
+      spdlog::critical("REDIS_PERSECOND: {}", MessageOf(second.status()));
+      store->Close();
+      return kExitSettings;
+    }
+    per_second = *std::move(second);
+  }
+  const auto close_stores = [&] {
+    store->Close();
+    if (per_second) per_second->Close();
+  };
 
   // Upstream's stats sink, made before Redis is waited for, as runner.go makes it; the
   // Prometheus port opens now too (as upstream's sink opens it; a failure is logged).
@@ -178,16 +193,19 @@ int RunRatelimit() {
     signals_io.stop();
   });
 
-  switch (WaitForRedis(*store, mode->redis_startup, signals_io, stopping)) {
-    case Waited::kAnswered:
-      break;
-    case Waited::kTimedOut:
-      store->Close();
-      return kExitSettings;
-    case Waited::kStopped:
-      spdlog::warn("Received signal {}, stopped before Redis answered", stop_signal);
-      store->Close();
-      return 0;
+  for (Store* redis : {store.get(), per_second.get()}) {
+    if (redis == nullptr) continue;
+    switch (WaitForRedis(*redis, mode->redis_startup, signals_io, stopping)) {
+      case Waited::kAnswered:
+        break;
+      case Waited::kTimedOut:
+        close_stores();
+        return kExitSettings;
+      case Waited::kStopped:
+        spdlog::warn("Received signal {}, stopped before Redis answered", stop_signal);
+        close_stores();
+        return 0;
+    }
   }
   std::atomic<bool> first_handled{false};  // before the engine, whose xDS thread sets it
   absl::StatusOr<std::unique_ptr<rls::Engine>> engine;
@@ -195,7 +213,7 @@ int RunRatelimit() {
     auto tls = rls::XdsTlsFiles::Read(mode->xds);
     if (!tls.ok()) {
       spdlog::critical("{}", MessageOf(tls.status()));
-      store->Close();
+      close_stores();
       return kExitSettings;
     }
     // As upstream's NewService: the ports open once the first response was handled (good or
@@ -206,7 +224,7 @@ int RunRatelimit() {
       if (wait_for_config && !first_handled.exchange(true)) {
         boost::asio::post(signals_io, [&] { signals_io.stop(); });
       }
-    });
+    }, per_second);
     if (engine.ok() && wait_for_config) {
       spdlog::info("Waiting for initial ratelimit config update event");
       signals_io.restart();
@@ -214,17 +232,17 @@ int RunRatelimit() {
       if (stopping.load()) {
         spdlog::warn("Received signal {}, stopped before the first xDS response", stop_signal);
         engine->reset();
-        store->Close();
+        close_stores();
         return 0;
       }
       spdlog::info("Successfully loaded the initial ratelimit configs");
     }
   } else {
-    engine = rls::MakeEngine(mode->rls, store);
+    engine = rls::MakeEngine(mode->rls, store, per_second);
   }
   if (!engine.ok()) {
     spdlog::critical("{}", MessageOf(engine.status()));
-    store->Close();
+    close_stores();
     return kExitSettings;
   }
 
@@ -276,20 +294,22 @@ int RunRatelimit() {
   }
   if (absl::Status status = grpc.Start(); !status.ok()) {
     spdlog::critical("gRPC listener: {}", MessageOf(status));
-    store->Close();
+    close_stores();
     return kExitListen;
   }
   if (absl::Status status = http.Start(); !status.ok()) {
     spdlog::critical("HTTP listener: {}", MessageOf(status));
     grpc.Shutdown(milliseconds(0));
-    store->Close();
+    close_stores();
     return kExitListen;
   }
   spdlog::info(
       "floodgate {} as envoyproxy/ratelimit: HTTP on {}, gRPC on {}, debug on {}, store {}, "
       "config {}",
       kVersion, HostPort(mode->http.host, http.port()), grpc.address(),
-      HostPort(mode->debug.host, debug_http.port()), store->Describe(),
+      HostPort(mode->debug.host, debug_http.port()),
+      per_second ? fmt::format("{} (SECOND limits: {})", store->Describe(), per_second->Describe())
+                 : store->Describe(),
       mode->config_source == rls::ConfigSource::kXds
           ? fmt::format("from xDS server {} (node {})", mode->xds.server_url, mode->xds.node_id)
           : rls::ConfigDirectory(mode->rls).string());
@@ -320,7 +340,7 @@ int RunRatelimit() {
   http.Shutdown(kHttpGrace);
   debug_http.Shutdown(milliseconds(0));
   prometheus_http.Shutdown(milliseconds(0));
-  store->Close();
+  close_stores();
   return 0;
 }
 

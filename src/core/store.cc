@@ -289,4 +289,37 @@ absl::StatusOr<Decision> Store::SettleValidated(const SettleRequest&) {
       fmt::format("{} does not hold reservations yet (memory:// does)", Describe()));
 }
 
+absl::StatusOr<CountAnswer> Store::CountValidated(const CountRequest&) {
+  return absl::UnimplementedError(
+      fmt::format("{} keeps no envoyproxy/ratelimit counters", Describe()));
+}
+
+absl::Status ValidateCountRequest(const CountRequest& request) {
+  if (request.key.empty() || request.key.size() > kMaxCounterKeyBytes) {
+    return absl::InvalidArgumentError(fmt::format("a counter's key is 1 to {} bytes, got {}",
+                                                  kMaxCounterKeyBytes, request.key.size()));
+  }
+  if (request.hits < 0 || request.hits > kMaxCost) {
+    return absl::InvalidArgumentError(
+        fmt::format("hits must be between 0 and {}, got {}", kMaxCost, request.hits));
+  }
+  if (request.ttl.count() < 0 || request.ttl > kMaxCounterTtl) {
+    return absl::InvalidArgumentError(fmt::format("a counter's ttl is 0 to {} s, got {} s",
+                                                  kMaxCounterTtl.count(), request.ttl.count()));
+  }
+  return ValidateTime(request.now);
+}
+
+absl::StatusOr<CountAnswer> Store::Count(const CountRequest& request) {
+  if (absl::Status status = ValidateCountRequest(request); !status.ok()) return status;
+  return CountValidated(request);
+}
+
+void Store::CountAsync(const CountRequest& request, CountCallback done) {
+  if (absl::Status status = ValidateCountRequest(request); !status.ok()) {
+    return done(std::move(status));
+  }
+  CountAsyncValidated(request, std::move(done));
+}
+
 }  // namespace floodgate

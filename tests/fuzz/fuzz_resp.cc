@@ -1,7 +1,8 @@
 // libFuzzer: the replies our Redis client accepts, through the RESP reader and the decoder.
 //
 // Arbitrary bytes go through the RESP reader, and every reply it yields through the decision
-// decoder, for 1 to 3 decisions, with and without the batch script's trailing clock.
+// decoder, for 1 to 3 decisions, with and without the batch script's trailing clock, and
+// through the counters' decoder (lua/upstream.lua) for 1 to 3 counters.
 #include <cstdlib>
 #include <vector>
 
@@ -24,6 +25,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           const auto& d = decoded->decisions[i];
           if (d.ok() && (d->limit != limits[i] || d->remaining < 0 || d->degraded)) std::abort();
         }
+      }
+      auto counts = floodgate::redis::DecodeCounts(**reply, n);
+      if (!counts.ok()) continue;
+      if (counts->size() != n) std::abort();
+      for (const auto& count : *counts) {
+        if (count.ok() && *count < 0) std::abort();
       }
     }
   }

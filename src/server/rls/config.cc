@@ -210,6 +210,8 @@ absl::StatusOr<RlsLimit> ParseRateLimit(const FileReader& r, const YAML::Node& n
         fmt::format("{}s", std::chrono::duration_cast<std::chrono::seconds>(limit.period).count());
   }
   if (node["algorithm"]) limit.upstream_window = false;
+  limit.upstream_counter = limit.upstream_window && !node["burst"] && !node["refill"] &&
+                           !node["prefetch"] && !node["prefetch_ttl"];
   if (limit.requests_per_unit == 0) {
     // Upstream denies every counted hit of a limit 0; floodgate's policies start at 1, so
     // the engine answers these itself. The extensions still get checked.
@@ -220,7 +222,10 @@ absl::StatusOr<RlsLimit> ParseRateLimit(const FileReader& r, const YAML::Node& n
     return limit;
   }
   FG_ASSIGN(limit.policy, BuildPolicy(r, node, limit.requests_per_unit, period));
-  if (limit.policy->algorithm != Algorithm::kFixedWindow) limit.upstream_window = false;
+  if (limit.policy->algorithm != Algorithm::kFixedWindow) {
+    limit.upstream_window = false;
+    limit.upstream_counter = false;
+  }
   return limit;
 }
 

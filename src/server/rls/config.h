@@ -52,6 +52,9 @@ struct RlsLimit {
   bool upstream_window = true;
   // The window length: the unit's, or `period:`'s.
   std::chrono::microseconds period{0};
+  // No floodgate extension (algorithm, period, burst, refill, prefetch): counted as upstream
+  // counts, on its keys (docs/envoy.md, "Shared counters"), unless the domain is all_or_nothing.
+  bool upstream_counter = false;
 };
 
 // A composite key holding '*' (anywhere, as upstream's config_impl.go takes them), split on

@@ -8,6 +8,7 @@
 #include <array>
 #include <atomic>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "server/headers.h"
 #include "server/rls/metadata.h"
 #include "server/rls/rls_engine.h"
+#include "server/rls/upstream_counter.h"
 
 namespace floodgate::server::rls {
 
@@ -159,6 +161,7 @@ struct RlsEngine::Pending {
     kUnlimited,  // OK, limit_remaining UINT32_MAX, not sent to the store
     kZeroLimit,  // requests_per_unit 0: every counted hit is over, without the store
     kDecide,     // sent to the store
+    kCount,      // upstream's counter (docs/envoy.md, "Shared counters"): Store::Count
   };
   struct Slot {
     Kind kind = Kind::kNoLimit;
@@ -171,6 +174,12 @@ struct RlsEngine::Pending {
     std::int64_t hits = 1;
     std::size_t item = 0;  // all_or_nothing: the store item deciding it
     absl::StatusOr<Decision> decision = Decision{};
+    // kCount: upstream's key, its unit, and what came of it.
+    std::string counter_key;
+    std::int64_t unit_s = 0;
+    bool local_over = false;   // in the local cache: not sent
+    bool would_exceed = false;  // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: read first
+    absl::StatusOr<CountAnswer> counted = CountAnswer{};
 
     const RlsLimit& limit() const { return override_limit ? *override_limit : *configured; }
   };
@@ -184,17 +193,36 @@ struct RlsEngine::Pending {
   std::optional<TimePoint> now;
   std::vector<Slot> slots;
   std::vector<std::size_t> to_decide;  // slots of kind kDecide
+  std::vector<std::size_t> to_count;   // slots of kind kCount not over in the local cache
+  bool any_local_over = false;
+  // Upstream's counters are keyed by this process's clock (its window start), as upstream's.
+  TimePoint count_now;
+  std::int64_t now_s = 0;
+  std::atomic<std::size_t> reads{0};  // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT's reads
   bool peek_only = false;              // all_or_nothing, already denied: the store spends nothing
   std::atomic<std::size_t> outstanding{0};
 };
 
 RlsEngine::RlsEngine(Store& store, RlsSettings settings, std::shared_ptr<const RlsConfig> config,
-                     RlsMetrics& metrics, DecisionClock clock)
+                     RlsMetrics& metrics, DecisionClock clock, Store* per_second)
     : store_(store),
+      per_second_(per_second),
       settings_(std::move(settings)),
       metrics_(metrics),
       clock_(std::move(clock)),
-      config_(std::move(config)) {}
+      config_(std::move(config)),
+      local_cache_(settings_.local_cache_bytes) {}
+
+Store& RlsEngine::StoreFor(Unit unit) const {
+  return per_second_ != nullptr && unit == RateLimit::SECOND ? *per_second_ : store_;
+}
+
+std::int64_t RlsEngine::Ttl(std::int64_t unit_s) {
+  if (settings_.expiration_jitter_max_seconds <= 0) return unit_s;
+  std::lock_guard lock(jitter_mu_);
+  return CounterTtl(unit_s, settings_.expiration_jitter_max_seconds,
+                    absl::Uniform<double>(jitter_, 0.0, 1.0));
+}
 
 void RlsEngine::SetConfig(std::shared_ptr<const RlsConfig> config) {
   std::lock_guard lock(config_mu_);
@@ -241,9 +269,15 @@ void RlsEngine::ShouldRateLimit(const pb::RateLimitRequest& request, Response* r
   pending->done = std::move(done);
   pending->domain = request.domain();
   if (clock_) pending->now = clock_();
+  pending->count_now = pending->now.value_or(SystemNow());
+  pending->now_s = std::chrono::floor<std::chrono::seconds>(pending->count_now.time_since_epoch())
+                       .count();
 
   const RlsConfig& config = *pending->config;
-  const bool known_domain = config.Domain(request.domain()) != nullptr;
+  const RlsDomain* domain = config.Domain(request.domain());
+  const bool known_domain = domain != nullptr;
+  // floodgate's all_or_nothing decides every limit of its domain by floodgate's algorithms.
+  const bool upstream_counting = known_domain && !domain->all_or_nothing;
   const int count = request.descriptors_size();
   pending->slots.resize(static_cast<std::size_t>(count));
   // Names other matched limits replace (upstream's `replaces`).
@@ -282,6 +316,7 @@ void RlsEngine::ShouldRateLimit(const pb::RateLimitRequest& request, Response* r
       limit.requests_per_unit = descriptor.limit().requests_per_unit();
       limit.unit = unit;
       limit.period = *length;
+      limit.upstream_counter = true;
       if (limit.requests_per_unit > 0) {
         Policy policy;
         policy.algorithm = Algorithm::kFixedWindow;
@@ -303,9 +338,10 @@ void RlsEngine::ShouldRateLimit(const pb::RateLimitRequest& request, Response* r
     }
     const RlsLimit& limit = slot.limit();
     for (const std::string& name : limit.replaces) replaced.push_back(name);
-    slot.kind = limit.unlimited ? Pending::Kind::kUnlimited
-                : limit.policy  ? Pending::Kind::kDecide
-                                : Pending::Kind::kZeroLimit;
+    slot.kind = limit.unlimited                                 ? Pending::Kind::kUnlimited
+                : upstream_counting && limit.upstream_counter ? Pending::Kind::kCount
+                : limit.policy                                ? Pending::Kind::kDecide
+                                                              : Pending::Kind::kZeroLimit;
     slot.stats_key = limit.stats_key;
     if (limit.detailed_metric && descriptor.entries_size() > 0) {
       // Upstream's detailed_metric: the last entry's value joins the name.
@@ -317,6 +353,21 @@ void RlsEngine::ShouldRateLimit(const pb::RateLimitRequest& request, Response* r
                      : StoreKey(request.domain(), SharedDescriptor(descriptor, match.shared_values),
                                 *limit.policy);
     }
+    if (slot.kind == Pending::Kind::kCount) {
+      slot.unit_s = UnitLength(limit.unit)->count();
+      // share_threshold: the wildcard's pattern in place of the values it shares, as
+      // upstream's GenerateCacheKey writes the key (a copy only then).
+      std::optional<ext::RateLimitDescriptor> shared;
+      if (!match.shared_values.empty()) shared = SharedDescriptor(descriptor, match.shared_values);
+      slot.counter_key = CounterKey(settings_.cache_key_prefix, request.domain(),
+                                    shared ? *shared : descriptor, pending->now_s, slot.unit_s);
+      if (slot.counter_key.size() > kMaxCounterKeyBytes) {
+        pending->done(absl::InvalidArgumentError(
+            fmt::format("descriptor {}: its counter key is {} bytes, at most {} are taken", i,
+                        slot.counter_key.size(), kMaxCounterKeyBytes)));
+        return;
+      }
+    }
   }
   for (std::size_t i = 0; i < pending->slots.size(); ++i) {
     Pending::Slot& slot = pending->slots[i];
@@ -327,9 +378,14 @@ void RlsEngine::ShouldRateLimit(const pb::RateLimitRequest& request, Response* r
       continue;
     }
     if (slot.kind == Pending::Kind::kDecide) pending->to_decide.push_back(i);
+    if (slot.kind == Pending::Kind::kCount) {
+      // Upstream's local cache: a key over its limit is not sent again in its window.
+      slot.local_over = local_cache_.Contains(slot.counter_key, pending->now_s);
+      pending->any_local_over = pending->any_local_over || slot.local_over;
+      if (!slot.local_over) pending->to_count.push_back(i);
+    }
   }
 
-  const RlsDomain* domain = config.Domain(request.domain());
   if (domain != nullptr && domain->all_or_nothing) {
     // A limit of 0 denies without the store; all or nothing, the others then only peek.
     for (const Pending::Slot& slot : pending->slots) {
@@ -338,19 +394,73 @@ void RlsEngine::ShouldRateLimit(const pb::RateLimitRequest& request, Response* r
       }
     }
   }
-  if (pending->to_decide.empty()) {
+  if (pending->to_decide.empty() && pending->to_count.empty()) {
     Finish(*pending);
   } else if (domain != nullptr && domain->all_or_nothing) {
     DecideAll(std::move(pending));
   } else {
+    // The last callback may answer while a loop below is still on its last step: after the
+    // last call, nothing here touches more than `to_decide` and `to_count`, which Finish
+    // only reads.
+    pending->outstanding.store(pending->to_decide.size() + pending->to_count.size(),
+                               std::memory_order_relaxed);
+    if (!pending->to_count.empty()) CountEach(pending);
     DecideEach(std::move(pending));
   }
 }
 
+void RlsEngine::CountEach(std::shared_ptr<Pending> pending) {
+  // fixed_cache_impl.go reads a request's counts first (GET, pipelined) when it must spare the
+  // other keys of a request one of whose keys would go over; with one key there is no other.
+  if (!settings_.stop_increment_when_over || pending->any_local_over ||
+      pending->to_count.size() < 2) {
+    return AddCounts(std::move(pending));
+  }
+  pending->reads.store(pending->to_count.size(), std::memory_order_relaxed);
+  for (const std::size_t i : pending->to_count) {
+    Pending::Slot& slot = pending->slots[i];
+    const CountRequest read{.key = slot.counter_key, .hits = 0, .ttl = {}, .now = pending->now};
+    StoreFor(slot.limit().unit).CountAsync(read, [this, pending,
+                                                  i](absl::StatusOr<CountAnswer> answer) {
+      Pending::Slot& slot = pending->slots[i];
+      if (answer.ok()) {
+        slot.would_exceed =
+            answer->count + slot.hits > static_cast<std::int64_t>(slot.limit().requests_per_unit);
+      } else {
+        slot.counted = answer.status();
+      }
+      if (pending->reads.fetch_sub(1, std::memory_order_acq_rel) == 1) AddCounts(pending);
+    });
+  }
+}
+
+void RlsEngine::AddCounts(std::shared_ptr<Pending> pending) {
+  bool any_would_exceed = false;
+  for (const std::size_t i : pending->to_count) {
+    any_would_exceed = any_would_exceed || pending->slots[i].would_exceed;
+  }
+  for (const std::size_t i : pending->to_count) {
+    Pending::Slot& slot = pending->slots[i];
+    if (!slot.counted.ok()) {  // its read failed: the request fails (upstream's panic)
+      if (pending->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) Finish(*pending);
+      continue;
+    }
+    const auto hits = static_cast<std::int64_t>(
+        HitsToAdd(settings_.stop_increment_when_over, static_cast<std::uint64_t>(slot.hits),
+                  pending->any_local_over, any_would_exceed, slot.would_exceed));
+    const CountRequest count{.key = slot.counter_key,
+                             .hits = hits,
+                             .ttl = std::chrono::seconds(Ttl(slot.unit_s)),
+                             .now = pending->now};
+    StoreFor(slot.limit().unit).CountAsync(count, [this, pending,
+                                                   i](absl::StatusOr<CountAnswer> answer) {
+      pending->slots[i].counted = std::move(answer);
+      if (pending->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) Finish(*pending);
+    });
+  }
+}
+
 void RlsEngine::DecideEach(std::shared_ptr<Pending> pending) {
-  // The last callback may answer while this loop is still on its last step: after the
-  // last call, nothing here touches more than `to_decide`, which Finish only reads.
-  pending->outstanding.store(pending->to_decide.size(), std::memory_order_relaxed);
   for (const std::size_t i : pending->to_decide) {
     Pending::Slot& slot = pending->slots[i];
     DecideRequest request{
@@ -409,17 +519,21 @@ void RlsEngine::DecideAll(std::shared_ptr<Pending> pending) {
 
 void RlsEngine::Finish(Pending& pending) {
   bool degraded = false;
+  const auto failed = [&pending](const absl::Status& status) {
+    pending.done(absl::IsInvalidArgument(status)
+                     ? status
+                     : RlsMetrics::MarkStoreFailure(absl::UnavailableError(
+                           fmt::format("rate limit store: {}", MessageOf(status)))));
+  };
   for (const std::size_t i : pending.to_decide) {
     const auto& decision = pending.slots[i].decision;
-    if (!decision.ok()) {
-      const absl::Status& status = decision.status();
-      pending.done(absl::IsInvalidArgument(status)
-                       ? status
-                       : RlsMetrics::MarkStoreFailure(absl::UnavailableError(
-                             fmt::format("rate limit store: {}", MessageOf(status)))));
-      return;
-    }
+    if (!decision.ok()) return failed(decision.status());
     degraded = degraded || decision->degraded;
+  }
+  for (const std::size_t i : pending.to_count) {
+    const auto& counted = pending.slots[i].counted;
+    if (!counted.ok()) return failed(counted.status());
+    degraded = degraded || counted->degraded;
   }
 
   Response& response = *pending.response;
@@ -430,6 +544,24 @@ void RlsEngine::Finish(Pending& pending) {
   const Response::DescriptorStatus* binding = nullptr;  // the headers' descriptor
   std::uint32_t least_remaining = kMaxRemaining;
   const TimePoint now = pending.now.value_or(SystemNow());
+  // A limited descriptor's answer into the request's: the overall code (quota mode's rule),
+  // the passed descriptors' metadata, and upstream's choice of the headers' descriptor: the
+  // least remaining, and a descriptor over the limit (not in quota mode) wins over the ones
+  // before it.
+  const auto settle = [&](const Pending::Slot& slot, const RlsLimit& limit,
+                          const Response::DescriptorStatus& status) {
+    const bool quota = settings_.global_quota || limit.quota;
+    const bool over_limit = status.code() == Response::OVER_LIMIT;
+    overall_code.Answered(over_limit, quota);
+    if (!over_limit) passed.push_back(slot.metadata);
+    if (over_limit && !quota) {
+      binding = &status;
+      least_remaining = 0;
+    } else if (status.limit_remaining() < least_remaining) {
+      binding = &status;
+      least_remaining = status.limit_remaining();
+    }
+  };
 
   for (const Pending::Slot& slot : pending.slots) {
     Response::DescriptorStatus& status = *response.add_statuses();
@@ -451,6 +583,36 @@ void RlsEngine::Finish(Pending& pending) {
     bool over = false;
     bool slot_degraded = false;
     std::chrono::microseconds reset{0};
+    const auto hits = static_cast<std::uint64_t>(slot.hits);
+    if (slot.kind == Pending::Kind::kCount) {
+      slot_degraded = !slot.local_over && slot.counted->degraded;
+      const CountVerdict verdict =
+          Judge(limit.requests_per_unit, slot.local_over ? 0 : slot.counted->count, hits,
+                slot.local_over, limit.shadow, settings_.near_limit_ratio);
+      status.set_limit_remaining(verdict.over ? 0 : verdict.remaining);
+      // utils.CalculateReset: the unit's seconds left from this process's clock.
+      SetDuration(status.mutable_duration_until_reset(),
+                  std::chrono::seconds(slot.unit_s - pending.now_s % slot.unit_s));
+      // A degraded count (on_error) says nothing of the key: the cache keeps Redis' answers.
+      if (verdict.cache_locally && !slot_degraded && local_cache_.enabled()) {
+        local_cache_.Insert(slot.counter_key, pending.now_s + slot.unit_s, pending.now_s);
+      }
+      // Upstream's arithmetic of the stats (base_limiter.go), from the count before these hits.
+      RlsMetrics::Outcome outcome;
+      outcome.hits = hits;
+      outcome.limit = limit.requests_per_unit;
+      outcome.before = slot.local_over ? 0
+                                       : static_cast<std::uint64_t>(std::max<std::int64_t>(
+                                             0, slot.counted->count)) - hits;
+      outcome.over = verdict.over;
+      outcome.shadow = limit.shadow;
+      outcome.local_cache = slot.local_over;
+      outcome.degraded = slot_degraded;
+      metrics_.Count(slot.stats_key, outcome);
+      if (verdict.over && !limit.shadow) status.set_code(Response::OVER_LIMIT);
+      settle(slot, limit, status);
+      continue;
+    }
     if (slot.kind == Pending::Kind::kZeroLimit) {
       over = slot.hits > 0;
       reset = ToWindowEnd(now, limit.period);
@@ -478,19 +640,7 @@ void RlsEngine::Finish(Pending& pending) {
     if (over && !limit.shadow) {
       status.set_code(Response::OVER_LIMIT);
     }
-    const bool quota = settings_.global_quota || limit.quota;
-    const bool over_limit = status.code() == Response::OVER_LIMIT;
-    overall_code.Answered(over_limit, quota);
-    if (!over_limit) passed.push_back(slot.metadata);
-    // Upstream's choice of the headers' descriptor: the least remaining, and a descriptor
-    // over the limit (not in quota mode) wins over the ones before it.
-    if (over_limit && !quota) {
-      binding = &status;
-      least_remaining = 0;
-    } else if (status.limit_remaining() < least_remaining) {
-      binding = &status;
-      least_remaining = status.limit_remaining();
-    }
+    settle(slot, limit, status);
   }
 
   if (degraded && settings_.unavailable_on_store_error) {

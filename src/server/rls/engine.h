@@ -61,6 +61,16 @@ struct RlsSettings {
   // on_error: error — a store failure is answered UNAVAILABLE at once (Envoy's own
   // failure_mode_deny decides) instead of the store's on_error answer.
   bool unavailable_on_store_error = false;
+  // Upstream's counters (docs/envoy.md, "Shared counters"): how rules without floodgate's
+  // extensions count, on upstream's keys. CACHE_KEY_PREFIX starts every key; NEAR_LIMIT_RATIO
+  // marks near_limit hits; EXPIRATION_JITTER_MAX_SECONDS adds up to that much (less one) to a
+  // key's TTL; STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT spares a request's other keys when one
+  // is over; LOCAL_CACHE_SIZE_IN_BYTES bounds the local over-limit cache (0: none).
+  std::string cache_key_prefix;
+  float near_limit_ratio = 0.8f;
+  std::int64_t expiration_jitter_max_seconds = 300;
+  bool stop_increment_when_over = false;
+  std::size_t local_cache_bytes = 0;
 };
 
 class Engine {

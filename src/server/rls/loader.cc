@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <system_error>
 
+#include "common/status_macros.h"
 #include "common/strings.h"
 #include "server/config_file.h"
 #include "server/rls/upstream_settings.h"
@@ -66,6 +67,45 @@ absl::StatusOr<RlsSettings> FromEnvironment(absl::FunctionRef<const char*(const 
   for (const std::string* header :
        {&settings.limit_header, &settings.remaining_header, &settings.reset_header}) {
     if (header->empty()) return absl::InvalidArgumentError("LIMIT_*_HEADER must not be empty");
+  }
+  // Upstream's counting (docs/envoy.md, "Shared counters"), as `ratelimit` reads it.
+  const auto number = [&](const char* name, EnvType type) -> absl::StatusOr<std::optional<EnvValue>> {
+    const char* value = getenv(name);
+    if (value == nullptr) return std::nullopt;
+    auto parsed = ParseEnvValue(type, value);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}=\"{}\": {}", name, value, MessageOf(parsed.status())));
+    }
+    return std::optional<EnvValue>(*std::move(parsed));
+  };
+  text("CACHE_KEY_PREFIX", settings.cache_key_prefix);
+  std::optional<EnvValue> ratio;
+  FG_ASSIGN(ratio, number("NEAR_LIMIT_RATIO", EnvType::kFloat32));
+  if (ratio) settings.near_limit_ratio = static_cast<float>(std::get<double>(*ratio));
+  std::optional<EnvValue> jitter;
+  FG_ASSIGN(jitter, number("EXPIRATION_JITTER_MAX_SECONDS", EnvType::kInt));
+  if (jitter) settings.expiration_jitter_max_seconds = std::get<std::int64_t>(*jitter);
+  std::optional<EnvValue> bytes;
+  FG_ASSIGN(bytes, number("LOCAL_CACHE_SIZE_IN_BYTES", EnvType::kInt));
+  if (bytes) {
+    const std::int64_t n = std::get<std::int64_t>(*bytes);
+    if (n < 0 || n > (std::int64_t{1} << 30)) {
+      return absl::InvalidArgumentError(
+          fmt::format("LOCAL_CACHE_SIZE_IN_BYTES=\"{}\": must be 0 (no cache) to 1073741824", n));
+    }
+    settings.local_cache_bytes = static_cast<std::size_t>(n);
+  }
+  bool per_second = false;
+  if (auto s = flag("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", settings.stop_increment_when_over);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = flag("REDIS_PERSECOND", per_second); !s.ok()) return s;
+  if (per_second) {
+    return absl::InvalidArgumentError(
+        "REDIS_PERSECOND=true: `floodgate serve` counts on its one store (--store); a second "
+        "Redis for per-second limits is `ratelimit`'s (docs/envoy.md)");
   }
   return settings;
 }

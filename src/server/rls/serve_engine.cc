@@ -30,11 +30,16 @@ class OwningEngine : public Engine {
   RlsMetrics* metrics() override { return &metrics_; }
 
  protected:
-  OwningEngine(std::shared_ptr<Store> store, const RlsSettings& settings,
-               std::shared_ptr<const RlsConfig> config)
-      : store_(std::move(store)), engine_(*store_, settings, std::move(config), metrics_) {}
+  // `per_second`: REDIS_PERSECOND's store for SECOND limits, or nullptr.
+  OwningEngine(std::shared_ptr<Store> store, std::shared_ptr<Store> per_second,
+               const RlsSettings& settings, std::shared_ptr<const RlsConfig> config)
+      : store_(std::move(store)),
+        per_second_(std::move(per_second)),
+        metrics_(settings.near_limit_ratio),
+        engine_(*store_, settings, std::move(config), metrics_, {}, per_second_.get()) {}
 
   std::shared_ptr<Store> store_;
+  std::shared_ptr<Store> per_second_;
   RlsMetrics metrics_;
   RlsEngine engine_;
 };
@@ -42,9 +47,9 @@ class OwningEngine : public Engine {
 // The config from the runtime directory, watched.
 class ServeEngine final : public OwningEngine {
  public:
-  ServeEngine(std::shared_ptr<Store> store, RlsSettings settings,
-              std::shared_ptr<const RlsConfig> config)
-      : OwningEngine(std::move(store), settings, std::move(config)),
+  ServeEngine(std::shared_ptr<Store> store, std::shared_ptr<Store> per_second,
+              RlsSettings settings, std::shared_ptr<const RlsConfig> config)
+      : OwningEngine(std::move(store), std::move(per_second), settings, std::move(config)),
         watcher_(settings, std::chrono::seconds(1),
                  [this](std::shared_ptr<const RlsConfig> next) { engine_.SetConfig(next); }) {}
 
@@ -78,9 +83,10 @@ void AppendLoadCounters(const LoaderCounters& loads, std::string& out) {
 // As ServeEngine, its config from an xDS server instead of a directory.
 class XdsEngine final : public OwningEngine {
  public:
-  XdsEngine(std::shared_ptr<Store> store, RlsSettings settings, XdsSettings xds, XdsTlsFiles tls,
+  XdsEngine(std::shared_ptr<Store> store, std::shared_ptr<Store> per_second,
+            RlsSettings settings, XdsSettings xds, XdsTlsFiles tls,
             absl::AnyInvocable<void()> on_update)
-      : OwningEngine(std::move(store), settings, nullptr),
+      : OwningEngine(std::move(store), std::move(per_second), settings, nullptr),
         on_update_(std::move(on_update)),
         client_(std::move(xds), std::move(tls),
                 [this](absl::StatusOr<std::shared_ptr<const RlsConfig>> config) {
@@ -144,10 +150,12 @@ absl::StatusOr<std::unique_ptr<Engine>> MakeServeEngine(const server::RlsSection
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> MakeEngine(RlsSettings settings,
-                                                   std::shared_ptr<Store> store) {
+                                                   std::shared_ptr<Store> store,
+                                                   std::shared_ptr<Store> per_second) {
   auto config = LoadRlsConfig(settings);
   if (!config.ok()) return config.status();
-  return std::make_unique<ServeEngine>(std::move(store), std::move(settings), *std::move(config));
+  return std::make_unique<ServeEngine>(std::move(store), std::move(per_second),
+                                       std::move(settings), *std::move(config));
 }
 
 }  // namespace floodgate::server::rls
@@ -157,9 +165,10 @@ namespace floodgate::server::rls {
 absl::StatusOr<std::unique_ptr<Engine>> MakeXdsEngine(RlsSettings settings,
                                                       std::shared_ptr<Store> store,
                                                       XdsSettings xds, XdsTlsFiles tls,
-                                                      absl::AnyInvocable<void()> on_update) {
-  return std::make_unique<XdsEngine>(std::move(store), std::move(settings), std::move(xds),
-                                     std::move(tls), std::move(on_update));
+                                                      absl::AnyInvocable<void()> on_update,
+                                                      std::shared_ptr<Store> per_second) {
+  return std::make_unique<XdsEngine>(std::move(store), std::move(per_second), std::move(settings),
+                                     std::move(xds), std::move(tls), std::move(on_update));
 }
 
 }  // namespace floodgate::server::rls

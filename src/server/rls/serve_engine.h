@@ -27,18 +27,21 @@ absl::StatusOr<std::unique_ptr<Engine>> MakeServeEngine(const server::RlsSection
                                                         std::shared_ptr<Store> store);
 
 // The engine on `settings` as they are (the `ratelimit` command's, from upstream_mode.h): the
-// config directory loaded once (a bad one is an error) and watched, decisions on `store`.
+// config directory loaded once (a bad one is an error) and watched, decisions on `store`, and
+// upstream's counters of SECOND limits on `per_second` when given (REDIS_PERSECOND).
 absl::StatusOr<std::unique_ptr<Engine>> MakeEngine(RlsSettings settings,
-                                                   std::shared_ptr<Store> store);
+                                                   std::shared_ptr<Store> store,
+                                                   std::shared_ptr<Store> per_second = nullptr);
 
 // The engine on `settings` whose config comes from an xDS server (CONFIG_TYPE=GRPC_XDS_SOTW,
 // xds_client.h): none until the first good response, then each good one; a bad one keeps the
 // last (counted as a load error). `on_update` is called after each response is handled
 // (good or bad), on the client's thread: `ratelimit` waits for the first before it opens
-// its ports, as upstream's NewService does.
+// its ports, as upstream's NewService does. `per_second` as MakeEngine's.
 absl::StatusOr<std::unique_ptr<Engine>> MakeXdsEngine(RlsSettings settings,
                                                       std::shared_ptr<Store> store,
                                                       XdsSettings xds, XdsTlsFiles tls,
-                                                      absl::AnyInvocable<void()> on_update);
+                                                      absl::AnyInvocable<void()> on_update,
+                                                      std::shared_ptr<Store> per_second = nullptr);
 
 }  // namespace floodgate::server::rls

@@ -32,46 +32,50 @@ absl::StatusOr<Listener> ListenerFrom(const UpstreamEnv& env, std::string_view h
   return Listener{env.String(host), static_cast<std::uint16_t>(number)};
 }
 
-absl::StatusOr<std::string> StoreUrl(const UpstreamEnv& env) {
+// The store URL of upstream's main Redis (prefix "REDIS_") or its per-second one
+// ("REDIS_PERSECOND_"): the same variables under either prefix, the TLS files shared (upstream's
+// one RedisTlsConfig).
+absl::StatusOr<std::string> StoreUrl(const UpstreamEnv& env, std::string_view prefix) {
+  const auto var = [prefix](std::string_view name) { return fmt::format("{}{}", prefix, name); };
   UpstreamRedis redis;
-  redis.url = env.String("REDIS_URL");
-  redis.type = absl::AsciiStrToLower(env.String("REDIS_TYPE"));
+  redis.url = env.String(var("URL"));
+  redis.type = absl::AsciiStrToLower(env.String(var("TYPE")));
   if (redis.type != "single" && redis.type != "cluster" && redis.type != "sentinel") {
-    return Refuse(env, "REDIS_TYPE", "Unrecognized redis type (single, cluster or sentinel)");
+    return Refuse(env, var("TYPE"), "Unrecognized redis type (single, cluster or sentinel)");
   }
   // Go's net names, exactly: upstream dials with REDIS_SOCKET_TYPE as the network.
-  const std::string& socket = env.String("REDIS_SOCKET_TYPE");
+  const std::string& socket = env.String(var("SOCKET_TYPE"));
   if (socket == "tcp" || socket == "tcp4" || socket == "tcp6") {
     redis.socket_type = "tcp";
   } else if (socket == "unix") {
     redis.socket_type = "unix";
   } else if (redis.type == "single") {
-    return Refuse(env, "REDIS_SOCKET_TYPE",
+    return Refuse(env, var("SOCKET_TYPE"),
                   "must be tcp, tcp4, tcp6 or unix (as Go's net names them)");
   }
-  redis.auth = env.String("REDIS_AUTH");
+  redis.auth = env.String(var("AUTH"));
   // As upstream, the sentinels' credentials only for a sentinel, the files only with TLS.
-  if (redis.type == "sentinel") redis.sentinel_auth = env.String("REDIS_SENTINEL_AUTH");
-  redis.tls = env.Bool("REDIS_TLS");
+  if (redis.type == "sentinel") redis.sentinel_auth = env.String(var("SENTINEL_AUTH"));
+  redis.tls = env.Bool(var("TLS"));
   if (redis.tls) {
     redis.ca = env.String("REDIS_TLS_CACERT");
     redis.cert = env.String("REDIS_TLS_CLIENT_CERT");
     redis.key = env.String("REDIS_TLS_CLIENT_KEY");
   }
-  if (env.IsSet("REDIS_POOL_SIZE")) {
-    if (env.Int("REDIS_POOL_SIZE") < 1) return Refuse(env, "REDIS_POOL_SIZE", "must be at least 1");
-    redis.pool_size = env.Int("REDIS_POOL_SIZE");
+  if (env.IsSet(var("POOL_SIZE"))) {
+    if (env.Int(var("POOL_SIZE")) < 1) return Refuse(env, var("POOL_SIZE"), "must be at least 1");
+    redis.pool_size = env.Int(var("POOL_SIZE"));
   }
-  if (env.IsSet("REDIS_TIMEOUT") && env.Duration("REDIS_TIMEOUT").count() > 0) {
+  if (env.IsSet(var("TIMEOUT")) && env.Duration(var("TIMEOUT")).count() > 0) {
     redis.connect_timeout =
-        std::chrono::duration_cast<std::chrono::microseconds>(env.Duration("REDIS_TIMEOUT"));
+        std::chrono::duration_cast<std::chrono::microseconds>(env.Duration(var("TIMEOUT")));
   }
-  if (env.Int("REDIS_CLUSTER_PIPELINE_PARALLELISM") < 0) {
-    return Refuse(env, "REDIS_CLUSTER_PIPELINE_PARALLELISM", "must not be negative");
+  if (env.Int(var("CLUSTER_PIPELINE_PARALLELISM")) < 0) {
+    return Refuse(env, var("CLUSTER_PIPELINE_PARALLELISM"), "must not be negative");
   }
-  const std::string on_empty = absl::AsciiStrToUpper(env.String("REDIS_POOL_ON_EMPTY_BEHAVIOR"));
+  const std::string on_empty = absl::AsciiStrToUpper(env.String(var("POOL_ON_EMPTY_BEHAVIOR")));
   if (on_empty == "CREATE" || on_empty == "ERROR") {
-    return Refuse(env, "REDIS_POOL_ON_EMPTY_BEHAVIOR",
+    return Refuse(env, var("POOL_ON_EMPTY_BEHAVIOR"),
                   "not supported (upstream refuses it too): calls wait for a connection, as WAIT");
   }
   return StoreUrlFromUpstreamRedis(redis);
@@ -110,6 +114,21 @@ absl::StatusOr<UpstreamGrpc> GrpcFrom(const UpstreamEnv& env) {
   }
   grpc.tls = std::move(tls);
   return grpc;
+}
+
+// Upstream's counting settings (docs/envoy.md, "Shared counters").
+absl::Status ReadCounting(const UpstreamEnv& env, RlsSettings& rls) {
+  rls.cache_key_prefix = env.String("CACHE_KEY_PREFIX");
+  rls.near_limit_ratio = static_cast<float>(env.Float("NEAR_LIMIT_RATIO"));
+  rls.expiration_jitter_max_seconds = env.Int("EXPIRATION_JITTER_MAX_SECONDS");
+  rls.stop_increment_when_over = env.Bool("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT");
+  const std::int64_t bytes = env.Int("LOCAL_CACHE_SIZE_IN_BYTES");
+  // Upstream's int: a negative size panics in freecache; past 1 GiB is no cache of keys.
+  if (bytes < 0 || bytes > (std::int64_t{1} << 30)) {
+    return Refuse(env, "LOCAL_CACHE_SIZE_IN_BYTES", "must be 0 (no cache) to 1073741824");
+  }
+  rls.local_cache_bytes = static_cast<std::size_t>(bytes);
+  return absl::OkStatus();
 }
 
 // "host:port" as Go's net.Listen takes it: the host may be empty (every address) or
@@ -326,9 +345,14 @@ absl::StatusOr<UpstreamMode> UpstreamModeFrom(const UpstreamEnv& env) {
   if (backend != "redis" && !backend.empty()) {
     return Refuse(env, "BACKEND_TYPE", "Invalid setting for BackendType (redis or memcache)");
   }
-  auto url = StoreUrl(env);
+  auto url = StoreUrl(env, "REDIS_");
   if (!url.ok()) return url.status();
   mode.store_url = *std::move(url);
+  if (env.Bool("REDIS_PERSECOND")) {
+    auto per_second = StoreUrl(env, "REDIS_PERSECOND_");
+    if (!per_second.ok()) return per_second.status();
+    mode.per_second_store_url = *std::move(per_second);
+  }
 
   auto level = ParseLogLevel(env.String("LOG_LEVEL"));
   if (!level.ok()) return Refuse(env, "LOG_LEVEL", MessageOf(level.status()));
@@ -354,6 +378,7 @@ absl::StatusOr<UpstreamMode> UpstreamModeFrom(const UpstreamEnv& env) {
   rls.merge_domains = env.Bool("MERGE_DOMAIN_CONFIG");
   // As upstream: a Redis failure is an error answer, and Envoy's failure_mode_deny decides.
   rls.unavailable_on_store_error = true;
+  if (absl::Status status = ReadCounting(env, rls); !status.ok()) return status;
 
   mode.config_health = env.Bool("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")
                            ? ConfigHealth::kNeedsADomain

@@ -101,6 +101,9 @@ struct UpstreamMode {
   Listener debug;  // DEBUG_HOST:DEBUG_PORT
   // floodgate's store URL for the Redis the REDIS_* variables describe.
   std::string store_url;
+  // REDIS_PERSECOND=true: the store of upstream's counters of SECOND limits (REDIS_PERSECOND_*
+  // as REDIS_* describe the other); empty: the one store.
+  std::string per_second_store_url;
   RlsSettings rls;
   LogLevel log_level = LogLevel::kWarn;
   LogFormat log_format = LogFormat::kText;

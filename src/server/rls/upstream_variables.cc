@@ -112,31 +112,41 @@ constexpr std::array kRedisVariables = std::to_array<UpstreamVariable>({
      "past this the start fails; `0`: try for ever"},
 });
 
-// Counting on Redis as upstream counts (issue 35, the upstream-counters area).
-constexpr std::string_view kNoCounters =
-    "upstream's counter keys and counting are not built yet (issue 35)";
-constexpr std::string_view kNoPerSecond = "read only with `REDIS_PERSECOND=true` (refused)";
+// Counting on Redis as upstream counts (docs/envoy.md, "Shared counters"): rules without
+// floodgate's extensions keep upstream's keys, counts and TTLs.
+constexpr std::string_view kPerSecondAsMain =
+    "as its `REDIS_` twin, for the per-second store (`REDIS_PERSECOND=true`)";
 constexpr std::array kCounterVariables = std::to_array<UpstreamVariable>({
-    {"EXPIRATION_JITTER_MAX_SECONDS", kInt, "300", kRefused, kNoCounters, "300"},
-    {"LOCAL_CACHE_SIZE_IN_BYTES", kInt, "0", kRefused, kNoCounters, "0"},
-    {"NEAR_LIMIT_RATIO", kFloat32, "0.8", kRefused, kNoCounters, "0.8"},
-    {"CACHE_KEY_PREFIX", kString, "", kRefused, kNoCounters, ""},
-    {"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", kBool, "false", kRefused, kNoCounters, "false"},
-    {"REDIS_PERSECOND", kBool, "false", kRefused,
-     "a second Redis for per-second limits is not built yet (issue 35)", "false"},
-    {"REDIS_PERSECOND_SOCKET_TYPE", kString, "unix", kIgnored, kNoPerSecond},
-    {"REDIS_PERSECOND_TYPE", kString, "SINGLE", kIgnored, kNoPerSecond},
-    {"REDIS_PERSECOND_URL", kString, "/var/run/nutcracker/ratelimitpersecond.sock", kIgnored,
-     kNoPerSecond},
-    {"REDIS_PERSECOND_POOL_SIZE", kInt, "10", kIgnored, kNoPerSecond},
-    {"REDIS_PERSECOND_AUTH", kString, "", kIgnored, kNoPerSecond},
-    {"REDIS_PERSECOND_TLS", kBool, "false", kIgnored, kNoPerSecond},
-    {"REDIS_PERSECOND_SENTINEL_AUTH", kString, "", kIgnored, kNoPerSecond},
-    {"REDIS_PERSECOND_PIPELINE_WINDOW", kDuration, "0", kIgnored, kNoPerSecond},
-    {"REDIS_PERSECOND_PIPELINE_LIMIT", kInt, "0", kIgnored, kNoPerSecond},
-    {"REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM", kInt, "1", kIgnored, kNoPerSecond},
-    {"REDIS_PERSECOND_TIMEOUT", kDuration, "10s", kIgnored, kNoPerSecond},
-    {"REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR", kString, "WAIT", kIgnored, kNoPerSecond},
+    {"EXPIRATION_JITTER_MAX_SECONDS", kInt, "300", kSame,
+     "a counter's TTL is its unit's seconds plus a random 0 to this less one, drawn per count"},
+    {"LOCAL_CACHE_SIZE_IN_BYTES", kInt, "0", kMapped,
+     "a key found over its limit is answered OVER_LIMIT without Redis until its unit has "
+     "passed (`over_limit_with_local_cache`); the cache holds at most this many bytes (a key's "
+     "length plus 48 each) instead of freecache's segments; 0 to 1 GiB"},
+    {"NEAR_LIMIT_RATIO", kFloat32, "0.8", kSame,
+     "hits past floor(limit × ratio) count as `near_limit`"},
+    {"CACHE_KEY_PREFIX", kString, "", kSame, "starts every counter key"},
+    {"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", kBool, "false", kSame,
+     "a request's counts are read first; when one would go over, only the keys that would are "
+     "incremented (and none after a local-cache hit)"},
+    {"REDIS_PERSECOND", kBool, "false", kSame,
+     "`ratelimit`: SECOND limits count on a second store (`REDIS_PERSECOND_*`); `floodgate "
+     "serve` refuses it (one store: `--store`)"},
+    {"REDIS_PERSECOND_SOCKET_TYPE", kString, "unix", kMapped, kPerSecondAsMain},
+    {"REDIS_PERSECOND_TYPE", kString, "SINGLE", kMapped, kPerSecondAsMain},
+    {"REDIS_PERSECOND_URL", kString, "/var/run/nutcracker/ratelimitpersecond.sock", kMapped,
+     kPerSecondAsMain},
+    {"REDIS_PERSECOND_POOL_SIZE", kInt, "10", kMapped, kPerSecondAsMain},
+    {"REDIS_PERSECOND_AUTH", kString, "", kMapped, kPerSecondAsMain},
+    {"REDIS_PERSECOND_TLS", kBool, "false", kMapped,
+     "as `REDIS_TLS`, with the same `REDIS_TLS_*` files (upstream's one TLS config)"},
+    {"REDIS_PERSECOND_SENTINEL_AUTH", kString, "", kMapped, kPerSecondAsMain},
+    {"REDIS_PERSECOND_PIPELINE_WINDOW", kDuration, "0", kMapped, kPerSecondAsMain},
+    {"REDIS_PERSECOND_PIPELINE_LIMIT", kInt, "0", kIgnored,
+     "deprecated upstream, without effect there"},
+    {"REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM", kInt, "1", kMapped, kPerSecondAsMain},
+    {"REDIS_PERSECOND_TIMEOUT", kDuration, "10s", kMapped, kPerSecondAsMain},
+    {"REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR", kString, "WAIT", kMapped, kPerSecondAsMain},
 });
 
 // Upstream's stats (docs/envoy.md, "Stats"): gostats v0.4.14's store and sinks, datadog-go

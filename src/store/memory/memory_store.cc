@@ -16,6 +16,7 @@
 #include "common/strings.h"
 #include "core/multi.h"
 #include "core/state_kind.h"
+#include "store/memory/counters.h"
 #include "store/memory/shard.h"
 
 namespace floodgate {
@@ -86,6 +87,7 @@ class MemoryStore::Impl {
  public:
   explicit Impl(MemoryStoreOptions options)
       : clock_(std::move(options.clock)),
+        counters_(std::max<std::size_t>(1, options.max_keys), options.max_bytes),
         holds_(std::max<std::size_t>(1, options.max_reservations)) {
     std::size_t shards = options.shards == 0 ? DefaultShards() : options.shards;
     // No shard may hold less than one key, and the shards together never more than
@@ -318,8 +320,15 @@ class MemoryStore::Impl {
     return absl::OkStatus();
   }
 
+  CountAnswer Count(const CountRequest& request) {
+    return counters_.Count(request,
+                           (request.now ? *request.now : Now()).time_since_epoch().count());
+  }
+
   StoreStats Stats() const {
     StoreStats total;
+    total.keys = counters_.size();
+    total.evictions = counters_.evictions();
     for (const auto& shard : shards_) {
       const StoreStats s = shard->Stats();
       total.keys += s.keys;
@@ -343,7 +352,7 @@ class MemoryStore::Impl {
   }
   std::size_t shard_count() const { return shards_.size(); }
   std::size_t Bytes() const {
-    std::size_t bytes = 0;
+    std::size_t bytes = counters_.bytes();  // upstream's counters: max_bytes covers them too
     for (const auto& shard : shards_) bytes += shard->Bytes();
     return bytes;
   }
@@ -363,6 +372,7 @@ class MemoryStore::Impl {
   }
 
   std::function<TimePoint()> clock_;
+  mutable memory::Counters counters_;  // upstream's counters (Store::Count)
   std::size_t max_keys_ = 0;
   std::size_t max_bytes_ = 0;
   unsigned shard_bits_ = 0;
@@ -393,6 +403,9 @@ absl::StatusOr<Reservation> MemoryStore::TakeValidated(const TakeRequest& reques
 }
 absl::StatusOr<Decision> MemoryStore::SettleValidated(const SettleRequest& request) {
   return impl_->Settle(request);
+}
+absl::StatusOr<CountAnswer> MemoryStore::CountValidated(const CountRequest& request) {
+  return impl_->Count(request);
 }
 StoreStats MemoryStore::Stats() const { return impl_->Stats(); }
 std::string MemoryStore::Describe() const { return impl_->Describe(); }

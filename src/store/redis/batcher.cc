@@ -54,7 +54,7 @@ void Batcher::Flush(Lane& lane) {
     }
   }
   ArmSweep(lane);
-  // Reservations go by a script of their own. A lane batching per node sends the keys of
+  // Reservations and counters go by scripts of their own. A lane batching per node sends the keys of
   // every slot of its server in one call: one server's (whose units all carry slot 0), or a
   // cluster node's, through script flags (Redis >= 7.0, lua/node_batch.lua), except units
   // that must go alone or by slot; a lane batching per slot (a cluster node without script
@@ -62,15 +62,15 @@ void Batcher::Flush(Lane& lane) {
   // key's decisions stay in order (the sort is stable).
   const bool per_node = lane.batching() == Batching::kPerNode;
   const auto node_wide = [per_node](const Unit& p) {
-    return per_node && !p.reservation() && !p.route.alone && !p.route.by_slot;
+    return per_node && p.family() == Family::kDecision && !p.route.alone && !p.route.by_slot;
   };
   std::stable_sort(live.begin(), live.end(), [&](const UnitPtr& a, const UnitPtr& b) {
-    if (a->reservation() != b->reservation()) return b->reservation();
+    if (a->family() != b->family()) return a->family() < b->family();
     if (node_wide(*a) != node_wide(*b)) return node_wide(*a);
     return a->route.slot < b->route.slot;
   });
   const auto joins = [&](const Unit& first, const Unit& next) {
-    if (first.reservation() != next.reservation()) return false;
+    if (first.family() != next.family()) return false;
     if (node_wide(first) && node_wide(next)) return true;
     return !first.route.alone && !next.route.alone && first.route.slot == next.route.slot;
   };
@@ -157,14 +157,31 @@ void Batcher::OnReply(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, A
     for (auto& p : chunk) outcomes_.Complete(*p, error);
     return;
   }
+  // A reply that does not say what it should: an error for one unit, or for the chunk.
+  const auto failed = [&](const absl::Status& status) {
+    return absl::InternalError(
+        fmt::format("redis at {} {}", lane.node.describe, MessageOf(status)));
+  };
+  const auto fail_all = [&](const absl::Status& status) {
+    const absl::Status error = failed(status);
+    for (auto& p : chunk) outcomes_.Complete(*p, error);
+  };
+  if (chunk[0]->counts()) {
+    auto decoded = DecodeCounts(r, chunk.size());
+    if (!decoded.ok()) return fail_all(decoded.status());
+    for (std::size_t i = 0; i < chunk.size(); ++i) {
+      if (!(*decoded)[i].ok()) {
+        outcomes_.Complete(*chunk[i], failed((*decoded)[i].status()));
+        continue;
+      }
+      std::get<Count>(chunk[i]->op).count = *(*decoded)[i];
+      outcomes_.Complete(*chunk[i], Decision{});
+    }
+    return;
+  }
   if (chunk[0]->reservation()) {
     auto decoded = DecodeReservations(r, chunk.size());
-    if (!decoded.ok()) {
-      const absl::Status error = absl::InternalError(
-          fmt::format("redis at {} {}", lane.node.describe, MessageOf(decoded.status())));
-      for (auto& p : chunk) outcomes_.Complete(*p, error);
-      return;
-    }
+    if (!decoded.ok()) return fail_all(decoded.status());
     for (std::size_t i = 0; i < chunk.size(); ++i) {
       chunk[i]->Held((*decoded)[i].acquired_at);
       outcomes_.Complete(*chunk[i], std::move((*decoded)[i].decision));
@@ -177,16 +194,7 @@ void Batcher::OnReply(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, A
     for (const Item& item : p->items) limits.push_back(item.policy.limit);
   }
   auto decoded = DecodeDecisions(r, limits, /*with_clock=*/!single);
-  if (!decoded.ok()) {
-    const absl::Status error = absl::InternalError(
-        fmt::format("redis at {} {}", lane.node.describe, MessageOf(decoded.status())));
-    for (auto& p : chunk) outcomes_.Complete(*p, error);
-    return;
-  }
-  const auto failed = [&](const absl::Status& status) {
-    return absl::InternalError(
-        fmt::format("redis at {} {}", lane.node.describe, MessageOf(status)));
-  };
+  if (!decoded.ok()) return fail_all(decoded.status());
   std::size_t k = 0;
   for (auto& p : chunk) {
     if (p->is<Decide>()) {

@@ -53,6 +53,26 @@ absl::StatusOr<DecodedReply> DecodeDecisions(const redisReply& reply,
   return decoded;
 }
 
+absl::StatusOr<std::vector<absl::StatusOr<std::int64_t>>> DecodeCounts(const redisReply& reply,
+                                                                      std::size_t counters) {
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != counters) {
+    return absl::InternalError("answered a counter with an unexpected reply");
+  }
+  std::vector<absl::StatusOr<std::int64_t>> counts;
+  counts.reserve(counters);
+  for (std::size_t i = 0; i < counters; ++i) {
+    const redisReply& e = *reply.element[i];
+    // Another client may have written anything to upstream's key (INCRBY would then have
+    // failed the call); a negative count is not one upstream's replicas make.
+    if (e.type != REDIS_REPLY_INTEGER || e.integer < 0) {
+      counts.push_back(absl::InternalError("answered a counter with a value out of range"));
+    } else {
+      counts.push_back(e.integer);
+    }
+  }
+  return counts;
+}
+
 absl::StatusOr<std::vector<ReservationAnswer>> DecodeReservations(const redisReply& reply,
                                                                   std::size_t operations) {
   constexpr std::size_t kFields = layout::kOperationReply.size();

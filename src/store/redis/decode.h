@@ -42,4 +42,9 @@ struct ReservationAnswer {
 absl::StatusOr<std::vector<ReservationAnswer>> DecodeReservations(const redisReply& reply,
                                                                   std::size_t operations);
 
+// lua/upstream.lua's reply: the count after per counter, a non-negative integer (an error for
+// that one otherwise); an error for the whole reply when it is not an array of `counters`.
+absl::StatusOr<std::vector<absl::StatusOr<std::int64_t>>> DecodeCounts(const redisReply& reply,
+                                                                      std::size_t counters);
+
 }  // namespace floodgate::redis

@@ -94,9 +94,11 @@ std::string CalendarArgument(const Policy& policy, std::optional<std::int64_t> n
 EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, ScriptForm form,
                    Asking asking) {
   const bool reservations = chunk[0]->reservation();
+  const bool counters = chunk[0]->counts();
   const bool single = SingleCall(chunk);
-  const bool across_slots = !reservations && !single && AcrossSlots(chunk);
+  const bool across_slots = !reservations && !counters && !single && AcrossSlots(chunk);
   const ScriptId id = reservations   ? ScriptId::kReservation
+                      : counters     ? ScriptId::kUpstream
                       : single       ? SingleScriptFor(chunk[0]->item().kind)
                       : across_slots ? ScriptId::kNodeBatch
                                      : ScriptId::kBatch;
@@ -170,7 +172,13 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
       args.push_back(number(std::to_string(item->policy.capacity())));
     }
   };
-  if (reservations) {  // lua/reservation.lua: the distinct policies once, then each operation
+  if (counters) {  // lua/upstream.lua: layout::kCounter per key
+    for (const auto& p : chunk) {
+      const std::int64_t ttl = std::get<Count>(p->op).ttl_s;
+      args.push_back(number(std::to_string(p->item().cost)));
+      args.push_back(ttl > 0 ? number(std::to_string(ttl)) : std::string_view());
+    }
+  } else if (reservations) {  // lua/reservation.lua: the distinct policies once, then each operation
     std::vector<std::size_t> policy_of;
     append_policies(DistinctPolicies(chunk, policy_of));
     args.push_back(number(std::to_string(chunk.size())));

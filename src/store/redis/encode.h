@@ -27,7 +27,7 @@ struct EncodedCall {
 };
 
 // The chunk goes as one call, in its script's layout (script_layout.h): reservations (all
-// of them, or none) by lua/reservation.lua; a lone SingleCall unit by its algorithm's
+// of them, or none) by lua/reservation.lua; counters (all, or none) by lua/upstream.lua; a lone SingleCall unit by its algorithm's
 // script; anything else by lua/batch.lua, through lua/node_batch.lua when its units'
 // route.slot differ (adjacent per slot, the batcher's order: a cluster node's batch).
 EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, ScriptForm form,

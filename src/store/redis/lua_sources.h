@@ -3,7 +3,7 @@
 // The Lua sources of lua/, embedded at build time (cmake/embed_lua.cmake).
 //
 // Scripts are assembled by concatenation: common + algorithm(s) + a driver (single, batch or
-// reservation; node_batch + batch for a cluster node's batch).
+// reservation; node_batch + batch for a cluster node's batch); upstream.lua goes alone.
 
 #include <string>
 #include <string_view>
@@ -22,6 +22,7 @@ extern const std::string_view k_batch;
 extern const std::string_view k_node_batch;
 extern const std::string_view k_reservation;
 extern const std::string_view k_take;
+extern const std::string_view k_upstream;
 
 // One algorithm's script for its single decisions: common, the algorithm, single.lua.
 inline std::string SingleScript(std::string_view algorithm) {

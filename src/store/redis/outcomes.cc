@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "common/strings.h"
 #include "core/multi.h"
@@ -38,7 +39,7 @@ void Outcomes::Complete(Unit& p, absl::StatusOr<Decision> result, Blame blame) {
   if (result.ok() || absl::IsNotFound(result.status()) ||
       (p.settles() && absl::IsInvalidArgument(result.status()))) {
     if (p.route.node != nullptr) p.route.node->breaker.Success();
-    if (result.ok() && !p.settles()) RememberDenial(p, p.item(), *result, now);
+    if (result.ok() && !p.settles() && !p.counts()) RememberDenial(p, p.item(), *result, now);
     p.Answer(std::move(result));
     return;
   }
@@ -112,8 +113,29 @@ Decision Outcomes::OnErrorAnswer(const Policy& policy, std::int64_t cost) const 
   return d;
 }
 
-Decision Outcomes::Fallback(const Unit& p) {
+std::int64_t Outcomes::CountFallback(const Unit& p, std::int64_t ttl_s) {
+  switch (options_.on_error) {
+    case OnError::kFailOpen:
+      return 0;
+    case OnError::kFailClosed:
+      return std::numeric_limits<std::int64_t>::max();
+    case OnError::kLocal:
+      break;
+  }
+  const Item& item = p.item();
+  const CountRequest local{item.redis_key, item.cost, std::chrono::seconds(ttl_s), std::nullopt};
+  absl::StatusOr<CountAnswer> counted = local_.Count(local);
+  return counted.ok() ? counted->count : std::numeric_limits<std::int64_t>::max();
+}
+
+Decision Outcomes::Fallback(Unit& p) {
   ++counters_.degraded;
+  if (auto* count = std::get_if<Count>(&p.op)) {
+    count->count = CountFallback(p, count->ttl_s);
+    Decision d;
+    d.degraded = true;
+    return d;
+  }
   const Item& item = p.item();
   if (options_.on_error != OnError::kLocal) return OnErrorAnswer(item.policy, item.cost);
   DecideRequest local{std::string_view(item.redis_key).substr(item.key_at), item.policy, item.cost,

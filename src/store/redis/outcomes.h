@@ -53,7 +53,10 @@ class Outcomes {
  private:
   // A settle is not decided by on_error: the key would be charged twice or not at all.
   static absl::Status SettleFailed(const absl::Status& status);
-  Decision Fallback(const Unit& unit);
+  // on_error's answer for a unit: a decision, or a counter's count (Unit::Answer reads it).
+  Decision Fallback(Unit& unit);
+  // fail_open: 0 (nothing counted), fail_closed: the largest count, local: memory://'s.
+  std::int64_t CountFallback(const Unit& unit, std::int64_t ttl_s);
   void RememberDenial(const Unit& unit, const Item& item, const Decision& d,
                       Steady::time_point now);
   void CountFailure(Unit& unit, const absl::Status& status, Steady::time_point now, Blame blame);

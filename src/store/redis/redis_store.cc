@@ -164,6 +164,17 @@ class RedisStore::Impl final {
     Dispatch(std::move(pending), now);
   }
 
+  // envoyproxy/ratelimit's counter (lua/upstream.lua): the key as it is, no prefix or tag.
+  void Count(const CountRequest& request, CountCallback done) {
+    auto pending = std::make_shared<Unit>();
+    pending->items.push_back(
+        Item{std::string(request.key), 0, Policy{}, request.hits, StateKind::kFixedWindow});
+    pending->op = redis::Count{request.ttl.count(), 0, std::move(done)};
+    const Steady::time_point now = Steady::now();
+    pending->deadline = now + options_.timeout;
+    Dispatch(std::move(pending), now);
+  }
+
   // ---- reservations (docs/reservations.md) ----
 
   void SubmitReservation(redis::Operation op, Item item, std::optional<TimePoint> now) {
@@ -448,6 +459,15 @@ void RedisStore::TakeAsyncValidated(const TakeRequest& request, ReservationCallb
 absl::StatusOr<Decision> RedisStore::SettleValidated(const SettleRequest& request) {
   return Await<absl::StatusOr<Decision>>(
       [&](auto done) { impl_->Settle(request, std::move(done)); });
+}
+
+void RedisStore::CountAsyncValidated(const CountRequest& request, CountCallback done) {
+  impl_->Count(request, std::move(done));
+}
+
+absl::StatusOr<CountAnswer> RedisStore::CountValidated(const CountRequest& request) {
+  return Await<absl::StatusOr<CountAnswer>>(
+      [&](auto done) { impl_->Count(request, std::move(done)); });
 }
 
 StoreStats RedisStore::Stats() const { return impl_->LocalStats(); }

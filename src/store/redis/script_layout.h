@@ -37,6 +37,9 @@ inline constexpr std::array<Field, 4> kAcquire = {"A", "policy", "now", "random"
 inline constexpr std::array<Field, 3> kAcquireNow = {"a", "policy", "random"};
 inline constexpr std::array<Field, 4> kRelease = {"L", "now", "actual", "member"};
 inline constexpr std::array<Field, 2> kReleaseNow = {"l", "member"};
+// lua/upstream.lua: KEYS = upstream's keys; these per key (ttl_s empty: only read). Replies the
+// count after per key.
+inline constexpr std::array<Field, 2> kCounter = {"hits", "ttl_s"};
 
 // Replies: integers per decision (single, batch: then the clock it read, batch only), per
 // operation (reservations: then the clock it read).

@@ -34,6 +34,8 @@ std::string AssembleScript(ScriptId id) {
       return l::DriverScript(std::string(l::k_take).append(l::k_reservation));
     case ScriptId::kNodeBatch:
       return l::NodeBatchScript();
+    case ScriptId::kUpstream:
+      return std::string(l::k_upstream);
   }
   return l::DriverScript(l::k_batch);
 }

@@ -20,8 +20,8 @@
 
 namespace floodgate::redis {
 
-// One script per algorithm, the batch script, the reservation script, and (Redis Cluster
-// only) the batch script for keys of several slots of one node.
+// One script per algorithm, the batch script, the reservation script, (Redis Cluster only)
+// the batch script for keys of several slots of one node, and upstream's counters.
 enum class ScriptId : int {
   kGcra,
   kTokenBucket,
@@ -32,8 +32,9 @@ enum class ScriptId : int {
   kBatch,
   kReservation,
   kNodeBatch,
+  kUpstream,  // lua/upstream.lua: envoyproxy/ratelimit's counters (Store::Count)
 };
-inline constexpr int kScriptCount = 9;
+inline constexpr int kScriptCount = 10;
 
 // What a connection's batches may span (docs/scaling.md): the keys of every slot of its
 // server (a standalone server's or Sentinel's primary's: all of them; a cluster node's, by

@@ -66,6 +66,14 @@ using HeldCallback = absl::AnyInvocable<void(absl::StatusOr<Decision>, std::int6
 struct Decide {
   DecisionCallback done;
 };
+// envoyproxy/ratelimit's counter (Store::Count, lua/upstream.lua): the item's key is upstream's
+// as it is (no prefix, no tag), its cost the hits; a ttl_s of 0 only reads. Counters share a
+// call with counters only, of one slot. Answered with the count after, or on_error's count.
+struct Count {
+  std::int64_t ttl_s = 0;
+  std::int64_t count = 0;  // from the reply, or on_error's (Outcomes)
+  CountCallback done;
+};
 // A multi-decision's items on one slot, a group of lua/batch.lua (docs/multi.md): decided
 // all or nothing; decided with nothing consumed; or given back after a later slot denied
 // (what an earlier MultiAll consumed, admitted at `admitted_at`).
@@ -115,7 +123,7 @@ struct LeaseRelease {
   std::string member;
   DecisionCallback done;
 };
-using Operation = std::variant<Decide, MultiAll, MultiDry, MultiRelease, Reserve, Take, Settle,
+using Operation = std::variant<Decide, Count, MultiAll, MultiDry, MultiRelease, Reserve, Take, Settle,
                                LeaseAcquire, LeaseRelease>;
 
 // The place of operation T in Operation.
@@ -127,6 +135,11 @@ constexpr std::size_t IndexIn(const std::variant<Ts...>*) {
 }
 template <class T>
 inline constexpr std::size_t kIndexOf = IndexIn<T>(static_cast<const Operation*>(nullptr));
+
+// The scripts a unit may go by, so the units that may share a call: decisions (an algorithm's
+// script, lua/batch.lua, lua/node_batch.lua), counters (lua/upstream.lua), reservations
+// (lua/reservation.lua).
+enum class Family : std::uint8_t { kDecision, kCounter, kReservation };
 
 // What goes through Redis as one unit: its operation, its items (one, or a group of a
 // multi-decision's items on one slot, which a call never splits) and where it travels.
@@ -168,6 +181,10 @@ struct Unit {
   }
   // Sent by lua/reservation.lua: the operations from Reserve on.
   bool reservation() const { return op.index() >= kIndexOf<Reserve>; }
+  bool counts() const { return is<Count>(); }
+  Family family() const {
+    return reservation() ? Family::kReservation : counts() ? Family::kCounter : Family::kDecision;
+  }
   // Settles what an earlier operation holds (never decided by on_error: outcomes.h).
   bool settles() const { return is<Settle>() || is<LeaseRelease>(); }
 
@@ -185,6 +202,9 @@ struct Unit {
           using T = std::decay_t<decltype(o)>;
           if constexpr (std::is_same_v<T, Take>) {
             o.done(std::move(d), o.units);
+          } else if constexpr (std::is_same_v<T, Count>) {
+            if (!d.ok()) return o.done(d.status());
+            o.done(CountAnswer{o.count, d->degraded});
           } else if constexpr (std::is_same_v<T, LeaseAcquire>) {
             o.done(std::move(d), o.acquired_at);
           } else if constexpr (std::is_same_v<decltype(o.done), UnitCallback>) {
