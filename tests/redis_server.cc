@@ -142,7 +142,18 @@ std::string RunShell(const std::string& command, int* status) {
   return out;
 }
 
+// Below the kernel's ephemeral range (Linux: 32768-60999), so that no test's outgoing
+// connection is given the port between this pick and the bind of the process it is for (the
+// kernel's bind to port 0 picks from that range, where every client socket of the tests
+// running beside takes its ports too: a ratelimit process in CI lost its gRPC port so).
+// Random in 10000-19999, away from FreeClusterNodePort's 20000-39999; the kernel's pick if
+// none of 100 tries is free.
 int FreeLoopbackPort() {
+  thread_local std::mt19937 random{std::random_device{}()};
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int port = std::uniform_int_distribution<int>(10000, 19999)(random);
+    if (PortIsFree(port)) return port;
+  }
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -160,7 +171,7 @@ int FreeLoopbackPort() {
 
 int FreeClusterNodePort() {
   // The bus port is port + 10000, so both must be free, below 65536.
-  static std::mt19937 random{std::random_device{}()};
+  thread_local std::mt19937 random{std::random_device{}()};
   for (int attempt = 0; attempt < 100; ++attempt) {
     const int port = std::uniform_int_distribution<int>(20000, 29999)(random);
     if (PortIsFree(port) && PortIsFree(port + 10000)) return port;

@@ -83,7 +83,8 @@ class PausedWrites {
   std::vector<RedisServer*> servers_;
 };
 
-// A free TCP port on 127.0.0.1 (bound and released; the caller binds it next).
+// A free TCP port on 127.0.0.1, below the ephemeral range (bound and released; the caller
+// binds it next).
 int FreeLoopbackPort();
 // A free port whose cluster bus port (port + 10000) is free too, for a cluster node.
 int FreeClusterNodePort();
