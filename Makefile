@@ -38,7 +38,12 @@ FUZZ_SECONDS ?= 10
 # tests/tsan_grpc.supp: races TSan reports inside Debian's gRPC and abseil (not built
 # with TSan), where it cannot see their synchronisation; never our own code.
 ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:quarantine_size_mb=8 UBSAN_OPTIONS=print_stacktrace=1
-TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan_grpc.supp
+# TSAN_GTEST_SKIP: the tests that insert into protobuf's google::protobuf::Struct maps (RLS
+# `metadata:`, the xDS node's metadata). Debian's libprotobuf is not built with TSan, and a
+# TSan-compiled caller disagrees with it on the map's layout: five lines inserting into a
+# Struct crash under g++ -fsanitize=thread alone. They run in the other two trees.
+TSAN_GTEST_SKIP = -RlsUpstreamKeys.CurrentUpstreamKeysLoad:RlsUpstreamKeys.MetadataKeysAreNotConfigKeys:RlsUpstreamKeys.MetadataAsYamlV2DecodesIt:RlsUpstreamKeys.ValueToMetricKeyIsCarried:RlsUpstreamAnswers.DynamicMetadata:XdsClientTest.*:UpstreamGrpcProcess.ConfigSwitches
+TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan_grpc.supp GTEST_FILTER='$(TSAN_GTEST_SKIP)'
 CTEST = ctest --output-on-failure -j $(JOBS)
 # The trees are the presets of CMakePresets.json (default, asan, tsan); -B keeps the
 # BUILD / ASAN_BUILD / TSAN_BUILD overrides working.

@@ -1,9 +1,8 @@
 // The table of envoyproxy/ratelimit's environment variables: upstream's default, floodgate's take.
 //
 // Read from upstream's src/settings/settings.go (and the libraries it reads the environment
-// through: gostats, datadog-go, OpenTelemetry) at commit f2fb15770f7f. One block per area; the
-// helper building an area flips its rows from refused to same or mapped, with a test per row
-// (tests/upstream_settings_test.cc holds a sample value for every row).
+// through: gostats, datadog-go, OpenTelemetry) at commit f2fb15770f7f. One block per area, each
+// row with a test (tests/upstream_settings_test.cc holds a sample value for every row).
 
 #include <array>
 
@@ -202,7 +201,7 @@ constexpr std::array kStatsVariables = std::to_array<UpstreamVariable>({
      "others have no effect (floodgate sends no container id)"},
 });
 
-// gRPC serving and the config keys' switches (issue 35, the upstream-grpc area).
+// gRPC serving and the config keys' switches (grpc_tls.h, config.cc).
 constexpr std::array kGrpcVariables = std::to_array<UpstreamVariable>({
     {"GRPC_UDS", kString, "", kSame,
      "set: gRPC listens on this unix socket instead of `GRPC_HOST:GRPC_PORT` (a stale socket "
