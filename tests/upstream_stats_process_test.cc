@@ -23,11 +23,11 @@
 #include "redis_server.h"
 #include "rls_request.h"
 #include "serve_process.h"
+#include "upstream_process.h"
 
 namespace floodgate::testing {
 namespace {
 
-namespace fs = std::filesystem;
 namespace beast = boost::beast;
 namespace pb = ::envoy::service::ratelimit::v3;
 using std::chrono::milliseconds;
@@ -51,22 +51,9 @@ constexpr const char* kKey =
     "ratelimit.service.rate_limit.rl.source_cluster_proxy."
     "destination_cluster_mock";
 
-class StatsConfigRoot {
- public:
-  StatsConfigRoot() {
-    std::string dir = (fs::temp_directory_path() / "ratelimit-stats-XXXXXX").string();
-    if (mkdtemp(dir.data()) != nullptr) root_ = dir;
-    fs::create_directories(root_ / "rl" / "config");
-    std::ofstream(root_ / "rl" / "config" / "config.yaml") << kThreeADay;
-  }
-  ~StatsConfigRoot() {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
-  }
-  std::string root() const { return root_.string(); }
-
- private:
-  fs::path root_;
+// upstream_process.h's root with the rule above as its one config file.
+struct StatsConfigRoot : ConfigRoot {
+  StatsConfigRoot() { Write("config.yaml", kThreeADay); }
 };
 
 // A loopback socket the test reads statsd from: UDP datagrams, or one accepted TCP stream.
@@ -154,19 +141,13 @@ std::uint64_t Sum(const std::string& text, const std::string& name, std::string_
   return total;
 }
 
-struct StatsPorts {
-  int http = FreeLoopbackPort();
-  int grpc = FreeLoopbackPort();
-  int debug = FreeLoopbackPort();
-};
-
 // `ratelimit` on `redis` and `config`, on `ports`, with `extra` besides the base environment.
 std::unique_ptr<ServeProcess> StartRatelimit(const RedisServer& redis,
-                                             const StatsConfigRoot& config, const StatsPorts& ports,
+                                             const StatsConfigRoot& config, const Ports& ports,
                                              const std::vector<std::string>& extra) {
   std::vector<std::string> env = {
       "REDIS_SOCKET_TYPE=tcp", fmt::format("REDIS_URL=127.0.0.1:{}", redis.port()),
-      "RUNTIME_ROOT=" + config.root(), "RUNTIME_SUBDIRECTORY=rl", "HOST=127.0.0.1",
+      "RUNTIME_ROOT=" + config.root(), "RUNTIME_SUBDIRECTORY=ratelimit", "HOST=127.0.0.1",
       "GRPC_HOST=127.0.0.1", "DEBUG_HOST=127.0.0.1", fmt::format("PORT={}", ports.http),
       fmt::format("GRPC_PORT={}", ports.grpc), fmt::format("DEBUG_PORT={}", ports.debug),
       // Flushes often, so that the test's events come soon; what is waited for is the stats
@@ -201,7 +182,7 @@ TEST(UpstreamStatsProcess, StatsdOverUdpCarriesUpstreamsNamesAndTags) {
   auto redis = RedisServer::Start();
   ASSERT_NE(redis, nullptr);
   StatsConfigRoot config;
-  StatsPorts ports;
+  Ports ports;
   StatsListener statsd(SOCK_DGRAM);
   auto process =
       StartRatelimit(*redis, config, ports,
@@ -245,7 +226,7 @@ TEST(UpstreamStatsProcess, StatsdOverTcpByDefault) {
   auto redis = RedisServer::Start();
   ASSERT_NE(redis, nullptr);
   StatsConfigRoot config;
-  StatsPorts ports;
+  Ports ports;
   StatsListener statsd(SOCK_STREAM);
   // USE_STATSD unset: true, as upstream; STATSD_PROTOCOL unset: gostats' tcp.
   auto process =
@@ -264,7 +245,7 @@ TEST(UpstreamStatsProcess, DogStatsdTagsAndMogrifiers) {
   auto redis = RedisServer::Start();
   ASSERT_NE(redis, nullptr);
   StatsConfigRoot config;
-  StatsPorts ports;
+  Ports ports;
   StatsListener agent(SOCK_DGRAM);
   auto process = StartRatelimit(
       *redis, config, ports,
@@ -294,7 +275,7 @@ TEST(UpstreamStatsProcess, PrometheusScrapedWithUpstreamsMappedNames) {
   auto redis = RedisServer::Start();
   ASSERT_NE(redis, nullptr);
   StatsConfigRoot config;
-  StatsPorts ports;
+  Ports ports;
   const int prometheus = FreeLoopbackPort();
   auto process = StartRatelimit(
       *redis, config, ports,
@@ -340,7 +321,7 @@ TEST(UpstreamStatsProcess, LoggingSinkByDefaultAndNothingWhenDisabled) {
   ASSERT_NE(redis, nullptr);
   StatsConfigRoot config;
   {
-    StatsPorts ports;
+    Ports ports;
     auto process = StartRatelimit(*redis, config, ports, {"USE_STATSD=false"});
     ASSERT_TRUE(process->WaitListening(ports.http, kStart)) << process->Log();
     EXPECT_EQ(Call(ports.grpc, 1), 1);
@@ -354,7 +335,7 @@ TEST(UpstreamStatsProcess, LoggingSinkByDefaultAndNothingWhenDisabled) {
     EXPECT_THAT(process->Log(), HasSubstr("\"msg\":\"flushing all stats\",\"json\":{\"type\":"
                                           "\"all stats\",\"value\":\"0.000000\"}}"));
   }
-  StatsPorts ports;
+  Ports ports;
   StatsListener statsd(SOCK_DGRAM);
   auto process =
       StartRatelimit(*redis, config, ports,
