@@ -69,6 +69,27 @@ absl::StatusOr<Lease> Limiter::AcquireAt(TimePoint now, std::string_view key,
   return store_->Acquire(AcquireRequest{key, policy, now});
 }
 
+absl::StatusOr<Decision> Limiter::Reset(std::string_view key, const Policy& policy) {
+  return store_->Operate(OperateRequest{key, policy, KeyOperation::kReset, 0, std::nullopt});
+}
+
+absl::StatusOr<Decision> Limiter::Refund(std::string_view key, const Policy& policy,
+                                         std::int64_t units) {
+  return store_->Operate(OperateRequest{key, policy, KeyOperation::kRefund, units, std::nullopt});
+}
+
+absl::StatusOr<Decision> Limiter::Penalize(std::string_view key, const Policy& policy,
+                                           std::int64_t units) {
+  return store_->Operate(
+      OperateRequest{key, policy, KeyOperation::kPenalize, units, std::nullopt});
+}
+
+absl::StatusOr<Decision> Limiter::OperateAt(TimePoint now, std::string_view key,
+                                            const Policy& policy, KeyOperation op,
+                                            std::int64_t units) {
+  return store_->Operate(OperateRequest{key, policy, op, units, now});
+}
+
 absl::StatusOr<Decision> Limiter::Release(std::string_view id) {
   return store_->Release(ReleaseRequest{id, std::nullopt});
 }

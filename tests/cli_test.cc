@@ -165,6 +165,91 @@ TEST_F(CliTest, ReplayReadsStdinAndWritesAFile) {
       "\n");
 }
 
+// Operation lines (docs/service.md, "replay"): each answers the key's peek after it, in
+// trace order with the decisions around it, and the summary counts only the decisions.
+TEST_F(CliTest, ReplayOperatesOnKeysInTraceOrder) {
+  std::ofstream(dir_ / "ops.jsonl") << R"({"t":1000000,"key":"a","cost":3})"
+                                       "
+"
+                                    << R"({"t":1000000,"key":"a"})"
+                                       "
+"
+                                    << R"({"t":1000001,"key":"a","op":"refund","units":2})"
+                                       "
+"
+                                    << R"({"t":1000002,"key":"a","cost":2})"
+                                       "
+"
+                                    << R"({"t":1000003,"key":"a","op":"penalize","units":5})"
+                                       "
+"
+                                    << R"({"t":1000004,"key":"a","op":"reset"})"
+                                       "
+"
+                                    << R"({"t":1000005,"key":"a","cost":3})"
+                                       "
+";
+  ProcessResult r = Floodgate("replay --policy fixed_window:3/1s --input " +
+                              (dir_ / "ops.jsonl").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::vector<nlohmann::json> out;
+  for (std::string line; std::getline(lines, line);) out.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(out.size(), 7u) << r.out;
+  EXPECT_EQ(out[1]["allowed"], false);
+  EXPECT_EQ(out[2]["op"], "refund");
+  EXPECT_EQ(out[2]["remaining"], 2);
+  EXPECT_EQ(out[3]["allowed"], true);
+  EXPECT_EQ(out[4]["op"], "penalize");
+  EXPECT_EQ(out[4]["remaining"], 0);
+  EXPECT_EQ(out[5]["remaining"], 3);
+  EXPECT_EQ(out[6]["allowed"], true);
+  EXPECT_THAT(r.err, HasSubstr("replayed 4 requests"));
+
+  std::ofstream(dir_ / "bad-op.jsonl") << R"({"t":1,"key":"a","op":"refund"})"
+                                          "
+";
+  r = Floodgate("replay --policy gcra:1/1s --input " + (dir_ / "bad-op.jsonl").string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("line 1: \"op\": \"refund\" needs \"units\""));
+}
+
+TEST_F(CliTest, CheckOperatesOnAKey) {
+  ProcessResult r = Floodgate("check --policy gcra:10/1s --penalize 4 user:1");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["remaining"], 6);
+  r = Floodgate("check --policy gcra:10/1s --refund 2 user:1");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["remaining"], 10);
+  r = Floodgate("check --policy gcra:10/1s --reset user:1");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["reset_after_us"], 0);
+  r = Floodgate("check --policy gcra:10/1s --refund 0 user:1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("units must be between 1 and"));
+  r = Floodgate("check --policy gcra:10/1s --reset --refund 1 user:1");
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+// `admin: {token_file: ...}` whose file is missing: serve refuses to start, naming it.
+TEST_F(CliTest, ServeRefusesToStartWithoutItsAdminTokenFile) {
+  const std::string missing = (dir_ / "no-such-token").string();
+  std::ofstream(dir_ / "admin.yaml") << "listen: 127.0.0.1:0\nadmin: {token_file: " << missing
+                                     << "}\n";
+  // Under `timeout` (kHangGuard): a serve that started would never end.
+  const fs::path err = dir_ / "serve.err";
+  const int status = std::system(fmt::format("timeout {} '{}' serve --config '{}' </dev/null "
+                                             ">/dev/null 2>'{}'",
+                                             kHangGuard.count(), FLOODGATE_BINARY,
+                                             (dir_ / "admin.yaml").string(), err.string())
+                                     .c_str());
+  EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 2);
+  EXPECT_THAT(Slurp(err), HasSubstr(missing));
+  ProcessResult r = Floodgate("config check " + (dir_ / "admin.yaml").string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr(missing));
+}
+
 // Access logs with second or millisecond timestamps give bursts at one `t`: gcra:7/1m
 // admits 7 of them (not 6), and the 8th waits one emission interval, ceil(60 s / 7).
 TEST_F(CliTest, ReplayOfASameInstantBurstAdmitsExactlyTheBurst) {

@@ -51,6 +51,13 @@ std::int64_t TimeFromJson(const nlohmann::json& t) {
   return absl::ToUnixMicros(time);
 }
 
+KeyOperation OperationFromJson(const std::string& op) {
+  if (op == "reset") return KeyOperation::kReset;
+  if (op == "refund") return KeyOperation::kRefund;
+  if (op == "penalize") return KeyOperation::kPenalize;
+  throw std::runtime_error(fmt::format("vector op \"{}\": not reset, refund or penalize", op));
+}
+
 }  // namespace
 
 std::vector<VectorCase> LoadAllVectors() {
@@ -66,8 +73,14 @@ std::vector<VectorCase> LoadAllVectors() {
     for (const auto& c : doc.at("cases")) {
       VectorCase vc{path.filename().string(), c.at("name"), c.value("why", ""), c.at("policy"), {}};
       for (const auto& s : c.at("steps")) {
-        vc.steps.push_back(
-            {TimeFromJson(s.at("t")), s.at("key"), s.at("cost"), DecisionFromJson(s.at("expect"))});
+        VectorStep step{TimeFromJson(s.at("t")), s.at("key"), s.value("cost", 0),
+                        DecisionFromJson(s.at("expect"))};
+        if (s.contains("op")) {
+          step.op = OperationFromJson(s.at("op"));
+          step.units = s.value("units", 0);
+          vc.operates = true;
+        }
+        vc.steps.push_back(std::move(step));
       }
       cases.push_back(std::move(vc));
     }
@@ -341,6 +354,7 @@ void RunMultiCase(Store& store, const MultiCase& c, const std::string& key_prefi
 }
 
 void RunCaseInFlight(Store& store, const VectorCase& c, const std::string& key_prefix) {
+  if (c.operates) return;
   auto policy = Policy::Parse(c.policy);
   ASSERT_TRUE(policy.ok()) << c.policy << ": " << policy.status();
   std::vector<std::promise<absl::StatusOr<Decision>>> results(c.steps.size());
@@ -374,6 +388,7 @@ std::size_t RunCasesInFlight(Store& store, const std::vector<VectorCase>& cases,
   std::size_t submitted = 0;
   if (hooks.hold) hooks.hold();
   for (std::size_t c = 0; c < cases.size(); ++c) {
+    if (cases[c].operates) continue;
     results[c] = std::vector<std::promise<absl::StatusOr<Decision>>>(cases[c].steps.size());
     for (std::size_t i = 0; i < cases[c].steps.size(); ++i) {
       const VectorStep& step = cases[c].steps[i];
@@ -393,6 +408,7 @@ std::size_t RunCasesInFlight(Store& store, const std::vector<VectorCase>& cases,
     for (auto& result : results[c]) answers[c].push_back(result.get_future().get());
   }
   for (std::size_t c = 0; c < cases.size(); ++c) {
+    if (cases[c].operates) continue;
     for (std::size_t i = 0; i < cases[c].steps.size(); ++i) {
       EXPECT_TRUE(answers[c][i].ok()) << answers[c][i].status();
       if (!answers[c][i].ok()) continue;
@@ -444,12 +460,16 @@ void RunCase(Store& store, const VectorCase& c, const std::string& key_prefix) {
   for (std::size_t i = 0; i < c.steps.size(); ++i) {
     const VectorStep& step = c.steps[i];
     const std::string key = key_prefix + step.key;
-    auto got = store.Decide(
-        DecideRequest{key, *policy, step.cost, TimePoint(std::chrono::microseconds(step.t))});
+    const TimePoint now{std::chrono::microseconds(step.t)};
+    auto got = step.op ? store.Operate(OperateRequest{key, *policy, *step.op, step.units, now})
+                       : store.Decide(DecideRequest{key, *policy, step.cost, now});
     ASSERT_TRUE(got.ok()) << got.status();
     const std::string where =
-        fmt::format("{} / \"{}\" ({}), step {} (t={}, key={}, cost={})", c.file, c.name, c.policy,
-                    i + 1, step.t, step.key, step.cost);
+        step.op ? fmt::format("{} / \"{}\" ({}), step {} (t={}, key={}, {} {})", c.file, c.name,
+                              c.policy, i + 1, step.t, step.key, KeyOperationName(*step.op),
+                              step.units)
+                : fmt::format("{} / \"{}\" ({}), step {} (t={}, key={}, cost={})", c.file,
+                              c.name, c.policy, i + 1, step.t, step.key, step.cost);
     EXPECT_EQ(got->allowed, step.expect.allowed) << where;
     EXPECT_EQ(got->limit, step.expect.limit) << where;
     EXPECT_EQ(got->remaining, step.expect.remaining) << where;

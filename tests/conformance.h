@@ -19,6 +19,10 @@ struct VectorStep {
   std::string key;
   std::int64_t cost;
   Decision expect;
+  // An operation on the key (tests/vectors/operate_*.json) instead of a decision: `expect`
+  // is the peek it answers.
+  std::optional<KeyOperation> op;
+  std::int64_t units = 0;
 };
 
 struct VectorCase {
@@ -27,6 +31,9 @@ struct VectorCase {
   std::string why;
   std::string policy;
   std::vector<VectorStep> steps;
+  // Whether a step operates on a key. Such a case runs step by step only (RunCase): an
+  // operation is a call of its own (lua/operate.lua), never in a batch.
+  bool operates = false;
 };
 
 // Every case of every file in tests/vectors.
@@ -116,6 +123,7 @@ void RunCase(Store& store, const VectorCase& c, const std::string& key_prefix);
 
 // The same, with every step submitted at once (DecideAsync) before any answer is read:
 // an asynchronous store batches them, and each decision must still see the ones before.
+// Cases that operate on keys are left out (VectorCase::operates), here and below.
 void RunCaseInFlight(Store& store, const VectorCase& c, const std::string& key_prefix);
 
 // What a test does around submitting decisions in flight: `hold` before the first,

@@ -296,6 +296,12 @@ TEST_F(RedisEncode, EveryOperationSendsItsLayoutsRow) {
   expect_row(operation(Make(LeaseAcquire{"aa"}, {{"l", Concurrency(4)}}), 1), kAcquireNow);
   expect_row(operation(Make(LeaseRelease{"aa.1.2.3"}, {{"l", Concurrency(4)}}, 1), 1), kRelease);
   expect_row(operation(Make(LeaseRelease{"aa.1.2.3"}, {{"l", Concurrency(4)}}, 0), 1), kReleaseNow);
+  // lua/operate.lua: the single script's arguments, the operation and its units for the cost.
+  const auto operate = Encoded({Make(Operate{KeyOperation::kRefund, 3}, {{"u", Gcra(10)}})})[0];
+  ASSERT_EQ(operate.size(), 4 + kOperate.size());
+  EXPECT_EQ(operate[1], "sha10");
+  EXPECT_EQ(operate[4 + 5], "refund");
+  EXPECT_EQ(operate[4 + 6], "3");
   // lua/batch.lua: a listed group and two decisions after one policy.
   const Args batch =
       Encoded({Make(MultiDry{}, {{"a", Gcra(10)}}), Make(Decide{}, {{"b", Gcra(10)}})})[0];
@@ -320,7 +326,7 @@ TEST(ScriptLayout, TheReadmeAndTheDriversShowEveryRow) {
   const std::vector<std::span<const Field>> every = {
       kSingle, kPolicy,  kGroup,      kDecision, kNodeBatch,  kReserve,       kTake,
       kSettle, kAcquire, kAcquireNow, kRelease,  kReleaseNow, kDecisionReply, kOperationReply,
-      kCounter};
+      kCounter, kOperate};
   for (std::span<const Field> row : every) {
     EXPECT_NE(readme.str().find(text(row)), std::string::npos) << "lua/README.md: " << text(row);
   }
@@ -329,6 +335,7 @@ TEST(ScriptLayout, TheReadmeAndTheDriversShowEveryRow) {
       {lua::k_batch, {kPolicy, kGroup, kDecision, kDecisionReply}},
       {lua::k_node_batch, {kNodeBatch}},
       {lua::k_upstream, {kCounter}},
+      {lua::k_operate, {kOperate, kDecisionReply}},
       {lua::k_reservation,
        {kPolicy, kReserve, kTake, kSettle, kAcquire, kAcquireNow, kRelease, kReleaseNow,
         kOperationReply}},

@@ -56,6 +56,18 @@ class Limiter {
   absl::StatusOr<Decision> Release(std::string_view id);
   absl::StatusOr<Decision> ReleaseAt(TimePoint now, std::string_view id);
 
+  // Operating a key (docs/algorithms.md, "Operating a key"), each atomic like a decision and
+  // answering the key's peek right after it: Reset forgets the key's state under `policy`
+  // (its block too), Refund gives back up to `units` (never lifting a block), Penalize
+  // charges `units` even past the limit. Any algorithm but concurrency (a lease is given
+  // back with Release). At the store's clock, or at an explicit time.
+  absl::StatusOr<Decision> Reset(std::string_view key, const Policy& policy);
+  absl::StatusOr<Decision> Refund(std::string_view key, const Policy& policy, std::int64_t units);
+  absl::StatusOr<Decision> Penalize(std::string_view key, const Policy& policy,
+                                    std::int64_t units);
+  absl::StatusOr<Decision> OperateAt(TimePoint now, std::string_view key, const Policy& policy,
+                                     KeyOperation op, std::int64_t units = 0);
+
   Store& store() { return *store_; }
 
  private:

@@ -64,6 +64,7 @@ class MemoryStore final : public Store {
   absl::StatusOr<Reservation> TakeValidated(const TakeRequest& request) override;
   absl::StatusOr<Decision> SettleValidated(const SettleRequest& request) override;
   absl::StatusOr<CountAnswer> CountValidated(const CountRequest& request) override;
+  absl::StatusOr<Decision> OperateValidated(const OperateRequest& request) override;
 
  private:
   class Impl;

@@ -205,6 +205,8 @@ class RedisStore final : public Store {
   void ReserveAsyncValidated(const ReserveRequest& request, ReservationCallback done) override;
   void SettleAsyncValidated(const SettleRequest& request, DecisionCallback done) override;
   absl::StatusOr<CountAnswer> CountValidated(const CountRequest& request) override;
+  absl::StatusOr<Decision> OperateValidated(const OperateRequest& request) override;
+  void OperateAsyncValidated(const OperateRequest& request, DecisionCallback done) override;
   void CountAsyncValidated(const CountRequest& request, CountCallback done) override;
 
  private:

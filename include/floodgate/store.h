@@ -53,6 +53,24 @@ struct CountAnswer {
 };
 using CountCallback = absl::AnyInvocable<void(absl::StatusOr<CountAnswer>)>;
 
+// Operating a key (docs/algorithms.md, "Operating a key"): what an operator or the
+// application does to one key under one policy.
+enum class KeyOperation : std::uint8_t {
+  kReset,     // the key's state gone, its block too: the next decision sees a fresh key
+  kRefund,    // up to `units` given back, as if they had not been admitted; never lifts a block
+  kPenalize,  // `units` charged unconditionally, even past the limit
+};
+std::string_view KeyOperationName(KeyOperation op);  // "reset", "refund", "penalize"
+
+struct OperateRequest {
+  std::string_view key;  // 1..kMaxKeyBytes bytes, binary-safe
+  Policy policy;         // any algorithm but concurrency (a lease is given back by Release)
+  KeyOperation operation = KeyOperation::kReset;
+  std::int64_t units = 0;  // refund, penalize: 1..kMaxCost; reset: 0
+  // The operation's time; the store's own clock when unset (Redis: the server's TIME).
+  std::optional<TimePoint> now;
+};
+
 struct StoreStats {
   std::uint64_t keys = 0;          // keys held, including expired ones not yet reclaimed
   std::uint64_t evictions = 0;     // live keys dropped to stay under max_keys
@@ -122,6 +140,11 @@ class Store {
   void AcquireAsync(const AcquireRequest& request, ReservationCallback done);
   void ReleaseAsync(const ReleaseRequest& request, DecisionCallback done);
 
+  // Thread-safe. Operates on a key (OperateRequest) atomically, as a decision, and answers the
+  // key's peek (cost 0) right after it. Unimplemented for a store without it.
+  absl::StatusOr<Decision> Operate(const OperateRequest& request);
+  void OperateAsync(const OperateRequest& request, DecisionCallback done);
+
   // Thread-safe. envoyproxy/ratelimit's counter (CountRequest), answered as DecideAsync
   // answers; the key is copied. Unimplemented for a store without it.
   absl::StatusOr<CountAnswer> Count(const CountRequest& request);
@@ -187,6 +210,12 @@ class Store {
   virtual void CountAsyncValidated(const CountRequest& request, CountCallback done) {
     done(CountValidated(request));
   }
+  // Called by Operate() / OperateAsync() with a request that passed ValidateOperateRequest();
+  // the asynchronous one answers inline by default.
+  virtual absl::StatusOr<Decision> OperateValidated(const OperateRequest& request);
+  virtual void OperateAsyncValidated(const OperateRequest& request, DecisionCallback done) {
+    done(OperateValidated(request));
+  }
   virtual void ReserveAsyncValidated(const ReserveRequest& request, ReservationCallback done) {
     done(ReserveValidated(request));
   }
@@ -208,6 +237,8 @@ absl::Status ValidateReserveRequest(const ReserveRequest& request);
 absl::Status ValidateTakeRequest(const TakeRequest& request);
 absl::Status ValidateSettleRequest(const SettleRequest& request);
 absl::Status ValidateAcquireRequest(const AcquireRequest& request);
+// The checks Operate() applies.
+absl::Status ValidateOperateRequest(const OperateRequest& request);
 // The checks Count() applies.
 absl::Status ValidateCountRequest(const CountRequest& request);
 

@@ -82,6 +82,7 @@ struct InFlight {
   std::int64_t t;
   std::string key;
   std::optional<absl::StatusOr<Decision>> result;  // set by the store's callback
+  std::optional<KeyOperation> op;                  // an operation line's
 };
 
 std::string EscapeKey(std::string_view key) {
@@ -103,7 +104,8 @@ Command AddReplay(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "replay",
       "Decide every line of a JSON Lines trace {\"t\": µs, \"key\": ..., \"cost\": 1} "
-      "at its own time; print one Decision per line and a summary on stderr");
+      "at its own time (or operate on the key: \"op\": \"reset\", \"refund\" or \"penalize\" with "
+      "\"units\"); print one Decision per line and a summary on stderr");
   cmd->add_option("--policy", flags->policy, "ALGORITHM:LIMIT/PERIOD[,burst=B][,refill=...]")
       ->required();
   cmd->add_option("--store", flags->store, "store URL")->capture_default_str();
@@ -162,10 +164,15 @@ Command AddReplay(CLI::App& app) {
             status = fail(fmt::format("line {}: {}", oldest->line, MessageOf(decision.status())));
             return false;
           }
-          summary.Add(oldest->key, *decision, oldest->t);
+          // An operation's answer is the key's peek: not a decision the summary counts.
+          if (!oldest->op) summary.Add(oldest->key, *decision, oldest->t);
           buffer = ToJson(*decision);
           buffer.replace(0, 1,
-                         fmt::format("{{\"t\":{},\"key\":{},", oldest->t, EscapeKey(oldest->key)));
+                         oldest->op ? fmt::format("{{\"t\":{},\"key\":{},\"op\":\"{}\",", oldest->t,
+                                                  EscapeKey(oldest->key),
+                                                  KeyOperationName(*oldest->op))
+                                    : fmt::format("{{\"t\":{},\"key\":{},", oldest->t,
+                                                  EscapeKey(oldest->key)));
           buffer += '\n';
           std::fwrite(buffer.data(), 1, buffer.size(), out);
           return true;
@@ -186,17 +193,30 @@ Command AddReplay(CLI::App& app) {
             break;
           }
           previous_t = event->t;
-          if (window.size() >= kReplayWindow && !write_oldest()) break;
+          // An operation goes by a script of its own, which the store does not order with
+          // the decisions in flight beside it: every earlier line lands first, and the
+          // operation's answer before any later line is sent.
+          bool written = true;
+          while (written && !window.empty() && (event->op || window.size() >= kReplayWindow)) {
+            written = write_oldest();
+          }
+          if (!written) break;
           auto flight = std::make_shared<InFlight>(
-              InFlight{line_no, event->t, std::string(event->key), std::nullopt});
+              InFlight{line_no, event->t, std::string(event->key), std::nullopt, event->op});
           window.push_back(flight);
-          (*store)->DecideAsync(
-              {flight->key, *policy, event->cost, TimePoint(std::chrono::microseconds(event->t))},
-              [&mu, &landed, flight](absl::StatusOr<Decision> decision) {
-                std::lock_guard lock(mu);
-                flight->result = std::move(decision);
-                landed.notify_all();
-              });
+          const TimePoint at{std::chrono::microseconds(event->t)};
+          auto landing = [&mu, &landed, flight](absl::StatusOr<Decision> decision) {
+            std::lock_guard lock(mu);
+            flight->result = std::move(decision);
+            landed.notify_all();
+          };
+          if (event->op) {
+            (*store)->OperateAsync({flight->key, *policy, *event->op, event->units, at},
+                                   std::move(landing));
+            if (!write_oldest()) break;
+          } else {
+            (*store)->DecideAsync({flight->key, *policy, event->cost, at}, std::move(landing));
+          }
         }
         // Every callback must land before `mu` and `landed` go out of scope. The lines
         // before a bad one are still written; after a store error nothing more is.

@@ -35,7 +35,8 @@ absl::StatusOr<TraceEvent> TraceParser::Parse(std::string_view line) {
   bool has_t = false;
   std::string_view key;
   bool has_key = false;
-  TraceEvent event{0, {}, 1};
+  TraceEvent event{0, {}, 1, std::nullopt, 0};
+  bool has_units = false;
   for (const auto [name, value] : object) {
     if (name == "t") {
       if (value.get_int64().get(event.t) != simdjson::SUCCESS || event.t < 0) {
@@ -50,7 +51,31 @@ absl::StatusOr<TraceEvent> TraceParser::Parse(std::string_view line) {
           event.cost > kMaxCost) {
         return Bad("\"cost\" must be a whole number between 0 and 1000000000");
       }
+    } else if (name == "op") {
+      std::string_view op;
+      if (value.get_string().get(op) != simdjson::SUCCESS) return Bad("\"op\" must be a string");
+      if (op == "reset") {
+        event.op = KeyOperation::kReset;
+      } else if (op == "refund") {
+        event.op = KeyOperation::kRefund;
+      } else if (op == "penalize") {
+        event.op = KeyOperation::kPenalize;
+      } else {
+        return Bad("\"op\" must be reset, refund or penalize");
+      }
+    } else if (name == "units") {
+      if (value.get_int64().get(event.units) != simdjson::SUCCESS || event.units < 1 ||
+          event.units > kMaxCost) {
+        return Bad("\"units\" must be a whole number between 1 and 1000000000");
+      }
+      has_units = true;
     }
+  }
+  if (event.op && *event.op != KeyOperation::kReset && !has_units) {
+    return Bad(fmt::format("\"op\": \"{}\" needs \"units\"", KeyOperationName(*event.op)));
+  }
+  if (has_units && (!event.op || *event.op == KeyOperation::kReset)) {
+    return Bad("\"units\" is for a refund or a penalty");
   }
   if (!has_t) return Bad("missing \"t\"");
   if (!has_key) return Bad("missing \"key\"");

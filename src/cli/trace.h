@@ -3,10 +3,12 @@
 // Replay traces: JSON Lines `{"t": <µs>, "key": "...", "cost": 1}` (docs/service.md, "replay").
 
 #include <absl/status/statusor.h>
+#include <floodgate/store.h>
 #include <simdjson.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -16,6 +18,10 @@ struct TraceEvent {
   std::int64_t t;
   std::string_view key;  // valid until the next Parse()
   std::int64_t cost;
+  // An operation line ({"op": "reset"}, or "refund" / "penalize" with "units"; docs/algorithms.md
+  // "Operating a key") instead of a decision; its cost is unused.
+  std::optional<KeyOperation> op;
+  std::int64_t units = 0;
 };
 
 // Parses one trace line. Fields other than t, key and cost are ignored, so traces cut

@@ -322,4 +322,50 @@ void Store::CountAsync(const CountRequest& request, CountCallback done) {
   CountAsyncValidated(request, std::move(done));
 }
 
+std::string_view KeyOperationName(KeyOperation op) {
+  switch (op) {
+    case KeyOperation::kReset:
+      return "reset";
+    case KeyOperation::kRefund:
+      return "refund";
+    case KeyOperation::kPenalize:
+      return "penalize";
+  }
+  return "?";
+}
+
+absl::Status ValidateOperateRequest(const OperateRequest& request) {
+  if (request.policy.algorithm == Algorithm::kConcurrency) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: a lease is given back by Release with its id (POST /v1/release); a concurrency "
+        "key is not reset, refunded or penalized",
+        request.policy.ToString()));
+  }
+  const bool counted = request.operation != KeyOperation::kReset;
+  if (counted && (request.units < 1 || request.units > kMaxCost)) {
+    return absl::InvalidArgumentError(
+        fmt::format("units must be between 1 and {}, got {}", kMaxCost, request.units));
+  }
+  if (!counted && request.units != 0) {
+    return absl::InvalidArgumentError("a reset takes no units");
+  }
+  return ValidateDecision(DecideRequest{request.key, request.policy, 0, request.now});
+}
+
+absl::StatusOr<Decision> Store::Operate(const OperateRequest& request) {
+  if (absl::Status status = ValidateOperateRequest(request); !status.ok()) return status;
+  return OperateValidated(request);
+}
+
+void Store::OperateAsync(const OperateRequest& request, DecisionCallback done) {
+  if (absl::Status status = ValidateOperateRequest(request); !status.ok()) {
+    return done(std::move(status));
+  }
+  OperateAsyncValidated(request, std::move(done));
+}
+
+absl::StatusOr<Decision> Store::OperateValidated(const OperateRequest&) {
+  return absl::UnimplementedError(fmt::format("{} does not operate on keys", Describe()));
+}
+
 }  // namespace floodgate

@@ -462,6 +462,28 @@ absl::StatusOr<std::pair<std::string, std::uint16_t>> ParseListen(std::string_vi
   return std::pair{std::string(host), number};
 }
 
+namespace {
+
+// The admin token: the file's text without the whitespace around it, printable ASCII
+// without spaces (it is compared with what follows "Bearer " in a header).
+absl::StatusOr<std::string> ReadAdminToken(const std::string& path) {
+  auto text = ReadConfigFile(path);
+  if (!text.ok()) return text.status();
+  const std::string_view token = ToStd(absl::StripAsciiWhitespace(*text));
+  if (token.size() < kMinAdminTokenBytes || token.size() > kMaxAdminTokenBytes) {
+    return absl::InvalidArgumentError(fmt::format(
+        "the token must be {} to {} characters, got {}", kMinAdminTokenBytes, kMaxAdminTokenBytes,
+        token.size()));
+  }
+  if (!std::all_of(token.begin(), token.end(), [](char c) { return c > 0x20 && c < 0x7f; })) {
+    return absl::InvalidArgumentError(
+        "the token must be printable ASCII without spaces (it follows \"Bearer \")");
+  }
+  return std::string(token);
+}
+
+}  // namespace
+
 absl::StatusOr<ServerConfig> ParseConfig(std::string_view yaml, const std::string& source) {
   Reader r(source);
   if (auto s = YamlBudget().Charge(yaml, source); !s.ok()) return s;
@@ -477,7 +499,8 @@ absl::StatusOr<ServerConfig> ParseConfig(std::string_view yaml, const std::strin
   if (!root.IsMap()) return r.Error(root, "the config must be a mapping of keys");
   if (auto s = r.KnownKeys(root, "",
                            {"listen", "grpc_listen", "rls", "store", "trusted_proxies",
-                            "authz_deny_status", "demo", "shadow", "inline_policies", "rules"});
+                            "authz_deny_status", "demo", "shadow", "inline_policies", "rules",
+                            "admin"});
       !s.ok()) {
     return s;
   }
@@ -591,6 +614,22 @@ absl::StatusOr<ServerConfig> ParseConfig(std::string_view yaml, const std::strin
   if (root["shadow"]) FG_ASSIGN(config.shadow, r.Bool(root["shadow"], "shadow"));
   if (root["inline_policies"]) {
     FG_ASSIGN(config.inline_policies, r.Bool(root["inline_policies"], "inline_policies"));
+  }
+  if (const YAML::Node admin = root["admin"]) {
+    if (!admin.IsMap()) return r.Error(admin, "admin must be a mapping");
+    if (auto s = r.KnownKeys(admin, "admin", {"token_file"}); !s.ok()) return s;
+    if (!admin["token_file"]) {
+      return r.Error(admin, "admin needs token_file: the file holding the bearer token");
+    }
+    AdminSection section;
+    FG_ASSIGN(section.token_file, r.String(admin["token_file"], "admin.token_file"));
+    auto token = ReadAdminToken(section.token_file);
+    if (!token.ok()) {
+      return r.Error(admin["token_file"], fmt::format("admin.token_file {}: {}", section.token_file,
+                                                      MessageOf(token.status())));
+    }
+    section.token = *std::move(token);
+    config.admin = std::move(section);
   }
   if (const YAML::Node rules = root["rules"]) {
     if (!rules.IsSequence()) return r.Error(rules, "rules must be a list");

@@ -94,6 +94,17 @@ struct RlsSection {
   friend bool operator==(const RlsSection&, const RlsSection&) = default;
 };
 
+// `admin:` (docs/http.md, "Operating a key"): the key operations' endpoints, which answer 404
+// without it. The token is read from its file at every load (start, config check, SIGHUP),
+// so rotating it is a reload.
+struct AdminSection {
+  std::string token_file;
+  std::string token;  // the file's text, without the whitespace around it
+};
+// A token's bounds: shorter ones are guessable, longer ones are not a token.
+inline constexpr std::size_t kMinAdminTokenBytes = 16;
+inline constexpr std::size_t kMaxAdminTokenBytes = 1024;
+
 struct ServerConfig {
   std::string source;  // the file it came from, or "defaults"
   std::string listen = "127.0.0.1:8080";
@@ -109,6 +120,7 @@ struct ServerConfig {
   // /v1/acquire); false: only the configured rules decide (403 permission_denied).
   bool inline_policies = true;
   std::vector<Rule> rules;
+  std::optional<AdminSection> admin;
   // Whether the file set these, so the environment (FLOODGATE_LISTEN, FLOODGATE_STORE)
   // fills in only what it left out.
   bool listen_given = false;

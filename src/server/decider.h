@@ -54,6 +54,7 @@ class Decider {
       : store_(std::move(store)), answers_inline_(store_->AnswersInline()), metrics_(metrics) {}
 
   Store& store() const { return *store_; }
+  Metrics& metrics() const { return metrics_; }
 
   // Seals `limits` and decides them: with one decision when single(), else all at once.
   // Counts the answer in the metrics, then calls done(limits, StatusOr<LimitsDecision>),

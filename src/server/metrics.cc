@@ -57,6 +57,12 @@ void Metrics::CountDecision(std::string_view rule, Outcome outcome) {
       .fetch_add(1, std::memory_order_relaxed);
 }
 
+void Metrics::CountOperation(std::string_view rule, KeyOperation operation) {
+  Find(operations_, rule, {})
+      .operations[static_cast<int>(operation)]
+      .fetch_add(1, std::memory_order_relaxed);
+}
+
 void Metrics::CountBlocked(std::string_view rule) {
   Find(rules_, rule, {}).blocked.fetch_add(1, std::memory_order_relaxed);
 }
@@ -141,6 +147,29 @@ std::string Metrics::Render(Store& store) const {
       }
     }
   }
+  out +=
+      "# HELP floodgate_key_operations_total Key operations carried out (/v1/keys/reset, refund, "
+      "penalize) by rule and operation.\n"
+      "# TYPE floodgate_key_operations_total counter\n";
+  {
+    std::lock_guard lock(mu_);
+    std::map<std::string, const OperationCounters*> sorted;
+    for (const auto& [name, counters] : operations_) sorted.emplace(name, counters.get());
+    for (const auto& [name, counters] : sorted) {
+      for (const KeyOperation op :
+           {KeyOperation::kReset, KeyOperation::kRefund, KeyOperation::kPenalize}) {
+        out += fmt::format(
+            "floodgate_key_operations_total{{rule=\"{}\",operation=\"{}\"}} {}\n", escape(name),
+            KeyOperationName(op), counters->operations[static_cast<int>(op)].load());
+      }
+    }
+  }
+  out += fmt::format(
+      "# HELP floodgate_key_operations_unauthorized_total Key operations refused for a missing "
+      "or wrong bearer token (401).\n"
+      "# TYPE floodgate_key_operations_unauthorized_total counter\n"
+      "floodgate_key_operations_unauthorized_total {}\n",
+      unauthorized_.load());
   out +=
       "# HELP floodgate_store_latency_seconds Time from asking the store to its answer.\n"
       "# TYPE floodgate_store_latency_seconds histogram\n";

@@ -34,6 +34,10 @@ class Metrics {
   // A limit of a rule (`rule` and the limit's name within it; a rule's single policy is
   // the limit named after the rule).
   void CountLimit(std::string_view rule, std::string_view limit, LimitResult result);
+  // A key operation the store carried out (/v1/keys/..., docs/http.md "Operating a key"),
+  // by the rule it named ("policy" for an inline policy), and one refused for its token.
+  void CountOperation(std::string_view rule, KeyOperation operation);
+  void CountUnauthorized() { unauthorized_.fetch_add(1, std::memory_order_relaxed); }
   void ObserveStoreLatency(std::chrono::nanoseconds took);
   void CountHttp(int status);
   // A connection the server could not accept (out of file descriptors, say): each attempt,
@@ -55,6 +59,9 @@ class Metrics {
   struct LimitCounters {
     std::array<std::atomic<std::uint64_t>, 4> results{};
   };
+  struct OperationCounters {
+    std::array<std::atomic<std::uint64_t>, 3> operations{};  // by KeyOperation
+  };
   // Counters by label, created on first use and kept while this Metrics lives. `label`
   // is the rule's name, or "<rule> <limit>" (a space: no name holds one).
   template <class Counters>
@@ -65,6 +72,8 @@ class Metrics {
   mutable std::mutex mu_;   // guards the maps, not the counters
   absl::flat_hash_map<std::string, std::unique_ptr<RuleCounters>> rules_;
   absl::flat_hash_map<std::string, std::unique_ptr<LimitCounters>> limits_;
+  absl::flat_hash_map<std::string, std::unique_ptr<OperationCounters>> operations_;
+  std::atomic<std::uint64_t> unauthorized_{0};
   std::array<std::atomic<std::uint64_t>, kBuckets.size() + 1> latency_{};
   std::atomic<std::uint64_t> latency_count_{0};
   std::atomic<std::uint64_t> latency_sum_ns_{0};

@@ -35,6 +35,7 @@ constexpr FieldSpec kFields[] = {
     {Field::kReservation, "reservation", &RequestFields::reservation},
     {Field::kLease, "lease", &RequestFields::lease},
     {Field::kActual, "actual", nullptr, &RequestFields::actual},
+    {Field::kUnits, "units", nullptr, &RequestFields::units, 1, kMaxCost},
 };
 
 const FieldSpec& SpecOf(Field field) { return kFields[static_cast<std::size_t>(field)]; }

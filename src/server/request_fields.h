@@ -28,12 +28,13 @@ enum class Field : std::uint8_t {
   kReservation,  // an id /v1/reserve answered
   kLease,        // an id /v1/acquire answered
   kActual,       // a whole number; the store checks its range
+  kUnits,        // 1..kMaxCost: a refund's or a penalty's (/v1/keys/...)
 };
 
 // The fields given; strings point into the parsed document.
 struct RequestFields {
   std::optional<std::string_view> key, rule, policy, name, reservation, lease;
-  std::optional<std::int64_t> cost, hold_ms, estimate, actual;
+  std::optional<std::int64_t> cost, hold_ms, estimate, actual, units;
 };
 
 // The body as a JSON object, parsed by this thread's parser: valid until the thread's

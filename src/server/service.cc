@@ -39,6 +39,14 @@ std::string HtmlEscape(std::string_view text) {
   return out;
 }
 
+// The operation of a /v1/keys/... path (docs/http.md, "Operating a key").
+std::optional<KeyOperation> KeyOperationAt(std::string_view path) {
+  if (path == "/v1/keys/reset") return KeyOperation::kReset;
+  if (path == "/v1/keys/refund") return KeyOperation::kRefund;
+  if (path == "/v1/keys/penalize") return KeyOperation::kPenalize;
+  return std::nullopt;
+}
+
 std::string Replace(std::string text, std::string_view from, std::string_view to) {
   for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at)) {
     text.replace(at, from.size(), to);
@@ -104,6 +112,15 @@ void Service::Handle(const Request& request, const ip::address& peer, Respond re
       return endpoints::Settle(request, Holding::kLease, decider_, std::move(respond));
     }
     return endpoints::Check(request, config, decider_, std::move(respond));
+  }
+  if (const std::optional<KeyOperation> operation = KeyOperationAt(path)) {
+    if (request.method() != http::verb::post && config.admin) {
+      Response r = ErrorResponse(request, http::status::method_not_allowed, "method_not_allowed",
+                                 fmt::format("{} takes POST", path));
+      r.headers.emplace_back("Allow", "POST");
+      return respond(std::move(r));
+    }
+    return endpoints::OperateKey(request, config, *operation, decider_, std::move(respond));
   }
   if (path == "/v1/authz") {
     return endpoints::Authz(request, peer, config, decider_, std::move(respond));

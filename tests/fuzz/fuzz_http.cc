@@ -5,8 +5,11 @@
 // get exactly one well-formed response.
 #include <floodgate/memory_store.h>
 
+#include <unistd.h>
+
 #include <boost/asio/ip/address.hpp>
 #include <cstdlib>
+#include <string>
 #include <memory_resource>
 #include <optional>
 
@@ -18,9 +21,23 @@ namespace {
 namespace http = boost::beast::http;
 using floodgate::server::Service;
 
+// The admin token the seeds send (corpus/fuzz_http: the /v1/keys/... ones), in a file of
+// its own as the config wants it.
+std::string AdminTokenFile() {
+  char path[] = "/tmp/fuzz_http_token.XXXXXX";
+  const int fd = mkstemp(path);
+  constexpr std::string_view kToken = "fuzz-admin-token-0123456789\n";
+  if (fd < 0 || write(fd, kToken.data(), kToken.size()) != static_cast<ssize_t>(kToken.size())) {
+    std::abort();
+  }
+  close(fd);
+  return path;
+}
+
 Service& TheService() {
   static Service* service = [] {
-    auto config = floodgate::server::ParseConfig(R"(
+    const std::string token_file = AdminTokenFile();
+    auto config = floodgate::server::ParseConfig("admin: {token_file: " + token_file + "}\n" + R"(
 trusted_proxies: [127.0.0.1/32, ::1/128]
 rules:
   - name: login

@@ -26,6 +26,11 @@ void Reserve(const Request& request, const ServerConfig& config, Holding holding
 // POST /v1/settle or /v1/release; without a body, the settle hook.
 void Settle(const Request& request, Holding holding, Decider& decider, Respond respond);
 
+// POST /v1/keys/reset, /v1/keys/refund, /v1/keys/penalize (docs/http.md, "Operating a key"):
+// 404 without `admin:` in the config, 401 without its bearer token.
+void OperateKey(const Request& request, const ServerConfig& config, KeyOperation operation,
+                Decider& decider, Respond respond);
+
 // /v1/authz: the rules the original request matches, decided for its client (nginx
 // auth_request, Envoy ext_authz, Traefik forwardAuth).
 void Authz(const Request& request, const boost::asio::ip::address& peer, const ServerConfig& config,

@@ -196,6 +196,17 @@ class MemoryStore::Impl {
     return decision;
   }
 
+  Decision Operate(const OperateRequest& request) {
+    const core::StateKind kind = core::KindOf(request.policy);
+    const std::size_t hash = memory::StateHash(memory::KeyHash(request.key), kind);
+    const TimePoint now = request.now ? *request.now : Now();
+    Decision decision;
+    ShardFor(hash).Operate(memory::Probe{kind, request.key, hash}, request.policy,
+                           now.time_since_epoch().count(), request.operation, request.units,
+                           decision);
+    return decision;
+  }
+
   void Decide(const DecideRequest& request, Decision& decision) {
     const core::StateKind kind = core::KindOf(request.policy);
     const std::size_t hash = memory::StateHash(memory::KeyHash(request.key), kind);
@@ -403,6 +414,9 @@ absl::StatusOr<Reservation> MemoryStore::TakeValidated(const TakeRequest& reques
 }
 absl::StatusOr<Decision> MemoryStore::SettleValidated(const SettleRequest& request) {
   return impl_->Settle(request);
+}
+absl::StatusOr<Decision> MemoryStore::OperateValidated(const OperateRequest& request) {
+  return impl_->Operate(request);
 }
 absl::StatusOr<CountAnswer> MemoryStore::CountValidated(const CountRequest& request) {
   return impl_->Count(request);

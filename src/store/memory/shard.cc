@@ -12,6 +12,7 @@
 
 #include "common/strings.h"
 #include "core/block.h"
+#include "core/operate.h"
 
 namespace floodgate::memory {
 
@@ -451,6 +452,29 @@ absl::Status Shard::Settle(std::uint64_t number, std::int64_t now_us, std::int64
     });
   });
   return absl::OkStatus();
+}
+
+void Shard::Operate(const Probe& probe, const Policy& policy, std::int64_t now_us,
+                    KeyOperation op, std::int64_t units, Decision& decision) {
+  std::lock_guard lock(mu_);
+  // Whatever the policy says now: a block left by an earlier block= goes with the reset too.
+  if (op == KeyOperation::kReset && blocks_ > 0) Drop(Find(BlockProbe(probe), now_us));
+  const Found found = Find(probe, now_us);
+  if (core::KeepsLog(probe.kind)) {
+    UpdateLog(probe, found, now_us, [&](core::SlidingLog& log) {
+      return core::OperateSlidingLog(policy, log, now_us, op, units, decision);
+    });
+  } else {
+    VisitValueKind(probe.kind, [&]<class S>(std::type_identity<S>, auto) {
+      DecideValue<S>(probe, found, now_us, [&](const S* stored) {
+        return core::Operate(policy, stored, now_us, op, units, decision);
+      });
+    });
+  }
+  if (op == KeyOperation::kReset || policy.block.count() == 0) return;
+  if (const std::int64_t until = BlockedUntil(probe, now_us); until > now_us) {
+    core::AnswerWhileBlocked(until, now_us, 0, /*would_allow=*/false, decision);
+  }
 }
 
 void Shard::Save(const Probe& probe, Found found, Entry::State state, std::int64_t now_us,

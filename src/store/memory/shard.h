@@ -143,6 +143,11 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   absl::Status Settle(std::uint64_t number, std::int64_t now_us, std::int64_t actual,
                       Decision& decision);
 
+  // Thread-safe. Operates on the probe's key (core/operate.h) and writes its peek after it,
+  // the block included: a reset removes the block, the other operations leave it.
+  void Operate(const Probe& probe, const Policy& policy, std::int64_t now_us, KeyOperation op,
+               std::int64_t units, Decision& decision);
+
   // Thread-safe. Looks at up to `budget` entries, reclaiming the expired ones.
   std::size_t ReclaimExpired(std::int64_t now_us, std::size_t budget);
   // Thread-safe. Drops the reservations whose hold has ended (nothing when none can have:

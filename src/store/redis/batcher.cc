@@ -70,7 +70,7 @@ void Batcher::Flush(Lane& lane) {
     return a->route.slot < b->route.slot;
   });
   const auto joins = [&](const Unit& first, const Unit& next) {
-    if (first.family() != next.family()) return false;
+    if (first.family() != next.family() || first.operates()) return false;
     if (node_wide(first) && node_wide(next)) return true;
     return !first.route.alone && !next.route.alone && first.route.slot == next.route.slot;
   };
@@ -114,7 +114,7 @@ void Batcher::SendAsked(Lane& lane, std::vector<UnitPtr> chunk) {
 void Batcher::Send(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, Asking asking) {
   const EncodedCall call = Encode(chunk, scripts_, form, asking);
   ++counters_.calls;
-  if (!SingleCall(chunk)) counters_.batched += call.keys;
+  if (!AnsweredAsSingle(chunk)) counters_.batched += call.keys;
   if (call.across_slots) ++counters_.node_batches;
   ++lane.queue_.calls_out;
   const std::string_view command = call.command;
@@ -188,7 +188,7 @@ void Batcher::OnReply(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, A
     }
     return;
   }
-  const bool single = SingleCall(chunk);
+  const bool single = AnsweredAsSingle(chunk);
   std::vector<std::int64_t> limits;
   for (const auto& p : chunk) {
     for (const Item& item : p->items) limits.push_back(item.policy.limit);
@@ -197,7 +197,7 @@ void Batcher::OnReply(Lane& lane, std::vector<UnitPtr> chunk, ScriptForm form, A
   if (!decoded.ok()) return fail_all(decoded.status());
   std::size_t k = 0;
   for (auto& p : chunk) {
-    if (p->is<Decide>()) {
+    if (p->is<Decide>() || p->operates()) {
       absl::StatusOr<Decision>& d = decoded->decisions[k++];
       outcomes_.Complete(*p, d.ok() ? std::move(d) : failed(d.status()));
       continue;

@@ -59,6 +59,12 @@ void DenialCache::Insert(const std::string& key, const Policy& policy, std::int6
                   now + decision.reset_after});
 }
 
+void DenialCache::Erase(std::string_view key) {
+  Shard& shard = ShardFor(key);
+  std::lock_guard lock(shard.mu);
+  shard.denials.erase(ToAbsl(key));
+}
+
 std::size_t DenialCache::size() {
   std::size_t n = 0;
   for (Shard& shard : shards_) {

@@ -29,6 +29,8 @@ class DenialCache {
                                  Clock::time_point now);
   void Insert(const std::string& key, const Policy& policy, std::int64_t cost,
               const Decision& decision, Clock::time_point now);
+  // Forgets the key's denial: an operation (a reset, a refund) may have made room.
+  void Erase(std::string_view key);
   std::size_t size();
 
  private:

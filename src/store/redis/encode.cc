@@ -95,10 +95,12 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
                    Asking asking) {
   const bool reservations = chunk[0]->reservation();
   const bool counters = chunk[0]->counts();
-  const bool single = SingleCall(chunk);
+  const bool operation = chunk[0]->operates();
+  const bool single = SingleCall(chunk) || operation;
   const bool across_slots = !reservations && !counters && !single && AcrossSlots(chunk);
   const ScriptId id = reservations   ? ScriptId::kReservation
                       : counters     ? ScriptId::kUpstream
+                      : operation    ? ScriptId::kOperate
                       : single       ? SingleScriptFor(chunk[0]->item().kind)
                       : across_slots ? ScriptId::kNodeBatch
                                      : ScriptId::kBatch;
@@ -224,7 +226,7 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
           },
           p->op);
     }
-  } else if (single) {  // lua/single.lua: layout::kSingle
+  } else if (single) {  // lua/single.lua: layout::kSingle; lua/operate.lua: layout::kOperate
     const Unit& p = *chunk[0];
     const Item& item = p.item();
     args.push_back(kind_arg(item));
@@ -232,7 +234,12 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
     args.push_back(number(std::to_string(item.policy.limit)));
     args.push_back(period_arg(item));
     args.push_back(number(std::to_string(item.policy.capacity())));
-    args.push_back(number(std::to_string(item.cost)));
+    if (const auto* operate = std::get_if<Operate>(&p.op)) {
+      args.push_back(KeyOperationName(operate->operation));
+      args.push_back(number(std::to_string(operate->units)));
+    } else {
+      args.push_back(number(std::to_string(item.cost)));
+    }
   } else {  // lua/batch.lua: the distinct policies once, the groups, then each item
     std::vector<std::size_t> policy_of;
     append_policies(DistinctPolicies(chunk, policy_of));

@@ -37,5 +37,10 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
 inline bool SingleCall(std::span<const UnitPtr> chunk) {
   return chunk.size() == 1 && chunk[0]->single();
 }
+// Answered as a single decision is (lua/operate.lua replies as lua/single.lua does): a
+// single decision's call, or an operation's, which is always alone in its call.
+inline bool AnsweredAsSingle(std::span<const UnitPtr> chunk) {
+  return SingleCall(chunk) || chunk[0]->operates();
+}
 
 }  // namespace floodgate::redis

@@ -23,6 +23,7 @@ extern const std::string_view k_node_batch;
 extern const std::string_view k_reservation;
 extern const std::string_view k_take;
 extern const std::string_view k_upstream;
+extern const std::string_view k_operate;
 
 // One algorithm's script for its single decisions: common, the algorithm, single.lua.
 inline std::string SingleScript(std::string_view algorithm) {

@@ -25,6 +25,9 @@ void Outcomes::AnswerWhileOpen(Unit& unit) {
   if (unit.settles()) {
     return unit.Answer(SettleFailed(absl::UnavailableError("redis circuit breaker open")));
   }
+  if (unit.operates()) {
+    return unit.Answer(OperateFailed(absl::UnavailableError("redis circuit breaker open")));
+  }
   if (unit.grouped()) return unit.AnswerGroup(absl::UnavailableError("redis circuit breaker open"));
   unit.Answer(Fallback(unit));
 }
@@ -39,7 +42,11 @@ void Outcomes::Complete(Unit& p, absl::StatusOr<Decision> result, Blame blame) {
   if (result.ok() || absl::IsNotFound(result.status()) ||
       (p.settles() && absl::IsInvalidArgument(result.status()))) {
     if (p.route.node != nullptr) p.route.node->breaker.Success();
-    if (result.ok() && !p.settles() && !p.counts()) RememberDenial(p, p.item(), *result, now);
+    // This process's denials of an operated key are stale: a reset or a refund made room.
+    if (p.operates()) denials_.Erase(p.item().redis_key);
+    if (result.ok() && !p.settles() && !p.counts() && !p.operates()) {
+      RememberDenial(p, p.item(), *result, now);
+    }
     p.Answer(std::move(result));
     return;
   }
@@ -49,6 +56,7 @@ void Outcomes::Complete(Unit& p, absl::StatusOr<Decision> result, Blame blame) {
   }
   CountFailure(p, result.status(), now, blame);
   if (p.settles()) return p.Answer(SettleFailed(result.status()));
+  if (p.operates()) return p.Answer(OperateFailed(result.status()));
   p.Answer(Fallback(p));
 }
 
@@ -58,6 +66,13 @@ absl::Status Outcomes::SettleFailed(const absl::Status& status) {
                   "charged at its estimate until its hold ends; settling again is safe (a settled "
                   "reservation is not found)",
                   MessageOf(status)));
+}
+
+absl::Status Outcomes::OperateFailed(const absl::Status& status) {
+  return absl::UnavailableError(fmt::format(
+      "the operation's outcome is unknown ({}): a reset may be sent again; a refund or a "
+      "penalty sent again may count twice",
+      MessageOf(status)));
 }
 
 void Outcomes::CompleteUnit(Unit& p, absl::StatusOr<UnitResult> result, Blame blame) {

@@ -53,6 +53,8 @@ class Outcomes {
  private:
   // A settle is not decided by on_error: the key would be charged twice or not at all.
   static absl::Status SettleFailed(const absl::Status& status);
+  // An operation (Store::Operate) whose call failed: an error, never on_error's answer.
+  static absl::Status OperateFailed(const absl::Status& status);
   // on_error's answer for a unit: a decision, or a counter's count (Unit::Answer reads it).
   Decision Fallback(Unit& unit);
   // fail_open: 0 (nothing counted), fail_closed: the largest count, local: memory://'s.

@@ -175,6 +175,22 @@ class RedisStore::Impl final {
     Dispatch(std::move(pending), now);
   }
 
+  // Operating a key (lua/operate.lua), always in a call of its own. A prefetch policy's
+  // key is operated on in Redis: budgets already leased to processes stay theirs.
+  void Operate(const OperateRequest& request, DecisionCallback done) {
+    const StateKind kind = core::KindOf(request.policy);
+    std::string redis_key = RedisKey(kind, request.key);
+    const std::size_t key_at = redis_key.size() - request.key.size();
+    auto pending = std::make_shared<Unit>();
+    pending->items.push_back(Item{std::move(redis_key), key_at, request.policy, 0, kind});
+    if (request.now) pending->now_us = request.now->time_since_epoch().count();
+    pending->items.front().calendar = redis::CalendarArgument(request.policy, pending->now_us);
+    pending->op = redis::Operate{request.operation, request.units, std::move(done)};
+    const Steady::time_point now = Steady::now();
+    pending->deadline = now + options_.timeout;
+    Dispatch(std::move(pending), now);
+  }
+
   // ---- reservations (docs/reservations.md) ----
 
   void SubmitReservation(redis::Operation op, Item item, std::optional<TimePoint> now) {
@@ -459,6 +475,15 @@ void RedisStore::TakeAsyncValidated(const TakeRequest& request, ReservationCallb
 absl::StatusOr<Decision> RedisStore::SettleValidated(const SettleRequest& request) {
   return Await<absl::StatusOr<Decision>>(
       [&](auto done) { impl_->Settle(request, std::move(done)); });
+}
+
+void RedisStore::OperateAsyncValidated(const OperateRequest& request, DecisionCallback done) {
+  impl_->Operate(request, std::move(done));
+}
+
+absl::StatusOr<Decision> RedisStore::OperateValidated(const OperateRequest& request) {
+  return Await<absl::StatusOr<Decision>>(
+      [&](auto done) { impl_->Operate(request, std::move(done)); });
 }
 
 void RedisStore::CountAsyncValidated(const CountRequest& request, CountCallback done) {

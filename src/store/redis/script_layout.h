@@ -37,6 +37,9 @@ inline constexpr std::array<Field, 4> kAcquire = {"A", "policy", "now", "random"
 inline constexpr std::array<Field, 3> kAcquireNow = {"a", "policy", "random"};
 inline constexpr std::array<Field, 4> kRelease = {"L", "now", "actual", "member"};
 inline constexpr std::array<Field, 2> kReleaseNow = {"l", "member"};
+// lua/operate.lua: KEYS[1] = the operated key; replies kDecisionReply, as lua/single.lua.
+inline constexpr std::array<Field, 7> kOperate = {"kind",  "now",       "limit", "period_us",
+                                                  "burst", "operation", "units"};
 // lua/upstream.lua: KEYS = upstream's keys; these per key (ttl_s empty: only read). Replies the
 // count after per key.
 inline constexpr std::array<Field, 2> kCounter = {"hits", "ttl_s"};

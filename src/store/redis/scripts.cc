@@ -36,6 +36,8 @@ std::string AssembleScript(ScriptId id) {
       return l::NodeBatchScript();
     case ScriptId::kUpstream:
       return std::string(l::k_upstream);
+    case ScriptId::kOperate:
+      return l::DriverScript(l::k_operate);
   }
   return l::DriverScript(l::k_batch);
 }

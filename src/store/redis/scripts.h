@@ -33,8 +33,9 @@ enum class ScriptId : int {
   kReservation,
   kNodeBatch,
   kUpstream,  // lua/upstream.lua: envoyproxy/ratelimit's counters (Store::Count)
+  kOperate,   // lua/operate.lua: reset, refund, penalize (Store::Operate)
 };
-inline constexpr int kScriptCount = 10;
+inline constexpr int kScriptCount = 11;
 
 // What a connection's batches may span (docs/scaling.md): the keys of every slot of its
 // server (a standalone server's or Sentinel's primary's: all of them; a cluster node's, by

@@ -74,6 +74,13 @@ struct Count {
   std::int64_t count = 0;  // from the reply, or on_error's (Outcomes)
   CountCallback done;
 };
+// Operating a key (Store::Operate, lua/operate.lua): reset, refund or penalize the item's key,
+// always in a call of its own; answered with the key's peek after it, never by on_error.
+struct Operate {
+  KeyOperation operation = KeyOperation::kReset;
+  std::int64_t units = 0;
+  DecisionCallback done;
+};
 // A multi-decision's items on one slot, a group of lua/batch.lua (docs/multi.md): decided
 // all or nothing; decided with nothing consumed; or given back after a later slot denied
 // (what an earlier MultiAll consumed, admitted at `admitted_at`).
@@ -123,7 +130,7 @@ struct LeaseRelease {
   std::string member;
   DecisionCallback done;
 };
-using Operation = std::variant<Decide, Count, MultiAll, MultiDry, MultiRelease, Reserve, Take, Settle,
+using Operation = std::variant<Decide, Count, Operate, MultiAll, MultiDry, MultiRelease, Reserve, Take, Settle,
                                LeaseAcquire, LeaseRelease>;
 
 // The place of operation T in Operation.
@@ -138,8 +145,8 @@ inline constexpr std::size_t kIndexOf = IndexIn<T>(static_cast<const Operation*>
 
 // The scripts a unit may go by, so the units that may share a call: decisions (an algorithm's
 // script, lua/batch.lua, lua/node_batch.lua), counters (lua/upstream.lua), reservations
-// (lua/reservation.lua).
-enum class Family : std::uint8_t { kDecision, kCounter, kReservation };
+// (lua/reservation.lua); an operation (lua/operate.lua) shares its call with none.
+enum class Family : std::uint8_t { kDecision, kCounter, kReservation, kOperation };
 
 // What goes through Redis as one unit: its operation, its items (one, or a group of a
 // multi-decision's items on one slot, which a call never splits) and where it travels.
@@ -182,8 +189,12 @@ struct Unit {
   // Sent by lua/reservation.lua: the operations from Reserve on.
   bool reservation() const { return op.index() >= kIndexOf<Reserve>; }
   bool counts() const { return is<Count>(); }
+  bool operates() const { return is<Operate>(); }
   Family family() const {
-    return reservation() ? Family::kReservation : counts() ? Family::kCounter : Family::kDecision;
+    return reservation() ? Family::kReservation
+           : counts()    ? Family::kCounter
+           : operates()  ? Family::kOperation
+                         : Family::kDecision;
   }
   // Settles what an earlier operation holds (never decided by on_error: outcomes.h).
   bool settles() const { return is<Settle>() || is<LeaseRelease>(); }
