@@ -169,26 +169,19 @@ TEST_F(CliTest, ReplayReadsStdinAndWritesAFile) {
 // trace order with the decisions around it, and the summary counts only the decisions.
 TEST_F(CliTest, ReplayOperatesOnKeysInTraceOrder) {
   std::ofstream(dir_ / "ops.jsonl") << R"({"t":1000000,"key":"a","cost":3})"
-                                       "
-"
+                                       "\n"
                                     << R"({"t":1000000,"key":"a"})"
-                                       "
-"
+                                       "\n"
                                     << R"({"t":1000001,"key":"a","op":"refund","units":2})"
-                                       "
-"
+                                       "\n"
                                     << R"({"t":1000002,"key":"a","cost":2})"
-                                       "
-"
+                                       "\n"
                                     << R"({"t":1000003,"key":"a","op":"penalize","units":5})"
-                                       "
-"
+                                       "\n"
                                     << R"({"t":1000004,"key":"a","op":"reset"})"
-                                       "
-"
+                                       "\n"
                                     << R"({"t":1000005,"key":"a","cost":3})"
-                                       "
-";
+                                       "\n";
   ProcessResult r = Floodgate("replay --policy fixed_window:3/1s --input " +
                               (dir_ / "ops.jsonl").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -207,8 +200,7 @@ TEST_F(CliTest, ReplayOperatesOnKeysInTraceOrder) {
   EXPECT_THAT(r.err, HasSubstr("replayed 4 requests"));
 
   std::ofstream(dir_ / "bad-op.jsonl") << R"({"t":1,"key":"a","op":"refund"})"
-                                          "
-";
+                                          "\n";
   r = Floodgate("replay --policy gcra:1/1s --input " + (dir_ / "bad-op.jsonl").string());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("line 1: \"op\": \"refund\" needs \"units\""));
@@ -240,7 +232,7 @@ TEST_F(CliTest, ServeRefusesToStartWithoutItsAdminTokenFile) {
   const fs::path err = dir_ / "serve.err";
   const int status = std::system(fmt::format("timeout {} '{}' serve --config '{}' </dev/null "
                                              ">/dev/null 2>'{}'",
-                                             kHangGuard.count(), FLOODGATE_BINARY,
+                                             testing::kHangGuard.count(), FLOODGATE_BINARY,
                                              (dir_ / "admin.yaml").string(), err.string())
                                      .c_str());
   EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 2);
