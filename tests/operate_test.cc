@@ -1,11 +1,11 @@
 // Operating a key (docs/algorithms.md, "Operating a key") beyond the vectors: the bounds of a
 // penalty, the requests refused, the Limiter's calls, a block through every operation.
 
+#include "core/operate.h"
+
 #include <floodgate/limiter.h>
 #include <floodgate/memory_store.h>
 #include <gtest/gtest.h>
-
-#include "core/operate.h"
 
 namespace floodgate {
 namespace {
@@ -21,8 +21,9 @@ Policy P(std::string_view text) {
 // The largest penalty on the slowest policies stays within a settle's overcharge: no
 // overflow, a finite wait, and the key still answers.
 TEST(Operate, TheLargestPenaltyIsBoundedLikeAnOvercharge) {
-  for (const char* text : {"gcra:1/366d", "token_bucket:1/366d", "token_bucket:1/366d,refill=interval",
-                           "fixed_window:1/366d", "sliding_window:1/366d", "sliding_log:1/366d"}) {
+  for (const char* text :
+       {"gcra:1/366d", "token_bucket:1/366d", "token_bucket:1/366d,refill=interval",
+        "fixed_window:1/366d", "sliding_window:1/366d", "sliding_log:1/366d"}) {
     MemoryStore store;
     const Policy policy = P(text);
     for (int i = 0; i < 3; ++i) {  // again on top: still capped
@@ -45,7 +46,9 @@ TEST(Operate, TheLargestPenaltyIsBoundedLikeAnOvercharge) {
 TEST(Operate, RefusesWhatIsNoOperation) {
   MemoryStore store;
   const Policy gcra = P("gcra:10/1s");
-  const auto code = [&](const OperateRequest& request) { return store.Operate(request).status().code(); };
+  const auto code = [&](const OperateRequest& request) {
+    return store.Operate(request).status().code();
+  };
   EXPECT_EQ(code({"k", gcra, KeyOperation::kRefund, 0, kT}), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(code({"k", gcra, KeyOperation::kPenalize, kMaxCost + 1, kT}),
             absl::StatusCode::kInvalidArgument);

@@ -9,10 +9,9 @@ namespace {
 TEST_F(RedisTest, OperationsAtTheServersClockOnEveryAlgorithm) {
   auto store = OpenRedis(Url("denial_cache=0us"));
   ASSERT_NE(store, nullptr);
-  for (const char* text :
-       {"gcra:5/1h", "token_bucket:5/1h", "token_bucket:5/1h,refill=interval", "sliding_log:5/1h",
-        "sliding_window:5/1h", "fixed_window:5/1h", "fixed_window:5/1d,tz=Europe/Berlin",
-        "gcra:5/1h,block=1h"}) {
+  for (const char* text : {"gcra:5/1h", "token_bucket:5/1h", "token_bucket:5/1h,refill=interval",
+                           "sliding_log:5/1h", "sliding_window:5/1h", "fixed_window:5/1h",
+                           "fixed_window:5/1d,tz=Europe/Berlin", "gcra:5/1h,block=1h"}) {
     const Policy policy = *Policy::Parse(text);
     const std::string key = std::string("server-clock:") + text;
     auto penalized = store->Operate({key, policy, KeyOperation::kPenalize, 7, std::nullopt});
@@ -61,7 +60,8 @@ TEST(RedisOperateFailure, IsAnErrorNeverOnErrorsAnswer) {
   server->Kill();
   const Policy policy = *Policy::Parse("gcra:5/1s");
   for (const KeyOperation op : {KeyOperation::kReset, KeyOperation::kRefund}) {
-    auto answer = store->Operate({"k", policy, op, op == KeyOperation::kReset ? 0 : 1, std::nullopt});
+    auto answer =
+        store->Operate({"k", policy, op, op == KeyOperation::kReset ? 0 : 1, std::nullopt});
     ASSERT_FALSE(answer.ok());
     EXPECT_EQ(answer.status().code(), absl::StatusCode::kUnavailable) << answer.status();
     EXPECT_THAT(answer.status().message(), HasSubstr("outcome is unknown"));

@@ -59,8 +59,7 @@ class KeysTest : public ::testing::Test {
                 std::string authorization = std::string("Bearer ") + kToken) {
     std::vector<std::pair<std::string, std::string>> headers;
     if (!authorization.empty()) headers.emplace_back("Authorization", authorization);
-    return Call(http::verb::post, std::move(target), std::move(body), std::move(headers),
-                service_);
+    return Call(http::verb::post, std::move(target), std::move(body), std::move(headers), service_);
   }
   static nlohmann::json Body(const Response& r) { return nlohmann::json::parse(r.body); }
 
@@ -91,9 +90,13 @@ TEST_F(KeysTest, WithoutTheTokenEveryAnswerIsTheSame401) {
   const std::string body = R"({"key":"a","policy":"gcra:1/1s"})";
   const std::string token = kToken;
   std::optional<std::string> first;
-  const std::vector<std::string> wrong = {
-      "", "Bearer", "Bearer ", "Bearer x" + token, "Bearer " + token + "x",
-      "Bearer " + token.substr(1), "Basic " + token};
+  const std::vector<std::string> wrong = {"",
+                                          "Bearer",
+                                          "Bearer ",
+                                          "Bearer x" + token,
+                                          "Bearer " + token + "x",
+                                          "Bearer " + token.substr(1),
+                                          "Basic " + token};
   for (const std::string& authorization : wrong) {
     const Response r = Post("/v1/keys/reset", body, authorization);
     EXPECT_EQ(r.result_int(), 401) << authorization;
@@ -105,8 +108,7 @@ TEST_F(KeysTest, WithoutTheTokenEveryAnswerIsTheSame401) {
   EXPECT_EQ(Post("/v1/keys/reset", body, "bearer " + token).result_int(), 200);
   // A header value's surrounding whitespace is not part of it (RFC 9110, 5.5).
   EXPECT_EQ(Post("/v1/keys/reset", body, "Bearer " + token + " ").result_int(), 200);
-  const std::string metrics =
-      Call(http::verb::get, "/metrics", "", {}, service_).body;
+  const std::string metrics = Call(http::verb::get, "/metrics", "", {}, service_).body;
   EXPECT_THAT(metrics, HasSubstr("floodgate_key_operations_unauthorized_total 7\n"));
 }
 
@@ -127,17 +129,17 @@ TEST_F(KeysTest, RefundPenalizeAndResetAnInlinePolicysKey) {
   EXPECT_EQ(Body(r)["reset_after_us"], 0);
   EXPECT_EQ(check(R"({"key":"u","policy":"gcra:10/1h","cost":10})")["allowed"], true);
   const std::string metrics = Call(http::verb::get, "/metrics", "", {}, service_).body;
-  EXPECT_THAT(metrics, HasSubstr(
-                           R"(floodgate_key_operations_total{rule="policy",operation="reset"} 1)"));
-  EXPECT_THAT(metrics, HasSubstr(
-                           R"(floodgate_key_operations_total{rule="policy",operation="refund"} 1)"));
+  EXPECT_THAT(metrics,
+              HasSubstr(R"(floodgate_key_operations_total{rule="policy",operation="reset"} 1)"));
+  EXPECT_THAT(metrics,
+              HasSubstr(R"(floodgate_key_operations_total{rule="policy",operation="refund"} 1)"));
 }
 
 // The login guard: /v1/authz counts the attempts of 10.1.2.3; a reset of the rule's key
 // (the identity, ip=10.1.2.3) frees both doors' state.
 TEST_F(KeysTest, AResetOfARulesKeyMeetsWhatAuthzCounted) {
-  const std::vector<std::pair<std::string, std::string>> login = {
-      {"X-Original-URI", "/login"}, {"X-Original-Method", "POST"}};
+  const std::vector<std::pair<std::string, std::string>> login = {{"X-Original-URI", "/login"},
+                                                                  {"X-Original-Method", "POST"}};
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(Call(http::verb::get, "/v1/authz", "", login, service_).result_int(), 204);
   }

@@ -11,7 +11,7 @@ std::int64_t OperateSlidingLog(const Policy& policy, SlidingLog& log, std::int64
                                KeyOperation op, std::int64_t units, Decision& decision) {
   const std::int64_t asked = now;
   if (!log.empty()) now = std::max(now, log.newest().time);  // as DecideSlidingLog clamps
-  log.DropThrough(now - policy.period.count());  // only counted units are given back
+  log.DropThrough(now - policy.period.count());              // only counted units are given back
   switch (op) {
     case KeyOperation::kReset:
       log.DropThrough(now);

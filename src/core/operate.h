@@ -46,8 +46,7 @@ inline Outcome<GcraState> Operate(const Policy& policy, const GcraState* stored,
       break;
     case KeyOperation::kPenalize: {  // tat + u*E, up to a settle's overcharge
       const std::int64_t ceiling = now + policy.capacity() * emission + kMaxSettleWaitUs;
-      out.write =
-          GcraState{units <= (ceiling - tat) / emission ? tat + units * emission : ceiling};
+      out.write = GcraState{units <= (ceiling - tat) / emission ? tat + units * emission : ceiling};
       break;
     }
   }
@@ -76,9 +75,8 @@ inline Outcome<SmoothBucketState> Operate(const Policy& policy, const SmoothBuck
   return PeekAfterOperation(std::move(out), &DecideSmoothBucket, policy, stored, now, decision);
 }
 
-inline Outcome<IntervalBucketState> Operate(const Policy& policy,
-                                            const IntervalBucketState* stored, std::int64_t now,
-                                            KeyOperation op, std::int64_t units,
+inline Outcome<IntervalBucketState> Operate(const Policy& policy, const IntervalBucketState* stored,
+                                            std::int64_t now, KeyOperation op, std::int64_t units,
                                             Decision& decision) {
   const double capacity = D(policy.capacity());
   IntervalBucketState state = RefillInterval(policy, stored, now);  // clamps now
@@ -116,8 +114,7 @@ inline Outcome<FixedWindowState> Operate(const Policy& policy, const FixedWindow
       out.write = FixedWindowState{span.window, SettledCount(policy, count, units)};
       break;
   }
-  return PeekAfterOperation(std::move(out), &DecideFixedWindow, policy, stored, span.now,
-                            decision);
+  return PeekAfterOperation(std::move(out), &DecideFixedWindow, policy, stored, span.now, decision);
 }
 
 inline Outcome<SlidingWindowState> Operate(const Policy& policy, const SlidingWindowState* stored,

@@ -129,9 +129,10 @@ void OperateKey(const Request& request, const ServerConfig& config, KeyOperation
     }
   }
   if (gathered->operated.empty()) {
-    return bad(fmt::format("rule \"{}\" has only concurrency limits: a lease is given back by "
-                           "POST /v1/release",
-                           rule_name));
+    return bad(
+        fmt::format("rule \"{}\" has only concurrency limits: a lease is given back by "
+                    "POST /v1/release",
+                    rule_name));
   }
   gathered->limits = std::move(limits);
   gathered->answers.resize(gathered->operated.size(), absl::UnknownError("not answered"));
