@@ -80,8 +80,7 @@ absl::StatusOr<Decision> Limiter::Refund(std::string_view key, const Policy& pol
 
 absl::StatusOr<Decision> Limiter::Penalize(std::string_view key, const Policy& policy,
                                            std::int64_t units) {
-  return store_->Operate(
-      OperateRequest{key, policy, KeyOperation::kPenalize, units, std::nullopt});
+  return store_->Operate(OperateRequest{key, policy, KeyOperation::kPenalize, units, std::nullopt});
 }
 
 absl::StatusOr<Decision> Limiter::OperateAt(TimePoint now, std::string_view key,

@@ -182,8 +182,8 @@ TEST_F(CliTest, ReplayOperatesOnKeysInTraceOrder) {
                                        "\n"
                                     << R"({"t":1000005,"key":"a","cost":3})"
                                        "\n";
-  ProcessResult r = Floodgate("replay --policy fixed_window:3/1s --input " +
-                              (dir_ / "ops.jsonl").string());
+  ProcessResult r =
+      Floodgate("replay --policy fixed_window:3/1s --input " + (dir_ / "ops.jsonl").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::istringstream lines(r.out);
   std::vector<nlohmann::json> out;
@@ -226,8 +226,8 @@ TEST_F(CliTest, CheckOperatesOnAKey) {
 // `admin: {token_file: ...}` whose file is missing: serve refuses to start, naming it.
 TEST_F(CliTest, ServeRefusesToStartWithoutItsAdminTokenFile) {
   const std::string missing = (dir_ / "no-such-token").string();
-  std::ofstream(dir_ / "admin.yaml") << "listen: 127.0.0.1:0\nadmin: {token_file: " << missing
-                                     << "}\n";
+  std::ofstream(dir_ / "admin.yaml")
+      << "listen: 127.0.0.1:0\nadmin: {token_file: " << missing << "}\n";
   // Under `timeout` (kHangGuard): a serve that started would never end.
   const fs::path err = dir_ / "serve.err";
   const int status = std::system(fmt::format("timeout {} '{}' serve --config '{}' </dev/null "

@@ -465,11 +465,11 @@ void RunCase(Store& store, const VectorCase& c, const std::string& key_prefix) {
                        : store.Decide(DecideRequest{key, *policy, step.cost, now});
     ASSERT_TRUE(got.ok()) << got.status();
     const std::string where =
-        step.op ? fmt::format("{} / \"{}\" ({}), step {} (t={}, key={}, {} {})", c.file, c.name,
-                              c.policy, i + 1, step.t, step.key, KeyOperationName(*step.op),
-                              step.units)
-                : fmt::format("{} / \"{}\" ({}), step {} (t={}, key={}, cost={})", c.file,
-                              c.name, c.policy, i + 1, step.t, step.key, step.cost);
+        step.op
+            ? fmt::format("{} / \"{}\" ({}), step {} (t={}, key={}, {} {})", c.file, c.name,
+                          c.policy, i + 1, step.t, step.key, KeyOperationName(*step.op), step.units)
+            : fmt::format("{} / \"{}\" ({}), step {} (t={}, key={}, cost={})", c.file, c.name,
+                          c.policy, i + 1, step.t, step.key, step.cost);
     EXPECT_EQ(got->allowed, step.expect.allowed) << where;
     EXPECT_EQ(got->limit, step.expect.limit) << where;
     EXPECT_EQ(got->remaining, step.expect.remaining) << where;

@@ -324,9 +324,9 @@ TEST(ScriptLayout, TheReadmeAndTheDriversShowEveryRow) {
   std::stringstream readme;
   readme << file.rdbuf();
   const std::vector<std::span<const Field>> every = {
-      kSingle, kPolicy,  kGroup,      kDecision, kNodeBatch,  kReserve,       kTake,
-      kSettle, kAcquire, kAcquireNow, kRelease,  kReleaseNow, kDecisionReply, kOperationReply,
-      kCounter, kOperate};
+      kSingle,        kPolicy,         kGroup,   kDecision,   kNodeBatch, kReserve,
+      kTake,          kSettle,         kAcquire, kAcquireNow, kRelease,   kReleaseNow,
+      kDecisionReply, kOperationReply, kCounter, kOperate};
   for (std::span<const Field> row : every) {
     EXPECT_NE(readme.str().find(text(row)), std::string::npos) << "lua/README.md: " << text(row);
   }

@@ -63,8 +63,7 @@ class Limiter {
   // back with Release). At the store's clock, or at an explicit time.
   absl::StatusOr<Decision> Reset(std::string_view key, const Policy& policy);
   absl::StatusOr<Decision> Refund(std::string_view key, const Policy& policy, std::int64_t units);
-  absl::StatusOr<Decision> Penalize(std::string_view key, const Policy& policy,
-                                    std::int64_t units);
+  absl::StatusOr<Decision> Penalize(std::string_view key, const Policy& policy, std::int64_t units);
   absl::StatusOr<Decision> OperateAt(TimePoint now, std::string_view key, const Policy& policy,
                                      KeyOperation op, std::int64_t units = 0);
 

@@ -1,6 +1,6 @@
 // floodgate check: decide one request and print its Decision JSON; the exit code says which.
-// floodgate check --policy POLICY [--store URL] [--cost N | --reset | --refund N | --penalize N] KEY
-// (docs/service.md, "check")
+// floodgate check --policy POLICY [--store URL] [--cost N | --reset | --refund N |
+//                 --penalize N] KEY (docs/service.md, "check")
 #include <floodgate/limiter.h>
 #include <fmt/core.h>
 
@@ -31,10 +31,11 @@ Command AddCheck(CLI::App& app) {
       ->capture_default_str();
   CLI::Option* reset = cmd->add_flag(
       "--reset", flags->reset, "forget the key's state (and block) instead; print the peek after");
-  CLI::Option* refund = cmd->add_option(
-      "--refund", flags->refund, "give back N units instead; print the peek after");
-  CLI::Option* penalize = cmd->add_option(
-      "--penalize", flags->penalize, "charge N units, past the limit if need be; print the peek after");
+  CLI::Option* refund =
+      cmd->add_option("--refund", flags->refund, "give back N units instead; print the peek after");
+  CLI::Option* penalize =
+      cmd->add_option("--penalize", flags->penalize,
+                      "charge N units, past the limit if need be; print the peek after");
   reset->excludes(refund)->excludes(penalize);
   refund->excludes(penalize);
   cmd->add_option("KEY", flags->key, "the key to limit")->required();
@@ -51,13 +52,12 @@ Command AddCheck(CLI::App& app) {
               return kExitError;
             }
             // An operation answers the key's peek after it (docs/algorithms.md, "Operating a
-            // key"): allowed, so exit 0, unless a block is on.
-            auto decision = flags->reset      ? limiter->Reset(flags->key, *policy)
-                            : refund->count() > 0
-                                ? limiter->Refund(flags->key, *policy, flags->refund)
-                            : penalize->count() > 0
-                                ? limiter->Penalize(flags->key, *policy, flags->penalize)
-                                              : limiter->Check(flags->key, *policy, flags->cost);
+            // key"): a peek is always allowed, so exit 0.
+            auto decision =
+                flags->reset            ? limiter->Reset(flags->key, *policy)
+                : refund->count() > 0   ? limiter->Refund(flags->key, *policy, flags->refund)
+                : penalize->count() > 0 ? limiter->Penalize(flags->key, *policy, flags->penalize)
+                                        : limiter->Check(flags->key, *policy, flags->cost);
             if (!decision.ok()) {
               fmt::print(stderr, "floodgate check: {}\n", MessageOf(decision.status()));
               return kExitError;

@@ -167,12 +167,12 @@ Command AddReplay(CLI::App& app) {
           // An operation's answer is the key's peek: not a decision the summary counts.
           if (!oldest->op) summary.Add(oldest->key, *decision, oldest->t);
           buffer = ToJson(*decision);
-          buffer.replace(0, 1,
-                         oldest->op ? fmt::format("{{\"t\":{},\"key\":{},\"op\":\"{}\",", oldest->t,
-                                                  EscapeKey(oldest->key),
-                                                  KeyOperationName(*oldest->op))
-                                    : fmt::format("{{\"t\":{},\"key\":{},", oldest->t,
-                                                  EscapeKey(oldest->key)));
+          buffer.replace(
+              0, 1,
+              oldest->op
+                  ? fmt::format("{{\"t\":{},\"key\":{},\"op\":\"{}\",", oldest->t,
+                                EscapeKey(oldest->key), KeyOperationName(*oldest->op))
+                  : fmt::format("{{\"t\":{},\"key\":{},", oldest->t, EscapeKey(oldest->key)));
           buffer += '\n';
           std::fwrite(buffer.data(), 1, buffer.size(), out);
           return true;

@@ -471,9 +471,9 @@ absl::StatusOr<std::string> ReadAdminToken(const std::string& path) {
   if (!text.ok()) return text.status();
   const std::string_view token = ToStd(absl::StripAsciiWhitespace(*text));
   if (token.size() < kMinAdminTokenBytes || token.size() > kMaxAdminTokenBytes) {
-    return absl::InvalidArgumentError(fmt::format(
-        "the token must be {} to {} characters, got {}", kMinAdminTokenBytes, kMaxAdminTokenBytes,
-        token.size()));
+    return absl::InvalidArgumentError(fmt::format("the token must be {} to {} characters, got {}",
+                                                  kMinAdminTokenBytes, kMaxAdminTokenBytes,
+                                                  token.size()));
   }
   if (!std::all_of(token.begin(), token.end(), [](char c) { return c > 0x20 && c < 0x7f; })) {
     return absl::InvalidArgumentError(
@@ -497,10 +497,10 @@ absl::StatusOr<ServerConfig> ParseConfig(std::string_view yaml, const std::strin
   config.source = source;
   if (!root || root.IsNull()) return config;  // an empty file: every default
   if (!root.IsMap()) return r.Error(root, "the config must be a mapping of keys");
-  if (auto s = r.KnownKeys(root, "",
-                           {"listen", "grpc_listen", "rls", "store", "trusted_proxies",
-                            "authz_deny_status", "demo", "shadow", "inline_policies", "rules",
-                            "admin"});
+  if (auto s =
+          r.KnownKeys(root, "",
+                      {"listen", "grpc_listen", "rls", "store", "trusted_proxies",
+                       "authz_deny_status", "demo", "shadow", "inline_policies", "rules", "admin"});
       !s.ok()) {
     return s;
   }

@@ -158,9 +158,9 @@ std::string Metrics::Render(Store& store) const {
     for (const auto& [name, counters] : sorted) {
       for (const KeyOperation op :
            {KeyOperation::kReset, KeyOperation::kRefund, KeyOperation::kPenalize}) {
-        out += fmt::format(
-            "floodgate_key_operations_total{{rule=\"{}\",operation=\"{}\"}} {}\n", escape(name),
-            KeyOperationName(op), counters->operations[static_cast<int>(op)].load());
+        out += fmt::format("floodgate_key_operations_total{{rule=\"{}\",operation=\"{}\"}} {}\n",
+                           escape(name), KeyOperationName(op),
+                           counters->operations[static_cast<int>(op)].load());
       }
     }
   }

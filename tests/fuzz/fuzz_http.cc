@@ -4,14 +4,13 @@
 // accepts through the service (rules, identities, JSON bodies) on a memory store. Each request must
 // get exactly one well-formed response.
 #include <floodgate/memory_store.h>
-
 #include <unistd.h>
 
 #include <boost/asio/ip/address.hpp>
 #include <cstdlib>
-#include <string>
 #include <memory_resource>
 #include <optional>
+#include <string>
 
 #include "server/config.h"
 #include "server/service.h"

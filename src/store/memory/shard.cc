@@ -454,8 +454,8 @@ absl::Status Shard::Settle(std::uint64_t number, std::int64_t now_us, std::int64
   return absl::OkStatus();
 }
 
-void Shard::Operate(const Probe& probe, const Policy& policy, std::int64_t now_us,
-                    KeyOperation op, std::int64_t units, Decision& decision) {
+void Shard::Operate(const Probe& probe, const Policy& policy, std::int64_t now_us, KeyOperation op,
+                    std::int64_t units, Decision& decision) {
   std::lock_guard lock(mu_);
   // Whatever the policy says now: a block left by an earlier block= goes with the reset too.
   if (op == KeyOperation::kReset && blocks_ > 0) Drop(Find(BlockProbe(probe), now_us));

@@ -130,8 +130,8 @@ struct LeaseRelease {
   std::string member;
   DecisionCallback done;
 };
-using Operation = std::variant<Decide, Count, Operate, MultiAll, MultiDry, MultiRelease, Reserve, Take, Settle,
-                               LeaseAcquire, LeaseRelease>;
+using Operation = std::variant<Decide, Count, Operate, MultiAll, MultiDry, MultiRelease, Reserve,
+                               Take, Settle, LeaseAcquire, LeaseRelease>;
 
 // The place of operation T in Operation.
 template <class T, class... Ts>
