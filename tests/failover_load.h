@@ -49,6 +49,8 @@ class FailoverLoad {
       }
     });
   }
+  // A test that fails half way stops the load too (jthread's stop token is not asked).
+  ~FailoverLoad() { stop_ = true; }
   std::vector<LoadAnswer> Stop() {
     stop_ = true;
     thread_.join();

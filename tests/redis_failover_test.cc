@@ -75,7 +75,9 @@ TEST_F(ClusterFailoverTest, APlannedClusterFailoverUnderLoadLosesNoAcknowledgedD
   ASSERT_TRUE(load.WaitFor(
       Steady::now(), [](const LoadAnswer& a) { return !a.degraded; }, kHangGuard));
   EXPECT_EQ(replica->Cli({"CLUSTER", "FAILOVER"}), "OK\n");
-  ASSERT_TRUE(Eventually([&] { return cluster_->PrimaryOf(slot) == replica; }));
+  ASSERT_TRUE(Eventually([&] { return cluster_->PrimaryOf(slot) == replica; }))
+      << "the replica's view:\n"
+      << replica->Cli({"CLUSTER", "NODES"}) << replica->Cli({"INFO", "replication"});
   // The store was redirected from the demoted primary, and Redis answers after that.
   ASSERT_TRUE(Eventually([&] { return store->redis_stats().moved > 0; }));
   const auto moved_at = Steady::now();

@@ -277,7 +277,6 @@ void Batcher::Sweep(Lane& lane) {
     }
     lane.queue_.deadlines.pop_front();
   }
-  if (silent) errors_.ServerSilent(lane);
   // A connection whose oldest command has waited this long is taken for dead (a
   // half-open TCP connection raises no error for hours) and replaced.
   const auto stall_limit =
@@ -297,9 +296,12 @@ void Batcher::Sweep(Lane& lane) {
       }
     }
     for (auto& pending : expired) {
-      outcomes_.Complete(*pending, TimeoutError(), BlameForTimeout(lane, now));
+      const Blame blame = BlameForTimeout(lane, now);
+      silent = silent || blame == Blame::kRedis;
+      outcomes_.Complete(*pending, TimeoutError(), blame);
     }
   }
+  if (silent) errors_.ServerSilent(lane);
   ArmSweep(lane);
 }
 

@@ -139,10 +139,13 @@ void ClusterTopology::ServerSilent(Lane& lane) {
   }
 }
 
-// As the batcher blames a timeout on Redis (batcher.cc, BlameForTimeout): its oldest call
-// unanswered, not a byte back, for half the timeout.
-bool ClusterTopology::Silent(const Lane& lane, Steady::time_point now) const {
-  return lane.connection->SilentFor(now) >= options_.timeout / 2;
+// As the batcher blames a timeout on Redis (batcher.cc, BlameForTimeout): a connection's
+// oldest call unanswered, not a byte back, for half the timeout. Any of the node's: a
+// stopped server's idle connection looks healthy until it is asked something.
+bool ClusterTopology::Silent(const Node& node, Steady::time_point now) const {
+  return std::any_of(node.lanes().begin(), node.lanes().end(), [&](const auto& lane) {
+    return lane->connection->SilentFor(now) >= options_.timeout / 2;
+  });
 }
 
 void ClusterTopology::LaneDown(Lane& lane, const absl::Status& status) {
@@ -352,8 +355,7 @@ void ClusterTopology::StartRefresh() {
   // Not a silent node: it would sit on the question as on its decisions (a stopped
   // primary, whose replica is what the refresh is looking for).
   const auto asked = [&](Node& node) -> Lane* {
-    Lane* candidate = node.PickLane();
-    return candidate != nullptr && !Silent(*candidate, now) ? candidate : nullptr;
+    return Silent(node, now) ? nullptr : node.PickLane();
   };
   Lane* lane = nullptr;
   for (Node* node : owner_nodes_) {

@@ -89,7 +89,7 @@ class ClusterTopology final : public Topology {
   void ApplyTopology(const std::vector<SlotRange>& ranges);
   void UpdateSettled();
   void WatchReplicas();
-  bool Silent(const Lane& lane, Steady::time_point now) const;
+  bool Silent(const Node& node, Steady::time_point now) const;
 
   // Units wait in route_queue_ for the I/O thread, which owns the rest.
   std::mutex route_mu_;
