@@ -309,6 +309,11 @@ void RedisServer::Kill() {
   pid_ = -1;
 }
 
+std::string RedisServer::Log() const {
+  std::ifstream file(dir_ + "/redis.log");
+  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+}
+
 void RedisServer::Pause() {
   if (pid_ > 0) kill(pid_, SIGSTOP);
 }

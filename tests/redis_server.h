@@ -49,6 +49,8 @@ class RedisServer {
   bool Restart();
   bool running() const { return pid_ > 0; }
 
+  // The server's log (redis.log in its temp dir), for a failing test's message.
+  std::string Log() const;
   // redis-cli against this server; returns its stdout.
   std::string Cli(const std::vector<std::string>& args) const;
 
