@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <thread>
 
 #include "failover_load.h"
@@ -59,19 +60,40 @@ bool KnowsItsReplica(RedisServer& primary, RedisServer& replica) {
              std::string::npos;
 }
 
-std::int64_t DegradedAnswers(const std::vector<LoadAnswer>& answers) {
+// After `what`: every decision Redis acknowledged is held by the primary now. A degraded
+// answer may still have been counted by Redis (a call that ran late): the count may exceed
+// what was acknowledged, never fall short of it. The counts are printed.
+void ExpectNothingAcknowledgedLost(const char* what, const std::vector<LoadAnswer>& answers,
+                                   Store& store, const Policy& policy) {
   std::int64_t degraded = 0;
   for (const LoadAnswer& a : answers) degraded += a.degraded ? 1 : 0;
-  return degraded;
+  const std::int64_t acknowledged = Acknowledged(answers);
+  const std::int64_t held = Held(store, policy, "hot");
+  std::printf("%s: %zu answers, %lld degraded, acknowledged %lld, held by the new primary %lld\n",
+              what, answers.size(), static_cast<long long>(degraded),
+              static_cast<long long>(acknowledged), static_cast<long long>(held));
+  EXPECT_LE(acknowledged, held) << "acknowledged decisions lost in " << what;
 }
 
+// The shared cluster, a store on it, and the primary of the key "hot" with its replica.
 class ClusterFailoverTest : public ::testing::Test {
  protected:
   void SetUp() override {
     cluster_ = RedisCluster::Shared();
     ASSERT_NE(cluster_, nullptr);
+    store_ = OpenRedis(cluster_->url("timeout=2s&on_error=fail_closed&denial_cache=0us"));
+    ASSERT_NE(store_, nullptr);
+    victim_ = cluster_->PrimaryOf(slot_);
+    ASSERT_NE(victim_, nullptr);
+    replica_ = cluster_->ReplicaOf(*victim_);
+    ASSERT_NE(replica_, nullptr);
   }
+  const Policy policy_ = *Policy::Parse("fixed_window:1000000/1h");
+  const int slot_ = redis::SlotOf(StoredFixedWindowKey("hot"));
   RedisCluster* cluster_ = nullptr;
+  std::unique_ptr<RedisStore> store_;
+  RedisServer* victim_ = nullptr;
+  RedisServer* replica_ = nullptr;
 };
 
 // CLUSTER FAILOVER (the planned one): the primary holds its clients' writes from the moment
@@ -79,15 +101,11 @@ class ClusterFailoverTest : public ::testing::Test {
 // calls then answer MOVED (nothing ran), which the store follows. Nothing the old primary
 // acknowledged is missing on the new one: the bound is 0 (docs/stores.md).
 TEST_F(ClusterFailoverTest, APlannedClusterFailoverUnderLoadLosesNoAcknowledgedDecision) {
-  auto store = OpenRedis(cluster_->url("timeout=2s&on_error=fail_closed&denial_cache=0us"));
-  ASSERT_NE(store, nullptr);
-  const Policy policy = *Policy::Parse("fixed_window:1000000/1h");
-  const int slot = redis::SlotOf(StoredFixedWindowKey("hot"));
-  RedisServer* victim = cluster_->PrimaryOf(slot);
-  ASSERT_NE(victim, nullptr);
-  RedisServer* replica = cluster_->ReplicaOf(*victim);
-  ASSERT_NE(replica, nullptr);
-
+  RedisStore* store = store_.get();
+  const Policy& policy = policy_;
+  const int slot = slot_;
+  RedisServer* victim = victim_;
+  RedisServer* replica = replica_;
   ASSERT_TRUE(Eventually([&] { return KnowsItsReplica(*victim, *replica); }));
 
   FailoverLoad load(*store, policy);
@@ -105,15 +123,7 @@ TEST_F(ClusterFailoverTest, APlannedClusterFailoverUnderLoadLosesNoAcknowledgedD
       moved_at, [](const LoadAnswer& a) { return !a.degraded; }, kHangGuard));
   const std::vector<LoadAnswer> answers = load.Stop();
 
-  const std::int64_t acknowledged = Acknowledged(answers);
-  const std::int64_t held = Held(*store, policy, "hot");
-  std::printf("CLUSTER FAILOVER under load: %zu answers, %lld degraded, acknowledged %lld, held "
-              "by the new primary %lld\n",
-              answers.size(), static_cast<long long>(DegradedAnswers(answers)),
-              static_cast<long long>(acknowledged), static_cast<long long>(held));
-  // A degraded answer may still have been counted by Redis (a call that ran late): held
-  // may exceed what was acknowledged, never fall short of it.
-  EXPECT_LE(acknowledged, held) << "acknowledged decisions lost in a planned failover";
+  ExpectNothingAcknowledgedLost("CLUSTER FAILOVER under load", answers, *store, policy);
 }
 
 // A primary that stops (SIGSTOP: its connections stay up, nothing answers) while its
@@ -122,14 +132,10 @@ TEST_F(ClusterFailoverTest, APlannedClusterFailoverUnderLoadLosesNoAcknowledgedD
 // of after the stall check (20 timeouts, 40 s here) takes the connection for dead and
 // reconnects (issue 37: a pause past cluster-node-timeout).
 TEST_F(ClusterFailoverTest, AStoppedPrimaryIsLeftForItsPromotedReplicaWithoutReconnecting) {
-  auto store = OpenRedis(cluster_->url("timeout=2s&on_error=fail_closed&denial_cache=0us"));
-  ASSERT_NE(store, nullptr);
-  const Policy policy = *Policy::Parse("fixed_window:1000000/1h");
-  const int slot = redis::SlotOf(StoredFixedWindowKey("hot"));
-  RedisServer* victim = cluster_->PrimaryOf(slot);
-  ASSERT_NE(victim, nullptr);
-  RedisServer* replica = cluster_->ReplicaOf(*victim);
-  ASSERT_NE(replica, nullptr);
+  RedisStore* store = store_.get();
+  const Policy& policy = policy_;
+  RedisServer* victim = victim_;
+  RedisServer* replica = replica_;
   ASSERT_TRUE(TimeUntilRedisAnswers(*store, "hot", policy, kHangGuard).has_value());
   const auto reconnects = store->redis_stats().reconnects;
 
@@ -163,11 +169,8 @@ TEST_F(ClusterFailoverTest, WaitReplicasIsReadyOnlyWhileEveryPrimaryHasItsReplic
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_FALSE(d->degraded);  // WAIT 1 was met
 
-  RedisServer* primary = cluster_->PrimaryOf(redis::SlotOf(StoredFixedWindowKey("hot")));
-  ASSERT_NE(primary, nullptr);
-  RedisServer* replica = cluster_->ReplicaOf(*primary);
-  ASSERT_NE(replica, nullptr);
-  replica->Kill();
+  RedisServer* primary = victim_;
+  replica_->Kill();
   ASSERT_TRUE(Eventually([&] { return store->redis_stats().replicas_online == 0; }));
   EXPECT_FALSE(store->Health().ok());
   EXPECT_THAT(std::string(store->Health().message()), HasSubstr("has 0 replica(s) online"));
@@ -203,13 +206,8 @@ TEST(SentinelWaitReplicas, APlannedFailoverWithASecondReplicaLosesNoAcknowledged
   const std::vector<LoadAnswer> answers = load.Stop();
   EXPECT_NE(setup->PrimaryPort(), old_port);
 
-  const std::int64_t acknowledged = Acknowledged(answers);
-  const std::int64_t held = Held(*store, policy, "hot");
-  std::printf("SENTINEL FAILOVER, wait_replicas=1, 2 replicas: %zu answers, %lld degraded, "
-              "acknowledged %lld, held by the new primary %lld\n",
-              answers.size(), static_cast<long long>(DegradedAnswers(answers)),
-              static_cast<long long>(acknowledged), static_cast<long long>(held));
-  EXPECT_LE(acknowledged, held) << "acknowledged decisions lost";
+  ExpectNothingAcknowledgedLost("SENTINEL FAILOVER, wait_replicas=1, 2 replicas", answers,
+                                *store, policy);
 }
 
 }  // namespace
