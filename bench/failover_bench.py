@@ -32,6 +32,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -342,7 +343,8 @@ def fault(kind, victim, replicas, sentinels):
 
 def one_run(args, store_kind, kind, wait_replicas):
     servers, procs = [], []
-    log = open(os.path.join(args.out, "failover_serve.log"), "a")
+    # floodgate serve's log, outside the results (bench/results is kept in the repository).
+    log = open(os.path.join(tempfile.gettempdir(), "floodgate-failover-serve.log"), "a")
     try:
         replicas = wait_replicas + 1
         if store_kind == "sentinel":
