@@ -65,20 +65,24 @@ local function tbi_wait(limit, period, tokens, last, now, x)
   return last + ceil((x - tokens) / limit) * period - now
 end
 
--- The interval bucket as it stands at `now`, every refill already due applied (as
--- core::RefillInterval): returns tokens, last, now (clamped), and the stored string (false:
--- none).
-local function tbi_load(key, p, now)
-  local cap, limit, period = p.burst, p.limit, p.period
-  local tokens, last, found
-  tokens, last, now, found = tb_load(key, cap, now)
-  local refills = floor((now - last) / period)
+-- The interval bucket (tokens, last) at `now` >= last, every refill due by then applied (as
+-- core::RefillInterval). A full bucket has no refill phase, so an expired key loses nothing.
+local function tbi_refill(p, tokens, last, now)
+  local refills = floor((now - last) / p.period)
   if refills > 0 then
-    tokens = min(cap, tokens + refills * limit)
-    last = last + refills * period
+    tokens = min(p.burst, tokens + refills * p.limit)
+    last = last + refills * p.period
   end
-  -- A full bucket has no refill phase, so an expired key loses nothing.
-  if tokens >= cap then last = now end
+  if tokens >= p.burst then last = now end
+  return tokens, last
+end
+
+-- The interval bucket as it stands at `now`: returns tokens, last, now (clamped), and the
+-- stored string (false: none).
+local function tbi_load(key, p, now)
+  local tokens, last, found
+  tokens, last, now, found = tb_load(key, p.burst, now)
+  tokens, last = tbi_refill(p, tokens, last, now)
   return tokens, last, now, found
 end
 
@@ -150,14 +154,9 @@ DELAYED['tbi'] = function(key, now, p, cost)
   local wait = from - now
   if tokens < cost then wait = tbi_wait(limit, period, tokens, last, now, cost) end
   if wait > p.delay then return delayed(false, 0, wait - p.delay, full) end
-  -- The refills due by s (as core::RefillInterval), then the charge.
+  -- The refills due by s, then the charge.
   local start = now + wait
-  local refills = floor((start - last) / period)
-  if refills > 0 then
-    tokens = min(cap, tokens + refills * limit)
-    last = last + refills * period
-  end
-  if tokens >= cap then last = start end
+  tokens, last = tbi_refill(p, tokens, last, start)
   tokens = tokens - cost
   local reset = 0
   if tokens < cap then reset = tbi_wait(limit, period, tokens, last, now, cap) end

@@ -94,8 +94,9 @@ struct RlsSection {
   friend bool operator==(const RlsSection&, const RlsSection&) = default;
 };
 
-// max_waiting's default and range: a held answer costs its connection (a few KiB, measured
-// in docs/http.md), so the default keeps 10,000 of them within a few tens of MiB.
+// max_waiting's default and range: a held answer costs ~660 bytes beyond its connection,
+// ~11 KiB with it (bench/authz_hold_bench.py, docs/http.md), so the default's 10,000 held
+// answers stay near 110 MiB.
 inline constexpr std::int64_t kDefaultMaxWaiting = 10'000;
 inline constexpr std::int64_t kMaxMaxWaiting = 1'000'000;
 
