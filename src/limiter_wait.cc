@@ -23,9 +23,9 @@ using Steady = std::chrono::steady_clock;
 absl::StatusOr<Policy> Bounded(const Policy& policy, Steady::time_point deadline) {
   if (policy.algorithm != Algorithm::kGcra && policy.algorithm != Algorithm::kTokenBucket &&
       policy.algorithm != Algorithm::kSlidingLog) {
-    return absl::InvalidArgumentError(fmt::format(
-        "{}: only gcra, token_bucket and sliding_log can wait for a slot (delay=)",
-        policy.ToString()));
+    return absl::InvalidArgumentError(
+        fmt::format("{}: only gcra, token_bucket and sliding_log can wait for a slot (delay=)",
+                    policy.ToString()));
   }
   const auto left = std::chrono::duration_cast<microseconds>(deadline - Steady::now());
   const microseconds cap = policy.delay.count() > 0 ? policy.delay : kMaxDelay;

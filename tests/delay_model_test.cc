@@ -74,8 +74,8 @@ TEST_P(DelayModel, AdmittedRequestsProceedingAtTheirDelayConformToThePlainPolicy
     const Policy policy = RandomPolicy(rng, GetParam());
     const Policy without = Plain(policy);
     const std::string key = fmt::format("k{}", trial);
-    const std::int64_t capacity = policy.algorithm == Algorithm::kSlidingLog ? policy.limit
-                                                                             : policy.capacity();
+    const std::int64_t capacity =
+        policy.algorithm == Algorithm::kSlidingLog ? policy.limit : policy.capacity();
     std::int64_t now = kStart;
     std::int64_t last_start = 0;
     for (int i = 0; i < kRequestsPerTrial; ++i) {
@@ -111,8 +111,8 @@ TEST_P(DelayModel, AdmittedRequestsProceedingAtTheirDelayConformToThePlainPolicy
       const auto p = plain.Decide({key, without, cost, At(start)});
       ASSERT_TRUE(p.ok()) << p.status();
       ASSERT_TRUE(p->allowed) << where << ": proceeding at +" << start - kStart
-                              << " us, the plain policy denies it (retry "
-                              << p->retry_after.count() << " us)";
+                              << " us, the plain policy denies it (retry " << p->retry_after.count()
+                              << " us)";
     }
   }
   std::cout << "  " << admitted << " admitted (" << postponed << " of them delayed), " << denied
@@ -122,13 +122,12 @@ TEST_P(DelayModel, AdmittedRequestsProceedingAtTheirDelayConformToThePlainPolicy
   EXPECT_GT(denied, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, DelayModel,
-                         ::testing::Values(Kind{"gcra", "gcra"},
-                                           Kind{"token_bucket_smooth", "token_bucket"},
-                                           Kind{"token_bucket_interval", "token_bucket",
-                                                Refill::kInterval},
-                                           Kind{"sliding_log", "sliding_log"}),
-                         [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Kinds, DelayModel,
+    ::testing::Values(Kind{"gcra", "gcra"}, Kind{"token_bucket_smooth", "token_bucket"},
+                      Kind{"token_bucket_interval", "token_bucket", Refill::kInterval},
+                      Kind{"sliding_log", "sliding_log"}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace floodgate

@@ -17,9 +17,9 @@
 namespace floodgate {
 namespace {
 
-using ::testing::HasSubstr;
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
+using ::testing::HasSubstr;
 using Steady = std::chrono::steady_clock;
 
 // A limiter over memory:// whose clock stands still at T0, so the store's answers are fixed
@@ -36,9 +36,8 @@ TEST(Delay, DecisionJsonCarriesDelayOnlyUnderDelay) {
   Limiter limiter = FrozenLimiter();
   const Policy policy = P("gcra:10/1s,burst=1,delay=1s");
   const Decision first = *limiter.Check("k", policy);
-  EXPECT_EQ(ToJson(first),
-            R"({"allowed":true,"limit":10,"remaining":0,"retry_after_us":0,)"
-            R"("reset_after_us":100000,"delay_us":0})");
+  EXPECT_EQ(ToJson(first), R"({"allowed":true,"limit":10,"remaining":0,"retry_after_us":0,)"
+                           R"("reset_after_us":100000,"delay_us":0})");
   const Decision second = *limiter.Check("k", policy);
   EXPECT_TRUE(second.allowed);
   EXPECT_EQ(second.delay, milliseconds(100));
@@ -56,10 +55,10 @@ TEST(Delay, RefusedWhereTheScheduleIsNotKept) {
               HasSubstr("reservations are not for delay= yet"));
   EXPECT_THAT(std::string(MessageOf(limiter.store().Take({"a", policy, 2}).status())),
               HasSubstr("cannot be prefetched"));
-  EXPECT_THAT(std::string(MessageOf(
-                  limiter.Wait("a", P("fixed_window:1/1s"), Steady::now() + milliseconds(5))
-                      .status())),
-              HasSubstr("only gcra, token_bucket and sliding_log can wait"));
+  EXPECT_THAT(
+      std::string(MessageOf(
+          limiter.Wait("a", P("fixed_window:1/1s"), Steady::now() + milliseconds(5)).status())),
+      HasSubstr("only gcra, token_bucket and sliding_log can wait"));
 }
 
 TEST(Delay, SyncWaitReturnsTheAdmissionAfterItsDelay) {
@@ -95,7 +94,8 @@ TEST(Delay, AsyncWaitersQueueOnOneTimerInTheirOrder) {
   constexpr int kWaiters = 200;
   std::vector<std::future<absl::StatusOr<Decision>>> futures;
   for (int i = 0; i < kWaiters; ++i) {
-    futures.push_back(limiter.WaitFuture("k", policy, Steady::now() + floodgate::testing::kHangGuard));
+    futures.push_back(
+        limiter.WaitFuture("k", policy, Steady::now() + floodgate::testing::kHangGuard));
   }
   for (int i = 0; i < kWaiters; ++i) {
     ASSERT_EQ(futures[i].wait_for(floodgate::testing::kHangGuard), std::future_status::ready) << i;
@@ -106,7 +106,8 @@ TEST(Delay, AsyncWaitersQueueOnOneTimerInTheirOrder) {
   }
   // Past delay=: denied at once through the callback, nothing queued.
   const Policy short_delay = P("gcra:1000/1s,burst=1,delay=5ms");
-  auto denied = limiter.WaitFuture("k", short_delay, Steady::now() + floodgate::testing::kHangGuard);
+  auto denied =
+      limiter.WaitFuture("k", short_delay, Steady::now() + floodgate::testing::kHangGuard);
   ASSERT_EQ(denied.wait_for(floodgate::testing::kHangGuard), std::future_status::ready);
   EXPECT_FALSE(denied.get()->allowed);
 }

@@ -16,8 +16,8 @@
 
 namespace floodgate::core {
 
-inline Outcome<GcraState> DelayGcra(const Policy& policy, const GcraState* stored,
-                                    std::int64_t now, std::int64_t cost, Decision& decision) {
+inline Outcome<GcraState> DelayGcra(const Policy& policy, const GcraState* stored, std::int64_t now,
+                                    std::int64_t cost, Decision& decision) {
   const std::int64_t emission = GcraEmissionUs(policy);
   const std::int64_t burst = policy.capacity();
   const std::int64_t tau = burst * emission;

@@ -185,13 +185,14 @@ absl::Status ValidateDelay(const Policy& policy) {
     return absl::InvalidArgumentError(std::move(message));
   };
   if (policy.delay < kMinDelay || policy.delay > kMaxDelay) {
-    return bad(fmt::format("delay must be between 1ms and 1h, got {}",
-                           FormatDuration(policy.delay)));
+    return bad(
+        fmt::format("delay must be between 1ms and 1h, got {}", FormatDuration(policy.delay)));
   }
   if (!policy.tz.empty() || policy.calendar != Calendar::kNone) {
-    return bad("delay is not for calendar windows (tz=): a window's count has no earliest "
-               "time to wait for that keeps the schedule exact; use gcra, token_bucket or "
-               "sliding_log");
+    return bad(
+        "delay is not for calendar windows (tz=): a window's count has no earliest "
+        "time to wait for that keeps the schedule exact; use gcra, token_bucket or "
+        "sliding_log");
   }
   if (policy.algorithm != Algorithm::kGcra && policy.algorithm != Algorithm::kTokenBucket &&
       policy.algorithm != Algorithm::kSlidingLog) {
@@ -199,12 +200,14 @@ absl::Status ValidateDelay(const Policy& policy) {
                            AlgorithmName(policy.algorithm)));
   }
   if (policy.block.count() != 0) {
-    return bad("delay and block exclude each other: a request delayed instead of denied "
-               "never starts a block");
+    return bad(
+        "delay and block exclude each other: a request delayed instead of denied "
+        "never starts a block");
   }
   if (policy.prefetch != Prefetch::kOff) {
-    return bad("delay and prefetch exclude each other: a prefetched budget is spent in "
-               "process, outside the key's one schedule");
+    return bad(
+        "delay and prefetch exclude each other: a prefetched budget is spent in "
+        "process, outside the key's one schedule");
   }
   return absl::OkStatus();
 }
@@ -424,8 +427,8 @@ absl::StatusOr<Policy> Policy::Parse(std::string_view text) {
       auto delay = ParseDuration(value);
       if (!delay.ok()) return Invalid(text, fmt::format("delay {}", MessageOf(delay.status())));
       if (*delay < kMinDelay || *delay > kMaxDelay) {
-        return Invalid(text, fmt::format("delay must be between 1ms and 1h, got {}",
-                                         FormatDuration(*delay)));
+        return Invalid(
+            text, fmt::format("delay must be between 1ms and 1h, got {}", FormatDuration(*delay)));
       }
       policy.delay = *delay;
       has_delay = true;

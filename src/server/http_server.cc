@@ -295,8 +295,8 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
       if (ec || self->state_ != State::kHolding) return;
       char byte;
       beast::error_code peek;
-      const std::size_t n = self->socket_.receive(asio::buffer(&byte, 1),
-                                                  tcp::socket::message_peek, peek);
+      const std::size_t n =
+          self->socket_.receive(asio::buffer(&byte, 1), tcp::socket::message_peek, peek);
       if (peek == asio::error::would_block || peek == asio::error::try_again) return self->Watch();
       if (peek || n == 0) return self->Close();  // gone: the answer and its place go too
       // A pipelined request: it waits in the socket until the held answer is written.

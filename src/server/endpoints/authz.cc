@@ -29,7 +29,8 @@ Response Held(const Reply& reply, const RequestLimits& limits, const LimitsDecis
   }
   Response response = MakeResponse(reply, http::status::no_content, "", "text/plain");
   AddLimitHeaders(response, limits, decision);
-  if (!limits.issued_cookie.empty()) response.headers.emplace_back("Set-Cookie", limits.issued_cookie);
+  if (!limits.issued_cookie.empty())
+    response.headers.emplace_back("Set-Cookie", limits.issued_cookie);
   response.hold = decision.single()->delay;
   response.place = std::move(place);
   return response;

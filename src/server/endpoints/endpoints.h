@@ -5,8 +5,8 @@
 // Each is a function of the request, the config in force and the decider; each calls `respond`
 // exactly once, inline or later on the store's thread.
 
-#include <boost/asio/ip/address.hpp>
 #include <atomic>
+#include <boost/asio/ip/address.hpp>
 #include <cstdint>
 #include <memory>
 

@@ -66,8 +66,8 @@ absl::StatusOr<DecodedReply> DecodeDecisions(const redisReply& reply,
       decisions.push_back(absl::InternalError("answered a decision with values out of range"));
       continue;
     }
-    decisions.push_back(DecisionOf(e[0]->integer, limits[i], e[1]->integer, e[2]->integer,
-                                   e[3]->integer));
+    decisions.push_back(
+        DecisionOf(e[0]->integer, limits[i], e[1]->integer, e[2]->integer, e[3]->integer));
   }
   return decoded;
 }
