@@ -22,9 +22,13 @@ Parts (each its own script or program, each writing a Markdown table and a CSV):
      Cluster with batching on (bench/multi_bench.py); over HTTP, floodgate with a rule of
      two limits against nginx with two limit_req zones, each limit on each side proven
      to deny first, runs within part 3 (bench/http_bench.py, http_multi.md);
-  7. soak (bench/soak_bench, 10 minutes, after the comparisons so that it cannot disturb
+  7. failover (bench/failover_bench.py, about 4 minutes): Sentinel and Redis Cluster
+     under load through each fault (a planned failover, kill -9, SIGSTOP), with and
+     without wait_replicas: acknowledged decisions lost, degraded answers, time to the
+     first answer on the new primary;
+  8. soak (bench/soak_bench, 10 minutes, after the comparisons so that it cannot disturb
      them): memory:// over 10 million distinct keys under its max_keys bound.
-Parts 1-6 take about 20 minutes on 2 cores; the soak adds its 10 (--no-soak skips it).
+Parts 1-7 take about 24 minutes on 2 cores; the soak adds its 10 (--no-soak skips it).
 Then writes bench/results/latest.md (every table, with the machine, versions and date),
 bench/results/headline.md (the headline ratios, computed from the parts' CSVs) and PNG
 charts drawn by gnuplot, and fills the tables of docs/benchmarks.md (the full report)
@@ -215,6 +219,9 @@ PARTS = {
         os.path.join(HERE, "..", "lua"), "--out", out]),
     "cluster": ("redis-cluster://", lambda args, binary, out: [
         sys.executable, f"{HERE}/cluster_bench.py", "--floodgate", binary, "--out", out]),
+    # Sentinel and Cluster through their faults, with and without wait_replicas: failover.md.
+    "failover": ("failover: redis-sentinel:// and redis-cluster://", lambda args, binary, out: [
+        sys.executable, f"{HERE}/failover_bench.py", "--floodgate", binary, "--out", out]),
     "multi-redis": ("several limits in one decision: redis:// and redis-cluster://",
                     lambda args, binary, out: [sys.executable, f"{HERE}/multi_bench.py",
                                                "--floodgate", binary, "--out", out]),
@@ -300,7 +307,7 @@ def main():
             part(PARTS["soak"][0], PARTS["soak"][1](args, binary, out))
         with open(f"{out}/run.txt", "w") as f:
             f.write(f"date: {time.strftime('%Y-%m-%d %H:%M %Z')}\n")
-            f.write(f"parts 1-6: {comparisons:.0f} s\n")
+            f.write(f"parts 1-7: {comparisons:.0f} s\n")
             for name, seconds in took.items():
                 f.write(f"{name}: {seconds:.0f} s\n")
 

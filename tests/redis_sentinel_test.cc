@@ -3,6 +3,7 @@
 #include <mutex>
 #include <thread>
 
+#include "failover_load.h"
 #include "redis_test_fixture.h"
 #include "store/redis/replicas.h"
 
@@ -220,64 +221,6 @@ TEST(RedisWaitReplicas, AnswersOnlyWhatTheReplicasAcknowledged) {
   EXPECT_GE(unacked->redis_stats().errors + unacked->redis_stats().timeouts, 3u);
 }
 
-// One answer under load: when it came, whether Redis gave it, and what it counted.
-struct LoadAnswer {
-  Steady::time_point at;
-  bool degraded = false;
-  bool allowed = false;
-  std::int64_t counted = 0;  // the key's count when Redis answered (limit - remaining)
-};
-
-// Decides on one key from a thread, recording every answer, until stopped (bounded in
-// count and time, far beyond what a test waits for).
-class FailoverLoad {
- public:
-  FailoverLoad(Store& store, Policy policy) : store_(store), policy_(std::move(policy)) {
-    thread_ = std::jthread([this] {
-      const auto deadline = Steady::now() + 4 * kHangGuard;
-      for (int i = 0; i < 10'000'000 && !stop_ && Steady::now() < deadline; ++i) {
-        auto d = store_.Decide({"hot", policy_, 1, std::nullopt});
-        if (!d.ok()) {
-          ADD_FAILURE() << d.status();
-          return;
-        }
-        std::lock_guard lock(mu_);
-        answers_.push_back({Steady::now(), d->degraded, d->allowed, policy_.limit - d->remaining});
-      }
-    });
-  }
-  std::vector<LoadAnswer> Stop() {
-    stop_ = true;
-    thread_.join();
-    std::lock_guard lock(mu_);
-    return answers_;
-  }
-  // Waits (bounded) until an answer after `after` satisfies `wanted`; its time, or nullopt.
-  std::optional<Steady::time_point> WaitFor(Steady::time_point after,
-                                            const std::function<bool(const LoadAnswer&)>& wanted,
-                                            std::chrono::milliseconds limit) {
-    const auto deadline = Steady::now() + limit;
-    while (Steady::now() < deadline) {
-      {
-        std::lock_guard lock(mu_);
-        for (auto it = answers_.rbegin(); it != answers_.rend() && it->at > after; ++it) {
-          if (wanted(*it)) return it->at;
-        }
-      }
-      std::this_thread::sleep_for(milliseconds(5));
-    }
-    return std::nullopt;
-  }
-
- private:
-  Store& store_;
-  const Policy policy_;
-  std::atomic<bool> stop_{false};
-  std::mutex mu_;
-  std::vector<LoadAnswer> answers_;
-  std::jthread thread_;
-};
-
 // The longest time without an answer from Redis in `answers`, from `from` on.
 Steady::duration LongestGapWithoutRedis(const std::vector<LoadAnswer>& answers,
                                         Steady::time_point from) {
@@ -374,8 +317,7 @@ TEST_F(SentinelTest, ASentinelFailoverUnderLoadResumesFromTheReplicatedCount) {
   // lost: the old primary's after the replica left it. Moving at +switch-master lost
   // thousands (every decision of the ~0.7 s before it); at the promotion's announcement
   // only what the last replication did not carry can be.
-  std::int64_t acknowledged = kBefore + 1;  // and `after`
-  for (const LoadAnswer& a : answers) acknowledged += a.degraded ? 0 : 1;
+  const std::int64_t acknowledged = kBefore + 1 + Acknowledged(answers);  // and `after`
   const std::int64_t held = policy.limit - after->remaining;
   std::printf("acknowledged %lld, held by the new primary %lld: lost %lld\n",
               static_cast<long long>(acknowledged), static_cast<long long>(held),

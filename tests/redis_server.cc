@@ -309,6 +309,19 @@ void RedisServer::Kill() {
   pid_ = -1;
 }
 
+std::string RedisServer::Log() const {
+  std::ifstream file(dir_ + "/redis.log");
+  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+}
+
+void RedisServer::Pause() {
+  if (pid_ > 0) kill(pid_, SIGSTOP);
+}
+
+void RedisServer::Resume() {
+  if (pid_ > 0) kill(pid_, SIGCONT);
+}
+
 bool RedisServer::Restart() {
   Kill();
   return Launch();
@@ -481,6 +494,20 @@ RedisServer* RedisCluster::AnotherPrimary(const RedisServer& other) {
   return nullptr;
 }
 
+RedisServer* RedisCluster::ReplicaOf(RedisServer& primary) {
+  std::string id = primary.Cli({"CLUSTER", "MYID"});
+  while (!id.empty() && (id.back() == '\n' || id.back() == '\r')) id.pop_back();
+  for (auto& node : nodes_) {
+    if (!node->running()) continue;
+    std::istringstream lines(node->Cli({"CLUSTER", "NODES"}));
+    for (std::string line; std::getline(lines, line);) {
+      // "<id> <address> myself,slave <primary id> ...": this node replicates `primary`.
+      if (line.find("myself,slave " + id) != std::string::npos) return node.get();
+    }
+  }
+  return nullptr;
+}
+
 std::string RedisCluster::Owners(const RedisServer& asked) {
   std::vector<std::string> owners;
   for (const NodeLine& line : Nodes(asked)) {
@@ -549,7 +576,7 @@ bool PollUntil(std::chrono::milliseconds limit, const std::function<bool()>& rea
 
 }  // namespace
 
-std::unique_ptr<RedisSentinels> RedisSentinels::Start() {
+std::unique_ptr<RedisSentinels> RedisSentinels::Start(int replicas) {
   std::unique_ptr<RedisSentinels> setup(new RedisSentinels());
   // A replica syncs at once (no diskless-sync delay), also after a failover.
   const std::vector<std::string> sync = {"--repl-diskless-sync-delay", "0"};
@@ -558,18 +585,25 @@ std::unique_ptr<RedisSentinels> RedisSentinels::Start() {
   std::vector<std::string> replica_args = sync;
   replica_args.insert(replica_args.end(),
                       {"--replicaof", "127.0.0.1", std::to_string(primary->port())});
-  auto replica = RedisServer::Start(replica_args);
-  if (replica == nullptr) return nullptr;
   const int primary_port = primary->port();
   setup->servers_.push_back(std::move(primary));
-  setup->servers_.push_back(std::move(replica));
-  // Sentinels learn the replicas from the primary's INFO when they start: the replica is
+  for (int i = 0; i < replicas; ++i) {
+    auto replica = RedisServer::Start(replica_args);
+    if (replica == nullptr) return nullptr;
+    setup->servers_.push_back(std::move(replica));
+  }
+  // Sentinels learn the replicas from the primary's INFO when they start: the replicas are
   // attached first.
   if (!PollUntil(kHangGuard, [&] {
-        return InfoField(setup->servers_[1]->Cli({"INFO", "replication"}), "master_link_status") ==
-               "up";
+        for (std::size_t i = 1; i < setup->servers_.size(); ++i) {
+          if (InfoField(setup->servers_[i]->Cli({"INFO", "replication"}), "master_link_status") !=
+              "up") {
+            return false;
+          }
+        }
+        return true;
       })) {
-    ADD_FAILURE() << "the replica did not sync with the primary";
+    ADD_FAILURE() << "the replicas did not sync with the primary";
     return nullptr;
   }
   // down-after is kHangGuard, as the cluster's node timeout: a primary stalled by a loaded
@@ -592,13 +626,13 @@ std::unique_ptr<RedisSentinels> RedisSentinels::Start() {
         for (const auto& sentinel : setup->sentinels_) {
           const std::string master = sentinel->Cli({"SENTINEL", "MASTER", "fg"});
           if (FieldAfter(master, "num-other-sentinels") != "2" ||
-              FieldAfter(master, "num-slaves") != "1") {
+              FieldAfter(master, "num-slaves") != std::to_string(replicas)) {
             return false;
           }
         }
         return true;
       })) {
-    ADD_FAILURE() << "the sentinels did not find each other and the replica";
+    ADD_FAILURE() << "the sentinels did not find each other and the replicas";
     return nullptr;
   }
   return setup;

@@ -43,9 +43,14 @@ class RedisServer {
 
   // SIGKILL, like a crash; Restart() brings it back on the same port.
   void Kill();
+  // SIGSTOP: the process stops, its connections stay open (a stalled host); SIGCONT.
+  void Pause();
+  void Resume();
   bool Restart();
   bool running() const { return pid_ > 0; }
 
+  // The server's log (redis.log in its temp dir), for a failing test's message.
+  std::string Log() const;
   // redis-cli against this server; returns its stdout.
   std::string Cli(const std::vector<std::string>& args) const;
 
@@ -132,6 +137,8 @@ class RedisCluster {
   std::vector<RedisServer*> Primaries();
   // A primary owning slots, other than `other`.
   RedisServer* AnotherPrimary(const RedisServer& other);
+  // A live node replicating `primary` (as its own CLUSTER NODES says), or nullptr.
+  RedisServer* ReplicaOf(RedisServer& primary);
   // Every live node reports cluster_state:ok and agrees on who serves every slot;
   // polled until `limit`.
   bool WaitHealthy(std::chrono::milliseconds limit);
@@ -154,12 +161,12 @@ class RedisCluster {
   std::string formed_owners_;
 };
 
-// Redis Sentinel on loopback: a primary, one replica and three `redis-server --sentinel`
+// Redis Sentinel on loopback: a primary, `replicas` replicas and three `redis-server --sentinel`
 // monitoring them as "fg" with quorum 2 and a down-after of kHangGuard (a failover is asked
 // for by the test: SENTINEL FAILOVER). Torn down by PID.
 class RedisSentinels {
  public:
-  static std::unique_ptr<RedisSentinels> Start();
+  static std::unique_ptr<RedisSentinels> Start(int replicas = 1);
 
   // redis-sentinel://127.0.0.1:S1,...,127.0.0.1:S3/fg?options (connect_timeout as url() above)
   std::string url(const std::string& options = "") const;
@@ -175,7 +182,7 @@ class RedisSentinels {
   bool WaitReplicated(std::chrono::milliseconds limit);
 
  private:
-  std::vector<std::unique_ptr<RedisServer>> servers_;  // primary first, then the replica
+  std::vector<std::unique_ptr<RedisServer>> servers_;  // primary first, then the replicas
   std::vector<std::unique_ptr<RedisServer>> sentinels_;
 };
 

@@ -9,7 +9,8 @@
 # tests' generated health stubs); then upstream's mode: the image run plainly with upstream's
 # Redis variables stops (never memory:// in silence), and /bin/ratelimit (as a command and as
 # the entrypoint) starts as envoyproxy/ratelimit on a redis-server of the test's: /healthcheck,
-# /rlconfig, /json sharing one count. Prints the image size and the build time.
+# /rlconfig, /json sharing one count, statsd over UDP (upstream's default) with upstream's
+# names. Prints the image size and the build time.
 # Usage: run_image_test.sh FLOODGATE_BINARY WORK_DIR
 set -euo pipefail
 binary=$1
@@ -103,7 +104,7 @@ grep -q "is set (envoyproxy/ratelimit's Redis settings) but the store is" "$work
   fail "the refusal should name the conflict: $(cat "$work/plain.log")"
 # /bin/ratelimit, upstream's docker-compose-example.yml environment with the ports moved (and on
 # loopback), twice: as the command, and as the entrypoint.
-upstream_env=(-e USE_STATSD=false -e LOG_LEVEL=debug -e REDIS_SOCKET_TYPE=tcp
+upstream_env=(-e LOG_LEVEL=debug -e REDIS_SOCKET_TYPE=tcp
   -e REDIS_URL="127.0.0.1:$redis_port" -e RUNTIME_ROOT=/data -e RUNTIME_SUBDIRECTORY=ratelimit
   -e RUNTIME_WATCH_ROOT=false -e CONFIG_TYPE=FILE -e CONFIG_GRPC_XDS_NODE_ID=test-node-id
   -e CONFIG_GRPC_XDS_SERVER_URL=ratelimit-xds-config-server:18000
@@ -111,11 +112,31 @@ upstream_env=(-e USE_STATSD=false -e LOG_LEVEL=debug -e REDIS_SOCKET_TYPE=tcp
   -v "$source_dir/examples/envoy/ratelimit/config:/data/ratelimit/config:ro")
 http1=$(free_port) grpc1=$(free_port) debug1=$(free_port)
 http2=$(free_port) grpc2=$(free_port) debug2=$(free_port)
+# The first replica sends statsd (USE_STATSD=true, upstream's default; over UDP) to a socket
+# of the test's, flushing every second; the listener keeps what it receives until it has seen
+# the hits of the rule, at most 30 s.
+statsd_port=$(python3 -c 'import socket; s=socket.socket(type=socket.SOCK_DGRAM); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+python3 - "$statsd_port" "$work/statsd.txt" <<'LISTEN' &
+import socket, sys, time
+sock = socket.socket(type=socket.SOCK_DGRAM)
+sock.bind(("127.0.0.1", int(sys.argv[1])))
+sock.settimeout(1.0)
+seen, end = b"", time.monotonic() + 30
+while time.monotonic() < end and b".edge.remote_address.total_hits:" not in seen:
+    try:
+        seen += sock.recv(65536) + b"\n"
+    except socket.timeout:
+        pass
+open(sys.argv[2], "wb").write(seen)
+LISTEN
+statsd_listener=$!
 podman run -d --name "$name-rl1" --network host "${upstream_env[@]}" -e PORT="$http1" \
-  -e GRPC_PORT="$grpc1" -e DEBUG_PORT="$debug1" floodgate:test /bin/ratelimit > /dev/null
-podman run -d --name "$name-rl2" --network host "${upstream_env[@]}" -e PORT="$http2" \
-  -e GRPC_PORT="$grpc2" -e DEBUG_PORT="$debug2" --entrypoint /bin/ratelimit floodgate:test \
-  > /dev/null
+  -e GRPC_PORT="$grpc1" -e DEBUG_PORT="$debug1" -e STATSD_PROTOCOL=udp \
+  -e STATSD_HOST=127.0.0.1 -e STATSD_PORT="$statsd_port" -e STATS_FLUSH_INTERVAL=1s \
+  floodgate:test /bin/ratelimit > /dev/null
+podman run -d --name "$name-rl2" --network host "${upstream_env[@]}" -e USE_STATSD=false \
+  -e PORT="$http2" -e GRPC_PORT="$grpc2" -e DEBUG_PORT="$debug2" --entrypoint /bin/ratelimit \
+  floodgate:test > /dev/null
 for container in "$name-rl1:$http1" "$name-rl2:$http2"; do
   for _ in $(seq 1 1200); do
     curl -sf "http://127.0.0.1:${container##*:}/healthcheck" > /dev/null 2>&1 && break
@@ -151,4 +172,10 @@ done
 [ -n "$judged" ] || fail "every round crossed a minute's end"
 [ "$admitted" = 10 ] || fail "two replicas admitted $admitted of 14, wanted 10 (the limit, shared)"
 echo "upstream's mode: /bin/ratelimit as command and entrypoint, 10 of 14 admitted across two"
+wait "$statsd_listener"
+grep -Eq '^ratelimit\.service\.rate_limit\.edge\.remote_address\.total_hits:[0-9]+\|c$' \
+  "$work/statsd.txt" || fail "no statsd total_hits from the first replica: $(head -c 2000 "$work/statsd.txt")"
+grep -Eq '^ratelimit\.service\.rate_limit\.edge\.remote_address\.(within|over)_limit:[0-9]+\|c$' \
+  "$work/statsd.txt" || fail "no statsd within/over_limit: $(head -c 2000 "$work/statsd.txt")"
+echo "statsd over UDP: upstream's names from the first replica"
 echo "ok"

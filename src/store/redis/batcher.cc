@@ -265,11 +265,16 @@ void Batcher::ArmSweep(Lane& lane) {
 
 void Batcher::Sweep(Lane& lane) {
   const Steady::time_point now = Steady::now();
+  bool silent = false;
   while (!lane.queue_.deadlines.empty() && (lane.queue_.deadlines.front()->answered ||
                                             lane.queue_.deadlines.front()->deadline <= now)) {
     // Most were answered already: the error (a formatted message) only for the rest.
     Unit& unit = *lane.queue_.deadlines.front();
-    if (!unit.answered) outcomes_.Complete(unit, TimeoutError(), BlameForTimeout(lane, now));
+    if (!unit.answered) {
+      const Blame blame = BlameForTimeout(lane, now);
+      silent = silent || blame == Blame::kRedis;
+      outcomes_.Complete(unit, TimeoutError(), blame);
+    }
     lane.queue_.deadlines.pop_front();
   }
   // A connection whose oldest command has waited this long is taken for dead (a
@@ -291,9 +296,12 @@ void Batcher::Sweep(Lane& lane) {
       }
     }
     for (auto& pending : expired) {
-      outcomes_.Complete(*pending, TimeoutError(), BlameForTimeout(lane, now));
+      const Blame blame = BlameForTimeout(lane, now);
+      silent = silent || blame == Blame::kRedis;
+      outcomes_.Complete(*pending, TimeoutError(), blame);
     }
   }
+  if (silent) errors_.ServerSilent(lane);
   ArmSweep(lane);
 }
 

@@ -58,7 +58,24 @@ absl::Status ClusterTopology::Health() {
           fmt::format("{} ({})", MessageOf(NotConnectedError(*node)), LastError()));
     }
   }
+  // wait_replicas: every primary must have them (a failover may have left one without).
+  std::lock_guard lock(watches_mu_);
+  for (const ReplicaWatch* watch : watching_) {
+    if (absl::Status replicas = watch->Health(); !replicas.ok()) return replicas;
+  }
   return absl::OkStatus();
+}
+
+int ClusterTopology::ReplicasOnline() const {
+  std::lock_guard lock(watches_mu_);
+  if (watching_.empty()) return -1;
+  int fewest = watching_.front()->online();
+  for (const ReplicaWatch* watch : watching_) {
+    const int online = watch->online();
+    if (online < 0) return -1;  // a primary has not said yet
+    fewest = std::min(fewest, online);
+  }
+  return fewest;
 }
 
 std::vector<HandshakeStep> ClusterTopology::HandshakeOf(Lane& lane) {
@@ -89,6 +106,7 @@ void ClusterTopology::Stop() {
     member.waiting.clear();
   }
   refresh_timer_.cancel();
+  for (auto& [node, watch] : watches_) watch->Stop();
   std::deque<UnitPtr> unrouted;
   {
     std::lock_guard lock(route_mu_);
@@ -107,6 +125,27 @@ void ClusterTopology::LaneReady(Lane& lane) {
   }
   if (!topology_known_) StartRefresh();  // a seed is up: ask it for the slot map
   UpdateSettled();
+  // A primary's first connection: how many replicas it has, at once (not in a second).
+  // watches_ changes on this thread only: no lock to read it here.
+  if (const auto watch = watches_.find(&lane.node);
+      watch != watches_.end() && watch->second->online() < 0) {
+    watch->second->AskNow();
+  }
+}
+
+void ClusterTopology::ServerSilent(Lane& lane) {
+  if (std::find(owner_nodes_.begin(), owner_nodes_.end(), &lane.node) != owner_nodes_.end()) {
+    RequestRefresh();
+  }
+}
+
+// As the batcher blames a timeout on Redis (batcher.cc, BlameForTimeout): a connection's
+// oldest call unanswered, not a byte back, for half the timeout. Any of the node's: a
+// stopped server's idle connection looks healthy until it is asked something.
+bool ClusterTopology::Silent(const Node& node, Steady::time_point now) const {
+  return std::any_of(node.lanes().begin(), node.lanes().end(), [&](const auto& lane) {
+    return lane->connection->SilentFor(now) >= options_.timeout / 2;
+  });
 }
 
 void ClusterTopology::LaneDown(Lane& lane, const absl::Status& status) {
@@ -311,16 +350,22 @@ void ClusterTopology::RequestRefresh() {
 // node that refused before only when no other answers.
 void ClusterTopology::StartRefresh() {
   if (refresh_in_flight_ || closed_) return;
-  last_refresh_ = Steady::now();
+  const Steady::time_point now = Steady::now();
+  last_refresh_ = now;
+  // Not a silent node: it would sit on the question as on its decisions (a stopped
+  // primary, whose replica is what the refresh is looking for).
+  const auto asked = [&](Node& node) -> Lane* {
+    return Silent(node, now) ? nullptr : node.PickLane();
+  };
   Lane* lane = nullptr;
   for (Node* node : owner_nodes_) {
-    if ((lane = node->PickLane()) != nullptr) break;
+    if ((lane = asked(*node)) != nullptr) break;
   }
   for (int pass = 0; pass < 2 && lane == nullptr; ++pass) {
     for (std::size_t i = 0; lane == nullptr && i < nodes_.size(); ++i) {
       Node& node = *nodes_[i];
       if (!node.retired() && MemberOf(node).refused_topology == (pass == 1)) {
-        lane = node.PickLane();
+        lane = asked(node);
       }
     }
   }
@@ -398,6 +443,31 @@ void ClusterTopology::ApplyTopology(const std::vector<SlotRange>& ranges) {
   topology_known_ = true;
   startup_.TopologyKnown();
   UpdateSettled();
+  WatchReplicas();
+}
+
+// wait_replicas: a watch for each primary the slot map names (a new one after a failover:
+// nothing is known of its replicas until it says), the others' stopped.
+void ClusterTopology::WatchReplicas() {
+  if (options_.wait_replicas <= 0) return;
+  std::vector<ReplicaWatch*> watching, made;
+  {
+    std::lock_guard lock(watches_mu_);
+    for (Node* node : owner_nodes_) {
+      std::unique_ptr<ReplicaWatch>& watch = watches_[node];
+      if (watch == nullptr) {
+        watch = std::make_unique<ReplicaWatch>(io_, options_.wait_replicas,
+                                               [node] { return node; });
+        made.push_back(watch.get());
+      }
+      watching.push_back(watch.get());
+    }
+    for (ReplicaWatch* watch : watching_) {
+      if (std::find(watching.begin(), watching.end(), watch) == watching.end()) watch->Stop();
+    }
+    watching_ = std::move(watching);
+  }
+  for (ReplicaWatch* watch : made) watch->Start();
 }
 
 // Start-up: the topology is known and every primary's connections have been tried.

@@ -62,12 +62,17 @@ class ClusterTopology final : public Topology {
   // A call's error reply: a redirect or a refusal (the script did not run, so sending it
   // again cannot count a decision twice) takes the chunk to send it again; true then.
   bool Redirected(Lane& lane, std::string_view error, std::vector<UnitPtr>& chunk) override;
+  // Decisions timed out on a primary that sits silent on its calls (stopped, say) while
+  // its connection stays up: its replica may be promoted meanwhile, and nothing else
+  // would ask for the slot map until the connection is taken for dead.
+  void ServerSilent(Lane& lane) override;
   // A connection finished its handshake, or went down (told to startup too).
   void LaneReady(Lane& lane) override;
   void LaneDown(Lane& lane, const absl::Status& status) override;
   // Closing: no more refreshes; what waits to be routed is answered Cancelled.
   void Stop() override;
   std::size_t primary_count() const override { return primaries_.load(); }
+  int ReplicasOnline() const override;
 
   void RouteQueued();
   template <class Range>
@@ -83,6 +88,8 @@ class ClusterTopology final : public Topology {
   void OnSlots(Lane& lane, absl::StatusOr<Reply> reply);
   void ApplyTopology(const std::vector<SlotRange>& ranges);
   void UpdateSettled();
+  void WatchReplicas();
+  bool Silent(const Node& node, Steady::time_point now) const;
 
   // Units wait in route_queue_ for the I/O thread, which owns the rest.
   std::mutex route_mu_;
@@ -99,6 +106,12 @@ class ClusterTopology final : public Topology {
   std::vector<Node*> owners_;       // slot -> primary (nullptr: no one serves it)
   std::vector<Node*> owner_nodes_;  // the distinct primaries
   std::atomic<std::size_t> primaries_{0};
+  // wait_replicas: a ReplicaWatch per primary (replicas.h), made when the slot map names
+  // it, stopped when it leaves the map (kept: a reply may still be on its way to it).
+  // Health and ReplicasOnline read them from any thread, under watches_mu_.
+  mutable std::mutex watches_mu_;
+  std::unordered_map<const Node*, std::unique_ptr<ReplicaWatch>> watches_;
+  std::vector<ReplicaWatch*> watching_;  // the slot map's primaries' watches
 };
 
 }  // namespace floodgate::redis

@@ -38,6 +38,10 @@ class CallErrors {
   // A cluster's redirect or refusal of a call (the script did not run, so sending it
   // again cannot count a decision twice): true when it took the chunk to send again.
   virtual bool Redirected(Lane& lane, std::string_view error, std::vector<UnitPtr>& chunk) = 0;
+  // Decisions timed out on `lane` while its server sat silent on its calls (a stopped or
+  // stalled server, not our own backlog). A cluster looks at its slot map again: the
+  // node's replica may have been promoted while the connection stays up (issue 37).
+  virtual void ServerSilent(Lane&) {}
 
  protected:
   ~CallErrors() = default;

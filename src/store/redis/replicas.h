@@ -39,7 +39,8 @@ int OnlineReplicas(std::string_view info);
 // decision would wait out the timeout and be answered by on_error), and after a failover
 // that left the new primary fewer replicas (issue 37: with one replica, the promoted one had
 // none and every WAIT timed out). Said in the log at each change, in Health() and
-// RedisStats::replicas_online. I/O thread, but Health and online (any thread).
+// RedisStats::replicas_online. One per primary: a cluster keeps one for each primary of
+// its slot map (cluster_router.h). I/O thread, but Health and online (any thread).
 class ReplicaWatch {
  public:
   static constexpr std::chrono::seconds kInterval{1};

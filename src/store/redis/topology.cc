@@ -74,7 +74,7 @@ absl::Status Topology::HealthWithReplicas(Node* primary) {
 
 void Topology::AddStats(RedisStats& stats) const {
   stats.nodes = primary_count();
-  stats.replicas_online = replicas_ ? replicas_->online() : -1;
+  stats.replicas_online = ReplicasOnline();
   const Steady::time_point now = Steady::now();
   std::lock_guard lock(nodes_mu_);
   for (const auto& node : nodes_) {

@@ -88,6 +88,9 @@ class Topology : public Dispatcher, private CallErrors, private LaneEvents {
   virtual void Stop() {}
   // A cluster's primaries in its slot map (RedisStats::nodes). Any thread.
   virtual std::size_t primary_count() const { return 0; }
+  // wait_replicas: the replicas the primary last said were online (a cluster's: the fewest
+  // of any primary's); -1 when not watched or not known yet (RedisStats). Any thread.
+  virtual int ReplicasOnline() const { return replicas_ ? replicas_->online() : -1; }
 
   // A node of `connections` lanes, not connected yet. Constructor, or I/O thread.
   Node& AddNode(const RedisEndpoint& endpoint, std::string describe, int connections,
@@ -112,7 +115,8 @@ class Topology : public Dispatcher, private CallErrors, private LaneEvents {
   const Batching batching_;
   Startup startup_;
   Batcher batcher_;
-  // wait_replicas > 0 on one server or Sentinel's: the primary's replicas online (replicas.h),
+  // wait_replicas > 0 on one server or Sentinel's: the primary's replicas online (replicas.h;
+  // a cluster keeps one per primary, cluster_router.h),
   // made by the constructor of the topology that watches them (read from any thread after).
   // Stopped by Close.
   std::unique_ptr<ReplicaWatch> replicas_;
