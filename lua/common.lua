@@ -41,6 +41,10 @@ local format, find, floor, ceil, min, max, tonumber =
 local DECIDERS = {}
 local RELEASE = {}
 local PREPARE = {}
+-- Waiting (delay=D; docs/algorithms.md "Waiting", src/core/delay.h): the kinds that take a
+-- delay register DELAYED[kind] = function(key, now, p, cost), a DECIDERS[kind] that reads
+-- p.delay and answers through `delayed` below.
+local DELAYED = {}
 -- Reservations (docs/reservations.md; lua/reservation.lua), the same steps as
 -- src/core/settle.h:
 --   MARK[kind] = function(key, now, p) -> at, mark, deficit: what a reservation just
@@ -104,13 +108,18 @@ function FG.server_now()
 end
 
 -- Blocks (docs/algorithms.md, "Blocks"; src/core/block.h): a policy with block=D sends its
--- kind as '<kind>/<D in us>'. Returns the kind and D (0: no block; nil: a bad D). One find
--- per distinct policy per call is all a policy without a block pays.
+-- kind as '<kind>/<D in us>'; one with delay=D (never both) as '<kind>+<D in us>'. Returns
+-- the kind, the block and the delay (0: none; nil: a bad D). One find per distinct policy
+-- per call is all a policy without either pays.
+FG.MAX_DELAY = 3600 * 1000000             -- 1 h
 function FG.split_kind(kind)
-  local slash = find(kind, '/', 1, true)
-  if not slash then return kind, 0 end
-  return string.sub(kind, 1, slash - 1),
-         FG.parse_int(string.sub(kind, slash + 1), FG.MIN_PERIOD, FG.MAX_PERIOD)
+  local slash = find(kind, '[/+]')
+  if not slash then return kind, 0, 0 end
+  local d = string.sub(kind, slash + 1)
+  if string.byte(kind, slash) == 43 then  -- '+': a delay
+    return string.sub(kind, 1, slash - 1), 0, FG.parse_int(d, FG.MIN_PERIOD, FG.MAX_DELAY)
+  end
+  return string.sub(kind, 1, slash - 1), FG.parse_int(d, FG.MIN_PERIOD, FG.MAX_PERIOD), 0
 end
 
 -- The kinds that take a block, with the size of their packed state (gcra's is a decimal
@@ -152,12 +161,14 @@ end
 -- Checks a policy's arguments (strings, as they arrive in ARGV): kind, limit,
 -- period_us, burst. Returns nil when valid, else the reason. Allocates nothing.
 function FG.check_policy(kind, limit, period, burst)
-  local block
-  kind, block = FG.split_kind(kind)
+  local block, delay
+  kind, block, delay = FG.split_kind(kind)
   if not block then return 'block must be an integer count of microseconds in [1ms, 366d]' end
   if block > 0 and BLOCK_STATE_SIZE[kind] == nil and BLOCK_LOG[kind] == nil then
     return 'block is not for this algorithm'
   end
+  if not delay then return 'delay must be an integer count of microseconds in [1ms, 1h]' end
+  if delay > 0 and DELAYED[kind] == nil then return 'delay is not for this algorithm' end
   if DECIDERS[kind] == nil then return 'unknown algorithm kind' end
   if not FG.parse_int(limit, 1, FG.MAX_LIMIT) then
     return 'limit must be an integer in [1, 1000000000]'
@@ -192,10 +203,11 @@ end
 -- A checked policy, prepared for its decider: {kind, limit, period, burst, decide, and
 -- what PREPARE[kind] derives}.
 function FG.policy(kind, limit, period, burst)
-  local block
-  kind, block = FG.split_kind(kind)
+  local block, delay
+  kind, block, delay = FG.split_kind(kind)
   local p = {kind = kind, limit = tonumber(limit), period = tonumber(period),
              burst = tonumber(burst), decide = DECIDERS[kind], block = block}
+  if delay > 0 then p.delay, p.decide = delay, DELAYED[kind] end
   -- A calendar policy has no fixed period: p.cal holds its bounds (FG.parse_calendar).
   if not p.period then p.cal = FG.parse_calendar(period) end
   if block > 0 then
@@ -457,6 +469,14 @@ local function result(allowed, remaining, retry_after_us, reset_after_us)
   if remaining < 0 then remaining = 0 end
   if allowed then return 1, remaining, 0, reset_after_us end
   return 0, remaining, retry_after_us, reset_after_us
+end
+
+-- The answer of a DELAYED decider: allowed + 4 (src/store/redis/decode.cc), and when
+-- allowed its delay_us where the retry goes (an admission has no retry).
+local function delayed(allowed, remaining, retry_or_delay_us, reset_after_us)
+  if remaining < 0 then remaining = 0 end
+  if allowed then return 5, remaining, retry_or_delay_us, reset_after_us end
+  return 4, remaining, retry_or_delay_us, reset_after_us
 end
 
 -- The window index of `now` for the window algorithms (src/core/windows.h

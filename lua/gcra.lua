@@ -59,6 +59,37 @@ DECIDERS['gcra'] = function(key, now, p, cost)
   return result(false, floor(room / emission), -diff, tat - now)
 end
 
+-- delay=D (docs/algorithms.md, "Waiting"; src/core/delay.h DelayGcra): a request that fits at
+-- s = max(now, new - tau) with s - now <= D is admitted, charged as at s: the same new tat.
+DELAYED['gcra'] = function(key, now, p, cost)
+  local emission, tau = p.emission, p.tau
+  local tat = now
+  local raw = get(key)
+  if raw then
+    local stored = tonumber(raw)
+    if stored == nil then
+      if find(raw, ':', 1, true) then  -- a block a rule without delay= left: as above
+        return beside_block(key, now, 'gcra', DELAYED['gcra'], key, now, p, cost)
+      end
+      corrupt()
+    end
+    if stored > now then tat = stored end
+  end
+  local room = now + tau - tat
+  if room < 0 then room = 0 end
+  if cost == 0 or cost > p.burst then  -- a peek, or never: as without delay
+    return delayed(cost == 0, floor(room / emission), cost == 0 and 0 or -1, tat - now)
+  end
+  local new = tat + cost * emission
+  local wait = new - tau - now
+  if wait < 0 then wait = 0 end
+  if wait > p.delay then return delayed(false, 0, wait - p.delay, tat - now) end
+  save(key, format('%d', new), new - now)
+  local remaining = 0
+  if wait == 0 then remaining = floor((now + tau - new) / emission) end
+  return delayed(true, remaining, wait, new - now)
+end
+
 -- Gives back `cost` admitted earlier (a released reservation, docs/multi.md): tat moves
 -- back by cost * E, as if those units had never been admitted.
 RELEASE['gcra'] = function(key, now, p, cost, at)

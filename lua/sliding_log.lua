@@ -122,6 +122,19 @@ local function sl_counted(key, now, period)
   return now, newest_time, newest_total, before, newest_total - before, first
 end
 
+-- The time of the k-th oldest counted unit (`before` units were admitted before the oldest
+-- counted run, at rank `first`). Its run is the first whose total reaches before + k, and
+-- lies within the first k runs: found by binary search over ranks.
+local function sl_unit_time(key, first, before, k)
+  local lo = first
+  local hi = first + min(redis.call('ZCARD', key) - first, k) - 1
+  while lo < hi do
+    local mid = floor((lo + hi) / 2)
+    if sl_total_at(key, mid) >= before + k then hi = mid else lo = mid + 1 end
+  end
+  return tonumber(redis.call('ZRANGE', key, int_string(lo), int_string(lo), 'WITHSCORES')[2])
+end
+
 DECIDERS['sl'] = function(key, now, p, cost)
   local limit, period = p.limit, p.period
   -- A run admitted at the clamped time lives P from it (a take's run is stamped ahead:
@@ -150,15 +163,7 @@ DECIDERS['sl'] = function(key, now, p, cost)
       -- (1 <= k <= count here), stops counting P after it was admitted. Its run is the
       -- first whose total reaches before + k, and lies within the first k runs (ranks
       -- from `first`, the oldest run's).
-      local target = before + count + cost - limit
-      local lo = first
-      local hi = first + min(redis.call('ZCARD', key) - first, count + cost - limit) - 1
-      while lo < hi do
-        local mid = floor((lo + hi) / 2)
-        if sl_total_at(key, mid) >= target then hi = mid else lo = mid + 1 end
-      end
-      local run = redis.call('ZRANGE', key, int_string(lo), int_string(lo), 'WITHSCORES')
-      retry = tonumber(run[2]) + period - now
+      retry = sl_unit_time(key, first, before, count + cost - limit) + period - now
     end
   end
   -- reset: P after the newest counted run, or 0 when none counts. When any counts, the
@@ -167,6 +172,50 @@ DECIDERS['sl'] = function(key, now, p, cost)
   local reset = 0
   if count > 0 then reset = newest_time + period - now end
   return result(allowed, limit - count, retry, reset)
+end
+
+-- delay=D (docs/algorithms.md, "Waiting"; DelaySlidingLog in src/core/sliding_log.cc): only
+-- runs at or before now - P leave (no clamp to the newest run: the scheduled runs ahead of now
+-- keep every run that counts at their times). s is the earliest t >= max(now, newest) at
+-- which the units in (t - P, t] plus the cost fit; the run is stored at s.
+DELAYED['sl'] = function(key, now, p, cost)
+  local limit, period = p.limit, p.period
+  redis.call('ZREMRANGEBYSCORE', key, '(-inf', int_string(now - period))
+  local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+  local newest_time = tonumber(newest[2])
+  local units, before, newest_total, first, held = 0, 0, 0, 0, 0
+  if newest_time and newest_time > now - period then  -- not the block's member alone
+    newest_total = sl_parse(newest[1])
+    local oldest_total, oldest_units = sl_parse(redis.call('ZRANGE', key, '0', '0')[1], true)
+    if not oldest_total then  -- the block's member (a rule without delay= left it)
+      first = 1
+      oldest_total, oldest_units = sl_parse(redis.call('ZRANGE', key, '1', '1')[1])
+    end
+    before = oldest_total - oldest_units
+    units = newest_total - before
+    held = newest_time + period - now
+  else
+    newest_time = now
+  end
+  if cost == 0 or cost > limit then  -- a peek, or never: as without delay
+    return delayed(cost == 0, limit - units, cost == 0 and 0 or -1, held)
+  end
+  local start = max(now, newest_time)
+  if units + cost > limit then
+    -- The k-th oldest unit (k = units + cost - L) must have aged out: its run is found as
+    -- DECIDERS['sl'] finds it.
+    start = max(start, sl_unit_time(key, first, before, units + cost - limit) + period)
+  end
+  local wait = start - now
+  if wait > p.delay then return delayed(false, 0, wait - p.delay, held) end
+  if deferring then
+    defer_call(function() sl_append(key, start, before, newest_total, cost, period, wait + period) end)
+  else
+    sl_append(key, start, before, newest_total, cost, period, wait + period)
+  end
+  local remaining = 0
+  if wait == 0 then remaining = limit - units - cost end
+  return delayed(true, remaining, wait, wait + period)
 end
 
 -- BLOCK_LOG (common.lua FG.decide_blocked): with `until_`, starts a block until then,

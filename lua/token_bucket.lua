@@ -65,20 +65,24 @@ local function tbi_wait(limit, period, tokens, last, now, x)
   return last + ceil((x - tokens) / limit) * period - now
 end
 
--- The interval bucket as it stands at `now`, every refill already due applied (as
--- core::RefillInterval): returns tokens, last, now (clamped), and the stored string (false:
--- none).
-local function tbi_load(key, p, now)
-  local cap, limit, period = p.burst, p.limit, p.period
-  local tokens, last, found
-  tokens, last, now, found = tb_load(key, cap, now)
-  local refills = floor((now - last) / period)
+-- The interval bucket (tokens, last) at `now` >= last, every refill due by then applied (as
+-- core::RefillInterval). A full bucket has no refill phase, so an expired key loses nothing.
+local function tbi_refill(p, tokens, last, now)
+  local refills = floor((now - last) / p.period)
   if refills > 0 then
-    tokens = min(cap, tokens + refills * limit)
-    last = last + refills * period
+    tokens = min(p.burst, tokens + refills * p.limit)
+    last = last + refills * p.period
   end
-  -- A full bucket has no refill phase, so an expired key loses nothing.
-  if tokens >= cap then last = now end
+  if tokens >= p.burst then last = now end
+  return tokens, last
+end
+
+-- The interval bucket as it stands at `now`: returns tokens, last, now (clamped), and the
+-- stored string (false: none).
+local function tbi_load(key, p, now)
+  local tokens, last, found
+  tokens, last, now, found = tb_load(key, p.burst, now)
+  tokens, last = tbi_refill(p, tokens, last, now)
   return tokens, last, now, found
 end
 
@@ -105,6 +109,61 @@ DECIDERS['tbi'] = function(key, now, p, cost)
   -- with a reset of 0 the state is fresh and save deletes the key.
   if (cost > 0 or found) then save(key, struct.pack('<dd', tokens, last), reset) end
   return result(allowed, floor(tokens), retry, reset)
+end
+
+-- delay=D (docs/algorithms.md, "Waiting"; src/core/delay.h): the bucket read at
+-- from = max(now, last) (a last ahead of now is a scheduled charge); s is the earliest time
+-- it holds `cost` tokens; an admission within D stores the bucket at s minus the cost.
+DELAYED['tb'] = function(key, now, p, cost)
+  local limit, period, cap = p.limit, p.period, p.burst
+  local t0, last, from, raw = tb_load(key, cap, now)
+  if raw and #raw ~= 16 then  -- a block a rule without delay= left: as in DECIDERS['gcra']
+    return beside_block(key, now, 'tb', DELAYED['tb'], key, now, p, cost)
+  end
+  local ahead = from - now
+  local full = ahead + tb_wait(cap, limit, period, t0, last, from, cap)
+  if cost == 0 or cost > cap then  -- a peek, or never: as without delay
+    local remaining = 0
+    if last <= now then remaining = floor(tb_level(cap, limit, period, t0, last, from, 0)) end
+    return delayed(cost == 0, remaining, cost == 0 and 0 or -1, full)
+  end
+  local wait = ahead + tb_wait(cap, limit, period, t0, last, from, cost)
+  if wait > p.delay then return delayed(false, 0, wait - p.delay, full) end
+  local start = now + wait
+  local tokens = tb_level(cap, limit, period, t0, last, from, wait - ahead) - cost
+  local reset = wait + tb_wait(cap, limit, period, tokens, start, start, cap)
+  save(key, struct.pack('<dd', tokens, start), reset)
+  local remaining = 0
+  if wait == 0 then remaining = floor(tokens) end
+  return delayed(true, remaining, wait, reset)
+end
+
+DELAYED['tbi'] = function(key, now, p, cost)
+  local limit, period, cap = p.limit, p.period, p.burst
+  local tokens, last, from, found = tbi_load(key, p, now)
+  if found and #found ~= 16 then  -- a block a rule without delay= left: as in DECIDERS['gcra']
+    return beside_block(key, now, 'tbi', DELAYED['tbi'], key, now, p, cost)
+  end
+  local full = 0
+  if tokens < cap then full = tbi_wait(limit, period, tokens, last, now, cap) end
+  if cost == 0 or cost > cap then  -- a peek, or never: as without delay
+    local remaining = floor(tokens)
+    if from > now then remaining = 0 end  -- the tokens belong to a scheduled charge
+    return delayed(cost == 0, remaining, cost == 0 and 0 or -1, full)
+  end
+  local wait = from - now
+  if tokens < cost then wait = tbi_wait(limit, period, tokens, last, now, cost) end
+  if wait > p.delay then return delayed(false, 0, wait - p.delay, full) end
+  -- The refills due by s, then the charge.
+  local start = now + wait
+  tokens, last = tbi_refill(p, tokens, last, start)
+  tokens = tokens - cost
+  local reset = 0
+  if tokens < cap then reset = tbi_wait(limit, period, tokens, last, now, cap) end
+  save(key, struct.pack('<dd', tokens, last), reset)
+  local remaining = 0
+  if wait == 0 then remaining = floor(tokens) end
+  return delayed(true, remaining, wait, reset)
 end
 
 -- Releases (docs/multi.md): `cost` tokens come back, capped at the capacity, as if they

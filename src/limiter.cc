@@ -2,6 +2,8 @@
 
 #include <floodgate/limiter.h>
 
+#include "delay_queue.h"
+
 namespace floodgate {
 
 absl::StatusOr<Limiter> Limiter::Open(std::string_view store_url) {
@@ -10,7 +12,11 @@ absl::StatusOr<Limiter> Limiter::Open(std::string_view store_url) {
   return Limiter(*std::move(store));
 }
 
-Limiter::Limiter(std::unique_ptr<Store> store) : store_(std::move(store)) {}
+Limiter::Limiter(std::unique_ptr<Store> store)
+    : timers_(std::make_unique<DelayQueue>()), store_(std::move(store)) {}
+Limiter::~Limiter() = default;
+Limiter::Limiter(Limiter&&) noexcept = default;
+Limiter& Limiter::operator=(Limiter&&) noexcept = default;
 
 absl::StatusOr<Decision> Limiter::Check(std::string_view key, const Policy& policy,
                                         std::int64_t cost) {

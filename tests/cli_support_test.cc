@@ -69,6 +69,20 @@ TEST(ReplaySummary, CountsAndRanksDeniedKeys) {
   EXPECT_EQ(text.find("quiet"), std::string::npos);    // never denied: not listed
 }
 
+TEST(ReplaySummary, CountsDelayedAdmissions) {
+  ReplaySummary summary;
+  Decision now, later;
+  now.allowed = later.allowed = true;
+  later.delay = std::chrono::milliseconds(30);
+  summary.Add("k", now, 0);
+  summary.Add("k", later, 1);
+  later.delay = std::chrono::milliseconds(10);
+  summary.Add("k", later, 2);
+  EXPECT_THAT(summary.Render("gcra:1/1s,delay=1s", 10, 1.0),
+              HasSubstr("delayed    2 of the allowed (mean 20.000 ms, max 30.000 ms)"));
+  EXPECT_THAT(ReplaySummary().Render("gcra:1/1s", 10, 1.0), ::testing::Not(HasSubstr("delayed")));
+}
+
 TEST(LatencyHistogram, PercentilesWithinTwoPercent) {
   LatencyHistogram h;
   for (std::uint64_t v = 1; v <= 100'000; ++v) h.Record(v * 10);  // 10 ns .. 1 ms

@@ -36,6 +36,9 @@ Decision DecisionFromJson(const nlohmann::json& e) {
   decision.retry_after = std::chrono::microseconds(e.at("retry_after_us").get<std::int64_t>());
   decision.reset_after = std::chrono::microseconds(e.at("reset_after_us").get<std::int64_t>());
   decision.blocked = e.value("blocked", false);
+  // delay_us is there exactly for a policy with delay= (docs/algorithms.md, "Waiting").
+  decision.delayable = e.contains("delay_us");
+  decision.delay = std::chrono::microseconds(e.value("delay_us", std::int64_t{0}));
   return decision;
 }
 
@@ -476,6 +479,8 @@ void RunCase(Store& store, const VectorCase& c, const std::string& key_prefix) {
     EXPECT_EQ(got->retry_after.count(), step.expect.retry_after.count()) << where;
     EXPECT_EQ(got->reset_after.count(), step.expect.reset_after.count()) << where;
     EXPECT_EQ(got->blocked, step.expect.blocked) << where;
+    EXPECT_EQ(got->delayable, step.expect.delayable) << where;
+    EXPECT_EQ(got->delay.count(), step.expect.delay.count()) << where;
     EXPECT_FALSE(got->degraded) << where;
   }
 }

@@ -118,6 +118,36 @@ TEST(PolicyParse, Block) {
   EXPECT_THAT(std::string(MessageOf(concurrency.Validate())), HasSubstr("not for concurrency"));
 }
 
+TEST(PolicyParse, Delay) {
+  auto p = Policy::Parse("gcra:10/1s,burst=20,delay=1s");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->delay, std::chrono::seconds(1));
+  EXPECT_EQ(*Policy::Parse(p->ToString()), *p);
+  for (const char* text : {"token_bucket:5/1s,burst=9,refill=interval,delay=1ms",
+                           "token_bucket:5/1s,delay=1h", "sliding_log:3/1s,delay=250ms"}) {
+    p = Policy::Parse(text);
+    ASSERT_TRUE(p.ok()) << text << ": " << p.status();
+    EXPECT_EQ(p->ToString(), text);
+  }
+  const auto refused = [](const char* text) {
+    auto parsed = Policy::Parse(text);
+    return parsed.ok() ? std::string("accepted") : std::string(MessageOf(parsed.status()));
+  };
+  EXPECT_THAT(refused("gcra:5/1m,delay=999us"), HasSubstr("between 1ms and 1h, got 999us"));
+  EXPECT_THAT(refused("gcra:5/1m,delay=61m"), HasSubstr("between 1ms and 1h, got 61m"));
+  EXPECT_THAT(refused("gcra:5/1m,delay=1s,delay=2s"), HasSubstr("delay given twice"));
+  EXPECT_THAT(refused("fixed_window:5/1m,delay=1s"),
+              HasSubstr("delay is only for gcra, token_bucket and sliding_log, not fixed_window"));
+  EXPECT_THAT(refused("sliding_window:5/1m,delay=1s"), HasSubstr("not sliding_window"));
+  EXPECT_THAT(refused("gcra:5/1m,block=1m,delay=1s"), HasSubstr("delay and block"));
+  EXPECT_THAT(refused("gcra:5/1m,prefetch=2,delay=1s"), HasSubstr("delay and prefetch"));
+  EXPECT_THAT(refused("fixed_window:5/1d,tz=UTC,delay=1s"), HasSubstr("calendar windows (tz=)"));
+  EXPECT_THAT(refused("concurrency:3,delay=1s"), HasSubstr("delay is not for concurrency"));
+  Policy concurrency = *Policy::Parse("concurrency:3");
+  concurrency.delay = std::chrono::seconds(1);
+  EXPECT_THAT(std::string(MessageOf(concurrency.Validate())), HasSubstr("not for concurrency"));
+}
+
 TEST(PolicyParse, CalendarWindows) {
   auto p = Policy::Parse("fixed_window:10000/1mo,tz=America/New_York");
   ASSERT_TRUE(p.ok()) << p.status();

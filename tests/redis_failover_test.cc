@@ -49,10 +49,14 @@ std::string IdOf(RedisServer& node) {
   return id;
 }
 
-// `primary` knows `replica` for its own: a primary ignores a manual failover asked by a
-// node it does not (yet) take for its replica, and a cluster just formed may still be
-// gossiping that (the replica's CLUSTER FAILOVER said OK, then timed out in Redis).
+// `primary` knows `replica` for its own and the replica has synced: a primary ignores a
+// manual failover asked by a node it does not (yet) take for its replica, a cluster just
+// formed may still be gossiping that, and a replica still in its first sync cannot catch up
+// within the manual failover's 5 s (both seen: CLUSTER FAILOVER said OK, then timed out).
 bool KnowsItsReplica(RedisServer& primary, RedisServer& replica) {
+  if (replica.Cli({"INFO", "replication"}).find("master_link_status:up") == std::string::npos) {
+    return false;
+  }
   const std::string nodes = primary.Cli({"CLUSTER", "NODES"});
   const std::size_t line = nodes.find(IdOf(replica) + " ");
   return line != std::string::npos &&

@@ -202,7 +202,10 @@ std::unique_ptr<RedisServer> RedisServer::StartClusterNode(int port) {
                     "0",
                     // A failed primary takes down only its own slots, not the whole
                     // cluster: what a rate limiter in front of everything wants.
-                    "--cluster-require-full-coverage", "no"},
+                    "--cluster-require-full-coverage", "no",
+                    // A replica syncs at once: with the default 5 s diskless-sync delay a
+                    // CLUSTER FAILOVER asked meanwhile timed out (its limit is 5 s too).
+                    "--repl-diskless-sync-delay", "0"},
                    PortOr(port, &FreeClusterNodePort));
 }
 

@@ -88,6 +88,11 @@ INSTANTIATE_TEST_SUITE_P(
                   "a.yaml:3: key \"domain\" given twice in one mapping (first on line 1)"},
         ErrorCase{"domain: d\ndescriptors: &a\n  - key: k\n    descriptors: *a\n",
                   "a.yaml:4: alias *a is inside the node its anchor names: a loop"},
+        // Envoy cannot hold a request: floodgate's delay= has no place in RLS (issue 38).
+        ErrorCase{"domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n"
+                  "      requests_per_unit: 5\n      algorithm: gcra\n      delay: 1s\n",
+                  "a.yaml:8: config error, delay is not for Envoy's rate limit service: Envoy "
+                  "cannot hold a request for its slot; use /v1/authz or /v1/check for delay="},
         // floodgate's extensions get floodgate's own messages, with the line.
         ErrorCase{"domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n"
                   "      requests_per_unit: 5\n      algorithm: leaky\n",

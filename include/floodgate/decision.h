@@ -27,6 +27,12 @@ struct Decision {
   // decision: it was blocked already, or this denial started the block. retry_after and
   // reset_after cover the block; a request with cost > 0 is denied while it lasts.
   bool blocked = false;
+  // Decided under delay= (Policy::delay, docs/algorithms.md "Waiting"): `delay` is part of
+  // the answer (and of its JSON, as delay_us).
+  bool delayable = false;
+  // Allowed with a delay: the request was charged as a decision at now + delay and must
+  // wait that long before it proceeds. 0 when it may proceed at once (and when denied).
+  std::chrono::microseconds delay{0};
 
   friend bool operator==(const Decision&, const Decision&) = default;
 };

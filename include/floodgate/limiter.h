@@ -4,10 +4,14 @@
 
 #include <floodgate/store.h>
 
+#include <chrono>
+#include <future>
 #include <memory>
 #include <string_view>
 
 namespace floodgate {
+
+class DelayQueue;  // src/delay_queue.h: WaitAsync's timer
 
 // What applications call: a key, a policy, a cost, and a Decision back.
 // Thread-safe; movable, not copyable.
@@ -16,6 +20,9 @@ class Limiter {
   // Opens the store named by `store_url` ("memory://" when empty).
   static absl::StatusOr<Limiter> Open(std::string_view store_url = "memory://");
   explicit Limiter(std::unique_ptr<Store> store);
+  ~Limiter();
+  Limiter(Limiter&&) noexcept;
+  Limiter& operator=(Limiter&&) noexcept;
 
   // Decides at the store's clock.
   absl::StatusOr<Decision> Check(std::string_view key, const Policy& policy, std::int64_t cost = 1);
@@ -67,9 +74,32 @@ class Limiter {
   absl::StatusOr<Decision> OperateAt(TimePoint now, std::string_view key, const Policy& policy,
                                      KeyOperation op, std::int64_t units = 0);
 
+  // Waiting for a slot (docs/embedding.md, "Waiting"; docs/algorithms.md "Waiting"): asks
+  // the store once, at its clock, and returns when the request may proceed. The wait allowed
+  // is the policy's delay= capped by `deadline` (without delay=, the deadline alone, at most
+  // kMaxDelay); a slot further than that is denied at once, nothing charged, with
+  // retry_after. gcra, token_bucket and sliding_log only. Thread-safe.
+  // Sync: sleeps the calling thread for the answer's delay, then returns it.
+  absl::StatusOr<Decision> Wait(std::string_view key, const Policy& policy,
+                                std::chrono::steady_clock::time_point deadline,
+                                std::int64_t cost = 1);
+  // Async: `done` runs once the delay has passed (or at once when denied or not delayed),
+  // on the limiter's one timer thread or the store's I/O thread; no thread waits per
+  // request. A limiter destroyed first answers its waiters with Cancelled (their charges
+  // stay). The key is copied.
+  void WaitAsync(std::string_view key, const Policy& policy,
+                 std::chrono::steady_clock::time_point deadline, std::int64_t cost,
+                 DecisionCallback done);
+  std::future<absl::StatusOr<Decision>> WaitFuture(std::string_view key, const Policy& policy,
+                                                   std::chrono::steady_clock::time_point deadline,
+                                                   std::int64_t cost = 1);
+
   Store& store() { return *store_; }
 
  private:
+  // Declared before the store, so destroyed after it: an answer the store gives while it
+  // closes may still queue its delay.
+  std::unique_ptr<DelayQueue> timers_;
   std::unique_ptr<Store> store_;
 };
 

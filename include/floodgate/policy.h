@@ -62,6 +62,9 @@ inline constexpr std::chrono::microseconds kMaxPrefetchTtl = std::chrono::hours(
 // block=D (docs/algorithms.md, "Blocks"): 1 ms to 366 days, the periods' range.
 inline constexpr std::chrono::microseconds kMinBlock = std::chrono::milliseconds(1);
 inline constexpr std::chrono::microseconds kMaxBlock = std::chrono::days(366);
+// delay=D (docs/algorithms.md, "Waiting"): 1 ms to 1 h.
+inline constexpr std::chrono::microseconds kMinDelay = std::chrono::milliseconds(1);
+inline constexpr std::chrono::microseconds kMaxDelay = std::chrono::hours(1);
 
 // A rate-limit policy: `limit` units per `period`, shaped by `algorithm`.
 // A value type; build one with Parse() or fill the fields and call Validate().
@@ -90,9 +93,13 @@ struct Policy {
   // decisions use the true bounds of each window (core/calendar.h).
   std::string tz;
   Calendar calendar = Calendar::kNone;
+  // delay=D (docs/algorithms.md, "Waiting"): a request that fits within D is admitted with
+  // a delay (Decision::delay) instead of denied. 0: none; else kMinDelay..kMaxDelay. gcra,
+  // token_bucket and sliding_log only, and not with block, tz or prefetch.
+  std::chrono::microseconds delay{0};
 
   // Parses `ALGORITHM:LIMIT/PERIOD[,burst=B][,refill=smooth|interval]
-  // [,prefetch=N|auto][,prefetch_ttl=DURATION][,block=DURATION][,tz=ZONE]`
+  // [,prefetch=N|auto][,prefetch_ttl=DURATION][,block=DURATION][,tz=ZONE][,delay=DURATION]`
   // (docs/service.md; with tz the period is 1d, 1w, 1mo or 1y), or
   // `concurrency:N[,lease=DURATION]` (limit N, period the lease time, 30s by default).
   // Errors name the offending part, e.g. "burst must be >= 1, got 0".

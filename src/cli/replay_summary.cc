@@ -16,6 +16,11 @@ void ReplaySummary::Add(std::string_view key, const Decision& decision, std::int
   last_t_ = t;
   (decision.allowed ? allowed_ : denied_)++;
   if (decision.degraded) ++degraded_;
+  if (decision.allowed && decision.delay.count() > 0) {
+    ++delayed_;
+    delay_sum_us_ += decision.delay.count();
+    delay_max_us_ = std::max(delay_max_us_, decision.delay.count());
+  }
   auto it = keys_.find(ToAbsl(key));
   if (it == keys_.end()) {
     if (keys_.size() >= kMaxTrackedKeys) {
@@ -39,6 +44,10 @@ std::string ReplaySummary::Render(std::string_view policy, std::size_t top, doub
       "  trace span {:.3f} s\n",
       total, keys_.size(), seconds, seconds > 0 ? total / seconds : 0.0, policy, allowed_,
       pct(allowed_), denied_, pct(denied_), (last_t_ - first_t_) / 1e6);
+  if (delayed_ > 0) {
+    out += fmt::format("  delayed    {} of the allowed (mean {:.3f} ms, max {:.3f} ms)\n", delayed_,
+                       delay_sum_us_ / 1e3 / static_cast<double>(delayed_), delay_max_us_ / 1e3);
+  }
   if (degraded_ > 0) out += fmt::format("  degraded   {}\n", degraded_);
   if (untracked_requests_ > 0) {
     out += fmt::format(

@@ -34,6 +34,10 @@ class ReplaySummary {
   std::uint64_t allowed_ = 0;
   std::uint64_t denied_ = 0;
   std::uint64_t degraded_ = 0;
+  // Admissions with a delay (delay=D): how many, and their delays' sum and maximum.
+  std::uint64_t delayed_ = 0;
+  std::int64_t delay_sum_us_ = 0;
+  std::int64_t delay_max_us_ = 0;
   std::int64_t first_t_ = 0;
   std::int64_t last_t_ = 0;
 };

@@ -104,9 +104,26 @@ std::int64_t DecideSlidingLog(const Policy& policy, SlidingLog& log, std::int64_
                               std::int64_t cost, Decision& decision, bool append = true);
 void CommitSlidingLog(SlidingLog& log, std::int64_t now, std::int64_t cost);
 
+// The same decisions under delay=D (docs/algorithms.md, "Waiting"; core/delay.h): the
+// Decide* functions above hand a policy with a delay to these. A request that fits within D
+// of now is admitted and charged as at its start time `s`, and answered with delay s - now.
+inline Outcome<GcraState> DelayGcra(const Policy& policy, const GcraState* stored, std::int64_t now,
+                                    std::int64_t cost, Decision& decision);
+inline Outcome<SmoothBucketState> DelaySmoothBucket(const Policy& policy,
+                                                    const SmoothBucketState* stored,
+                                                    std::int64_t now, std::int64_t cost,
+                                                    Decision& decision);
+inline Outcome<IntervalBucketState> DelayIntervalBucket(const Policy& policy,
+                                                        const IntervalBucketState* stored,
+                                                        std::int64_t now, std::int64_t cost,
+                                                        Decision& decision);
+std::int64_t DelaySlidingLog(const Policy& policy, SlidingLog& log, std::int64_t now,
+                             std::int64_t cost, Decision& decision, bool append);
+
 }  // namespace floodgate::core
 
 // The definitions (see above for why they are in headers).
+#include "core/delay.h"         // IWYU pragma: export
 #include "core/gcra.h"          // IWYU pragma: export
 #include "core/token_bucket.h"  // IWYU pragma: export
 #include "core/windows.h"       // IWYU pragma: export

@@ -26,6 +26,14 @@ inline void SetDecision(Decision& d, bool allowed, std::int64_t limit, std::int6
   d.reset_after = std::chrono::microseconds(reset_after_us);
   d.degraded = false;
   d.blocked = false;
+  d.delayable = false;
+  d.delay = std::chrono::microseconds(0);
+}
+
+// After SetDecision, for a policy with delay= (docs/algorithms.md, "Waiting").
+inline void MarkDelayable(Decision& d, std::int64_t delay_us) {
+  d.delayable = true;
+  d.delay = std::chrono::microseconds(delay_us);
 }
 
 }  // namespace floodgate::core

@@ -17,6 +17,7 @@ namespace floodgate::core {
 
 inline Outcome<GcraState> DecideGcra(const Policy& policy, const GcraState* stored,
                                      std::int64_t now, std::int64_t cost, Decision& decision) {
+  if (policy.delay.count() > 0) return DelayGcra(policy, stored, now, cost, decision);
   const std::int64_t emission = GcraEmissionUs(policy);
   const std::int64_t burst = policy.capacity();
   const std::int64_t tau = burst * emission;  // < 367 d (Policy::Validate)

@@ -177,6 +177,41 @@ absl::Status ValidatePrefetch(const Policy& policy) {
   return absl::OkStatus();
 }
 
+// delay=D (docs/algorithms.md, "Waiting"): the algorithms whose earliest fitting time is
+// exact and monotone, and none of the options that would give the schedule a second owner.
+absl::Status ValidateDelay(const Policy& policy) {
+  if (policy.delay.count() == 0) return absl::OkStatus();
+  const auto bad = [](std::string message) {
+    return absl::InvalidArgumentError(std::move(message));
+  };
+  if (policy.delay < kMinDelay || policy.delay > kMaxDelay) {
+    return bad(
+        fmt::format("delay must be between 1ms and 1h, got {}", FormatDuration(policy.delay)));
+  }
+  if (!policy.tz.empty() || policy.calendar != Calendar::kNone) {
+    return bad(
+        "delay is not for calendar windows (tz=): a window's count has no earliest "
+        "time to wait for that keeps the schedule exact; use gcra, token_bucket or "
+        "sliding_log");
+  }
+  if (policy.algorithm != Algorithm::kGcra && policy.algorithm != Algorithm::kTokenBucket &&
+      policy.algorithm != Algorithm::kSlidingLog) {
+    return bad(fmt::format("delay is only for gcra, token_bucket and sliding_log, not {}",
+                           AlgorithmName(policy.algorithm)));
+  }
+  if (policy.block.count() != 0) {
+    return bad(
+        "delay and block exclude each other: a request delayed instead of denied "
+        "never starts a block");
+  }
+  if (policy.prefetch != Prefetch::kOff) {
+    return bad(
+        "delay and prefetch exclude each other: a prefetched budget is spent in "
+        "process, outside the key's one schedule");
+  }
+  return absl::OkStatus();
+}
+
 // `concurrency:N[,lease=DURATION]`: no rate, a count of leases and how long each lives.
 absl::StatusOr<Policy> ParseConcurrency(std::string_view text, Policy policy) {
   std::string_view rest = text.substr(text.find(':') + 1);
@@ -198,6 +233,11 @@ absl::StatusOr<Policy> ParseConcurrency(std::string_view text, Policy policy) {
                      "block is not for concurrency: a lease is held, never denied for a rate; "
                      "block works with gcra, token_bucket, sliding_log, sliding_window and "
                      "fixed_window");
+    }
+    if (option.starts_with("delay")) {
+      return Invalid(text,
+                     "delay is not for concurrency: a lease is held while the work runs, not "
+                     "scheduled for later; delay works with gcra, token_bucket and sliding_log");
     }
     if (option.starts_with("prefetch")) {
       return Invalid(text,
@@ -323,6 +363,7 @@ absl::StatusOr<Policy> Policy::Parse(std::string_view text) {
   bool has_prefetch = false;
   bool has_prefetch_ttl = false;
   bool has_block = false;
+  bool has_delay = false;
   for (std::size_t i = 1; i < parts.size(); ++i) {
     const std::string_view option = parts[i];
     const std::size_t eq = option.find('=');
@@ -381,6 +422,16 @@ absl::StatusOr<Policy> Policy::Parse(std::string_view text) {
       if (block->count() == 0) return Invalid(text, "block must be between 1ms and 366d, got 0");
       policy.block = *block;
       has_block = true;
+    } else if (name == "delay") {
+      if (has_delay) return Invalid(text, "delay given twice");
+      auto delay = ParseDuration(value);
+      if (!delay.ok()) return Invalid(text, fmt::format("delay {}", MessageOf(delay.status())));
+      if (*delay < kMinDelay || *delay > kMaxDelay) {
+        return Invalid(
+            text, fmt::format("delay must be between 1ms and 1h, got {}", FormatDuration(*delay)));
+      }
+      policy.delay = *delay;
+      has_delay = true;
     } else if (name == "tz") {
       if (!policy.tz.empty()) return Invalid(text, "tz given twice");
       if (value.empty()) return Invalid(text, "tz needs a zone name, e.g. tz=Europe/Berlin");
@@ -388,7 +439,8 @@ absl::StatusOr<Policy> Policy::Parse(std::string_view text) {
     } else {
       return Invalid(text, fmt::format("unknown option \"{}\" (expected burst=B, "
                                        "refill=smooth|interval, prefetch=N|auto, "
-                                       "prefetch_ttl=DURATION, block=DURATION or tz=ZONE)",
+                                       "prefetch_ttl=DURATION, block=DURATION, tz=ZONE or "
+                                       "delay=DURATION)",
                                        option));
     }
   }
@@ -433,6 +485,7 @@ absl::Status Policy::Validate() const {
       return bad("prefetch is not for concurrency: its leases are held and released, not spent");
     }
     if (block.count() != 0) return bad("block is not for concurrency: a lease is never denied");
+    if (delay.count() != 0) return bad("delay is not for concurrency: a lease is not scheduled");
     if (!tz.empty() || calendar != Calendar::kNone) {
       return bad("tz is only for fixed_window and sliding_window, not concurrency");
     }
@@ -442,6 +495,7 @@ absl::Status Policy::Validate() const {
     return bad(fmt::format("block must be between 1ms and 366d, got {}", FormatDuration(block)));
   }
   if (absl::Status status = ValidatePrefetch(*this); !status.ok()) return status;
+  if (absl::Status status = ValidateDelay(*this); !status.ok()) return status;
   if (absl::Status status = ValidateCalendar(*this); !status.ok()) return status;
   if (limit < 1 || limit > kMaxLimit) {
     return bad(fmt::format("limit must be between 1 and 1000000000, got {}", limit));
@@ -499,6 +553,7 @@ std::string Policy::ToString() const {
   }
   if (block.count() != 0) out += fmt::format(",block={}", FormatDuration(block));
   if (!tz.empty()) out += fmt::format(",tz={}", tz);
+  if (delay.count() != 0) out += fmt::format(",delay={}", FormatDuration(delay));
   return out;
 }
 

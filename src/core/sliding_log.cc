@@ -98,6 +98,7 @@ void SlidingLog::Resize(std::size_t capacity) {
 // sliding_log: docs/algorithms.md, "sliding_log (exact sliding window)".
 std::int64_t DecideSlidingLog(const Policy& policy, SlidingLog& log, std::int64_t now,
                               std::int64_t cost, Decision& decision, bool append) {
+  if (policy.delay.count() > 0) return DelaySlidingLog(policy, log, now, cost, decision, append);
   const std::int64_t period = policy.period.count();
   const std::int64_t limit = policy.limit;
   const std::int64_t asked = now;
@@ -119,6 +120,38 @@ std::int64_t DecideSlidingLog(const Policy& policy, SlidingLog& log, std::int64_
   // stamped at its lease's end, or after time went backwards) keeps it as long as its
   // newest run counts.
   return reset > 0 ? reset + (now - asked) : 0;
+}
+
+// sliding_log under delay=D: docs/algorithms.md, "Waiting". Only runs at or before now - P
+// leave the log: the scheduled runs ahead of now keep every run that counts at their times.
+std::int64_t DelaySlidingLog(const Policy& policy, SlidingLog& log, std::int64_t now,
+                             std::int64_t cost, Decision& decision, bool append) {
+  const std::int64_t period = policy.period.count();
+  const std::int64_t limit = policy.limit;
+  log.DropThrough(now - period);
+  const std::int64_t units = log.units();  // scheduled runs included: they are charged
+  const std::int64_t held = log.empty() ? 0 : log.newest().time + period - now;
+  if (cost == 0 || cost > limit) {  // a peek, or never: as without delay
+    SetDecision(decision, cost == 0, limit, limit - units, -1, held);
+    MarkDelayable(decision, 0);
+    return held;
+  }
+  // The earliest t >= s0 at which the log's units in (t - P, t] plus this cost fit: the
+  // k-th oldest unit must have aged out, k = units + cost - limit.
+  std::int64_t start = log.empty() ? now : std::max(now, log.newest().time);
+  if (units + cost > limit) {
+    start = std::max(start, log.TimeOfUnit(units + cost - limit) + period);
+  }
+  const std::int64_t wait = start - now;
+  if (wait > policy.delay.count()) {
+    SetDecision(decision, false, limit, 0, wait - policy.delay.count(), held);
+    MarkDelayable(decision, 0);
+    return held;
+  }
+  if (append) log.Append(start, cost);
+  SetDecision(decision, true, limit, wait == 0 ? limit - units - cost : 0, 0, wait + period);
+  MarkDelayable(decision, wait);
+  return wait + period;
 }
 
 void CommitSlidingLog(SlidingLog& log, std::int64_t now, std::int64_t cost) {

@@ -497,10 +497,10 @@ absl::StatusOr<ServerConfig> ParseConfig(std::string_view yaml, const std::strin
   config.source = source;
   if (!root || root.IsNull()) return config;  // an empty file: every default
   if (!root.IsMap()) return r.Error(root, "the config must be a mapping of keys");
-  if (auto s =
-          r.KnownKeys(root, "",
-                      {"listen", "grpc_listen", "rls", "store", "trusted_proxies",
-                       "authz_deny_status", "demo", "shadow", "inline_policies", "rules", "admin"});
+  if (auto s = r.KnownKeys(
+          root, "",
+          {"listen", "grpc_listen", "rls", "store", "trusted_proxies", "authz_deny_status",
+           "max_waiting", "demo", "shadow", "inline_policies", "rules", "admin"});
       !s.ok()) {
     return s;
   }
@@ -609,6 +609,9 @@ absl::StatusOr<ServerConfig> ParseConfig(std::string_view yaml, const std::strin
       return r.Error(root["authz_deny_status"], "authz_deny_status must be 429 or 403");
     }
     config.authz_deny_status = static_cast<int>(status);
+  }
+  if (root["max_waiting"]) {
+    FG_ASSIGN(config.max_waiting, r.Integer(root["max_waiting"], "max_waiting", 1, kMaxMaxWaiting));
   }
   if (root["demo"]) FG_ASSIGN(config.demo, r.Bool(root["demo"], "demo"));
   if (root["shadow"]) FG_ASSIGN(config.shadow, r.Bool(root["shadow"], "shadow"));

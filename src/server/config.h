@@ -105,6 +105,12 @@ struct AdminSection {
 inline constexpr std::size_t kMinAdminTokenBytes = 16;
 inline constexpr std::size_t kMaxAdminTokenBytes = 1024;
 
+// max_waiting's default and range: a held answer costs ~660 bytes beyond its connection,
+// ~11 KiB with it (bench/authz_hold_bench.py, docs/http.md), so the default's 10,000 held
+// answers stay near 110 MiB.
+inline constexpr std::int64_t kDefaultMaxWaiting = 10'000;
+inline constexpr std::int64_t kMaxMaxWaiting = 1'000'000;
+
 struct ServerConfig {
   std::string source;  // the file it came from, or "defaults"
   std::string listen = "127.0.0.1:8080";
@@ -114,6 +120,9 @@ struct ServerConfig {
   StoreConfig store;
   std::vector<Network> trusted_proxies;
   int authz_deny_status = 429;
+  // /v1/authz answers held for their delay= at once, per process (docs/http.md, "Waiting");
+  // past it a delayed request is answered 429. Each held answer keeps its connection open.
+  std::int64_t max_waiting = kDefaultMaxWaiting;
   bool demo = true;
   bool shadow = false;  // every limit in shadow mode: decided and counted, nothing denied
   // Whether a request may bring its own policy ("policy" on /v1/check, /v1/reserve,

@@ -7,7 +7,9 @@
 
 #include <boost/asio/ip/address.hpp>
 #include <boost/beast/http.hpp>
+#include <chrono>
 #include <functional>
+#include <memory>
 #include <memory_resource>
 #include <optional>
 #include <string>
@@ -36,6 +38,11 @@ struct Response {
   std::string_view content_type = "application/json";
   HeaderList headers;  // names are literals
   std::string body;
+  // /v1/authz under delay= (docs/http.md, "Waiting"): the server writes this answer only
+  // after `hold`, on the connection's timer. `place` is its place among max_waiting, given
+  // back when the last copy of the answer is gone (written, or its client went away).
+  std::chrono::microseconds hold{0};
+  std::shared_ptr<const void> place;
 
   int result_int() const { return status; }
   // The value of header `name` (case-insensitive), or "" when absent.

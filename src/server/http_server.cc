@@ -95,7 +95,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
   }
 
  private:
-  enum class State { kReading, kHandling, kWriting, kLingering, kDone };
+  enum class State { kReading, kHandling, kHolding, kWriting, kLingering, kDone };
   using Clock = std::chrono::steady_clock;
 
   // One timer per connection, re-armed lazily: each request only moves `deadline_`, and
@@ -237,6 +237,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
 
   void Write(Response response, bool close) {
     if (state_ == State::kDone) return;  // the deadline passed while the store answered
+    if (response.hold.count() > 0) return Hold(std::move(response));
     state_ = State::kWriting;
     worker_.server.service_.CountResponse(response.status);
     if (close || worker_.server.stopping_) response.keep_alive = false;
@@ -265,6 +266,43 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     Close();
   }
 
+  // An answer held for its delay (/v1/authz under delay=; docs/http.md, "Waiting") on a
+  // timer of its own, while the socket is watched for readability: a client that goes away
+  // meanwhile closes the session, which drops the answer and so frees its place (its
+  // charge stays). Bytes of a pipelined request only end the watch; they are read after.
+  void Hold(Response response) {
+    state_ = State::kHolding;
+    const auto hold = response.hold;
+    response.hold = {};
+    held_.emplace(std::move(response));
+    SetDeadline(hold + worker_.server.options_.request_timeout);
+    if (!hold_timer_) hold_timer_.emplace(worker_.io.get_executor());
+    hold_timer_->expires_after(hold);
+    hold_timer_->async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (ec || self->state_ != State::kHolding) return;
+      beast::error_code ignored;
+      self->socket_.cancel(ignored);  // the watch: nothing else is pending on the socket now
+      Response answer = std::move(*self->held_);
+      self->held_.reset();
+      self->state_ = State::kHandling;
+      self->Write(std::move(answer), false);
+    });
+    Watch();
+  }
+
+  void Watch() {
+    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
+      if (ec || self->state_ != State::kHolding) return;
+      char byte;
+      beast::error_code peek;
+      const std::size_t n =
+          self->socket_.receive(asio::buffer(&byte, 1), tcp::socket::message_peek, peek);
+      if (peek == asio::error::would_block || peek == asio::error::try_again) return self->Watch();
+      if (peek || n == 0) return self->Close();  // gone: the answer and its place go too
+      // A pipelined request: it waits in the socket until the held answer is written.
+    });
+  }
+
   // After refusing a request whose bytes are still arriving (an oversized body, say),
   // read and drop them for a moment before closing: closing with unread input makes
   // the kernel send a reset, which can destroy the error response on its way.
@@ -290,6 +328,8 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     socket_.shutdown(tcp::socket::shutdown_send, ignored);
     socket_.close(ignored);
     timer_.cancel();
+    if (hold_timer_) hold_timer_->cancel();
+    held_.reset();  // a held answer's place is free again
   }
 
   static constexpr std::size_t kReadSize = 16 * 1024;
@@ -307,6 +347,8 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
   bool answering_inline_ = false;
   std::optional<Response> inline_answer_;
   std::string out_;  // the response being written
+  std::optional<Response> held_;  // an answer held for its delay (Hold)
+  std::optional<asio::basic_waitable_timer<Clock, asio::wait_traits<Clock>, Executor>> hold_timer_;
   std::vector<char> drain_;
   asio::ip::address peer_;
   State state_ = State::kReading;

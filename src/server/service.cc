@@ -123,7 +123,7 @@ void Service::Handle(const Request& request, const ip::address& peer, Respond re
     return endpoints::OperateKey(request, config, *operation, decider_, std::move(respond));
   }
   if (path == "/v1/authz") {
-    return endpoints::Authz(request, peer, config, decider_, std::move(respond));
+    return endpoints::Authz(request, peer, config, decider_, waiting_, std::move(respond));
   }
   // Upstream's /json takes any method (its router does not restrict it).
   if (path == "/json" && rls_ != nullptr) return rls::ServeJson(*rls_, request, std::move(respond));
@@ -147,6 +147,10 @@ void Service::Handle(const Request& request, const ip::address& peer, Respond re
   }
   if (get && path == "/metrics") {
     std::string text = metrics_.Render(*store_);
+    text += fmt::format(
+        "# HELP floodgate_authz_waiting /v1/authz answers held for their delay (max_waiting).\n"
+        "# TYPE floodgate_authz_waiting gauge\nfloodgate_authz_waiting {}\n",
+        waiting_.taken());
     if (rls_ != nullptr) rls_->AppendMetrics(text);
     return respond(
         MakeResponse(request, http::status::ok, std::move(text), "text/plain; version=0.0.4"));

@@ -16,6 +16,7 @@
 
 #include "server/config.h"
 #include "server/decider.h"
+#include "server/endpoints/endpoints.h"
 #include "server/http_message.h"
 #include "server/metrics.h"
 
@@ -67,6 +68,7 @@ class Service final : public HttpHandler {
   std::string demo_page_;
   Metrics metrics_;
   Decider decider_{store_, metrics_};
+  endpoints::WaitingPlaces waiting_;  // /v1/authz answers held for their delay
 };
 
 }  // namespace floodgate::server

@@ -5,7 +5,10 @@
 // Each is a function of the request, the config in force and the decider; each calls `respond`
 // exactly once, inline or later on the store's thread.
 
+#include <atomic>
 #include <boost/asio/ip/address.hpp>
+#include <cstdint>
+#include <memory>
 
 #include "server/config.h"
 #include "server/decider.h"
@@ -31,9 +34,24 @@ void Settle(const Request& request, Holding holding, Decider& decider, Respond r
 void OperateKey(const Request& request, const ServerConfig& config, KeyOperation operation,
                 Decider& decider, Respond respond);
 
+// The /v1/authz answers held for their delay (docs/http.md, "Waiting"), counted per process.
+// Thread-safe.
+class WaitingPlaces {
+ public:
+  // A place while fewer than `max` are taken, else null. The place is given back when the
+  // last copy of the token is gone (it may outlive this object).
+  std::shared_ptr<const void> Take(std::int64_t max);
+  std::int64_t taken() const { return count_->load(std::memory_order_relaxed); }
+
+ private:
+  std::shared_ptr<std::atomic<std::int64_t>> count_ =
+      std::make_shared<std::atomic<std::int64_t>>(0);
+};
+
 // /v1/authz: the rules the original request matches, decided for its client (nginx
-// auth_request, Envoy ext_authz, Traefik forwardAuth).
+// auth_request, Envoy ext_authz, Traefik forwardAuth). An admission with a delay is held
+// that long (a place in `waiting`) and then answered 204.
 void Authz(const Request& request, const boost::asio::ip::address& peer, const ServerConfig& config,
-           Decider& decider, Respond respond);
+           Decider& decider, WaitingPlaces& waiting, Respond respond);
 
 }  // namespace floodgate::server::endpoints

@@ -58,6 +58,13 @@ class FileReader {
           return Error(entry.first, "config error, key is not of type string");
         }
         const std::string& key = entry.first.Scalar();
+        if (key == "delay") {
+          // docs/envoy.md: Envoy's rate limit filter only allows or denies; nothing in RLS
+          // v3 tells it to hold a request, so an admission with a delay would run at once.
+          return Error(entry.first,
+                       "config error, delay is not for Envoy's rate limit service: Envoy cannot "
+                       "hold a request for its slot; use /v1/authz or /v1/check for delay=");
+        }
         if (std::find(kKnownKeys.begin(), kKnownKeys.end(), key) == kKnownKeys.end()) {
           return Error(entry.first, fmt::format("config error, unknown key '{}'", key));
         }
@@ -145,6 +152,9 @@ absl::StatusOr<Policy> BuildPolicy(const FileReader& r, const YAML::Node& node,
   }
   auto policy = Policy::Parse(text);
   if (!policy.ok()) return r.Error(node, fmt::format("rate_limit: {}", MessageOf(policy.status())));
+  if (policy->delay.count() != 0) {  // unreachable through the keys above; kept with them
+    return r.Error(node, "rate_limit: delay is not for Envoy's rate limit service");
+  }
   return *policy;
 }
 

@@ -9,6 +9,30 @@
 
 namespace floodgate::redis {
 
+namespace {
+
+// A decision reply's fields (layout::kDecisionReply), their range checked. Under delay= the
+// allowed field carries + 4 (lua/common.lua delayed), and an allowed answer's retry field its
+// delay: an admission has no retry to tell.
+Decision DecisionOf(std::int64_t allowed, std::int64_t limit, std::int64_t remaining,
+                    std::int64_t retry_after_us, std::int64_t reset_after_us) {
+  Decision d;
+  d.allowed = (allowed & 1) != 0;
+  d.blocked = (allowed & 2) != 0;
+  d.delayable = (allowed & 4) != 0;
+  d.limit = limit;
+  d.remaining = remaining;
+  if (d.delayable && d.allowed) {
+    d.delay = std::chrono::microseconds(retry_after_us);
+  } else {
+    d.retry_after = std::chrono::microseconds(retry_after_us);
+  }
+  d.reset_after = std::chrono::microseconds(reset_after_us);
+  return d;
+}
+
+}  // namespace
+
 absl::StatusOr<DecodedReply> DecodeDecisions(const redisReply& reply,
                                              std::span<const std::int64_t> limits,
                                              bool with_clock) {
@@ -34,21 +58,16 @@ absl::StatusOr<DecodedReply> DecodeDecisions(const redisReply& reply,
       integers = integers && e[j]->type == REDIS_REPLY_INTEGER;
     }
     // Our scripts answer allowed in {0, 1} (+ 2 when the key is blocked, lua/common.lua
-    // FG.decide_blocked), remaining >= 0, retry_after >= -1 (-1: never) and reset_after
-    // >= 0: anything else is not from them, and must not reach a caller as a decision.
-    if (!integers || e[0]->integer < 0 || e[0]->integer > 3 || e[1]->integer < 0 ||
+    // FG.decide_blocked; + 4 under delay=, FG.delayed), remaining >= 0, retry_after >= -1
+    // (-1: never) and reset_after >= 0: anything else is not from them, and must not reach a
+    // caller as a decision.
+    if (!integers || e[0]->integer < 0 || e[0]->integer > 5 || e[1]->integer < 0 ||
         e[2]->integer < -1 || e[3]->integer < 0) {
       decisions.push_back(absl::InternalError("answered a decision with values out of range"));
       continue;
     }
-    Decision d;
-    d.allowed = (e[0]->integer & 1) != 0;
-    d.blocked = e[0]->integer >= 2;
-    d.limit = limits[i];
-    d.remaining = e[1]->integer;
-    d.retry_after = std::chrono::microseconds(e[2]->integer);
-    d.reset_after = std::chrono::microseconds(e[3]->integer);
-    decisions.push_back(d);
+    decisions.push_back(
+        DecisionOf(e[0]->integer, limits[i], e[1]->integer, e[2]->integer, e[3]->integer));
   }
   return decoded;
 }

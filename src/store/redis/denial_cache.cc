@@ -38,6 +38,7 @@ std::optional<Decision> DenialCache::Lookup(std::string_view key, const Policy& 
   d.remaining = denial.remaining;
   d.retry_after = CeilMicros(denial.retry_at - now);
   d.reset_after = std::max(d.retry_after, CeilMicros(denial.reset_at - now));
+  d.delayable = policy.delay.count() > 0;  // a denial under delay= waits retry_after - nothing
   return d;
 }
 

@@ -127,8 +127,12 @@ EncodedCall Encode(std::span<const UnitPtr> chunk, const Scripts& scripts, Scrip
     if (!item.calendar.empty()) return item.calendar;
     return number(std::to_string(item.policy.period.count()));
   };
-  // A policy's kind, with its block when it has one (lua/common.lua FG.split_kind).
+  // A policy's kind, with its block or its delay when it has one (lua/common.lua
+  // FG.split_kind; Policy::Validate never lets a policy have both).
   const auto kind_arg = [&number](const Item& item) -> std::string_view {
+    if (item.policy.delay.count() != 0) {
+      return number(fmt::format("{}+{}", core::KeyTag(item.kind), item.policy.delay.count()));
+    }
     if (item.policy.block.count() == 0) return core::KeyTag(item.kind);
     return number(fmt::format("{}/{}", core::KeyTag(item.kind), item.policy.block.count()));
   };

@@ -1,0 +1,85 @@
+// Limiter::Wait: one decision under delay=, then the wait it asks for (docs/embedding.md).
+
+#include <absl/status/status.h>
+#include <floodgate/limiter.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "delay_queue.h"
+
+namespace floodgate {
+
+namespace {
+
+using std::chrono::microseconds;
+using Steady = std::chrono::steady_clock;
+
+// The policy the store decides: delay= capped by what is left of the deadline. Less than
+// kMinDelay left: no wait at all, only a slot free now.
+absl::StatusOr<Policy> Bounded(const Policy& policy, Steady::time_point deadline) {
+  if (policy.algorithm != Algorithm::kGcra && policy.algorithm != Algorithm::kTokenBucket &&
+      policy.algorithm != Algorithm::kSlidingLog) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: only gcra, token_bucket and sliding_log can wait for a slot (delay=)",
+                    policy.ToString()));
+  }
+  const auto left = std::chrono::duration_cast<microseconds>(deadline - Steady::now());
+  const microseconds cap = policy.delay.count() > 0 ? policy.delay : kMaxDelay;
+  Policy bounded = policy;
+  bounded.delay = left < kMinDelay ? microseconds(0) : std::min(cap, left);
+  return bounded;
+}
+
+}  // namespace
+
+absl::StatusOr<Decision> Limiter::Wait(std::string_view key, const Policy& policy,
+                                       Steady::time_point deadline, std::int64_t cost) {
+  absl::StatusOr<Policy> bounded = Bounded(policy, deadline);
+  if (!bounded.ok()) return bounded.status();
+  absl::StatusOr<Decision> decision =
+      store_->Decide(DecideRequest{key, *bounded, cost, std::nullopt});
+  // The point of the sync form: this thread is the waiter.
+  if (decision.ok() && decision->allowed) std::this_thread::sleep_for(decision->delay);
+  return decision;
+}
+
+void Limiter::WaitAsync(std::string_view key, const Policy& policy, Steady::time_point deadline,
+                        std::int64_t cost, DecisionCallback done) {
+  absl::StatusOr<Policy> bounded = Bounded(policy, deadline);
+  if (!bounded.ok()) return done(bounded.status());
+  // The delay runs from when the answer arrives: a store's round trip only makes the
+  // caller proceed later than its slot, never earlier.
+  store_->DecideAsync(
+      DecideRequest{key, *bounded, cost, std::nullopt},
+      [timers = timers_.get(), done = std::move(done)](absl::StatusOr<Decision> decision) mutable {
+        if (!decision.ok() || !decision->allowed || decision->delay.count() == 0) {
+          return done(std::move(decision));
+        }
+        const Decision answer = *decision;
+        timers->At(Steady::now() + answer.delay,
+                   [answer, done = std::move(done)](bool on_time) mutable {
+                     if (on_time) return done(answer);
+                     done(absl::CancelledError(
+                         "the limiter closed before the delay ended (the request stays charged)"));
+                   });
+      });
+}
+
+std::future<absl::StatusOr<Decision>> Limiter::WaitFuture(std::string_view key,
+                                                          const Policy& policy,
+                                                          Steady::time_point deadline,
+                                                          std::int64_t cost) {
+  std::promise<absl::StatusOr<Decision>> promise;
+  std::future<absl::StatusOr<Decision>> future = promise.get_future();
+  WaitAsync(key, policy, deadline, cost,
+            [promise = std::move(promise)](absl::StatusOr<Decision> decision) mutable {
+              promise.set_value(std::move(decision));
+            });
+  return future;
+}
+
+}  // namespace floodgate

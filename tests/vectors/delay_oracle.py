@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""Writes tests/vectors/delay_{gcra,token_bucket,sliding_log}.json: delay=D worked out alone.
+
+The expected answers follow docs/algorithms.md, "Waiting (delay=D)" (revision 4), written
+afresh from that text rather than from src/core or lua/: the earliest fitting time `s` is
+found by search (a binary search over whole µs for the smooth bucket, refill boundaries
+one by one for the interval bucket, every time a run stops counting for the sliding log)
+where the C++ and Lua use closed forms. Levels are IEEE doubles evaluated in the order the
+spec writes them, as C++ and Lua do. Run it after changing a case:
+  python3 tests/vectors/delay_oracle.py tests/vectors
+"""
+import json
+import math
+import os
+import sys
+
+T = 1_700_000_000_000_000
+UNITS = {"us": 1, "ms": 1000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000}
+
+
+def duration(text):
+    digits = len(text) - len(text.lstrip("0123456789"))
+    return int(text[:digits] or 1) * UNITS[text[digits:]]
+
+
+def parse(policy):
+    algorithm, rest = policy.split(":", 1)
+    parts = rest.split(",")
+    limit, period = parts[0].split("/")
+    p = {"alg": algorithm, "L": int(limit), "P": duration(period), "B": int(limit),
+         "refill": "smooth", "D": 0}
+    for option in parts[1:]:
+        name, value = option.split("=")
+        if name == "burst":
+            p["B"] = int(value)
+        elif name == "refill":
+            p["refill"] = value
+        elif name == "delay":
+            p["D"] = duration(value)
+    return p
+
+
+def answer(allowed, limit, remaining, retry, reset, delay):
+    return {"allowed": allowed, "limit": limit, "remaining": max(0, remaining),
+            "retry_after_us": 0 if allowed else retry, "reset_after_us": reset,
+            "delay_us": delay}
+
+
+def admitted_or_denied(p, now, s, admit, denied_reset):
+    """The common end of every algorithm: admitted within D, else denied by s - now - D."""
+    w = s - now
+    if w <= p["D"]:
+        return admit(w)
+    return answer(False, p["L"], 0, w - p["D"], denied_reset, 0), None
+
+
+class Gcra:
+    def __init__(self, p):
+        self.p = p
+        self.E = (p["P"] + p["L"] - 1) // p["L"]
+        self.tau = p["B"] * self.E
+
+    def decide(self, state, now, c):
+        p, E, tau = self.p, self.E, self.tau
+        tat = max(state if state is not None else now, now)
+        room = max(0, now + tau - tat)
+        if c == 0:
+            return answer(True, p["L"], room // E, 0, tat - now, 0), state
+        if c > p["B"]:
+            return answer(False, p["L"], room // E, -1, tat - now, 0), state
+        s = max(now, tat + c * E - tau)
+        new = tat + c * E
+
+        def admit(w):
+            remaining = (now + tau - new) // E if w == 0 else 0
+            return answer(True, p["L"], remaining, 0, new - now, w), new
+        out, saved = admitted_or_denied(p, now, s, admit, tat - now)
+        return out, saved if saved is not None else state
+
+
+class SmoothBucket:
+    def __init__(self, p):
+        self.p = p
+        self.C = float(p["B"])
+
+    def level(self, t0, last, t):
+        """The level at time t >= last: min(C, t0 + (t - last) * L / P), in doubles."""
+        return min(self.C, t0 + float(t - last) * float(self.p["L"]) / float(self.p["P"]))
+
+    def earliest(self, t0, last, u, x):
+        """The least whole t >= u with level(t) >= x, by binary search (level is monotone)."""
+        lo, hi = u, u + 1
+        while self.level(t0, last, hi) < x:
+            hi = u + 2 * (hi - u)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.level(t0, last, mid) >= x:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def decide(self, state, now, c):
+        p, C = self.p, self.C
+        t0, last = state if state is not None else (C, now)
+        u = max(now, last)
+        full = self.earliest(t0, last, u, C) - now
+        if c == 0 or c > p["B"]:
+            remaining = 0 if last > now else math.floor(self.level(t0, last, u))
+            return answer(c == 0, p["L"], remaining, -1, full, 0), state
+        s = self.earliest(t0, last, u, float(c))
+
+        def admit(w):
+            after = (self.level(t0, last, s) - c, s)
+            reset = self.earliest(after[0], s, s, C) - now
+            remaining = math.floor(after[0]) if w == 0 else 0
+            return answer(True, p["L"], remaining, 0, reset, w), after
+        out, saved = admitted_or_denied(p, now, s, admit, full)
+        return out, saved if saved is not None else state
+
+
+class IntervalBucket:
+    def __init__(self, p):
+        self.p = p
+        self.C = float(p["B"])
+
+    def at(self, tokens, last, t):
+        """The bucket at time t >= last: whole refills of L at last + n*P, a full one restarts."""
+        n = math.floor(float(t - last) / float(self.p["P"]))
+        if n > 0:
+            tokens = min(self.C, tokens + n * float(self.p["L"]))
+            last = last + n * self.p["P"]
+        if tokens >= self.C:
+            last = t
+        return tokens, last
+
+    def until_full(self, tokens, last, now):
+        k = 0
+        while tokens + k * self.p["L"] < self.C:
+            k += 1
+        return 0 if k == 0 else last + k * self.p["P"] - now
+
+    def decide(self, state, now, c):
+        p = self.p
+        tokens, last = state if state is not None else (self.C, now)
+        u = max(now, last)
+        tokens, last_u = self.at(tokens, last, u)
+        full = self.until_full(tokens, last_u, now)
+        if c == 0 or c > p["B"]:
+            remaining = 0 if last > now else math.floor(tokens)
+            return answer(c == 0, p["L"], remaining, -1, full, 0), state
+        s = u
+        while self.at(tokens, last_u, s)[0] < c:  # the next refill boundary
+            s = last_u + ((s - last_u) // p["P"] + 1) * p["P"]
+
+        def admit(w):
+            t, l = self.at(tokens, last_u, s)
+            t -= c
+            remaining = math.floor(t) if w == 0 else 0
+            return answer(True, p["L"], remaining, 0, self.until_full(t, l, now), w), (t, l)
+        out, saved = admitted_or_denied(p, now, s, admit, full)
+        return out, saved if saved is not None else state
+
+
+class SlidingLog:
+    def __init__(self, p):
+        self.p = p
+
+    def decide(self, state, now, c):
+        p, L, P = self.p, self.p["L"], self.p["P"]
+        runs = [r for r in (state or []) if r[0] > now - P]
+        units = sum(u for _, u in runs)
+        held = max(t for t, _ in runs) + P - now if runs else 0
+        if c == 0 or c > L:
+            return answer(c == 0, L, L - units, -1, held, 0), runs
+        s0 = max([now] + [t for t, _ in runs])
+
+        def fits(t):
+            return sum(u for r, u in runs if r > t - P) + c <= L
+        s = min(t for t in [s0] + [r + P for r, _ in runs if r + P >= s0] if fits(t))
+
+        def admit(w):
+            remaining = L - units - c if w == 0 else 0
+            return answer(True, L, remaining, 0, s + P - now, w), runs + [(s, c)]
+        out, saved = admitted_or_denied(p, now, s, admit, held)
+        return out, saved if saved is not None else runs
+
+
+def model(policy):
+    p = parse(policy)
+    if p["alg"] == "gcra":
+        return Gcra(p)
+    if p["alg"] == "sliding_log":
+        return SlidingLog(p)
+    return IntervalBucket(p) if p["refill"] == "interval" else SmoothBucket(p)
+
+
+def case(name, why, policy, steps):
+    """steps: (offset from T in µs, key, cost); the expectations are computed here."""
+    m = model(policy)
+    states = {}
+    out = []
+    for offset, key, cost in steps:
+        expect, states[key] = m.decide(states.get(key), T + offset, cost)
+        out.append({"t": T + offset, "key": key, "cost": cost, "expect": expect})
+    return {"name": name, "why": why, "policy": policy, "steps": out}
+
+
+MS = 1000
+S = 1_000_000
+
+GCRA = [
+    case("a burst of B at once, then requests delayed E apart up to D, then denied by the excess",
+         "E=100ms, tau=200ms: 2 at once (remaining 1, 0); the 3rd fits at s=T+100ms, the 7th at "
+         "T+500ms=D (admitted: s-now <= D); the 8th would be T+600ms, denied with retry 100ms",
+         "gcra:10/1s,burst=2,delay=500ms",
+         [(0, "a", 1)] * 8),
+    case("a delayed admission is charged at once: later requests queue behind it (first come first served)",
+         "after 2 delayed ones tat=T+400ms; at T+50ms the next fits at T+200ms (delay 150ms); a peek "
+         "shows remaining 0 and reset tat-now; a cost the burst never admits stays -1",
+         "gcra:10/1s,burst=2,delay=1s",
+         [(0, "a", 1), (0, "a", 1), (0, "a", 1), (0, "a", 1), (50 * MS, "a", 1),
+          (50 * MS, "a", 0), (50 * MS, "a", 3), (60 * MS, "a", 2)]),
+    case("waiting retry_after_us after a denial admits with exactly D of delay",
+         "denied with retry r at t; at t + r the same request fits at s - now = D",
+         "gcra:4/1s,burst=1,delay=1s",
+         [(0, "a", 1), (0, "a", 1), (0, "a", 1), (0, "a", 1), (0, "a", 1), (0, "a", 1),
+          (250 * MS, "a", 1), (250 * MS + 1, "a", 1), (6 * S, "a", 1), (6 * S, "a", 1)]),
+]
+
+TOKEN_BUCKET = [
+    case("smooth: the burst, then delays of one token's refill each, then denied",
+         "C=3, 10/s: 3 at once; the next wait for 100ms, 200ms, ... of refill; the one past "
+         "D=500ms is denied by its excess; remaining 0 while last (a scheduled charge) is ahead",
+         "token_bucket:10/1s,burst=3,delay=500ms",
+         [(0, "a", 1)] * 9 + [(10 * MS, "a", 0), (700 * MS, "a", 0), (700 * MS, "a", 1)]),
+    case("smooth: a rate that is no whole µs per token, the least whole µs found",
+         "3/s: a token every 333333.33 µs; each delayed request's s is the least whole µs at "
+         "which the level reaches its cost",
+         "token_bucket:3/1s,delay=2s",
+         [(0, "a", 3), (0, "a", 1), (0, "a", 1), (1, "a", 2), (400 * MS, "a", 1),
+          (400 * MS, "a", 4), (5 * S, "a", 2)]),
+    case("interval: delayed to the next whole refill, first come first served",
+         "5 per 1s at whole refills: 5 at once; the next 5 wait for T+1s; the 11th for T+2s; "
+         "with D=1500ms the 11th is denied by 500ms",
+         "token_bucket:5/1s,refill=interval,delay=1500ms",
+         [(0, "a", 5), (0, "a", 1), (0, "a", 4), (0, "a", 1), (100 * MS, "a", 0),
+          (600 * MS, "a", 1), (1 * S, "a", 0), (1 * S, "a", 1), (1200 * MS, "a", 6)]),
+    case("interval: a cost above one refill waits for several",
+         "C=10, 4 per 500ms: 8 leave 2; a cost of 10 needs 2 refills (T+1s); later ones queue",
+         "token_bucket:4/500ms,burst=10,refill=interval,delay=2s",
+         [(0, "a", 8), (0, "a", 10), (10 * MS, "a", 3), (10 * MS, "a", 11), (3 * S, "a", 1)]),
+]
+
+SLIDING_LOG = [
+    case("L at once, then delayed until the oldest units age out, then denied",
+         "3/1s: 3 at T; the 4th fits when the first run leaves (T+1s); a cost of 2 more waits "
+         "for 2 more units; past D=1500ms denied",
+         "sliding_log:3/1s,delay=1500ms",
+         [(0, "a", 1), (0, "a", 1), (0, "a", 1), (0, "a", 1), (0, "a", 2), (0, "a", 1),
+          (100 * MS, "a", 0), (100 * MS, "a", 4)]),
+    case("runs spread in time: s is when enough of them have aged out",
+         "units at T, T+200ms, T+400ms; scheduled runs count at their times, so later requests "
+         "wait behind them",
+         "sliding_log:4/1s,delay=2s",
+         [(0, "a", 2), (200 * MS, "a", 1), (400 * MS, "a", 1), (500 * MS, "a", 1),
+          (500 * MS, "a", 2), (600 * MS, "a", 1), (1300 * MS, "a", 0), (1300 * MS, "a", 2),
+          (6 * S, "a", 1)]),
+]
+
+
+def main():
+    out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
+    for name, cases in (("gcra", GCRA), ("token_bucket", TOKEN_BUCKET),
+                        ("sliding_log", SLIDING_LOG)):
+        with open(os.path.join(out_dir, f"delay_{name}.json"), "w") as f:
+            f.write('{\n  "algorithm": "delay",\n  "generator": "tests/vectors/delay_oracle.py",\n'
+                    '  "cases": [\n')
+            for i, c in enumerate(cases):
+                steps = ",\n".join("        " + json.dumps(s, ensure_ascii=False)
+                                   for s in c["steps"])
+                f.write('    {\n      "name": %s,\n      "why": %s,\n      "policy": %s,\n'
+                        '      "steps": [\n%s\n      ]\n    }%s\n'
+                        % (json.dumps(c["name"]), json.dumps(c["why"], ensure_ascii=False),
+                           json.dumps(c["policy"]), steps, "," if i + 1 < len(cases) else ""))
+            f.write("  ]\n}\n")
+
+
+if __name__ == "__main__":
+    main()
