@@ -302,9 +302,20 @@ def cluster_setup(servers, replicas):
     if "All 16384 slots covered" not in out:
         raise SystemExit(f"redis-cli --cluster create failed:\n{out}")
 
+    # A CLUSTER FAILOVER asked before every node knows the replica as its primary's, or
+    # while the nodes still gossip their epochs, times out: a primary refuses its vote to
+    # a replica behind its epoch, and Redis retries only after twice the node timeout
+    # (tests/redis_failover_test.cc, ReadyForFailover, waits for the same).
     def healthy():
+        epochs = set()
         for n in nodes:
-            if "cluster_state:ok" not in n.cli("CLUSTER", "INFO"):
+            info = n.cli("CLUSTER", "INFO")
+            if "cluster_state:ok" not in info:
+                return False
+            epochs.add(info_field(info, "cluster_current_epoch"))
+            known_replicas = [line for line in n.cli("CLUSTER", "NODES").splitlines()
+                              if "slave " in line]
+            if len(known_replicas) != 3 * replicas:
                 return False
             role = n.cli("INFO", "replication")
             if info_field(role, "role") == "master" and \
@@ -313,7 +324,7 @@ def cluster_setup(servers, replicas):
             if info_field(role, "role") == "slave" and \
                     info_field(role, "master_link_status") != "up":
                 return False
-        return True
+        return len(epochs) == 1
     wait("the cluster is healthy", healthy)
     return "redis-cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in nodes[:3]), nodes
 
