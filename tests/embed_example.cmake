@@ -24,3 +24,14 @@ endif()
 if(NOT out MATCHES "allowed 3 of 5")
   message(FATAL_ERROR "examples/embed printed an unexpected result")
 endif()
+# The fleet: 40 jobs on a quota of 100/s, burst 5, delay=1s: the queue never reaches 1 s
+# (40 slots are 0.35 s past the burst), so every job waits its turn and none is requeued.
+execute_process(COMMAND ${WORK_DIR}/build/fleet_example RESULT_VARIABLE rc
+  OUTPUT_VARIABLE out ERROR_VARIABLE out)
+message("${out}")
+if(rc)
+  message(FATAL_ERROR "examples/embed fleet_example exited with ${rc}")
+endif()
+if(NOT out MATCHES "called 40 of 40, requeued 0")
+  message(FATAL_ERROR "examples/embed fleet_example printed an unexpected result")
+endif()
