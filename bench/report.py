@@ -26,9 +26,14 @@ Parts (each its own script or program, each writing a Markdown table and a CSV):
      under load through each fault (a planned failover, kill -9, SIGSTOP), with and
      without wait_replicas: acknowledged decisions lost, degraded answers, time to the
      first answer on the new primary;
-  8. soak (bench/soak_bench, 10 minutes, after the comparisons so that it cannot disturb
+  8. waiting (delay=, issue 38): a throttled fleet (bench/fleet_bench.py, about 2 minutes:
+     4 processes on one Redis key at 3x the rate through Limiter::WaitAsync, against npm
+     bottleneck clustered on the same Redis: the rate at proceed times, the fullest 1 s
+     window, Redis CPU per request) and /v1/authz answers held for their delay
+     (bench/authz_hold_bench.py: RSS per held answer, 10,000 held);
+  9. soak (bench/soak_bench, 10 minutes, after the comparisons so that it cannot disturb
      them): memory:// over 10 million distinct keys under its max_keys bound.
-Parts 1-7 take about 24 minutes on 2 cores; the soak adds its 10 (--no-soak skips it).
+Parts 1-8 take about 27 minutes on 2 cores; the soak adds its 10 (--no-soak skips it).
 Then writes bench/results/latest.md (every table, with the machine, versions and date),
 bench/results/headline.md (the headline ratios, computed from the parts' CSVs) and PNG
 charts drawn by gnuplot, and fills the tables of docs/benchmarks.md (the full report)
@@ -247,6 +252,13 @@ PARTS = {
     # Reserve + settle and acquire + release against one Check: reservations.md.
     "reservations": ("reservations and leases", lambda args, binary, out: [
         sys.executable, f"{HERE}/reserve_bench.py", "--floodgate", binary, "--out", out]),
+    # A throttled worker fleet (delay=) against bottleneck: fleet.md.
+    "fleet": ("throttled fleet: delay= on one Redis key", lambda args, binary, out: [
+        sys.executable, f"{HERE}/fleet_bench.py", "--worker", f"{args.build}/bench/fleet_worker",
+        "--out", out]),
+    # /v1/authz answers held for their delay, RSS per held answer: authz_hold.md.
+    "authz-hold": ("/v1/authz answers held for their delay", lambda args, binary, out: [
+        sys.executable, f"{HERE}/authz_hold_bench.py", "--floodgate", binary, "--out", out]),
     "accuracy": ("accuracy", lambda args, binary, out: accuracy_part(args, out)),
     "json": ("JSON parsing", lambda args, binary, out: json_part(args, out)),
     "config": ("config loading", lambda args, binary, out: config_part(args, out)),
@@ -307,7 +319,7 @@ def main():
             part(PARTS["soak"][0], PARTS["soak"][1](args, binary, out))
         with open(f"{out}/run.txt", "w") as f:
             f.write(f"date: {time.strftime('%Y-%m-%d %H:%M %Z')}\n")
-            f.write(f"parts 1-7: {comparisons:.0f} s\n")
+            f.write(f"parts 1-8: {comparisons:.0f} s\n")
             for name, seconds in took.items():
                 f.write(f"{name}: {seconds:.0f} s\n")
 
@@ -323,14 +335,17 @@ def main():
     }
     with open(os.path.join(HERE, "express", "package-lock.json")) as f:
         lock = f.read()
-    for package in ("express", "rate-limiter-flexible"):
-        found = re.search(r'"node_modules/%s":\s*\{\s*"version":\s*"([^"]+)"' % package, lock)
+    with open(os.path.join(HERE, "bottleneck", "package-lock.json")) as f:
+        bottleneck_lock = f.read()
+    for package, text in (("express", lock), ("rate-limiter-flexible", lock),
+                          ("bottleneck", bottleneck_lock)):
+        found = re.search(r'"node_modules/%s":\s*\{\s*"version":\s*"([^"]+)"' % package, text)
         versions[package] = found.group(1) if found else "?"
     write_headline(out)
     run_info = open(f"{out}/run.txt").read()
     sections = ["memory_matrix.md", "memory.md", "redis.md", "cluster.md", "http.md",
                 "multi_memory.md", "multi_redis.md", "http_multi.md", "rls.md", "rls_counters.md",
-                "reservations.md",
+                "reservations.md", "fleet.md", "authz_hold.md",
                 "accuracy.md",
                 "soak.md"]
     md = ["# floodgate benchmark report\n",
@@ -434,6 +449,15 @@ def write_headline(out):
         sorted({float(r["auto_over_off"]) for r in prefetch if r["keys"] == "1"}), (">=", 10))
     add("Prefetch, 100,000 uniform keys, 4 processes: `prefetch=auto` decisions/s over without",
         sorted({float(r["auto_over_off"]) for r in prefetch if r["keys"] != "1"}), (">=", 0.9))
+    fleet = rows_of("fleet.csv")
+    if fleet:
+        def median_of(limiter, column):
+            return median([float(r[column]) for r in fleet if r["limiter"] == limiter])
+        add("Throttled fleet, 4 processes on one Redis key offered 3x `gcra:1000/1s,burst=20,"
+            "delay=1s`: rate at proceed times / 1000/s (fullest 1 s window "
+            f"{median_of('floodgate', 'max_window'):,.0f}, allowed 1,020; npm bottleneck "
+            f"{median_of('bottleneck', 'rate'):,.0f}/s)",
+            [median_of("floodgate", "rate") / 1000], (">=", 0.99))
     atomic = {r["algorithm"]: float(r["over_pct"]) for r in rows_of("accuracy.csv")
               if r["part"] == "atomicity"}
     if "floodgate" in atomic:

@@ -263,6 +263,63 @@ async function main() {
     `${await page.locator('#last-verdict').textContent()} / ${await page.locator('#last-detail').textContent()}`);
   await testid(page, 'block').fill('');
 
+  // 2c. Waiting for a slot (delay=): gcra:2/1s,burst=1,delay=5s on a new key, a burst of 4. One
+  //     proceeds at once; the others are admitted to proceed later, each half a second after
+  //     the one before. The timeline draws each delayed admission where it proceeds (its answer
+  //     + delay_us), as a mark of its own, and the immediate one as a plain dot.
+  check(await testid(page, 'delay-field').isHidden(), 'the delay field is hidden for fixed_window');
+  await setPolicy(page, { algorithm: 'gcra', limit: 2, period: 1, unit: 's' });
+  await testid(page, 'burst').fill('1');
+  await testid(page, 'delay').fill('5s');
+  check(await text(page, 'policy') === 'gcra:2/1s,burst=1,delay=5s', 'the policy string carries delay=',
+    JSON.stringify(await text(page, 'policy')));
+  await testid(page, 'new-key').click();
+  const keyD = await text(page, 'key');
+  await testid(page, 'burst-size').fill('4');
+  await testid(page, 'send-burst').click();
+  c = await waitForAnswers(page, 4);
+  const delayCalls = await waitForCalls((k) => k.sent && k.sent.key === keyD, 4);
+  const wireDelays = delayCalls.map((k) => (k.answer && k.answer.delay_us) || 0).sort((a, b) => a - b);
+  check(c.allowed === 4 && delayCalls.every((k) => k.answer && k.answer.allowed === true) &&
+    wireDelays[0] === 0 && wireDelays.slice(1).every((d) => d > 0 && d <= 5_000_000),
+  'gcra:2/1s,burst=1,delay=5s burst of 4: all admitted, one at once and three with a delay',
+  `page allowed ${c.allowed}; server delays ${JSON.stringify(wireDelays)}`);
+  check(await text(page, 'delayed-count') === '3', 'the page counts 3 delayed admissions',
+    await text(page, 'delayed-count'));
+  // The delayed marks are drawn once their time is on the chart (the axis follows the clock).
+  const marked = await page.waitForFunction(() => {
+    const cv = document.querySelector('[data-testid="chart"]');
+    const marks = JSON.parse(cv.dataset.delayedMarks || '[]');
+    if (marks.length !== 3 || !marks.every((m) => m.shown)) return null;
+    const dpr = window.devicePixelRatio || 1;
+    const ctx = cv.getContext('2d');
+    const delays = Object.fromEntries(Array.from(document.querySelectorAll('[data-testid="log-row"]'))
+      .map((tr) => [tr.cells[0].textContent.trim(), Number(tr.dataset.delayUs || 0)]));
+    return {
+      pxPerSecond: Number(cv.dataset.pxPerSecond),
+      marks: marks.map((m) => ({ ...m, delayUs: delays[String(m.seq)],
+        pixel: Array.from(ctx.getImageData(Math.round(m.xp * dpr), Math.round(m.y * dpr), 1, 1).data) })),
+    };
+  }, null, { timeout: HANG_GUARD_MS, polling: 100 }).then((h) => h.jsonValue()).catch(() => {
+    throw new Failure('the timeline never drew the 3 delayed admissions within the chart');
+  });
+  const pageDelays = marked.marks.map((m) => m.delayUs).sort((a, b) => a - b);
+  check(JSON.stringify(pageDelays) === JSON.stringify(wireDelays.slice(1)),
+    'the timeline marks exactly the delayed admissions, with the delays the server answered',
+    `marked ${JSON.stringify(pageDelays)}, server ${JSON.stringify(wireDelays)}`);
+  check(marked.pxPerSecond > 0 && marked.marks.every((m) =>
+    Math.abs((m.xp - m.x) - m.delayUs / 1e6 * marked.pxPerSecond) < 1),
+  'each delayed admission is drawn where it proceeds: its answer + delay_us on the time axis',
+  JSON.stringify(marked));
+  const isGreen = ([r, g, b, a]) => a >= 200 && g > 100 && g > r * 1.6 && g > b * 1.4;
+  check(marked.marks.every((m) => isGreen(m.pixel)), 'the canvas shows each delayed admission there',
+    JSON.stringify(marked.marks.map((m) => m.pixel)));
+  const delayRows = await logRows(page);
+  check(delayRows.filter((r) => r.cells[2].includes('proceeds +')).length === 3,
+    'the log says when each delayed request proceeds', JSON.stringify(delayRows));
+  await testid(page, 'delay').fill('');
+  await testid(page, 'burst').fill('');
+
   // 3. sliding_log, 3 per minute, on a new key: a burst of 6 gives 3 allowed, 3 denied.
   await setPolicy(page, { algorithm: 'sliding_log', limit: 3, period: 1, unit: 'm' });
   await testid(page, 'new-key').click();
