@@ -178,7 +178,7 @@ end
 -- runs at or before now - P leave (no clamp to the newest run: the scheduled runs ahead of now
 -- keep every run that counts at their times). s is the earliest t >= max(now, newest) at
 -- which the units in (t - P, t] plus the cost fit; the run is stored at s.
-DELAYED['sl'] = function(key, now, p, cost)
+DELAYED['sl'] = function(key, now, p, cost, not_before, max_wait)
   local limit, period = p.limit, p.period
   redis.call('ZREMRANGEBYSCORE', key, '(-inf', int_string(now - period))
   local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
@@ -200,14 +200,16 @@ DELAYED['sl'] = function(key, now, p, cost)
   if cost == 0 or cost > limit then  -- a peek, or never: as without delay
     return delayed(cost == 0, limit - units, cost == 0 and 0 or -1, held)
   end
-  local start = max(now, newest_time)
+  -- A multi-decision's window, as DELAYED['gcra']: the count only falls after the newest run.
+  max_wait = max_wait or p.delay
+  local start = max(now, newest_time, not_before or now)
   if units + cost > limit then
     -- The k-th oldest unit (k = units + cost - L) must have aged out: its run is found as
     -- DECIDERS['sl'] finds it.
     start = max(start, sl_unit_time(key, first, before, units + cost - limit) + period)
   end
   local wait = start - now
-  if wait > p.delay then return delayed(false, 0, wait - p.delay, held) end
+  if wait > max_wait then return delayed(false, 0, wait - max_wait, held) end
   if deferring then
     defer_call(function() sl_append(key, start, before, newest_total, cost, period, wait + period) end)
   else

@@ -182,6 +182,7 @@ Shard::Plan Shard::EvaluateFound(Found found, core::StateKind kind, const Policy
     plan.ttl_us = core::DecideSlidingLog(policy, log, now_us, cost, decision, /*append=*/false);
     if (found.live) CountLog(*found.entry);  // trimmed
     if (decision.allowed) plan.append = cost;
+    plan.append_at = now_us + decision.delay.count();  // delay=: the run is stored at its start
     return plan;
   }
   VisitValueKind(kind, [&]<class S>(std::type_identity<S>, auto decide) {
@@ -197,18 +198,55 @@ Shard::Plan Shard::EvaluateFound(Found found, core::StateKind kind, const Policy
   return plan;
 }
 
+Shard::Plan Shard::EvaluateInWindow(const Probe& probe, const Plan& own, const Policy& policy,
+                                    std::int64_t now_us, std::int64_t cost,
+                                    core::DelayWindow window, Decision& decision) {
+  Plan plan;
+  plan.found = own.layout == layout_ ? own.found : Find(probe, now_us);
+  plan.layout = layout_;
+  const Found& found = plan.found;
+  if (core::KeepsLog(probe.kind)) {
+    core::SlidingLog scratch;
+    core::SlidingLog& log = found.live ? *found.entry->state().log : scratch;
+    plan.ttl_us =
+        core::DelaySlidingLog(policy, log, now_us, cost, decision, /*append=*/false, window);
+    if (found.live) CountLog(*found.entry);  // trimmed
+    if (decision.allowed) plan.append = cost;
+    plan.append_at = now_us + decision.delay.count();
+    return plan;
+  }
+  VisitValueKind(probe.kind, [&]<class S>(std::type_identity<S>, auto) {
+    if constexpr (requires(const S* stored) {
+                    core::DecideInWindow(policy, stored, now_us, cost, decision, window);
+                  }) {
+      const core::Outcome<S> out =
+          core::DecideInWindow(policy, found.live ? &StateAs<S>(found.entry->state()) : nullptr,
+                               now_us, cost, decision, window);
+      if (out.write) {
+        Entry::State state;
+        StateAs<S>(state) = *out.write;
+        plan.state = state;
+        plan.ttl_us = out.ttl_us;
+      }
+    }
+  });
+  return plan;
+}
+
 void Shard::Commit(const Probe& probe, const Plan& plan, std::int64_t now_us) {
   const Found found = plan.layout == layout_ ? plan.found : Find(probe, now_us);
+  // A run at its start (delay=), at now otherwise (CommitSlidingLog clamps to the newest).
+  const std::int64_t run_at = std::max(now_us, plan.append_at);
   if (plan.append > 0) {
     if (found.live) {
-      core::CommitSlidingLog(*found.entry->state().log, now_us, plan.append);
+      core::CommitSlidingLog(*found.entry->state().log, run_at, plan.append);
       found.entry->set_expires(SecondsCeil(now_us + plan.ttl_us));
       found.entry->set_referenced(true);
       CountLog(*found.entry);
       return FitBytes(SecondsFloor(now_us));
     }
     auto log = std::make_unique<core::SlidingLog>();
-    core::CommitSlidingLog(*log, now_us, plan.append);
+    core::CommitSlidingLog(*log, run_at, plan.append);
     Entry::State state;
     state.log = log.release();  // owned by the entry
     return Save(probe, found, state, now_us, now_us + plan.ttl_us);
