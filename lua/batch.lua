@@ -10,9 +10,10 @@
 --           then 3 values per decision: policy, now, cost
 --             (policy: its policy's number 1..p; now: '' = the server clock)}
 -- A group's mode: 'all' (all or nothing: consumed only if every enforced item with cost
--- > 0 allows; bit j-1 of the shadow mask marks item j of the group as a shadow that
--- never denies), 'dry' (each item decided, nothing consumed) or 'release' (each item's
--- cost, admitted at `at`, given back). The common group, 'all' without shadows, is not
+-- > 0 allows, under delay= at their common start: wait_group below; bit j-1 of the
+-- shadow mask marks item j of the group as a shadow that never denies), 'dry' (each
+-- item decided, nothing consumed) or 'release' (each item's cost, admitted at `at`, given
+-- back). The common group, 'all' without shadows, is not
 -- listed: its items after the first carry their policy number as '+j', joining the
 -- previous item's group (a listed group's items never do). Items a group does not
 -- consume report their peek, denials their denial. Returns a flat array of 4*n

@@ -99,15 +99,15 @@ local function sl_append(key, now, before, newest_total, cost, period, ttl)
 end
 
 -- The log as a decision at `now` sees it. Time going backwards is clamped to the newest
--- run (counted or not); the trim then drops what no longer counts, and deletes the key
+-- run (counted or not), unless `scheduled` (delay=: runs ahead of now are scheduled charges); the trim then drops what no longer counts, and deletes the key
 -- when that is every run (and it holds no block). Returns now (clamped), the newest run's
 -- time (nil, or -inf for the block's member: none), its total, the units admitted before
 -- the oldest counted run, the units that still count, and the rank of the oldest run (1
 -- behind the block's member, else 0). When none counts the trim deleted every run, and
 -- totals start again from 0.
-local function sl_counted(key, now, period)
+local function sl_counted(key, now, period, scheduled)
   local newest, newest_time
-  now, newest, newest_time = trim_log(key, now, period)
+  now, newest, newest_time = trim_log(key, now, period, scheduled)
   if not (newest_time and newest_time > now - period) then
     return now, newest_time, 0, 0, 0, 0
   end

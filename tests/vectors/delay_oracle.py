@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """Writes tests/vectors/delay_{gcra,token_bucket,sliding_log}.json: delay=D worked out alone,
+tests/vectors/delay_operate.json: reset, refund and penalize of keys with scheduled charges,
 and tests/vectors/multi/delay.json: multi-decisions under delay=.
 
 The expected answers follow docs/algorithms.md, "Waiting (delay=D)" (revision 4), written
@@ -91,6 +92,16 @@ class Gcra:
     def denied_reset(self, state, now):
         return max(state if state is not None else now, now) - now
 
+    def operate(self, state, now, op, u):
+        """docs/algorithms.md, "Operating a key": gcra's tat."""
+        tat = max(state if state is not None else now, now)
+        if op == "reset":
+            return None
+        if op == "refund":
+            new = max(now, tat - u * self.E)
+            return None if new == now else new
+        return tat + u * self.E
+
 
 class SmoothBucket:
     def __init__(self, p):
@@ -141,6 +152,18 @@ class SmoothBucket:
     def denied_reset(self, state, now):
         t0, last = state if state is not None else (self.C, now)
         return self.earliest(t0, last, max(now, last), self.C) - now
+
+    def operate(self, state, now, op, u):
+        """The level read where tokens exist, u0 = max(now, last) (a last ahead of now is a
+        scheduled charge, not time gone backwards), then the operation there."""
+        t0, last = state if state is not None else (self.C, now)
+        u0 = max(now, last)
+        level = self.level(t0, last, u0)
+        if op == "reset":
+            return None
+        if op == "refund":
+            return (min(self.C, level + u), u0)
+        return (level - u, u0)
 
 
 class IntervalBucket:
@@ -200,6 +223,17 @@ class IntervalBucket:
         tokens, last_u = self.read(state, now)
         return self.until_full(tokens, last_u, now)
 
+    def operate(self, state, now, op, u):
+        """The refill step at max(now, last), then the operation (a full bucket restarts)."""
+        tokens, last_u = self.read(state, now)
+        if op == "reset":
+            return None
+        if op == "refund":
+            tokens = min(self.C, tokens + u)
+            return (tokens, max(now, state[1]) if state is not None and tokens >= self.C
+                    else last_u)
+        return (tokens - u, last_u)
+
 
 class SlidingLog:
     def __init__(self, p):
@@ -238,6 +272,23 @@ class SlidingLog:
     def denied_reset(self, state, now):
         runs = self.counted(state, now)
         return max(t for t, _ in runs) + self.p["P"] - now if runs else 0
+
+    def operate(self, state, now, op, u):
+        """Every run counted at now (scheduled ones too); a refund takes the newest units,
+        a penalty is a run at now, or at the newest run's time when that is ahead (the log
+        stays in time order)."""
+        runs = [list(r) for r in self.counted(state, now)]
+        if op == "reset":
+            return []
+        if op == "refund":
+            while u > 0 and runs:
+                back = min(u, runs[-1][1])
+                runs[-1][1] -= back
+                u -= back
+                if runs[-1][1] == 0:
+                    runs.pop()
+            return [tuple(r) for r in runs]
+        return [tuple(r) for r in runs] + [(max([now] + [t for t, _ in runs]), u)]
 
 
 class FixedWindow:
@@ -278,13 +329,24 @@ def model(policy):
 
 
 def case(name, why, policy, steps):
-    """steps: (offset from T in µs, key, cost); the expectations are computed here."""
+    """steps: (offset from T in µs, key, cost), or (offset, key, operation, units): a reset,
+    refund or penalize, answered by the key's peek after it; the expectations are computed
+    here."""
     m = model(policy)
     states = {}
     out = []
-    for offset, key, cost in steps:
-        expect, states[key] = m.decide(states.get(key), T + offset, cost)
-        out.append({"t": T + offset, "key": key, "cost": cost, "expect": expect})
+    for offset, key, *what in steps:
+        if len(what) == 1:
+            expect, states[key] = m.decide(states.get(key), T + offset, what[0])
+            out.append({"t": T + offset, "key": key, "cost": what[0], "expect": expect})
+            continue
+        op, units = what
+        states[key] = m.operate(states.get(key), T + offset, op, units)
+        expect, states[key] = m.decide(states[key], T + offset, 0)
+        step = {"t": T + offset, "key": key, "op": op}
+        if op != "reset":
+            step["units"] = units
+        out.append({**step, "expect": expect})
     return {"name": name, "why": why, "policy": policy, "steps": out}
 
 
@@ -481,10 +543,46 @@ SLIDING_LOG = [
 ]
 
 
+OPERATE = [
+    case("gcra: operations on a key with delayed admissions scheduled",
+         "E=100ms, burst 2: 2 at once, 3 delayed (tat T+500ms); a refund of 2 moves tat back by "
+         "200ms, so the next request waits 100ms less each; a penalty of 3 adds 300ms; a reset "
+         "frees the key",
+         "gcra:10/1s,burst=2,delay=1s",
+         [(0, "a", 1), (0, "a", 1), (0, "a", 1), (0, "a", 1), (0, "a", 1),
+          (10 * MS, "a", "refund", 2), (10 * MS, "a", 1), (20 * MS, "a", "penalize", 3),
+          (20 * MS, "a", 1), (30 * MS, "a", "reset", 0), (30 * MS, "a", 1)]),
+    case("smooth bucket: operations while a charge is scheduled ahead of now",
+         "C=2, 10/s: 2 at once, 2 delayed (last T+200ms); a refund at T+50ms puts a token back "
+         "at last (remaining still 0: it belongs after the scheduled charge), so the next "
+         "request fits at last; a penalty charges 2 more there; a reset frees the key",
+         "token_bucket:10/1s,burst=2,delay=1s",
+         [(0, "a", 1), (0, "a", 1), (0, "a", 1), (0, "a", 1), (50 * MS, "a", "refund", 1),
+          (50 * MS, "a", 1), (60 * MS, "a", "penalize", 2), (60 * MS, "a", 1),
+          (70 * MS, "a", "reset", 0), (70 * MS, "a", 2)]),
+    case("interval bucket: operations while refills are promised to delayed requests",
+         "4 per 1s at whole refills: 4 at once, 4 delayed to T+1s; a refund of 3 at T+100ms "
+         "comes back at the refill already charged; a penalty of 2 takes from it",
+         "token_bucket:4/1s,refill=interval,delay=2s",
+         [(0, "a", 4), (0, "a", 4), (100 * MS, "a", "refund", 3), (100 * MS, "a", 2),
+          (200 * MS, "a", "penalize", 2), (200 * MS, "a", 1), (300 * MS, "a", "reset", 0),
+          (300 * MS, "a", 4)]),
+    case("sliding log: operations on a log with scheduled runs",
+         "3/1s: 3 at T, 2 delayed to T+1s; at T+500ms the runs at T still count: a refund of 1 "
+         "takes a scheduled unit (the newest), the next request takes its place at T+1s; a "
+         "penalty of 2 is a run at T+1s (the newest time); a reset empties the log, scheduled "
+         "runs too",
+         "sliding_log:3/1s,delay=2s",
+         [(0, "a", 3), (0, "a", 1), (0, "a", 1), (500 * MS, "a", "refund", 1),
+          (500 * MS, "a", 0), (500 * MS, "a", 1), (600 * MS, "a", "penalize", 2),
+          (600 * MS, "a", 1), (700 * MS, "a", "reset", 0), (700 * MS, "a", 3)]),
+]
+
+
 def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
     for name, cases in (("gcra", GCRA), ("token_bucket", TOKEN_BUCKET),
-                        ("sliding_log", SLIDING_LOG)):
+                        ("sliding_log", SLIDING_LOG), ("operate", OPERATE)):
         with open(os.path.join(out_dir, f"delay_{name}.json"), "w") as f:
             f.write('{\n  "algorithm": "delay",\n  "generator": "tests/vectors/delay_oracle.py",\n'
                     '  "cases": [\n')

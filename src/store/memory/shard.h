@@ -185,6 +185,12 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   };
   using Index = absl::flat_hash_set<std::uint32_t, IndexHash, IndexEq>;
 
+  // A plan (nothing written) from a decision made by decide_log(log) (a sliding log's:
+  // returns its TTL) or decide_value(stored, the kind's core function) (a value state's:
+  // returns its Outcome); `decision` is the one they write.
+  template <class LogFn, class ValueFn>
+  Plan PlanFrom(Found found, core::StateKind kind, std::int64_t now_us, std::int64_t cost,
+                const Decision& decision, LogFn decide_log, ValueFn decide_value);
   Plan EvaluateFound(Found found, core::StateKind kind, const Policy& policy, std::int64_t now_us,
                      std::int64_t cost, Decision& decision);
   // EvaluateFound under policy.block (core/block.h), on a key blocked until `blocked_until`.
