@@ -10,9 +10,10 @@
 --           then 3 values per decision: policy, now, cost
 --             (policy: its policy's number 1..p; now: '' = the server clock)}
 -- A group's mode: 'all' (all or nothing: consumed only if every enforced item with cost
--- > 0 allows; bit j-1 of the shadow mask marks item j of the group as a shadow that
--- never denies), 'dry' (each item decided, nothing consumed) or 'release' (each item's
--- cost, admitted at `at`, given back). The common group, 'all' without shadows, is not
+-- > 0 allows, under delay= at their common start: wait_group below; bit j-1 of the
+-- shadow mask marks item j of the group as a shadow that never denies), 'dry' (each
+-- item decided, nothing consumed) or 'release' (each item's cost, admitted at `at`, given
+-- back). The common group, 'all' without shadows, is not
 -- listed: its items after the first carry their policy number as '+j', joining the
 -- previous item's group (a listed group's items never do). Items a group does not
 -- consume report their peek, denials their denial. Returns a flat array of 4*n
@@ -134,6 +135,76 @@ local function decide(i, cost)
       policy.decide(KEYS[i], FG.set_clock(ARGV[at + 1], clock), policy, cost)
 end
 
+-- Whether item i of the group starting at `from` is enforced (bit i - from of the mask clear).
+local function enforced(mask, from, i)
+  return mask == 0 or floor(mask / 2 ^ (i - from)) % 2 == 0
+end
+
+-- s_i - now of item i from its own decision in the reply (src/core/multi.cc OwnWait): 0
+-- admitted at once, its delay when admitted later (allowed + 4: the delay is in the retry
+-- field), retry_after + D when denied, -1 when it never fits.
+local function own_wait(i, policy)
+  local ok, retry = out[4 * i - 3], out[4 * i - 1]
+  if ok % 2 == 1 then
+    if ok >= 4 then return retry end
+    return 0
+  end
+  if retry < 0 then return -1 end
+  return retry + (policy.delay or 0)
+end
+
+-- docs/algorithms.md, "Waiting", multi-decisions; the same steps as src/core/multi.cc
+-- (StartOf, Redecide). Each item was decided on its own (writes held back); s = the latest
+-- start s_i of the items that schedule (enforced, cost > 0), the allowance min D_i (0
+-- without delay=). Admitted at once: those decisions stand. Admitted with s > now: each
+-- item that schedules is charged again as a decision at s (DELAYED's window {s, allowance}),
+-- the others decided as on their own. Denied: nothing is charged; an item that schedules
+-- and cannot start within the allowance answers its denial by it ({now, allowance}), every
+-- other item its peek or its own denial.
+local function wait_group(from, last, mask)
+  local wait, allowance = 0, nil
+  for i = from, last do
+    local at = first + 3 * (i - 1)
+    local policy = policy_of[ARGV[at]]
+    if cost_of[ARGV[at + 2]] > 0 and enforced(mask, from, i) then
+      local own = own_wait(i, policy)
+      if own < 0 or wait < 0 then wait = -1 elseif own > wait then wait = own end
+      local d = policy.delay or 0
+      if allowance == nil or d < allowance then allowance = d end
+    end
+  end
+  if wait == 0 then  -- every item admitted at once: their decisions and writes stand
+    flush_deferred()
+    return
+  end
+  deferred_n = 0
+  local admits = wait > 0 and wait <= allowance
+  for i = from, last do
+    local at, o = first + 3 * (i - 1), 4 * (i - 1)
+    local policy, cost = policy_of[ARGV[at]], cost_of[ARGV[at + 2]]
+    local now = FG.set_clock(ARGV[at + 1], clock)
+    local schedules = cost > 0 and enforced(mask, from, i)
+    if admits then
+      if schedules then
+        out[o + 1], out[o + 2], out[o + 3], out[o + 4] =
+            policy.decide(KEYS[i], now, policy, cost, now + wait, allowance)
+      else
+        decide(i, cost)
+      end
+    else
+      local own = own_wait(i, policy)
+      deferring = true  -- a denied request writes nothing
+      if schedules and policy.delay and (own < 0 or own > allowance) then
+        out[o + 1], out[o + 2], out[o + 3], out[o + 4] =
+            policy.decide(KEYS[i], now, policy, cost, now, allowance)
+      elseif out[o + 1] % 2 == 1 and cost > 0 then
+        decide(i, 0)
+      end
+      deferring, deferred_n = false, 0
+    end
+  end
+end
+
 -- docs/multi.md, "Decision": every item decided once, its writes held back; made only if
 -- every enforced item with cost > 0 allows, else dropped, and each item that allowed
 -- reports its peek instead. A 'dry' group is never admitted; a 'release' group gives its
@@ -162,6 +233,7 @@ local function decide_group(from)
   end
   local mask = group_mask[from]
   local allowed = mode == 'all'
+  local waits = false  -- an enforced item with cost > 0 has delay=: wait_group decides
   deferring = true  -- from here on, peeks and refused items write nothing
   for i = from, last do
     -- decide(i, cost), written out: every item of every group comes this way.
@@ -175,11 +247,13 @@ local function decide_group(from)
     local ok
     ok, out[o + 2], out[o + 3], out[o + 4] = policy.decide(KEYS[i], now, policy, cost)
     out[o + 1] = ok
-    if ok % 2 == 0 and cost > 0 and (mask == 0 or floor(mask / 2 ^ (i - from)) % 2 == 0) then
-      allowed = false
+    if cost > 0 and enforced(mask, from, i) then
+      if ok % 2 == 0 then allowed = false end
+      if policy.delay then waits = true end
     end
   end
   deferring = false
+  if waits and mode == 'all' then return wait_group(from, last, mask) end
   if allowed then
     flush_deferred()
     return

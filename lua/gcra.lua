@@ -60,8 +60,10 @@ DECIDERS['gcra'] = function(key, now, p, cost)
 end
 
 -- delay=D (docs/algorithms.md, "Waiting"; src/core/delay.h DelayGcra): a request that fits at
--- s = max(now, new - tau) with s - now <= D is admitted, charged as at s: the same new tat.
-DELAYED['gcra'] = function(key, now, p, cost)
+-- s = max(now, tat + c*E - tau) with s - now <= D is admitted, charged as a decision at s.
+-- `not_before` and `max_wait` are a multi-decision's window (lua/batch.lua wait_group;
+-- alone: now and D): s is no earlier than not_before, admitted when s - now <= max_wait.
+DELAYED['gcra'] = function(key, now, p, cost, not_before, max_wait)
   local emission, tau = p.emission, p.tau
   local tat = now
   local raw = get(key)
@@ -69,7 +71,8 @@ DELAYED['gcra'] = function(key, now, p, cost)
     local stored = tonumber(raw)
     if stored == nil then
       if find(raw, ':', 1, true) then  -- a block a rule without delay= left: as above
-        return beside_block(key, now, 'gcra', DELAYED['gcra'], key, now, p, cost)
+        return beside_block(key, now, 'gcra', DELAYED['gcra'], key, now, p, cost, not_before,
+                            max_wait)
       end
       corrupt()
     end
@@ -80,10 +83,11 @@ DELAYED['gcra'] = function(key, now, p, cost)
   if cost == 0 or cost > p.burst then  -- a peek, or never: as without delay
     return delayed(cost == 0, floor(room / emission), cost == 0 and 0 or -1, tat - now)
   end
-  local new = tat + cost * emission
-  local wait = new - tau - now
-  if wait < 0 then wait = 0 end
-  if wait > p.delay then return delayed(false, 0, wait - p.delay, tat - now) end
+  max_wait = max_wait or p.delay
+  local wait = max(0, tat + cost * emission - tau - now, (not_before or now) - now)
+  if wait > max_wait then return delayed(false, 0, wait - max_wait, tat - now) end
+  -- Charged as a decision at s: tat moves up to s first (alone, s <= tat: c*E <= tau).
+  local new = max(tat, now + wait) + cost * emission
   save(key, format('%d', new), new - now)
   local remaining = 0
   if wait == 0 then remaining = floor((now + tau - new) / emission) end

@@ -35,10 +35,11 @@ if why then return redis.error_reply('floodgate: ' .. why) end
 local OPERATE = {}
 
 -- A new string state: the key's peek (its own algorithm's, without the block) decides
--- its TTL, as a settle's does (common.lua settle_value).
+-- its TTL, as a settle's does (common.lua settle_value). Under delay= the peek is DELAYED's
+-- at the caller's now (a state ahead of now is a scheduled charge, as in src/core/operate.h).
 local function operated(key, now, p, value)
   known[key] = value
-  save(key, value, select(4, DECIDERS[p.kind](key, now, p, 0)))
+  save(key, value, select(4, (p.delay and DELAYED or DECIDERS)[p.kind](key, now, p, 0)))
 end
 
 OPERATE['gcra'] = function(key, now, p, refund, units)
@@ -68,7 +69,7 @@ OPERATE['tb'] = function(key, now, p, refund, units)
   local t0, last, at = tb_load(key, cap, now)
   local tokens = tb_level(cap, p.limit, p.period, t0, last, at, 0)
   if refund then tokens = min(cap, tokens + units) else tokens = max(tb_floor(p), tokens - units) end
-  operated(key, at, p, struct.pack('<dd', tokens, at))
+  operated(key, p.delay and now or at, p, struct.pack('<dd', tokens, at))
 end
 
 OPERATE['tbi'] = function(key, now, p, refund, units)
@@ -79,7 +80,7 @@ OPERATE['tbi'] = function(key, now, p, refund, units)
   else
     tokens = max(floor(tb_floor(p)), tokens - units)
   end
-  operated(key, at, p, struct.pack('<dd', tokens, last))
+  operated(key, p.delay and now or at, p, struct.pack('<dd', tokens, last))
 end
 
 OPERATE['fw'] = function(key, now, p, refund, units)
@@ -110,7 +111,10 @@ end
 OPERATE['sl'] = function(key, now, p, refund, units)
   local period, asked = p.period, now
   local newest_time, newest_total, before, count
-  now, newest_time, newest_total, before, count = sl_counted(key, now, period)
+  now, newest_time, newest_total, before, count = sl_counted(key, now, period, p.delay)
+  -- Under delay= (not clamped: see sl_counted) a penalty joins the newest run when that is
+  -- ahead, so the log stays in time order.
+  if newest_time and newest_time > now then now = newest_time end
   if refund then
     while units > 0 and count > 0 do
       local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')

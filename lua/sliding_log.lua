@@ -99,15 +99,15 @@ local function sl_append(key, now, before, newest_total, cost, period, ttl)
 end
 
 -- The log as a decision at `now` sees it. Time going backwards is clamped to the newest
--- run (counted or not); the trim then drops what no longer counts, and deletes the key
+-- run (counted or not), unless `scheduled` (delay=: runs ahead of now are scheduled charges); the trim then drops what no longer counts, and deletes the key
 -- when that is every run (and it holds no block). Returns now (clamped), the newest run's
 -- time (nil, or -inf for the block's member: none), its total, the units admitted before
 -- the oldest counted run, the units that still count, and the rank of the oldest run (1
 -- behind the block's member, else 0). When none counts the trim deleted every run, and
 -- totals start again from 0.
-local function sl_counted(key, now, period)
+local function sl_counted(key, now, period, scheduled)
   local newest, newest_time
-  now, newest, newest_time = trim_log(key, now, period)
+  now, newest, newest_time = trim_log(key, now, period, scheduled)
   if not (newest_time and newest_time > now - period) then
     return now, newest_time, 0, 0, 0, 0
   end
@@ -178,7 +178,7 @@ end
 -- runs at or before now - P leave (no clamp to the newest run: the scheduled runs ahead of now
 -- keep every run that counts at their times). s is the earliest t >= max(now, newest) at
 -- which the units in (t - P, t] plus the cost fit; the run is stored at s.
-DELAYED['sl'] = function(key, now, p, cost)
+DELAYED['sl'] = function(key, now, p, cost, not_before, max_wait)
   local limit, period = p.limit, p.period
   redis.call('ZREMRANGEBYSCORE', key, '(-inf', int_string(now - period))
   local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
@@ -200,14 +200,16 @@ DELAYED['sl'] = function(key, now, p, cost)
   if cost == 0 or cost > limit then  -- a peek, or never: as without delay
     return delayed(cost == 0, limit - units, cost == 0 and 0 or -1, held)
   end
-  local start = max(now, newest_time)
+  -- A multi-decision's window, as DELAYED['gcra']: the count only falls after the newest run.
+  max_wait = max_wait or p.delay
+  local start = max(now, newest_time, not_before or now)
   if units + cost > limit then
     -- The k-th oldest unit (k = units + cost - L) must have aged out: its run is found as
     -- DECIDERS['sl'] finds it.
     start = max(start, sl_unit_time(key, first, before, units + cost - limit) + period)
   end
   local wait = start - now
-  if wait > p.delay then return delayed(false, 0, wait - p.delay, held) end
+  if wait > max_wait then return delayed(false, 0, wait - max_wait, held) end
   if deferring then
     defer_call(function() sl_append(key, start, before, newest_total, cost, period, wait + period) end)
   else

@@ -114,11 +114,11 @@ end
 -- delay=D (docs/algorithms.md, "Waiting"; src/core/delay.h): the bucket read at
 -- from = max(now, last) (a last ahead of now is a scheduled charge); s is the earliest time
 -- it holds `cost` tokens; an admission within D stores the bucket at s minus the cost.
-DELAYED['tb'] = function(key, now, p, cost)
+DELAYED['tb'] = function(key, now, p, cost, not_before, max_wait)
   local limit, period, cap = p.limit, p.period, p.burst
   local t0, last, from, raw = tb_load(key, cap, now)
   if raw and #raw ~= 16 then  -- a block a rule without delay= left: as in DECIDERS['gcra']
-    return beside_block(key, now, 'tb', DELAYED['tb'], key, now, p, cost)
+    return beside_block(key, now, 'tb', DELAYED['tb'], key, now, p, cost, not_before, max_wait)
   end
   local ahead = from - now
   local full = ahead + tb_wait(cap, limit, period, t0, last, from, cap)
@@ -127,8 +127,11 @@ DELAYED['tb'] = function(key, now, p, cost)
     if last <= now then remaining = floor(tb_level(cap, limit, period, t0, last, from, 0)) end
     return delayed(cost == 0, remaining, cost == 0 and 0 or -1, full)
   end
-  local wait = ahead + tb_wait(cap, limit, period, t0, last, from, cost)
-  if wait > p.delay then return delayed(false, 0, wait - p.delay, full) end
+  -- A multi-decision's window (as DELAYED['gcra']): the level only grows after s.
+  max_wait = max_wait or p.delay
+  local wait = max(ahead + tb_wait(cap, limit, period, t0, last, from, cost),
+                   (not_before or now) - now)
+  if wait > max_wait then return delayed(false, 0, wait - max_wait, full) end
   local start = now + wait
   local tokens = tb_level(cap, limit, period, t0, last, from, wait - ahead) - cost
   local reset = wait + tb_wait(cap, limit, period, tokens, start, start, cap)
@@ -138,11 +141,11 @@ DELAYED['tb'] = function(key, now, p, cost)
   return delayed(true, remaining, wait, reset)
 end
 
-DELAYED['tbi'] = function(key, now, p, cost)
+DELAYED['tbi'] = function(key, now, p, cost, not_before, max_wait)
   local limit, period, cap = p.limit, p.period, p.burst
   local tokens, last, from, found = tbi_load(key, p, now)
   if found and #found ~= 16 then  -- a block a rule without delay= left: as in DECIDERS['gcra']
-    return beside_block(key, now, 'tbi', DELAYED['tbi'], key, now, p, cost)
+    return beside_block(key, now, 'tbi', DELAYED['tbi'], key, now, p, cost, not_before, max_wait)
   end
   local full = 0
   if tokens < cap then full = tbi_wait(limit, period, tokens, last, now, cap) end
@@ -153,7 +156,9 @@ DELAYED['tbi'] = function(key, now, p, cost)
   end
   local wait = from - now
   if tokens < cost then wait = tbi_wait(limit, period, tokens, last, now, cost) end
-  if wait > p.delay then return delayed(false, 0, wait - p.delay, full) end
+  max_wait = max_wait or p.delay  -- a multi-decision's window, as DELAYED['gcra']
+  wait = max(wait, (not_before or now) - now)
+  if wait > max_wait then return delayed(false, 0, wait - max_wait, full) end
   -- The refills due by s, then the charge.
   local start = now + wait
   tokens, last = tbi_refill(p, tokens, last, start)

@@ -1,4 +1,4 @@
-// Limiter::Wait: one decision under delay=, then the wait it asks for (docs/embedding.md).
+// Limiter::Wait and WaitAll: a decision under delay=, then the wait it asks (docs/embedding.md).
 
 #include <absl/status/status.h>
 #include <floodgate/limiter.h>
@@ -8,7 +8,10 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "common/strings.h"
+#include "core/multi.h"
 #include "delay_queue.h"
 
 namespace floodgate {
@@ -31,6 +34,22 @@ absl::StatusOr<Policy> Bounded(const Policy& policy, Steady::time_point deadline
   const microseconds cap = policy.delay.count() > 0 ? policy.delay : kMaxDelay;
   Policy bounded = policy;
   bounded.delay = left < kMinDelay ? microseconds(0) : std::min(cap, left);
+  return bounded;
+}
+
+// The items the store decides: every one that sets the start (core::Schedules) Bounded.
+absl::StatusOr<std::vector<CheckItem>> BoundedItems(std::span<const CheckItem> items,
+                                                    Steady::time_point deadline) {
+  std::vector<CheckItem> bounded(items.begin(), items.end());
+  for (std::size_t i = 0; i < bounded.size(); ++i) {
+    if (!core::Schedules(bounded[i])) continue;
+    absl::StatusOr<Policy> policy = Bounded(bounded[i].policy, deadline);
+    if (!policy.ok()) {
+      return absl::InvalidArgumentError(
+          fmt::format("items[{}]: {}", i, MessageOf(policy.status())));
+    }
+    bounded[i].policy = *std::move(policy);
+  }
   return bounded;
 }
 
@@ -63,6 +82,35 @@ void Limiter::WaitAsync(std::string_view key, const Policy& policy, Steady::time
         timers->At(Steady::now() + answer.delay,
                    [answer, done = std::move(done)](bool on_time) mutable {
                      if (on_time) return done(answer);
+                     done(absl::CancelledError(
+                         "the limiter closed before the delay ended (the request stays charged)"));
+                   });
+      });
+}
+
+absl::StatusOr<MultiDecision> Limiter::WaitAll(std::span<const CheckItem> items,
+                                               Steady::time_point deadline) {
+  absl::StatusOr<std::vector<CheckItem>> bounded = BoundedItems(items, deadline);
+  if (!bounded.ok()) return bounded.status();
+  absl::StatusOr<MultiDecision> decision = store_->DecideAll(MultiRequest{*bounded});
+  if (decision.ok() && decision->allowed) std::this_thread::sleep_for(decision->delay);
+  return decision;
+}
+
+void Limiter::WaitAllAsync(std::span<const CheckItem> items, Steady::time_point deadline,
+                           MultiCallback done) {
+  absl::StatusOr<std::vector<CheckItem>> bounded = BoundedItems(items, deadline);
+  if (!bounded.ok()) return done(bounded.status());
+  store_->DecideAllAsync(
+      MultiRequest{*bounded}, [timers = timers_.get(), done = std::move(done)](
+                                  absl::StatusOr<MultiDecision> decision) mutable {
+        if (!decision.ok() || !decision->allowed || decision->delay.count() == 0) {
+          return done(std::move(decision));
+        }
+        const std::chrono::microseconds delay = decision->delay;
+        timers->At(Steady::now() + delay,
+                   [answer = *std::move(decision), done = std::move(done)](bool on_time) mutable {
+                     if (on_time) return done(std::move(answer));
                      done(absl::CancelledError(
                          "the limiter closed before the delay ended (the request stays charged)"));
                    });

@@ -93,7 +93,8 @@ std::vector<VectorCase> LoadAllVectors() {
 
 std::vector<MultiCase> LoadMultiVectors() {
   std::vector<MultiCase> cases;
-  for (const std::string file : {"multi.json", "leases.json"}) {
+  // delay.json: under delay= (written by tests/vectors/delay_oracle.py).
+  for (const std::string file : {"multi.json", "leases.json", "delay.json"}) {
     std::ifstream in(std::filesystem::path(FLOODGATE_VECTORS_DIR) / "multi" / file);
     const nlohmann::json doc = nlohmann::json::parse(in);
     for (const auto& c : doc.at("cases")) {
@@ -117,6 +118,7 @@ std::vector<MultiCase> LoadMultiVectors() {
         step.allowed = e.at("allowed");
         step.binding = e.at("binding");
         step.retry_after_us = e.at("retry_after_us");
+        step.delay_us = e.value("delay_us", std::int64_t{0});
         step.denied_by = e.at("denied_by").get<std::vector<std::string>>();
         step.would_deny = e.at("would_deny").get<std::vector<std::string>>();
         for (const auto& d : e.at("items")) step.decisions.push_back(DecisionFromJson(d));
@@ -259,6 +261,7 @@ void ExpectMultiStep(const MultiStep& step, const MultiDecision& got, const std:
   EXPECT_EQ(got.allowed, step.allowed) << where;
   EXPECT_EQ(got.binding, step.binding) << where;
   EXPECT_EQ(got.retry_after.count(), step.retry_after_us) << where;
+  EXPECT_EQ(got.delay.count(), step.delay_us) << where;
   std::vector<std::string> denied_by, would_deny;
   for (std::size_t i : got.denied_by) denied_by.push_back(step.items[i].name);
   for (std::size_t i : got.would_deny) would_deny.push_back(step.items[i].name);
@@ -354,6 +357,20 @@ void RunMultiCase(Store& store, const MultiCase& c, const std::string& key_prefi
     ASSERT_TRUE(answers[s].ok()) << where << ": " << answers[s].status();
     ExpectMultiStep(c.steps[s], *answers[s], where);
   }
+}
+
+absl::Status FirstMultiStepStatus(Store& store, const MultiCase& c, const std::string& key_prefix) {
+  const MultiStep& step = c.steps.at(0);
+  std::vector<std::string> keys;
+  for (const MultiItem& item : step.items) keys.push_back(key_prefix + item.key);
+  std::vector<CheckItem> items;
+  for (std::size_t i = 0; i < step.items.size(); ++i) {
+    const MultiItem& item = step.items[i];
+    items.push_back(CheckItem{keys[i], *Policy::Parse(item.policy), item.cost, item.name,
+                              item.shadow, std::chrono::microseconds(item.hold_us)});
+  }
+  return store.DecideAll(MultiRequest{items, TimePoint(std::chrono::microseconds(step.t))})
+      .status();
 }
 
 void RunCaseInFlight(Store& store, const VectorCase& c, const std::string& key_prefix) {

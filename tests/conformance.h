@@ -54,6 +54,7 @@ struct MultiStep {
   bool allowed;
   std::size_t binding;
   std::int64_t retry_after_us;
+  std::int64_t delay_us = 0;  // MultiDecision::delay (delay.json; 0 elsewhere)
   std::vector<std::string> denied_by, would_deny;
   std::vector<Decision> decisions;
   // leases.json: what the step holds, item name -> the name it is held as; or, when
@@ -64,7 +65,7 @@ struct MultiStep {
   std::int64_t actual = 0;
 };
 struct MultiCase {
-  std::string file;  // multi.json or leases.json
+  std::string file;  // multi.json, leases.json or delay.json
   std::string name;
   std::string why;
   std::vector<MultiStep> steps;
@@ -81,6 +82,9 @@ std::vector<MultiCase> LoadMultiVectors();
 // read.
 void RunMultiCase(Store& store, const MultiCase& c, const std::string& key_prefix,
                   bool in_flight = false);
+// The status of the case's first step alone (a case a store refuses: delay.json across
+// Cluster slots).
+absl::Status FirstMultiStepStatus(Store& store, const MultiCase& c, const std::string& key_prefix);
 
 // tests/vectors/reserve: reservations (docs/reservations.md).
 struct ReserveStep {

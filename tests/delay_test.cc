@@ -48,9 +48,10 @@ TEST(Delay, DecisionJsonCarriesDelayOnlyUnderDelay) {
 TEST(Delay, RefusedWhereTheScheduleIsNotKept) {
   Limiter limiter = FrozenLimiter();
   const Policy policy = P("gcra:10/1s,delay=1s");
-  const CheckItem items[] = {{"a", policy, 1, "a"}, {"b", P("gcra:5/1s"), 1, "b"}};
+  // A multi-decision under delay= takes no lease (Redis makes it in a step of its own).
+  const CheckItem items[] = {{"a", policy, 1, "a"}, {"b", P("concurrency:5"), 1, "b"}};
   EXPECT_THAT(std::string(MessageOf(limiter.CheckAll(items).status())),
-              HasSubstr("delay= is not for multi-decisions yet"));
+              HasSubstr("a multi-decision under delay= does not take yet"));
   EXPECT_THAT(std::string(MessageOf(limiter.Reserve("a", policy, 1).status())),
               HasSubstr("reservations are not for delay= yet"));
   EXPECT_THAT(std::string(MessageOf(limiter.store().Take({"a", policy, 2}).status())),
@@ -110,6 +111,40 @@ TEST(Delay, AsyncWaitersQueueOnOneTimerInTheirOrder) {
       limiter.WaitFuture("k", short_delay, Steady::now() + floodgate::testing::kHangGuard);
   ASSERT_EQ(denied.wait_for(floodgate::testing::kHangGuard), std::future_status::ready);
   EXPECT_FALSE(denied.get()->allowed);
+}
+
+TEST(Delay, WaitAllReturnsAfterTheCommonStart) {
+  Limiter limiter = FrozenLimiter();
+  const CheckItem items[] = {{"k", P("gcra:100/1s,burst=1,delay=1s"), 1, "fast"},  // E = 10 ms
+                             {"k", P("token_bucket:50/1s,burst=1,delay=1s"), 1, "slow"}};  // 20 ms
+  const auto deadline = Steady::now() + floodgate::testing::kHangGuard;
+  ASSERT_EQ(limiter.WaitAll(items, deadline)->delay.count(), 0);
+  const Steady::time_point asked = Steady::now();
+  const absl::StatusOr<MultiDecision> second = limiter.WaitAll(items, deadline);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_TRUE(second->allowed);
+  EXPECT_EQ(second->delay, milliseconds(20));  // the bucket's start
+  EXPECT_GE(Steady::now() - asked, second->delay);
+  // Async: the same schedule, on the timer.
+  std::promise<absl::StatusOr<MultiDecision>> third;
+  limiter.WaitAllAsync(items, deadline, [&third](absl::StatusOr<MultiDecision> d) {
+    third.set_value(std::move(d));
+  });
+  auto answer = third.get_future();
+  ASSERT_EQ(answer.wait_for(floodgate::testing::kHangGuard), std::future_status::ready);
+  const absl::StatusOr<MultiDecision> got = answer.get();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->delay, milliseconds(40));
+  // A deadline nearer than the common start: denied at once, nothing charged.
+  const absl::StatusOr<MultiDecision> denied =
+      limiter.WaitAll(items, Steady::now() + milliseconds(30));
+  ASSERT_TRUE(denied.ok()) << denied.status();
+  EXPECT_FALSE(denied->allowed);
+  EXPECT_EQ(limiter.CheckAll(items)->delay, milliseconds(60));
+  // A window cannot wait.
+  const CheckItem window[] = {{"k", P("fixed_window:5/1s"), 1, "w"}};
+  EXPECT_THAT(std::string(MessageOf(limiter.WaitAll(window, deadline).status())),
+              HasSubstr("items[0]: fixed_window:5/1s: only gcra"));
 }
 
 TEST(Delay, AsyncWaitersHearCancelledWhenTheLimiterCloses) {

@@ -249,6 +249,11 @@ TEST_F(SentinelTest, FindsThePrimaryAndPassesTheConformanceVectors) {
   auto store = OpenRedis(setup_->url("batch=1&timeout=60s&prefix=vectors:"));
   ASSERT_NE(store, nullptr);
   ExpectVectorsOneCallPerDecision(*store);
+  // Multi-decisions under delay= (lua/batch.lua wait_group), on the scripts Sentinel shares.
+  const auto cases = LoadMultiVectors();
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    if (cases[c].file == "delay.json") RunMultiCase(*store, cases[c], fmt::format("md{}:", c));
+  }
   EXPECT_TRUE(store->Ping());
   EXPECT_TRUE(store->Health().ok()) << store->Health();
   EXPECT_EQ(store->redis_stats().primary_switches, 0u);

@@ -17,6 +17,12 @@ rules:
     match: {path_prefix: /fleet}
     identify: header:X-Key
     policy: gcra:10/1s,burst=1,delay=1s
+  - name: pair
+    match: {path_prefix: /pair}
+    identify: header:X-Key
+    limits:
+      - {name: burst, policy: 'gcra:10/1s,burst=1,delay=1s'}
+      - {name: steady, policy: 'token_bucket:4/1s,burst=1,delay=500ms'}
 )";
 
 class DelayServiceTest : public ServiceTest {
@@ -38,6 +44,43 @@ TEST_F(DelayServiceTest, CheckAnswersTheDelayAndRetryAfterOnlyWhenDenied) {
   EXPECT_EQ(Body(denied)["allowed"], false);
   EXPECT_EQ(Body(denied)["retry_after_us"], 50000);  // s - now - D = 200ms - 150ms
   EXPECT_EQ(Header(denied, "Retry-After"), "1");
+}
+
+// Several limits wait for their common start (docs/algorithms.md, "Waiting",
+// multi-decisions): the later of the items' starts, within the least delay=.
+TEST_F(DelayServiceTest, CheckOfSeveralLimitsAnswersTheirCommonDelay) {
+  const char* body = R"({"items":[{"key":"k","policy":"gcra:10/1s,burst=1,delay=1s"},
+                                  {"key":"k","policy":"token_bucket:4/1s,burst=1,delay=300ms"}]})";
+  EXPECT_EQ(Body(Call(http::verb::post, "/v1/check", body))["delay_us"], 0);
+  const nlohmann::json delayed = Body(Call(http::verb::post, "/v1/check", body));
+  EXPECT_EQ(delayed["allowed"], true);
+  EXPECT_EQ(delayed["delay_us"], 250000);  // the bucket's start; gcra alone would wait 100ms
+  EXPECT_EQ(delayed["items"][0]["delay_us"], 250000);
+  EXPECT_EQ(delayed["items"][1]["delay_us"], 250000);
+  const Response denied = Call(http::verb::post, "/v1/check", body);
+  EXPECT_EQ(Body(denied)["allowed"], false);
+  EXPECT_EQ(Body(denied)["delay_us"], 0);
+  // The bucket's start is T+500ms, the allowance the least delay (300ms).
+  EXPECT_EQ(Body(denied)["retry_after_us"], 200000);
+  EXPECT_EQ(Body(denied)["denied_by"], nlohmann::json::array({"items[0]", "items[1]"}));
+  EXPECT_EQ(Header(denied, "Retry-After"), "1");
+}
+
+TEST_F(DelayServiceTest, AuthzHoldsARuleOfSeveralLimitsForTheirCommonDelay) {
+  const auto authz = [&] {
+    return Call(http::verb::get, "/v1/authz", "", {{"X-Original-URI", "/pair/x"}, {"X-Key", "p"}});
+  };
+  EXPECT_EQ(authz().hold.count(), 0);
+  const Response held = authz();
+  EXPECT_EQ(held.result_int(), 204);
+  EXPECT_EQ(held.hold, std::chrono::milliseconds(250));  // steady's start, burst's 100ms
+  EXPECT_NE(held.place, nullptr);
+  const Response last_slot = authz();  // steady's start T+500ms: just within its 500ms
+  EXPECT_EQ(last_slot.result_int(), 204);
+  EXPECT_EQ(last_slot.hold, std::chrono::milliseconds(500));
+  const Response past = authz();  // T+750ms: beyond the least delay
+  EXPECT_EQ(past.result_int(), 429);
+  EXPECT_EQ(past.hold.count(), 0);
 }
 
 TEST_F(DelayServiceTest, AuthzHoldsADelayedAdmissionWithinMaxWaiting) {

@@ -93,6 +93,16 @@ class Limiter {
   std::future<absl::StatusOr<Decision>> WaitFuture(std::string_view key, const Policy& policy,
                                                    std::chrono::steady_clock::time_point deadline,
                                                    std::int64_t cost = 1);
+  // Several limits waiting for their common start (docs/algorithms.md, "Waiting",
+  // multi-decisions): CheckAll's items, each enforced item with a cost capped by `deadline`
+  // as Wait caps one (so each of them must be gcra, token_bucket or sliding_log); the
+  // request waits MultiDecision::delay, the latest of their starts, when that is within the
+  // least of their waits; else it is denied at once, nothing charged. No item may hold (a
+  // lease, a reservation). Thread-safe; the async form as WaitAsync's (the items are copied).
+  absl::StatusOr<MultiDecision> WaitAll(std::span<const CheckItem> items,
+                                        std::chrono::steady_clock::time_point deadline);
+  void WaitAllAsync(std::span<const CheckItem> items,
+                    std::chrono::steady_clock::time_point deadline, MultiCallback done);
 
   Store& store() { return *store_; }
 

@@ -80,6 +80,10 @@ struct MultiDecision {
   std::size_t binding = 0;
   // 0 when allowed; else the longest of the denying items' waits, or Decision::kNever.
   std::chrono::microseconds retry_after{0};
+  // Allowed under delay= (docs/algorithms.md, "Waiting"): every enforced item was charged
+  // as a decision at now + delay, and the request waits that long before it proceeds
+  // (each such item's decision says the same delay). 0 when it may proceed at once.
+  std::chrono::microseconds delay{0};
   Indexes denied_by;      // enforced items that denied, in request order
   Indexes would_deny;     // shadow items that denied on their own
   bool degraded = false;  // some item was answered by on_error
@@ -93,7 +97,8 @@ struct MultiDecision {
   absl::InlinedVector<HeldReservation, 1> held;
 
   // The single-decision view clients see (X-RateLimit-*, the Decision JSON): the binding
-  // item's decision with the combined retry_after and the degraded flag.
+  // item's decision with the combined retry_after, the request's delay (delay_us when any
+  // item has delay=) and the degraded flag.
   Decision Summary() const;
 };
 

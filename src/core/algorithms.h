@@ -104,21 +104,37 @@ std::int64_t DecideSlidingLog(const Policy& policy, SlidingLog& log, std::int64_
                               std::int64_t cost, Decision& decision, bool append = true);
 void CommitSlidingLog(SlidingLog& log, std::int64_t now, std::int64_t cost);
 
+// Where a decision under delay=D may start: at `not_before` or later, and at most `max_wait`
+// after now. A single decision's own window is {now, D} (OwnWindow); a multi-decision
+// (docs/algorithms.md, "Waiting", multi-decisions; core/multi.h) charges its items at the
+// latest item's start s with the window {s, min D_i}, and answers a denial with {now, min D_i}.
+struct DelayWindow {
+  std::int64_t not_before;
+  std::int64_t max_wait;
+};
+
+inline DelayWindow OwnWindow(const Policy& policy, std::int64_t now) {
+  return DelayWindow{now, policy.delay.count()};
+}
+
 // The same decisions under delay=D (docs/algorithms.md, "Waiting"; core/delay.h): the
-// Decide* functions above hand a policy with a delay to these. A request that fits within D
-// of now is admitted and charged as at its start time `s`, and answered with delay s - now.
+// Decide* functions above hand a policy with a delay to these, with its OwnWindow. A
+// request that fits within the window is admitted and charged as a decision at its start
+// time `s` (the earliest time >= window.not_before at which it fits), and answered with
+// delay s - now; else denied with retry_after s - now - window.max_wait.
 inline Outcome<GcraState> DelayGcra(const Policy& policy, const GcraState* stored, std::int64_t now,
-                                    std::int64_t cost, Decision& decision);
+                                    std::int64_t cost, Decision& decision, DelayWindow window);
 inline Outcome<SmoothBucketState> DelaySmoothBucket(const Policy& policy,
                                                     const SmoothBucketState* stored,
                                                     std::int64_t now, std::int64_t cost,
-                                                    Decision& decision);
+                                                    Decision& decision, DelayWindow window);
 inline Outcome<IntervalBucketState> DelayIntervalBucket(const Policy& policy,
                                                         const IntervalBucketState* stored,
                                                         std::int64_t now, std::int64_t cost,
-                                                        Decision& decision);
+                                                        Decision& decision, DelayWindow window);
 std::int64_t DelaySlidingLog(const Policy& policy, SlidingLog& log, std::int64_t now,
-                             std::int64_t cost, Decision& decision, bool append);
+                             std::int64_t cost, Decision& decision, bool append,
+                             DelayWindow window);
 
 }  // namespace floodgate::core
 

@@ -17,7 +17,7 @@
 namespace floodgate::core {
 
 inline Outcome<GcraState> DelayGcra(const Policy& policy, const GcraState* stored, std::int64_t now,
-                                    std::int64_t cost, Decision& decision) {
+                                    std::int64_t cost, Decision& decision, DelayWindow window) {
   const std::int64_t emission = GcraEmissionUs(policy);
   const std::int64_t burst = policy.capacity();
   const std::int64_t tau = burst * emission;
@@ -30,13 +30,17 @@ inline Outcome<GcraState> DelayGcra(const Policy& policy, const GcraState* store
     MarkDelayable(decision, 0);
     return out;
   }
-  const std::int64_t next = tat + cost * emission;
-  const std::int64_t wait = std::max<std::int64_t>(0, next - tau - now);  // s - now
-  if (wait > policy.delay.count()) {
-    SetDecision(decision, false, policy.limit, 0, wait - policy.delay.count(), tat - now);
+  // s - now: the request fits once tat + c*E - tau has passed, and not before the window.
+  const std::int64_t wait =
+      std::max({std::int64_t{0}, tat + cost * emission - tau - now, window.not_before - now});
+  if (wait > window.max_wait) {
+    SetDecision(decision, false, policy.limit, 0, wait - window.max_wait, tat - now);
     MarkDelayable(decision, 0);
     return out;
   }
+  // Charged as a decision at s: tat moves up to s first. On its own a request's s is at
+  // most tat (c*E <= tau), so this is tat + c*E; a multi-decision's later s moves it on.
+  const std::int64_t next = std::max(tat, now + wait) + cost * emission;
   SetDecision(decision, true, policy.limit, wait == 0 ? (now + tau - next) / emission : 0, 0,
               next - now);
   MarkDelayable(decision, wait);
@@ -48,7 +52,7 @@ inline Outcome<GcraState> DelayGcra(const Policy& policy, const GcraState* store
 inline Outcome<SmoothBucketState> DelaySmoothBucket(const Policy& policy,
                                                     const SmoothBucketState* stored,
                                                     std::int64_t now, std::int64_t cost,
-                                                    Decision& decision) {
+                                                    Decision& decision, DelayWindow window) {
   const double capacity = D(policy.capacity());
   const SmoothBucketState before = stored != nullptr ? *stored : SmoothBucketState{capacity, now};
   // Tokens exist only from `last` on: a `last` ahead of now is a scheduled charge.
@@ -64,9 +68,10 @@ inline Outcome<SmoothBucketState> DelaySmoothBucket(const Policy& policy,
     MarkDelayable(decision, 0);
     return out;
   }
-  const std::int64_t wait = ahead + level.Wait(D(cost));  // s - now
-  if (wait > policy.delay.count()) {
-    SetDecision(decision, false, policy.limit, 0, wait - policy.delay.count(), full);
+  // s - now; the level only grows, so the bucket holds the cost at any later start too.
+  const std::int64_t wait = std::max(ahead + level.Wait(D(cost)), window.not_before - now);
+  if (wait > window.max_wait) {
+    SetDecision(decision, false, policy.limit, 0, wait - window.max_wait, full);
     MarkDelayable(decision, 0);
     return out;
   }
@@ -82,7 +87,7 @@ inline Outcome<SmoothBucketState> DelaySmoothBucket(const Policy& policy,
 inline Outcome<IntervalBucketState> DelayIntervalBucket(const Policy& policy,
                                                         const IntervalBucketState* stored,
                                                         std::int64_t now, std::int64_t cost,
-                                                        Decision& decision) {
+                                                        Decision& decision, DelayWindow window) {
   const double capacity = D(policy.capacity());
   const double limit = D(policy.limit);
   const double period = D(policy.period.count());
@@ -105,9 +110,10 @@ inline Outcome<IntervalBucketState> DelayIntervalBucket(const Policy& policy,
     MarkDelayable(decision, 0);
     return out;
   }
-  const std::int64_t wait = state.tokens >= D(cost) ? from - now : until(state, D(cost));
-  if (wait > policy.delay.count()) {
-    SetDecision(decision, false, policy.limit, 0, wait - policy.delay.count(), full(state));
+  const std::int64_t wait = std::max(state.tokens >= D(cost) ? from - now : until(state, D(cost)),
+                                     window.not_before - now);
+  if (wait > window.max_wait) {
+    SetDecision(decision, false, policy.limit, 0, wait - window.max_wait, full(state));
     MarkDelayable(decision, 0);
     return out;
   }
@@ -120,6 +126,26 @@ inline Outcome<IntervalBucketState> DelayIntervalBucket(const Policy& policy,
   out.write = after;
   out.ttl_us = reset;
   return out;
+}
+
+// The three above by their state type, for a store that visits a key's state by type
+// (memory://'s multi-decisions, core/multi.h Redecide).
+inline Outcome<GcraState> DecideInWindow(const Policy& policy, const GcraState* stored,
+                                         std::int64_t now, std::int64_t cost, Decision& decision,
+                                         DelayWindow window) {
+  return DelayGcra(policy, stored, now, cost, decision, window);
+}
+inline Outcome<SmoothBucketState> DecideInWindow(const Policy& policy,
+                                                 const SmoothBucketState* stored, std::int64_t now,
+                                                 std::int64_t cost, Decision& decision,
+                                                 DelayWindow window) {
+  return DelaySmoothBucket(policy, stored, now, cost, decision, window);
+}
+inline Outcome<IntervalBucketState> DecideInWindow(const Policy& policy,
+                                                   const IntervalBucketState* stored,
+                                                   std::int64_t now, std::int64_t cost,
+                                                   Decision& decision, DelayWindow window) {
+  return DelayIntervalBucket(policy, stored, now, cost, decision, window);
 }
 
 }  // namespace floodgate::core

@@ -17,7 +17,8 @@ namespace floodgate::core {
 
 inline Outcome<GcraState> DecideGcra(const Policy& policy, const GcraState* stored,
                                      std::int64_t now, std::int64_t cost, Decision& decision) {
-  if (policy.delay.count() > 0) return DelayGcra(policy, stored, now, cost, decision);
+  if (policy.delay.count() > 0)
+    return DelayGcra(policy, stored, now, cost, decision, OwnWindow(policy, now));
   const std::int64_t emission = GcraEmissionUs(policy);
   const std::int64_t burst = policy.capacity();
   const std::int64_t tau = burst * emission;  // < 367 d (Policy::Validate)

@@ -58,12 +58,15 @@ inline Outcome<SmoothBucketState> Operate(const Policy& policy, const SmoothBuck
                                           Decision& decision) {
   const double capacity = D(policy.capacity());
   const SmoothBucketState before = stored != nullptr ? *stored : SmoothBucketState{capacity, now};
+  // The peek after is at the caller's now: under delay= a `last` ahead is a scheduled
+  // charge (the tokens there are not the caller's yet), and without it the peek clamps too.
+  const std::int64_t asked = now;
   now = std::max(now, before.last);
   const double tokens = SmoothLevel(policy, before, now).At(0);
   Outcome<SmoothBucketState> out;
   switch (op) {
-    case KeyOperation::kReset:
-      out.write = SmoothBucketState{capacity, now};
+    case KeyOperation::kReset:  // fresh at the caller's now: a scheduled charge goes too
+      out.write = SmoothBucketState{capacity, asked};
       break;
     case KeyOperation::kRefund:
       out.write = SmoothBucketState{std::min(capacity, tokens + D(units)), now};
@@ -72,17 +75,18 @@ inline Outcome<SmoothBucketState> Operate(const Policy& policy, const SmoothBuck
       out.write = SmoothBucketState{std::max(BucketFloor(policy), tokens - D(units)), now};
       break;
   }
-  return PeekAfterOperation(std::move(out), &DecideSmoothBucket, policy, stored, now, decision);
+  return PeekAfterOperation(std::move(out), &DecideSmoothBucket, policy, stored, asked, decision);
 }
 
 inline Outcome<IntervalBucketState> Operate(const Policy& policy, const IntervalBucketState* stored,
                                             std::int64_t now, KeyOperation op, std::int64_t units,
                                             Decision& decision) {
   const double capacity = D(policy.capacity());
+  const std::int64_t asked = now;                                   // the peek's, as above
   IntervalBucketState state = RefillInterval(policy, stored, now);  // clamps now
   switch (op) {
-    case KeyOperation::kReset:
-      state = IntervalBucketState{capacity, now};
+    case KeyOperation::kReset:  // as the smooth bucket's
+      state = IntervalBucketState{capacity, asked};
       break;
     case KeyOperation::kRefund:
       state.tokens = std::min(capacity, state.tokens + D(units));
@@ -94,7 +98,7 @@ inline Outcome<IntervalBucketState> Operate(const Policy& policy, const Interval
   }
   Outcome<IntervalBucketState> out;
   out.write = state;
-  return PeekAfterOperation(std::move(out), &DecideIntervalBucket, policy, stored, now, decision);
+  return PeekAfterOperation(std::move(out), &DecideIntervalBucket, policy, stored, asked, decision);
 }
 
 inline Outcome<FixedWindowState> Operate(const Policy& policy, const FixedWindowState* stored,

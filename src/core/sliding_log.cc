@@ -98,7 +98,9 @@ void SlidingLog::Resize(std::size_t capacity) {
 // sliding_log: docs/algorithms.md, "sliding_log (exact sliding window)".
 std::int64_t DecideSlidingLog(const Policy& policy, SlidingLog& log, std::int64_t now,
                               std::int64_t cost, Decision& decision, bool append) {
-  if (policy.delay.count() > 0) return DelaySlidingLog(policy, log, now, cost, decision, append);
+  if (policy.delay.count() > 0) {
+    return DelaySlidingLog(policy, log, now, cost, decision, append, OwnWindow(policy, now));
+  }
   const std::int64_t period = policy.period.count();
   const std::int64_t limit = policy.limit;
   const std::int64_t asked = now;
@@ -125,7 +127,8 @@ std::int64_t DecideSlidingLog(const Policy& policy, SlidingLog& log, std::int64_
 // sliding_log under delay=D: docs/algorithms.md, "Waiting". Only runs at or before now - P
 // leave the log: the scheduled runs ahead of now keep every run that counts at their times.
 std::int64_t DelaySlidingLog(const Policy& policy, SlidingLog& log, std::int64_t now,
-                             std::int64_t cost, Decision& decision, bool append) {
+                             std::int64_t cost, Decision& decision, bool append,
+                             DelayWindow window) {
   const std::int64_t period = policy.period.count();
   const std::int64_t limit = policy.limit;
   log.DropThrough(now - period);
@@ -138,13 +141,16 @@ std::int64_t DelaySlidingLog(const Policy& policy, SlidingLog& log, std::int64_t
   }
   // The earliest t >= s0 at which the log's units in (t - P, t] plus this cost fit: the
   // k-th oldest unit must have aged out, k = units + cost - limit.
-  std::int64_t start = log.empty() ? now : std::max(now, log.newest().time);
+  // The count in (t - P, t] only falls as t passes the newest run: it fits at any later
+  // start too, the window's included.
+  std::int64_t start =
+      std::max(window.not_before, log.empty() ? now : std::max(now, log.newest().time));
   if (units + cost > limit) {
     start = std::max(start, log.TimeOfUnit(units + cost - limit) + period);
   }
   const std::int64_t wait = start - now;
-  if (wait > policy.delay.count()) {
-    SetDecision(decision, false, limit, 0, wait - policy.delay.count(), held);
+  if (wait > window.max_wait) {
+    SetDecision(decision, false, limit, 0, wait - window.max_wait, held);
     MarkDelayable(decision, 0);
     return held;
   }

@@ -9,6 +9,7 @@
 #include <future>
 
 #include "common/strings.h"
+#include "core/multi.h"
 #include "core/state_kind.h"
 
 namespace floodgate {
@@ -71,13 +72,7 @@ absl::Status ValidateMultiRequest(const MultiRequest& request) {
     const CheckItem& item = request.items[i];
     const DecideRequest single{item.key, item.policy, item.cost, std::nullopt};
     absl::Status status;
-    if (item.policy.delay.count() > 0) {
-      // docs/algorithms.md "Waiting" charges every item at the latest item's start time,
-      // which the stores' multi-decision paths (and lua/batch.lua's groups) do not do yet.
-      status = absl::InvalidArgumentError(
-          fmt::format("{}: delay= is not for multi-decisions yet; decide the limit on its own",
-                      item.policy.ToString()));
-    } else if (item.policy.algorithm == Algorithm::kConcurrency) {
+    if (item.policy.algorithm == Algorithm::kConcurrency) {
       if (item.cost > 1) {
         status = absl::InvalidArgumentError(
             fmt::format("{} takes one lease per item: cost 1 acquires it, 0 peeks; got {}",
@@ -107,6 +102,18 @@ absl::Status ValidateMultiRequest(const MultiRequest& request) {
             "items[{}] and items[{}] share key \"{}\" under {}: they would share state; give each "
             "limit its own key",
             j, i, ToStd(absl::CEscape(ToAbsl(item.key))), AlgorithmName(item.policy.algorithm)));
+      }
+    }
+  }
+  if (core::Waits(request.items)) {
+    for (std::size_t i = 0; i < n; ++i) {
+      // A held item's lease or reservation is made in a step of its own on Redis
+      // (core/holding_multi.cc), before the common start of delay= is known.
+      if (HoldOf(request.items[i]).count() > 0) {
+        return absl::InvalidArgumentError(fmt::format(
+            "items[{}]: {} holds a lease or a reservation, which a multi-decision under delay= "
+            "does not take yet; decide it on its own",
+            i, request.items[i].policy.ToString()));
       }
     }
   }

@@ -48,7 +48,8 @@ inline Outcome<SmoothBucketState> DecideSmoothBucket(const Policy& policy,
                                                      const SmoothBucketState* stored,
                                                      std::int64_t now, std::int64_t cost,
                                                      Decision& decision) {
-  if (policy.delay.count() > 0) return DelaySmoothBucket(policy, stored, now, cost, decision);
+  if (policy.delay.count() > 0)
+    return DelaySmoothBucket(policy, stored, now, cost, decision, OwnWindow(policy, now));
   const double capacity = D(policy.capacity());
   const SmoothBucketState before = stored != nullptr ? *stored : SmoothBucketState{capacity, now};
   now = std::max(now, before.last);
@@ -93,7 +94,8 @@ inline Outcome<IntervalBucketState> DecideIntervalBucket(const Policy& policy,
                                                          const IntervalBucketState* stored,
                                                          std::int64_t now, std::int64_t cost,
                                                          Decision& decision) {
-  if (policy.delay.count() > 0) return DelayIntervalBucket(policy, stored, now, cost, decision);
+  if (policy.delay.count() > 0)
+    return DelayIntervalBucket(policy, stored, now, cost, decision, OwnWindow(policy, now));
   const double capacity = D(policy.capacity());
   const double limit = D(policy.limit);
   const double period = D(policy.period.count());

@@ -45,6 +45,11 @@ struct LimitsDecision {
   const Decision* single() const { return std::get_if<Decision>(&answer); }
   const MultiDecision* multi() const { return std::get_if<MultiDecision>(&answer); }
   bool allowed() const { return single() != nullptr ? single()->allowed : multi()->allowed; }
+  // How long an admitted request waits before it proceeds (delay=, docs/http.md "Waiting"):
+  // several limits wait for their common start (MultiDecision::delay). 0 when denied.
+  std::chrono::microseconds delay() const {
+    return single() != nullptr ? single()->delay : multi()->delay;
+  }
 };
 
 // Thread-safe.

@@ -31,7 +31,7 @@ Response Held(const Reply& reply, const RequestLimits& limits, const LimitsDecis
   AddLimitHeaders(response, limits, decision);
   if (!limits.issued_cookie.empty())
     response.headers.emplace_back("Set-Cookie", limits.issued_cookie);
-  response.hold = decision.single()->delay;
+  response.hold = decision.delay();
   response.place = std::move(place);
   return response;
 }
@@ -74,8 +74,7 @@ void Authz(const Request& request, const boost::asio::ip::address& peer, const S
                           max_waiting = config.max_waiting, respond = std::move(respond)](
                              const RequestLimits& limits, absl::StatusOr<LimitsDecision> decision) {
         if (!decision.ok()) return respond(StoreError(reply, decision.status()));
-        const Decision* single = decision->single();
-        if (single != nullptr && single->allowed && single->delay.count() > 0) {
+        if (decision->allowed() && decision->delay().count() > 0) {
           return respond(Held(reply, limits, *decision, waiting.Take(max_waiting)));
         }
         // A single limit denies by itself.

@@ -294,7 +294,21 @@ class MemoryStore::Impl {
                                  request.items[i].cost);
       }
     }
-    out.allowed = core::MultiAllows(request.items, out.items);
+    if (core::Waits(request.items)) {
+      // delay= (core/multi.h): the items decided again at the common start, or by the
+      // allowance that denies them.
+      const core::MultiStart start = core::StartOf(request.items, out.items);
+      for (std::size_t i = 0; i < n; ++i) {
+        const CheckItem& item = request.items[i];
+        if (auto window = core::Redecide(item, out.items[i], start, now)) {
+          work[i].plan = work[i].shard->EvaluateInWindow(work[i].probe, work[i].plan, item.policy,
+                                                         now, item.cost, *window, out.items[i]);
+        }
+      }
+      out.allowed = start.Admits();
+    } else {
+      out.allowed = core::MultiAllows(request.items, out.items);
+    }
     if (holds && out.allowed) {
       // Nothing written yet. Several items of one key may take it past kMaxHoldsPerKey by
       // as many: still a bound.

@@ -171,22 +171,25 @@ void Shard::SaveBlock(const Probe& probe, const Plan& plan, std::int64_t now_us)
   Save(block, found, state, now_us, plan.blocked_until);
 }
 
-Shard::Plan Shard::EvaluateFound(Found found, core::StateKind kind, const Policy& policy,
-                                 std::int64_t now_us, std::int64_t cost, Decision& decision) {
+template <class LogFn, class ValueFn>
+Shard::Plan Shard::PlanFrom(Found found, core::StateKind kind, std::int64_t now_us,
+                            std::int64_t cost, const Decision& decision, LogFn decide_log,
+                            ValueFn decide_value) {
   Plan plan;
   plan.found = found;
   plan.layout = layout_;
   if (core::KeepsLog(kind)) {
     core::SlidingLog scratch;
     core::SlidingLog& log = found.live ? *found.entry->state().log : scratch;
-    plan.ttl_us = core::DecideSlidingLog(policy, log, now_us, cost, decision, /*append=*/false);
+    plan.ttl_us = decide_log(log);
     if (found.live) CountLog(*found.entry);  // trimmed
     if (decision.allowed) plan.append = cost;
+    plan.append_at = now_us + decision.delay.count();  // delay=: the run is stored at its start
     return plan;
   }
   VisitValueKind(kind, [&]<class S>(std::type_identity<S>, auto decide) {
-    const core::Outcome<S> out = decide(
-        policy, found.live ? &StateAs<S>(found.entry->state()) : nullptr, now_us, cost, decision);
+    const core::Outcome<S> out =
+        decide_value(found.live ? &StateAs<S>(found.entry->state()) : nullptr, decide);
     if (out.write) {
       Entry::State state;
       StateAs<S>(state) = *out.write;
@@ -197,18 +200,53 @@ Shard::Plan Shard::EvaluateFound(Found found, core::StateKind kind, const Policy
   return plan;
 }
 
+Shard::Plan Shard::EvaluateFound(Found found, core::StateKind kind, const Policy& policy,
+                                 std::int64_t now_us, std::int64_t cost, Decision& decision) {
+  return PlanFrom(
+      found, kind, now_us, cost, decision,
+      [&](core::SlidingLog& log) {
+        return core::DecideSlidingLog(policy, log, now_us, cost, decision, /*append=*/false);
+      },
+      [&]<class S>(const S* stored, auto decide) {
+        return decide(policy, stored, now_us, cost, decision);
+      });
+}
+
+Shard::Plan Shard::EvaluateInWindow(const Probe& probe, const Plan& own, const Policy& policy,
+                                    std::int64_t now_us, std::int64_t cost,
+                                    core::DelayWindow window, Decision& decision) {
+  const Found found = own.layout == layout_ ? own.found : Find(probe, now_us);
+  return PlanFrom(
+      found, probe.kind, now_us, cost, decision,
+      [&](core::SlidingLog& log) {
+        return core::DelaySlidingLog(policy, log, now_us, cost, decision, /*append=*/false, window);
+      },
+      [&]<class S>(const S* stored, auto) {
+        // The kinds that take delay= (Policy::Validate refuses it elsewhere).
+        if constexpr (requires {
+                        core::DecideInWindow(policy, stored, now_us, cost, decision, window);
+                      }) {
+          return core::DecideInWindow(policy, stored, now_us, cost, decision, window);
+        } else {
+          return core::Outcome<S>{};
+        }
+      });
+}
+
 void Shard::Commit(const Probe& probe, const Plan& plan, std::int64_t now_us) {
   const Found found = plan.layout == layout_ ? plan.found : Find(probe, now_us);
+  // A run at its start (delay=), at now otherwise (CommitSlidingLog clamps to the newest).
+  const std::int64_t run_at = std::max(now_us, plan.append_at);
   if (plan.append > 0) {
     if (found.live) {
-      core::CommitSlidingLog(*found.entry->state().log, now_us, plan.append);
+      core::CommitSlidingLog(*found.entry->state().log, run_at, plan.append);
       found.entry->set_expires(SecondsCeil(now_us + plan.ttl_us));
       found.entry->set_referenced(true);
       CountLog(*found.entry);
       return FitBytes(SecondsFloor(now_us));
     }
     auto log = std::make_unique<core::SlidingLog>();
-    core::CommitSlidingLog(*log, now_us, plan.append);
+    core::CommitSlidingLog(*log, run_at, plan.append);
     Entry::State state;
     state.log = log.release();  // owned by the entry
     return Save(probe, found, state, now_us, now_us + plan.ttl_us);

@@ -83,6 +83,7 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   struct Plan {
     std::optional<Entry::State> state;  // value kinds: what to save (ttl_us <= 0: drop)
     std::int64_t append = 0;            // sliding log: the units admitted
+    std::int64_t append_at = 0;         // sliding log: their run's time (delay=: its start)
     std::int64_t ttl_us = 0;
     Found found;  // where the key was: valid while layout_ (below) stays what it was
     std::uint64_t layout = 0;
@@ -97,6 +98,11 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   void Prefetch(const Probe& probe) const { index_.prefetch(probe); }
   Plan Evaluate(const Probe& probe, const Policy& policy, std::int64_t now_us, std::int64_t cost,
                 Decision& decision);
+  // The item decided again under delay= in `window` (core/multi.h Redecide), from what
+  // Evaluate found (`own`, its plan): replaces that plan.
+  Plan EvaluateInWindow(const Probe& probe, const Plan& own, const Policy& policy,
+                        std::int64_t now_us, std::int64_t cost, core::DelayWindow window,
+                        Decision& decision);
   // The item's peek (cost 0), from what Evaluate found: a denied request's other items.
   // Looked up again when an earlier item's block moved entries (as Commit).
   void Peek(const Probe& probe, const Plan& plan, const Policy& policy, std::int64_t now_us,
@@ -179,6 +185,12 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   };
   using Index = absl::flat_hash_set<std::uint32_t, IndexHash, IndexEq>;
 
+  // A plan (nothing written) from a decision made by decide_log(log) (a sliding log's:
+  // returns its TTL) or decide_value(stored, the kind's core function) (a value state's:
+  // returns its Outcome); `decision` is the one they write.
+  template <class LogFn, class ValueFn>
+  Plan PlanFrom(Found found, core::StateKind kind, std::int64_t now_us, std::int64_t cost,
+                const Decision& decision, LogFn decide_log, ValueFn decide_value);
   Plan EvaluateFound(Found found, core::StateKind kind, const Policy& policy, std::int64_t now_us,
                      std::int64_t cost, Decision& decision);
   // EvaluateFound under policy.block (core/block.h), on a key blocked until `blocked_until`.

@@ -31,14 +31,23 @@ void CrossSlot::Submit(const MultiRequest& request, MultiCallback done) {
   m->deadline = now + options_.timeout;
   m->done = std::move(done);
   m->decisions.resize(n);
+  // The items by slot, ascending (the topology's: every key in one on a single server).
+  absl::InlinedVector<int, 4> slot_of(n);
+  for (std::size_t i = 0; i < n; ++i) slot_of[i] = dispatcher_.SlotOf(m->redis_keys[i]);
+  const bool one_slot =
+      std::all_of(slot_of.begin(), slot_of.end(), [&](int slot) { return slot == slot_of[0]; });
+  if (!one_slot && core::Waits(m->items)) {
+    // Under delay= every item is charged at the latest item's start, known only once every
+    // slot was asked: reserving slot by slot would charge the earlier slots too early.
+    return m->done(absl::InvalidArgumentError(
+        "a multi-decision under delay= decides its keys in one script call: give them one "
+        "Cluster slot with a {hash tag} (the service's keys share the client's)"));
+  }
   ++counters_.multi;
   if (!request.now && options_.denial_cache_min.count() > 0 && AnswerFromDenials(*m, now)) {
     return;
   }
-  // The items by slot, ascending (the topology's: every key in one on a single server).
-  absl::InlinedVector<int, 4> slot_of(n);
-  for (std::size_t i = 0; i < n; ++i) slot_of[i] = dispatcher_.SlotOf(m->redis_keys[i]);
-  if (std::all_of(slot_of.begin(), slot_of.end(), [&](int slot) { return slot == slot_of[0]; })) {
+  if (one_slot) {
     Indexes& all = m->slots.emplace_back(n);
     for (std::size_t i = 0; i < n; ++i) all[i] = i;
   } else {

@@ -92,12 +92,15 @@ void Outcomes::CompleteUnit(Unit& p, absl::StatusOr<UnitResult> result, Blame bl
 
 // The denial cache learns denials Redis gave at its own clock, long enough to matter;
 // never a concurrency limit's, whose retry_after is only an upper bound (a release
-// frees a lease sooner, and a cached denial would then refuse what is admitted).
+// frees a lease sooner, and a cached denial would then refuse what is admitted); nor a
+// delay= item's in a multi-decision, denied by the request's allowance (min D_i), which
+// a decision of that limit alone, allowed its own D, need not be.
 void Outcomes::RememberDenial(const Unit& p, const Item& item, const Decision& d,
                               Steady::time_point now) {
   if (!d.allowed && !p.now_us && options_.denial_cache_min.count() > 0 &&
       d.retry_after >= options_.denial_cache_min &&
-      item.policy.algorithm != Algorithm::kConcurrency) {
+      item.policy.algorithm != Algorithm::kConcurrency &&
+      (p.items.size() == 1 || item.policy.delay.count() == 0)) {
     denials_.Insert(item.redis_key, item.policy, item.cost, d, now);
   }
 }
