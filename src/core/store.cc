@@ -15,7 +15,10 @@ namespace floodgate {
 
 namespace {
 
-absl::Status ValidateTime(const std::optional<TimePoint>& now) {
+// ValidateTime and ValidateDecision are inlined where they are called: every decision
+// passes through them, and called out of line their calls and the Status each returns
+// through memory were ~30 instructions of an in-memory decision's ~700 (callgrind).
+[[gnu::always_inline]] inline absl::Status ValidateTime(const std::optional<TimePoint>& now) {
   if (now && now->time_since_epoch().count() < 0) {
     return absl::InvalidArgumentError("now must not be before the Unix epoch");
   }
@@ -33,7 +36,7 @@ absl::Status ValidateHold(std::chrono::microseconds hold) {
 
 // ValidateRequest without the rule that a concurrency limit is only peeked: a reserve
 // (an Acquire) is how it is taken.
-absl::Status ValidateDecision(const DecideRequest& request) {
+[[gnu::always_inline]] inline absl::Status ValidateDecision(const DecideRequest& request) {
   if (request.key.empty()) return absl::InvalidArgumentError("key must not be empty");
   if (request.key.size() > kMaxKeyBytes) {
     return absl::InvalidArgumentError(
