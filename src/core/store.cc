@@ -50,9 +50,9 @@ absl::Status ValidateHold(std::chrono::microseconds hold) {
   return request.policy.Validate();
 }
 
-}  // namespace
-
-absl::Status ValidateRequest(const DecideRequest& request) {
+// ValidateRequest, inlined into Store::Decide and DecideAsync as the validators it calls
+// are (above).
+[[gnu::always_inline]] inline absl::Status ValidateDecideRequest(const DecideRequest& request) {
   if (request.policy.algorithm == Algorithm::kConcurrency && request.cost > 0) {
     return absl::InvalidArgumentError(fmt::format(
         "{} is held with Acquire and freed with Release (POST /v1/acquire, /v1/release); a "
@@ -60,6 +60,12 @@ absl::Status ValidateRequest(const DecideRequest& request) {
         request.policy.ToString()));
   }
   return ValidateDecision(request);
+}
+
+}  // namespace
+
+absl::Status ValidateRequest(const DecideRequest& request) {
+  return ValidateDecideRequest(request);
 }
 
 absl::Status ValidateMultiRequest(const MultiRequest& request) {
@@ -149,12 +155,12 @@ void Store::DecideAllAsync(const MultiRequest& request, MultiCallback done) {
 }
 
 absl::StatusOr<Decision> Store::Decide(const DecideRequest& request) {
-  if (absl::Status status = ValidateRequest(request); !status.ok()) return status;
+  if (absl::Status status = ValidateDecideRequest(request); !status.ok()) return status;
   return DecideValidated(request);
 }
 
 void Store::DecideAsync(const DecideRequest& request, DecisionCallback done) {
-  if (absl::Status status = ValidateRequest(request); !status.ok()) {
+  if (absl::Status status = ValidateDecideRequest(request); !status.ok()) {
     done(std::move(status));
     return;
   }
