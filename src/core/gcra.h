@@ -17,8 +17,9 @@ namespace floodgate::core {
 
 inline Outcome<GcraState> DecideGcra(const Policy& policy, const GcraState* stored,
                                      std::int64_t now, std::int64_t cost, Decision& decision) {
-  if (policy.delay.count() > 0)
+  if (policy.delay.count() > 0) [[unlikely]] {  // the rare option: its code kept off this path
     return DelayGcra(policy, stored, now, cost, decision, OwnWindow(policy, now));
+  }
   const std::int64_t emission = GcraEmissionUs(policy);
   const std::int64_t burst = policy.capacity();
   const std::int64_t tau = burst * emission;  // < 367 d (Policy::Validate)
@@ -38,12 +39,12 @@ inline Outcome<GcraState> DecideGcra(const Policy& policy, const GcraState* stor
   const std::int64_t next = tat + cost * emission;
   const std::int64_t diff = now + tau - next;
   if (diff >= 0) {
-    SetDecision(decision, true, policy.limit, diff / emission, 0, next - now);
+    SetDecision(decision, true, policy.limit, Quotient(diff, emission), 0, next - now);
     out.write = GcraState{next};
     out.ttl_us = next - now;
     return out;
   }
-  SetDecision(decision, false, policy.limit, room / emission, -diff, tat - now);
+  SetDecision(decision, false, policy.limit, Quotient(room, emission), -diff, tat - now);
   return out;
 }
 

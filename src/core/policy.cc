@@ -491,12 +491,21 @@ absl::Status Policy::Validate() const {
     }
     return absl::OkStatus();
   }
-  if (block.count() != 0 && (block < kMinBlock || block > kMaxBlock)) {
-    return bad(fmt::format("block must be between 1ms and 366d, got {}", FormatDuration(block)));
+  // Most policies set none of the options, and every store validates the policy of every
+  // decision: one test for all of them (each passes when its fields are left unset), and
+  // their own checks only for a policy that sets one.
+  const bool sets_options = block.count() != 0 || delay.count() != 0 ||
+                            prefetch != Prefetch::kOff || prefetch_units != 0 ||
+                            prefetch_ttl != kDefaultPrefetchTtl || calendar != Calendar::kNone ||
+                            !tz.empty();
+  if (sets_options) {
+    if (block.count() != 0 && (block < kMinBlock || block > kMaxBlock)) {
+      return bad(fmt::format("block must be between 1ms and 366d, got {}", FormatDuration(block)));
+    }
+    if (absl::Status status = ValidatePrefetch(*this); !status.ok()) return status;
+    if (absl::Status status = ValidateDelay(*this); !status.ok()) return status;
+    if (absl::Status status = ValidateCalendar(*this); !status.ok()) return status;
   }
-  if (absl::Status status = ValidatePrefetch(*this); !status.ok()) return status;
-  if (absl::Status status = ValidateDelay(*this); !status.ok()) return status;
-  if (absl::Status status = ValidateCalendar(*this); !status.ok()) return status;
   if (limit < 1 || limit > kMaxLimit) {
     return bad(fmt::format("limit must be between 1 and 1000000000, got {}", limit));
   }

@@ -16,7 +16,10 @@ namespace floodgate {
 
 namespace {
 
-absl::Status ValidateTime(const std::optional<TimePoint>& now) {
+// ValidateTime and ValidateDecision are inlined where they are called: every decision
+// passes through them, and called out of line their calls and the Status each returns
+// through memory were ~30 instructions of an in-memory decision's ~700 (callgrind).
+[[gnu::always_inline]] inline absl::Status ValidateTime(const std::optional<TimePoint>& now) {
   if (now && now->time_since_epoch().count() < 0) {
     return absl::InvalidArgumentError("now must not be before the Unix epoch");
   }
@@ -34,7 +37,7 @@ absl::Status ValidateHold(std::chrono::microseconds hold) {
 
 // ValidateRequest without the rule that a concurrency limit is only peeked: a reserve
 // (an Acquire) is how it is taken.
-absl::Status ValidateDecision(const DecideRequest& request) {
+[[gnu::always_inline]] inline absl::Status ValidateDecision(const DecideRequest& request) {
   if (request.key.empty()) return absl::InvalidArgumentError("key must not be empty");
   if (request.key.size() > kMaxKeyBytes) {
     return absl::InvalidArgumentError(
@@ -48,9 +51,9 @@ absl::Status ValidateDecision(const DecideRequest& request) {
   return request.policy.Validate();
 }
 
-}  // namespace
-
-absl::Status ValidateRequest(const DecideRequest& request) {
+// ValidateRequest, inlined into Store::Decide and DecideAsync as the validators it calls
+// are (above).
+[[gnu::always_inline]] inline absl::Status ValidateDecideRequest(const DecideRequest& request) {
   if (request.policy.algorithm == Algorithm::kConcurrency && request.cost > 0) {
     return absl::InvalidArgumentError(fmt::format(
         "{} is held with Acquire and freed with Release (POST /v1/acquire, /v1/release); a "
@@ -58,6 +61,12 @@ absl::Status ValidateRequest(const DecideRequest& request) {
         request.policy.ToString()));
   }
   return ValidateDecision(request);
+}
+
+}  // namespace
+
+absl::Status ValidateRequest(const DecideRequest& request) {
+  return ValidateDecideRequest(request);
 }
 
 absl::Status ValidateMultiRequest(const MultiRequest& request) {
@@ -153,12 +162,12 @@ void Store::DecideAllAsync(const MultiRequest& request, MultiCallback done) {
 }
 
 absl::StatusOr<Decision> Store::Decide(const DecideRequest& request) {
-  if (absl::Status status = ValidateRequest(request); !status.ok()) return status;
+  if (absl::Status status = ValidateDecideRequest(request); !status.ok()) return status;
   return DecideValidated(request);
 }
 
 void Store::DecideAsync(const DecideRequest& request, DecisionCallback done) {
-  if (absl::Status status = ValidateRequest(request); !status.ok()) {
+  if (absl::Status status = ValidateDecideRequest(request); !status.ok()) {
     done(std::move(status));
     return;
   }

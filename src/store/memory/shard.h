@@ -219,9 +219,12 @@ class alignas(64) Shard {  // own cache lines: no false sharing between locks
   template <class UpdateFn>
   void UpdateLog(const Probe& probe, Found found, std::int64_t now_us, UpdateFn update);
 
-  // Saves state for the probe's key: updates the found entry or inserts a new one.
+  // Saves state for the probe's key: updates the found entry or inserts a new one
+  // (Insert, out of line: a decision on a known key, the common one, pays no call).
   void Save(const Probe& probe, Found found, Entry::State state, std::int64_t now_us,
             std::int64_t expires_us);
+  void Insert(const Probe& probe, Entry::State state, std::int64_t now_us,
+              std::int64_t expires_us);
   void Drop(Found found);
   void RemoveAt(std::uint32_t slot);
   void MakeRoom(std::uint32_t now_s);
