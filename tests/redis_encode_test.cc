@@ -48,7 +48,7 @@ std::vector<Args> Commands(std::string_view resp) {
   return commands;
 }
 
-class RedisEncode : public testing::Test {
+class RedisEncode : public ::testing::Test {
  protected:
   RedisEncode() {
     for (int i = 0; i < kScriptCount; ++i) scripts_.set_sha(ScriptId(i), "sha" + std::to_string(i));

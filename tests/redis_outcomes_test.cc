@@ -60,7 +60,7 @@ struct Probe {
   std::optional<absl::StatusOr<UnitResult>> unit_result;
 };
 
-class RedisOutcomes : public testing::TestWithParam<OnError> {
+class RedisOutcomes : public ::testing::TestWithParam<OnError> {
  protected:
   RedisOutcomes() : node_({"h", 1}, "h:1", /*threshold=*/1, std::chrono::seconds(1)) {
     options_.on_error = GetParam();
@@ -229,8 +229,8 @@ TEST_P(RedisOutcomes, DenialsAtTheServersClockAreRemembered) {
 }
 
 INSTANTIATE_TEST_SUITE_P(OnError, RedisOutcomes,
-                         testing::Values(OnError::kFailOpen, OnError::kFailClosed, OnError::kLocal),
-                         [](const testing::TestParamInfo<OnError>& info) -> std::string {
+                         ::testing::Values(OnError::kFailOpen, OnError::kFailClosed, OnError::kLocal),
+                         [](const ::testing::TestParamInfo<OnError>& info) -> std::string {
                            switch (info.param) {
                              case OnError::kFailOpen:
                                return "FailOpen";
