@@ -1,5 +1,5 @@
 # Build-time levers that change no behaviour: the lld linker, ccache when present, unity
-# batches for the libraries and tests. Measured in docs/building.md.
+# batches for the libraries and tests. What each saved: the comments beside them, and README "Testing".
 
 include(CheckLinkerFlag)
 
