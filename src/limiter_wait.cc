@@ -53,6 +53,26 @@ absl::StatusOr<std::vector<CheckItem>> BoundedItems(std::span<const CheckItem> i
   return bounded;
 }
 
+// The store's callback for an async wait: hands `done` the answer (a Decision, or a
+// MultiDecision for several limits) once its delay has passed on `timers`, at once when it
+// has none or is not an admission. The delay runs from when the answer arrives: a store's
+// round trip only makes the caller proceed later than its slot, never earlier.
+template <typename Answer, typename Done>
+auto AfterDelay(DelayQueue* timers, Done done) {
+  return [timers, done = std::move(done)](absl::StatusOr<Answer> decision) mutable {
+    if (!decision.ok() || !decision->allowed || decision->delay.count() == 0) {
+      return done(std::move(decision));
+    }
+    const std::chrono::microseconds delay = decision->delay;
+    timers->At(Steady::now() + delay,
+               [answer = *std::move(decision), done = std::move(done)](bool on_time) mutable {
+                 if (on_time) return done(std::move(answer));
+                 done(absl::CancelledError(
+                     "the limiter closed before the delay ended (the request stays charged)"));
+               });
+  };
+}
+
 }  // namespace
 
 absl::StatusOr<Decision> Limiter::Wait(std::string_view key, const Policy& policy,
@@ -70,22 +90,8 @@ void Limiter::WaitAsync(std::string_view key, const Policy& policy, Steady::time
                         std::int64_t cost, DecisionCallback done) {
   absl::StatusOr<Policy> bounded = Bounded(policy, deadline);
   if (!bounded.ok()) return done(bounded.status());
-  // The delay runs from when the answer arrives: a store's round trip only makes the
-  // caller proceed later than its slot, never earlier.
-  store_->DecideAsync(
-      DecideRequest{key, *bounded, cost, std::nullopt},
-      [timers = timers_.get(), done = std::move(done)](absl::StatusOr<Decision> decision) mutable {
-        if (!decision.ok() || !decision->allowed || decision->delay.count() == 0) {
-          return done(std::move(decision));
-        }
-        const Decision answer = *decision;
-        timers->At(Steady::now() + answer.delay,
-                   [answer, done = std::move(done)](bool on_time) mutable {
-                     if (on_time) return done(answer);
-                     done(absl::CancelledError(
-                         "the limiter closed before the delay ended (the request stays charged)"));
-                   });
-      });
+  store_->DecideAsync(DecideRequest{key, *bounded, cost, std::nullopt},
+                      AfterDelay<Decision>(timers_.get(), std::move(done)));
 }
 
 absl::StatusOr<MultiDecision> Limiter::WaitAll(std::span<const CheckItem> items,
@@ -101,20 +107,8 @@ void Limiter::WaitAllAsync(std::span<const CheckItem> items, Steady::time_point 
                            MultiCallback done) {
   absl::StatusOr<std::vector<CheckItem>> bounded = BoundedItems(items, deadline);
   if (!bounded.ok()) return done(bounded.status());
-  store_->DecideAllAsync(
-      MultiRequest{*bounded}, [timers = timers_.get(), done = std::move(done)](
-                                  absl::StatusOr<MultiDecision> decision) mutable {
-        if (!decision.ok() || !decision->allowed || decision->delay.count() == 0) {
-          return done(std::move(decision));
-        }
-        const std::chrono::microseconds delay = decision->delay;
-        timers->At(Steady::now() + delay,
-                   [answer = *std::move(decision), done = std::move(done)](bool on_time) mutable {
-                     if (on_time) return done(std::move(answer));
-                     done(absl::CancelledError(
-                         "the limiter closed before the delay ended (the request stays charged)"));
-                   });
-      });
+  store_->DecideAllAsync(MultiRequest{*bounded},
+                         AfterDelay<MultiDecision>(timers_.get(), std::move(done)));
 }
 
 std::future<absl::StatusOr<Decision>> Limiter::WaitFuture(std::string_view key,
