@@ -28,3 +28,35 @@ function(floodgate_unity target batch_size)
     set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE ${batch_size})
   endif()
 endfunction()
+
+# Precompiled headers: the system headers most of a target's units include (the standard
+# library, fmt, abseil, Asio, Beast, gRPC, gtest), parsed once per target instead of once per
+# unity batch. Measured 2026-12-02, CPU-s per tree: TSan 585 -> 447 (floodgate_server 153 ->
+# 97, rls_test 78 -> 46, the generated protobuf code 39 -> 18), the default tree 953 -> 899.
+# GCC's precompiled headers are larger and slower to build than clang's (14-32 s each, with
+# debug info), so under GCC only the targets that gain from one get one (floodgate_pch_gcc).
+# Only headers from outside the project: a change of ours never rebuilds a PCH.
+option(FLOODGATE_PCH "Precompile the system headers of each target" ON)
+set(FLOODGATE_PCH_STD <algorithm> <array> <atomic> <chrono> <cstdint> <functional> <map>
+    <memory> <mutex> <optional> <string> <string_view> <thread> <utility> <variant> <vector>)
+function(floodgate_pch target)
+  if(FLOODGATE_PCH)
+    target_precompile_headers(${target} PRIVATE ${FLOODGATE_PCH_STD} ${ARGN})
+  endif()
+endfunction()
+# Under GCC in an optimised build the CLI's few units lost more to their PCH than it saved
+# (130 -> 142 CPU-s): targets that call this have a PCH everywhere but there.
+function(floodgate_pch_unless_gcc_optimised target)
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND NOT FLOODGATE_SANITIZE)
+    return()
+  endif()
+  floodgate_pch(${target} ${ARGN})
+endfunction()
+# A target with the same compile flags as `owner` uses owner's PCH (the test binaries share
+# floodgate_conformance's); CMake adds -Winvalid-pch, so with -Werror a mismatch stops the
+# build rather than silently parsing everything again.
+function(floodgate_pch_from target owner)
+  if(FLOODGATE_PCH)
+    set_target_properties(${target} PROPERTIES PRECOMPILE_HEADERS_REUSE_FROM ${owner})
+  endif()
+endfunction()

@@ -14,10 +14,12 @@
 #include <random>
 #include <string>
 
+#include "trials.h"
+
 namespace floodgate {
 namespace {
 
-constexpr int kTrialsPerKind = 300;
+constexpr int kTrialsPerKind = ::floodgate::testing::Trials(300);
 constexpr int kRequestsPerTrial = 200;
 constexpr std::int64_t kStart = 1'700'000'000'000'000;
 

@@ -10,12 +10,14 @@
 #include <iostream>
 #include <string>
 
+#include "trials.h"
+
 namespace floodgate::take_model {
 namespace {
 
 // A fixed number of trials, not as many as fit in some seconds: a seed checks the same
 // trials on every machine, and a run's verdict depends on the seed alone.
-constexpr int kTrialsPerKind = 1500;
+constexpr int kTrialsPerKind = ::floodgate::testing::Trials(1500);
 
 class TakeModel : public ::testing::TestWithParam<Kind> {};
 

@@ -268,7 +268,7 @@ class GrpcServer::Service final {
 };
 
 GrpcServer::GrpcServer(Engine& engine, GrpcOptions options)
-    : engine_(engine), options_(std::move(options)), service_(std::make_unique<Service>(engine)) {}
+    : options_(std::move(options)), service_(std::make_unique<Service>(engine)) {}
 
 GrpcServer::~GrpcServer() { Shutdown(); }
 

@@ -74,7 +74,6 @@ class GrpcServer {
  private:
   class Service;
 
-  Engine& engine_;
   GrpcOptions options_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
