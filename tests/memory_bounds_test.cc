@@ -168,14 +168,14 @@ TEST(MemoryBounds, MaxReservationsIsStoreWide) {
 // 100,000 runs is 2 MiB. max_bytes bounds the bytes, evicting as max_keys does.
 TEST(MemoryBounds, MaxBytesBoundsWhatSlidingLogsHold) {
   MemoryStoreOptions options = BoundedOptions(1'000'000, 1);
-  options.max_bytes = std::size_t{8} << 20;
+  options.max_bytes = std::size_t{1} << 20;
   MemoryStore store(options);
   EXPECT_EQ(store.Describe(),
-            "memory://?max_keys=1000000&max_bytes=8388608&max_reservations=1000000&shards=1");
+            "memory://?max_keys=1000000&max_bytes=1048576&max_reservations=1000000&shards=1");
   const Policy log = *Policy::Parse("sliding_log:100000/1d");
-  // Ten keys of 40,000 runs each (one per µs): 1 MiB of runs apiece.
+  // Ten keys of 5,000 runs each (one per µs): 128 KiB of runs apiece, 1.25 MiB in all.
   for (int k = 0; k < 10; ++k) {
-    for (int i = 0; i < 40'000; ++i) {
+    for (int i = 0; i < 5'000; ++i) {
       ASSERT_TRUE(
           DecideIn(store, "log" + std::to_string(k), log, kBoundsNow + microseconds(i)).allowed);
       ASSERT_LE(store.bytes(), options.max_bytes) << k << ", " << i;

@@ -9,6 +9,7 @@
 
 #include "redis_test_fixture.h"
 #include "take_model.h"
+#include "trials.h"
 
 namespace floodgate::testing {
 namespace {
@@ -35,8 +36,9 @@ TEST_F(RedisTest, ReservationVectorsOneByOneAndBatched) {
 // take(k, δ) (lua/take.lua, the twin of src/core/take.h): the model check's trials
 // (tests/take_model.h), drawn from one seed, answer on Redis exactly as on memory:// at
 // every step (units, lease ends, denials, returns), and stay within the envelope. A fixed
-// number of trials per kind, so that a seed checks the same trials on any machine.
-constexpr int kRedisTakeTrials = 40;
+// number of trials per kind, so that a seed checks the same trials on any machine (a fifth
+// under a sanitizer: tests/trials.h).
+constexpr int kRedisTakeTrials = Trials(40);
 
 TEST_F(RedisTest, TakeModelTrialsAnswerAsOnMemory) {
   const std::uint64_t seed = take_model::ModelSeed();
@@ -118,7 +120,7 @@ TEST_F(RedisTest, AReleasedReservationLeavesNoTrace) {
                     {"1", "1", "1", mode, "0", mode == "release" ? std::to_string(at) : ""});
       }
       args.insert(args.end(), {"1", std::to_string(now), std::to_string(cost)});
-      return server_->Cli(args);
+      return server_->Command(args);
     };
     const std::string used = "release:used:" + policy[0], fresh = "release:fresh:" + policy[0];
     // Both keys take 3 at t; `used` reserves 4 more at t + 1 ms and gives them back at

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -195,18 +196,18 @@ std::unique_ptr<RedisServer> RedisServer::StartClusterNode(int port) {
   // A node is taken for failed after kHangGuard of silence, never because a loaded machine
   // stalled it: with 1 s, a replica promoted itself in the middle of a test (its settles
   // answered by errors). Tests that want a failover ask for one (CLUSTER FAILOVER TAKEOVER).
-  const std::string node_timeout = std::to_string(
-      std::chrono::duration_cast<std::chrono::milliseconds>(kHangGuard).count());
-  return StartWith({"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                    "--cluster-node-timeout", node_timeout, "--cluster-replica-validity-factor",
-                    "0",
-                    // A failed primary takes down only its own slots, not the whole
-                    // cluster: what a rate limiter in front of everything wants.
-                    "--cluster-require-full-coverage", "no",
-                    // A replica syncs at once: with the default 5 s diskless-sync delay a
-                    // CLUSTER FAILOVER asked meanwhile timed out (its limit is 5 s too).
-                    "--repl-diskless-sync-delay", "0"},
-                   PortOr(port, &FreeClusterNodePort));
+  const std::string node_timeout =
+      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(kHangGuard).count());
+  return StartWith(
+      {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout",
+       node_timeout, "--cluster-replica-validity-factor", "0",
+       // A failed primary takes down only its own slots, not the whole
+       // cluster: what a rate limiter in front of everything wants.
+       "--cluster-require-full-coverage", "no",
+       // A replica syncs at once: with the default 5 s diskless-sync delay a
+       // CLUSTER FAILOVER asked meanwhile timed out (its limit is 5 s too).
+       "--repl-diskless-sync-delay", "0"},
+      PortOr(port, &FreeClusterNodePort));
 }
 
 std::unique_ptr<RedisServer> RedisServer::StartOnUnixSocket(std::vector<std::string> extra_args) {
@@ -332,13 +333,63 @@ bool RedisServer::Restart() {
 
 std::string RedisServer::Cli(const std::vector<std::string>& args) const {
   // Bounded (a server that never answers would hold redis-cli, and the test, for good).
-  std::string command =
-      fmt::format("timeout {} redis-cli ", kHangGuard.count()) +
-      (unix_socket_.empty() ? fmt::format("-h 127.0.0.1 -p {}", port_)
-                            : "-s " + ShellQuote(unix_socket_));
+  std::string command = fmt::format("timeout {} redis-cli ", kHangGuard.count()) +
+                        (unix_socket_.empty() ? fmt::format("-h 127.0.0.1 -p {}", port_)
+                                              : "-s " + ShellQuote(unix_socket_));
   for (const auto& a : args) command += " " + ShellQuote(a);
   command += " 2>&1";
   return RunShell(command);
+}
+
+namespace {
+
+void PrintReply(const redisReply& reply, std::string& out) {
+  switch (reply.type) {
+    case REDIS_REPLY_INTEGER:
+      out += std::to_string(reply.integer) + "\n";
+      break;
+    case REDIS_REPLY_NIL:
+      out += "\n";
+      break;
+    case REDIS_REPLY_ARRAY:
+      for (std::size_t i = 0; i < reply.elements; ++i) PrintReply(*reply.element[i], out);
+      break;
+    default:  // a string, a status, an error
+      out.append(reply.str, reply.len);
+      out += "\n";
+  }
+}
+
+}  // namespace
+
+std::string RedisServer::Command(const std::vector<std::string>& args) const {
+  const timeval guard{static_cast<time_t>(kHangGuard.count()), 0};
+  redisContext* context = unix_socket_.empty()
+                              ? redisConnectWithTimeout("127.0.0.1", port_, guard)
+                              : redisConnectUnixWithTimeout(unix_socket_.c_str(), guard);
+  const std::unique_ptr<redisContext, decltype(&redisFree)> owned(context, &redisFree);
+  if (context == nullptr || context->err != 0) {
+    ADD_FAILURE() << "cannot connect to redis-server " << port_;
+    return "";
+  }
+  redisSetTimeout(context, guard);  // a server that never answers fails the test, not hangs it
+  std::vector<const char*> argv;
+  std::vector<std::size_t> lengths;
+  for (const std::string& arg : args) {
+    argv.push_back(arg.data());
+    lengths.push_back(arg.size());
+  }
+  auto* reply = static_cast<redisReply*>(
+      redisCommandArgv(context, static_cast<int>(argv.size()), argv.data(), lengths.data()));
+  if (reply == nullptr) {
+    ADD_FAILURE() << "redis-server " << port_ << ": " << context->errstr;
+    return "";
+  }
+  const std::unique_ptr<redisReply, decltype(&freeReplyObject)> owned_reply(reply,
+                                                                            &freeReplyObject);
+  std::string out;
+  PrintReply(*reply, out);
+  return out;
 }
 
 PausedWrites::PausedWrites(std::vector<RedisServer*> servers) : servers_(std::move(servers)) {
