@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "test_time.h"
+#include "trials.h"
 
 namespace floodgate {
 namespace {
@@ -91,6 +92,9 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(Concurrency, ManyKeysWithEvictionAndExpiryStayBounded) {
+  // 8 threads, 50,000 keys, room for 2,000: the store evicts from its first few thousand
+  // decisions on. A sanitizer run gets a fifth (tests/trials.h): all 160,000 took 12 s.
+  constexpr int kDecisionsPerThread = testing::Trials(20'000);
   MemoryStoreOptions options;
   options.max_keys = 2'000;
   options.shards = 16;
@@ -103,7 +107,7 @@ TEST(Concurrency, ManyKeysWithEvictionAndExpiryStayBounded) {
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&, t] {
         start.arrive_and_wait();
-        for (int i = 0; i < 20'000; ++i) {
+        for (int i = 0; i < kDecisionsPerThread; ++i) {
           const std::string key = "k" + std::to_string((i * 7919 + t * 104729) % 50'000);
           const auto d = store.Decide({key, policies[i % 3], 1, std::nullopt});
           ASSERT_TRUE(d.ok());
