@@ -34,7 +34,7 @@ endfunction()
 # unity batch. Measured 2026-12-02, CPU-s per tree: TSan 585 -> 447 (floodgate_server 153 ->
 # 97, rls_test 78 -> 46, the generated protobuf code 39 -> 18), the default tree 953 -> 899.
 # GCC's precompiled headers are larger and slower to build than clang's (14-32 s each, with
-# debug info), so under GCC only the targets that gain from one get one (floodgate_pch_gcc).
+# debug info), so under GCC only the targets that gain from one get one.
 # Only headers from outside the project: a change of ours never rebuilds a PCH.
 option(FLOODGATE_PCH "Precompile the system headers of each target" ON)
 set(FLOODGATE_PCH_STD <algorithm> <array> <atomic> <chrono> <cstdint> <functional> <map>

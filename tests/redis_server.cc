@@ -196,18 +196,18 @@ std::unique_ptr<RedisServer> RedisServer::StartClusterNode(int port) {
   // A node is taken for failed after kHangGuard of silence, never because a loaded machine
   // stalled it: with 1 s, a replica promoted itself in the middle of a test (its settles
   // answered by errors). Tests that want a failover ask for one (CLUSTER FAILOVER TAKEOVER).
-  const std::string node_timeout =
-      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(kHangGuard).count());
-  return StartWith(
-      {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout",
-       node_timeout, "--cluster-replica-validity-factor", "0",
-       // A failed primary takes down only its own slots, not the whole
-       // cluster: what a rate limiter in front of everything wants.
-       "--cluster-require-full-coverage", "no",
-       // A replica syncs at once: with the default 5 s diskless-sync delay a
-       // CLUSTER FAILOVER asked meanwhile timed out (its limit is 5 s too).
-       "--repl-diskless-sync-delay", "0"},
-      PortOr(port, &FreeClusterNodePort));
+  const std::string node_timeout = std::to_string(
+      std::chrono::duration_cast<std::chrono::milliseconds>(kHangGuard).count());
+  return StartWith({"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                    "--cluster-node-timeout", node_timeout, "--cluster-replica-validity-factor",
+                    "0",
+                    // A failed primary takes down only its own slots, not the whole
+                    // cluster: what a rate limiter in front of everything wants.
+                    "--cluster-require-full-coverage", "no",
+                    // A replica syncs at once: with the default 5 s diskless-sync delay a
+                    // CLUSTER FAILOVER asked meanwhile timed out (its limit is 5 s too).
+                    "--repl-diskless-sync-delay", "0"},
+                   PortOr(port, &FreeClusterNodePort));
 }
 
 std::unique_ptr<RedisServer> RedisServer::StartOnUnixSocket(std::vector<std::string> extra_args) {
@@ -333,9 +333,10 @@ bool RedisServer::Restart() {
 
 std::string RedisServer::Cli(const std::vector<std::string>& args) const {
   // Bounded (a server that never answers would hold redis-cli, and the test, for good).
-  std::string command = fmt::format("timeout {} redis-cli ", kHangGuard.count()) +
-                        (unix_socket_.empty() ? fmt::format("-h 127.0.0.1 -p {}", port_)
-                                              : "-s " + ShellQuote(unix_socket_));
+  std::string command =
+      fmt::format("timeout {} redis-cli ", kHangGuard.count()) +
+      (unix_socket_.empty() ? fmt::format("-h 127.0.0.1 -p {}", port_)
+                            : "-s " + ShellQuote(unix_socket_));
   for (const auto& a : args) command += " " + ShellQuote(a);
   command += " 2>&1";
   return RunShell(command);
