@@ -35,42 +35,39 @@ constexpr std::array<std::string_view, 23> kKnownKeys = {
     // floodgate's extensions (docs/envoy.md)
     "algorithm", "burst", "refill", "period", "all_or_nothing", "prefetch", "prefetch_ttl"};
 
+// kKnownKeys' position of `key`; kKnownKeys.size() when it is not one of them.
+std::size_t KnownKeyIndex(std::string_view key) {
+  return static_cast<std::size_t>(std::find(kKnownKeys.begin(), kKnownKeys.end(), key) -
+                                  kKnownKeys.begin());
+}
+
 // A mapping's values by key, read in one pass. yaml-cpp's node["key"] walks the mapping and
 // converts every key it passes into a new string: a descriptor's dozen lookups were most of
 // the time to load a config near the node bound (two files of 393,213 nodes: 7.4 s at -O2,
 // 1.0 s read so). As with node["key"], the first of duplicate keys wins and a key
-// that is not there is an undefined node (false, and an error's line 0). Only kKnownKeys
-// are kept: CheckKeys has rejected any other before a mapping is read.
+// that is not there is an undefined node (false, and an error's line 0): `undefined`, the
+// reader's one (FileReader::FieldsOf), outlives the Fields. Only kKnownKeys are kept:
+// CheckKeys has rejected any other before a mapping is read.
 class Fields {
  public:
-  explicit Fields(const YAML::Node& map) {
+  Fields(const YAML::Node& map, const YAML::Node& undefined) : undefined_(undefined) {
     if (!map.IsMap()) return;
     for (const auto& entry : map) {
       if (!entry.first.IsScalar()) continue;
-      const std::size_t index = IndexOf(entry.first.Scalar());
+      const std::size_t index = KnownKeyIndex(entry.first.Scalar());
       if (index < values_.size() && !values_[index]) values_[index] = entry.second;
     }
   }
 
   YAML::Node operator[](std::string_view key) const {
-    const std::size_t index = IndexOf(key);
+    const std::size_t index = KnownKeyIndex(key);
     if (index < values_.size() && values_[index]) return *values_[index];
     return undefined_;
   }
 
  private:
-  static std::size_t IndexOf(std::string_view key) {
-    return static_cast<std::size_t>(std::find(kKnownKeys.begin(), kKnownKeys.end(), key) -
-                                    kKnownKeys.begin());
-  }
-  // yaml-cpp makes an undefined node only as the answer to a lookup that finds nothing.
-  static YAML::Node Undefined() {
-    const YAML::Node nothing(YAML::NodeType::Null);
-    return nothing["-"];
-  }
-
   std::array<std::optional<YAML::Node>, kKnownKeys.size()> values_;
-  YAML::Node undefined_ = Undefined();
+  const YAML::Node& undefined_;
 };
 
 // How much of a wrong list element an error repeats.
@@ -80,6 +77,9 @@ constexpr std::size_t kMaxEcho = 200;
 class FileReader {
  public:
   explicit FileReader(const std::string& file) : file_(file) {}
+
+  // The mapping's known keys, read once (Fields); valid while this reader lives.
+  Fields FieldsOf(const YAML::Node& map) const { return Fields(map, undefined_); }
 
   absl::Status Error(const YAML::Node& node, std::string_view what) const {
     const int line = node.IsDefined() && node.Mark().line >= 0 ? node.Mark().line + 1 : 0;
@@ -104,7 +104,7 @@ class FileReader {
                        "config error, delay is not for Envoy's rate limit service: Envoy cannot "
                        "hold a request for its slot; use /v1/authz or /v1/check for delay=");
         }
-        if (std::find(kKnownKeys.begin(), kKnownKeys.end(), key) == kKnownKeys.end()) {
+        if (KnownKeyIndex(key) == kKnownKeys.size()) {
           return Error(entry.first, fmt::format("config error, unknown key '{}'", key));
         }
         // As upstream: metadata's keys are the user's own, checked when it is converted.
@@ -159,7 +159,14 @@ class FileReader {
   }
 
  private:
+  // yaml-cpp makes an undefined node only as the answer to a lookup that finds nothing.
+  static YAML::Node Undefined() {
+    const YAML::Node nothing(YAML::NodeType::Null);
+    return nothing["-"];
+  }
+
   const std::string& file_;
+  YAML::Node undefined_ = Undefined();
 };
 
 absl::StatusOr<Unit> ParseUnit(const std::string& text) {
@@ -209,7 +216,7 @@ struct DescriptorFlags {
 absl::StatusOr<RlsLimit> ParseRateLimit(const FileReader& r, const YAML::Node& node,
                                         const std::string& stats_key, DescriptorFlags flags) {
   if (!node.IsMap()) return r.DecodeError(node, "rate_limit must be a mapping");
-  const Fields fields(node);
+  const Fields fields = r.FieldsOf(node);
   RlsLimit limit;
   limit.stats_key = stats_key;
   limit.shadow = flags.shadow;
@@ -238,7 +245,7 @@ absl::StatusOr<RlsLimit> ParseRateLimit(const FileReader& r, const YAML::Node& n
   FG_RETURN_IF_ERROR(r.Sequence(fields["replaces"], "replaces"));
   for (const auto& entry : fields["replaces"]) {
     std::string name;
-    FG_ASSIGN(name, r.String(Fields(entry)["name"], "name"));
+    FG_ASSIGN(name, r.String(r.FieldsOf(entry)["name"], "name"));
     if (name.empty()) return r.Error(entry, "should not have an empty replaces entry");
     if (name == limit.name) {
       return r.Error(entry, "replaces should not contain name of same descriptor");
@@ -324,7 +331,7 @@ class ConfigBuilder {
       return r.DecodeError(root, "the file must be a mapping of keys");
     }
     FG_RETURN_IF_ERROR(r.CheckKeys(root));
-    const Fields fields(root);
+    const Fields fields = r.FieldsOf(root);
     std::string domain;
     if (root.IsMap()) FG_ASSIGN(domain, r.String(fields["domain"], "domain"));
     if (domain.empty()) {
@@ -365,7 +372,7 @@ class ConfigBuilder {
     FG_RETURN_IF_ERROR(r.Sequence(list, "descriptors"));
     if (!list) return absl::OkStatus();
     for (const auto& descriptor : list) {
-      const Fields fields(descriptor);
+      const Fields fields = r.FieldsOf(descriptor);
       std::string key;
       std::string value;
       FG_ASSIGN(key, r.String(fields["key"], "key"));
