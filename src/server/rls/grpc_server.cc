@@ -46,8 +46,10 @@ class Tag {
   virtual void Step(bool ok) = 0;
   // Returns once no answer is owed: whoever was handed the slot's call has answered.
   virtual void AwaitAnswered() const = 0;
-  // Whether an answer is owed now.
-  virtual bool Owed() const = 0;
+  // Whether a call was handed over and its answer is not out yet: owed, or written but
+  // not yet reported sent by gRPC. A shutdown that cancelled such a call would cancel a
+  // decision already made (and counted by the store).
+  virtual bool InFlight() const = 0;
 };
 
 // A call slot's life: Await, the call arrives (Step), the slot answers it (then, or
@@ -75,11 +77,13 @@ class Slot final : public Tag {
       // gRPC may hand the step back before Finish has returned on the engine's thread;
       // the slot is reused only once it has (a few instructions at most to wait).
       AwaitAnswered();
+      in_flight_.store(false, std::memory_order_release);
       if (!stopping_.load(std::memory_order_acquire)) Await();
       return;
     }
     if (!ok) return;  // shutting down: no call came
     answering_ = true;
+    in_flight_.store(true, std::memory_order_relaxed);
     owed_.store(true, std::memory_order_relaxed);
     method_.Answer(*this);
   }
@@ -87,7 +91,7 @@ class Slot final : public Tag {
   void AwaitAnswered() const override {
     while (owed_.load(std::memory_order_acquire)) std::this_thread::yield();
   }
-  bool Owed() const override { return owed_.load(std::memory_order_acquire); }
+  bool InFlight() const override { return in_flight_.load(std::memory_order_acquire); }
 
   const Request& request() const { return call_->request; }
   Response* response() { return &call_->response; }
@@ -110,7 +114,8 @@ class Slot final : public Tag {
   std::optional<Call> call_;
   // The call was handed over: the next step is its answer written.
   bool answering_ = false;
-  std::atomic<bool> owed_{false};  // handed to Answer, and Finish has not returned yet
+  std::atomic<bool> owed_{false};       // handed to Answer, and Finish has not returned yet
+  std::atomic<bool> in_flight_{false};  // the call arrived, and its answer is not out yet
 };
 
 // A unary method's types and writer.
@@ -178,13 +183,14 @@ class GrpcServer::Service final {
   void AwaitAnswers() const {
     for (const auto& slot : slots_) slot->AwaitAnswered();
   }
-  // The same, giving up at `deadline`; whether every answer was written. Polled: answers
-  // are written on the engine's threads, and the bound is the point.
-  bool AwaitAnswers(std::chrono::steady_clock::time_point deadline) const {
-    const auto owed = [&] {
-      return std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->Owed(); });
+  // Returns once every call handed to the engine has its answer out (sent, or its client
+  // gone), giving up at `deadline`; whether none is left in flight. Polled: answers are
+  // written on the engine's threads and sent by gRPC's, and the bound is the point.
+  bool AwaitAnswersOut(std::chrono::steady_clock::time_point deadline) const {
+    const auto in_flight = [&] {
+      return std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->InFlight(); });
     };
-    while (owed()) {
+    while (in_flight()) {
       if (std::chrono::steady_clock::now() >= deadline) return false;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
@@ -330,13 +336,14 @@ void GrpcServer::Shutdown(std::chrono::milliseconds grace) {
   if (server_ == nullptr || stopped_) return;
   stopped_ = true;
   service_->Stop();
-  // The calls handed to the engine are answered first, within the grace; then gRPC's
-  // shutdown is told the grace is over. Given the grace itself, gRPC also waits, up to it,
-  // for every idle connection to close after its GOAWAY, which an idle C++ client does
-  // only when its backup poller next runs (every 5 s by default): SIGTERM took 4-5 s
-  // after a load tool had left a channel open. Nothing is lost by not waiting: a call not
-  // yet handed to the engine would not be taken after Stop() anyway.
-  service_->AwaitAnswers(std::chrono::steady_clock::now() + grace);
+  // The calls handed to the engine are answered and their answers sent first, within the
+  // grace; then gRPC's shutdown is told the grace is over (it cancels what is left: an
+  // answer written but not yet sent was cancelled so, seen once in the ASan tree). Given the grace
+  // itself, gRPC also waits, up to it, for every idle connection to close after its GOAWAY, which
+  // an idle C++ client does only when its backup poller next runs (every 5 s by default): SIGTERM
+  // took 4-5 s after a load tool had left a channel open. Nothing is lost by not waiting: a call
+  // not yet handed to the engine would not be taken after Stop() anyway.
+  service_->AwaitAnswersOut(std::chrono::steady_clock::now() + grace);
   server_->Shutdown(std::chrono::system_clock::now());
   server_->Wait();
   // Calls gRPC cancelled past the grace may still be with the engine: their answers go
