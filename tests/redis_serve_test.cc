@@ -18,6 +18,7 @@
 #include <boost/beast/http.hpp>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -140,31 +141,47 @@ TEST(ServeWithoutRedis, StartsAnswersByOnErrorThenSwitchesOnceRedisAnswers) {
 }
 
 TEST(ServeWithoutRedis, TheSameWithAClusterWhoseSeedsAreAllDown) {
-  std::vector<int> ports;
-  while (ports.size() < 3) {
-    const int port = FreeClusterNodePort();
-    ASSERT_NE(port, 0);
-    if (std::find(ports.begin(), ports.end(), port) == ports.end()) ports.push_back(port);
-  }
-  const int http_port = FreeLoopbackPort();
-  const std::string seeds =
-      fmt::format("127.0.0.1:{},127.0.0.1:{},127.0.0.1:{}", ports[0], ports[1], ports[2]);
-  ServeProcess serve({"--listen", fmt::format("127.0.0.1:{}", http_port), "--store",
-                      fmt::format("redis-cluster://{}?on_error=fail_closed&timeout=60s", seeds)});
-  ExpectServingWithoutRedis(serve, http_port, "no slot map yet (redis unreachable at 127.0.0.1:");
-
+  // The seeds' ports are picked before serve starts and taken by the nodes only after it
+  // has served without them; another test's server can take one meanwhile. Then the round
+  // starts again on fresh ports (bounded: 3 rounds), rather than judging serve on a node
+  // that could not start.
+  std::optional<ServeProcess> serve;
+  int http_port = 0;
   std::vector<std::unique_ptr<RedisServer>> nodes;
-  std::string create = "redis-cli --cluster create";
-  for (int port : ports) {
-    nodes.push_back(RedisServer::StartClusterNode(port));
-    ASSERT_NE(nodes.back(), nullptr);
-    create += fmt::format(" 127.0.0.1:{}", port);
+  std::string create;
+  for (int round = 0; round < 3 && nodes.empty(); ++round) {
+    std::vector<int> ports;
+    while (ports.size() < 3) {
+      const int port = FreeClusterNodePort();
+      ASSERT_NE(port, 0);
+      if (std::find(ports.begin(), ports.end(), port) == ports.end()) ports.push_back(port);
+    }
+    http_port = FreeLoopbackPort();
+    const std::string seeds =
+        fmt::format("127.0.0.1:{},127.0.0.1:{},127.0.0.1:{}", ports[0], ports[1], ports[2]);
+    serve.reset();
+    serve.emplace(std::vector<std::string>{
+        "--listen", fmt::format("127.0.0.1:{}", http_port), "--store",
+        fmt::format("redis-cluster://{}?on_error=fail_closed&timeout=60s", seeds)});
+    ExpectServingWithoutRedis(*serve, http_port,
+                              "no slot map yet (redis unreachable at 127.0.0.1:");
+    create = "redis-cli --cluster create";
+    for (int port : ports) {
+      nodes.push_back(RedisServer::TryStartClusterNode(port));
+      create += fmt::format(" 127.0.0.1:{}", port);
+      if (nodes.back() == nullptr) {
+        std::printf("round %d: port %d was taken before its node started; again\n", round, port);
+        nodes.clear();
+        break;
+      }
+    }
   }
+  ASSERT_FALSE(nodes.empty()) << "a seed's port was taken in each of 3 rounds";
   // Returns once every node agrees on the slot map: the cluster answers.
   auto cluster = RedisCluster::Create(std::move(nodes), create + " --cluster-yes");
   ASSERT_NE(cluster, nullptr);
   const auto took = TimeUntilRedisDecides(http_port, kHangGuard);
-  ASSERT_TRUE(took.has_value()) << serve.Log();
+  ASSERT_TRUE(took.has_value()) << serve->Log();
   std::printf("serve decided from the cluster %lld ms after it formed\n",
               static_cast<long long>(std::chrono::duration_cast<milliseconds>(*took).count()));
   // Keys on every primary (their slots spread over the three), each exact.

@@ -170,11 +170,24 @@ int FreeLoopbackPort() {
   return port;
 }
 
+namespace {
+// The lowest port the kernel gives a connection as its source port (Linux's default 32768).
+int EphemeralLow() {
+  int low = 32768;
+  int high = 0;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low >> high;
+  return low;
+}
+}  // namespace
+
 int FreeClusterNodePort() {
-  // The bus port is port + 10000, so both must be free, below 65536.
+  // The bus port is port + 10000, so both must be free. Both stay below the ephemeral
+  // range: picked in 20000-29999, a bus port above 32767 could become some connection's
+  // source port between the pick and the node's start (a node did not start so, once).
+  static const int highest = std::max(20000, std::min(29999, EphemeralLow() - 10001));
   thread_local std::mt19937 random{std::random_device{}()};
   for (int attempt = 0; attempt < 100; ++attempt) {
-    const int port = std::uniform_int_distribution<int>(20000, 29999)(random);
+    const int port = std::uniform_int_distribution<int>(20000, highest)(random);
     if (PortIsFree(port) && PortIsFree(port + 10000)) return port;
   }
   return 0;
@@ -193,6 +206,14 @@ std::unique_ptr<RedisServer> RedisServer::Start(std::vector<std::string> extra_a
 }
 
 std::unique_ptr<RedisServer> RedisServer::StartClusterNode(int port) {
+  return ClusterNode(port, false);
+}
+
+std::unique_ptr<RedisServer> RedisServer::TryStartClusterNode(int port) {
+  return ClusterNode(port, true);
+}
+
+std::unique_ptr<RedisServer> RedisServer::ClusterNode(int port, bool once) {
   // A node is taken for failed after kHangGuard of silence, never because a loaded machine
   // stalled it: with 1 s, a replica promoted itself in the middle of a test (its settles
   // answered by errors). Tests that want a failover ask for one (CLUSTER FAILOVER TAKEOVER).
@@ -207,7 +228,7 @@ std::unique_ptr<RedisServer> RedisServer::StartClusterNode(int port) {
                     // A replica syncs at once: with the default 5 s diskless-sync delay a
                     // CLUSTER FAILOVER asked meanwhile timed out (its limit is 5 s too).
                     "--repl-diskless-sync-delay", "0"},
-                   PortOr(port, &FreeClusterNodePort));
+                   PortOr(port, &FreeClusterNodePort), false, "", once);
 }
 
 std::unique_ptr<RedisServer> RedisServer::StartOnUnixSocket(std::vector<std::string> extra_args) {
@@ -222,7 +243,7 @@ std::unique_ptr<RedisServer> RedisServer::StartSentinel(const std::string& confi
 std::unique_ptr<RedisServer> RedisServer::StartWith(std::vector<std::string> extra_args,
                                                     const std::function<int()>& pick_port,
                                                     bool on_unix_socket,
-                                                    const std::string& sentinel_config) {
+                                                    const std::string& sentinel_config, bool once) {
   std::unique_ptr<RedisServer> server(new RedisServer());
   server->extra_args_ = std::move(extra_args);
   std::string dir = (std::filesystem::temp_directory_path() / "floodgate-redis-XXXXXX").string();
@@ -241,10 +262,11 @@ std::unique_ptr<RedisServer> RedisServer::StartWith(std::vector<std::string> ext
                                {"--unixsocket", server->unix_socket_, "--unixsocketperm", "700"});
   }
   // A port can be taken between probing and binding; try a few.
-  for (int attempt = 0; attempt < 5; ++attempt) {
+  for (int attempt = 0; attempt < (once ? 1 : 5); ++attempt) {
     server->port_ = pick_port();
     if (server->Launch()) return server;
   }
+  if (once) return nullptr;
   ADD_FAILURE() << "could not start redis-server (is the redis-server package installed?)";
   return nullptr;
 }
@@ -333,10 +355,9 @@ bool RedisServer::Restart() {
 
 std::string RedisServer::Cli(const std::vector<std::string>& args) const {
   // Bounded (a server that never answers would hold redis-cli, and the test, for good).
-  std::string command =
-      fmt::format("timeout {} redis-cli ", kHangGuard.count()) +
-      (unix_socket_.empty() ? fmt::format("-h 127.0.0.1 -p {}", port_)
-                            : "-s " + ShellQuote(unix_socket_));
+  std::string command = fmt::format("timeout {} redis-cli ", kHangGuard.count()) +
+                        (unix_socket_.empty() ? fmt::format("-h 127.0.0.1 -p {}", port_)
+                                              : "-s " + ShellQuote(unix_socket_));
   for (const auto& a : args) command += " " + ShellQuote(a);
   command += " 2>&1";
   return RunShell(command);

@@ -26,6 +26,9 @@ class RedisServer {
   // A cluster node on `port`, or on a port where it and port + 10000 (the cluster bus)
   // are both free when 0.
   static std::unique_ptr<RedisServer> StartClusterNode(int port = 0);
+  // A cluster node on `port`, tried once; nullptr, without failing the test, when the port
+  // (or its bus port) was taken since it was picked: the caller picks again.
+  static std::unique_ptr<RedisServer> TryStartClusterNode(int port);
   // A server on a unix socket only (`--port 0`: no TCP at all), <its temp dir>/redis.sock.
   static std::unique_ptr<RedisServer> StartOnUnixSocket(std::vector<std::string> extra_args = {});
   // `redis-server <dir>/sentinel.conf --sentinel` on a free port, the file holding `config`
@@ -64,7 +67,9 @@ class RedisServer {
   static std::unique_ptr<RedisServer> StartWith(std::vector<std::string> extra_args,
                                                 const std::function<int()>& pick_port,
                                                 bool on_unix_socket = false,
-                                                const std::string& sentinel_config = "");
+                                                const std::string& sentinel_config = "",
+                                                bool once = false);
+  static std::unique_ptr<RedisServer> ClusterNode(int port, bool once);
   bool Launch();
   bool WaitReady(std::chrono::milliseconds limit) const;
 
@@ -96,7 +101,8 @@ class PausedWrites {
 // A free TCP port on 127.0.0.1, below the ephemeral range (bound and released; the caller
 // binds it next).
 int FreeLoopbackPort();
-// A free port whose cluster bus port (port + 10000) is free too, for a cluster node.
+// A free port whose cluster bus port (port + 10000) is free too, for a cluster node; both
+// below the ephemeral range, so that no connection's source port takes one meanwhile.
 int FreeClusterNodePort();
 
 // A Redis store for `url` (redis://, rediss:// or redis-cluster://); records a test
