@@ -285,8 +285,12 @@ class Fleet:
                             REDIS_URL=seeds, REDIS_TYPE="cluster" if cluster else "single",
                             HOST="127.0.0.1", PORT="0", GRPC_HOST="127.0.0.1", GRPC_PORT="0",
                             DEBUG_HOST="127.0.0.1", DEBUG_PORT="0",
-                            EXPIRATION_JITTER_MAX_SECONDS="0")
-        store = ("redis-cluster://" if cluster else "redis://") + seeds
+                            EXPIRATION_JITTER_MAX_SECONDS="0", REDIS_TIMEOUT="60s")
+        # The timeouts are guards: every answer judged here must come from Redis, and a
+        # loaded TSan run outlasted serve's default store timeout (UNAVAILABLE, once).
+        # lazy_connect=0: serve listens only once Redis answers, as `ratelimit` does.
+        store = (("redis-cluster://" if cluster else "redis://") + seeds +
+                 "?timeout=60s&lazy_connect=0")
         self.processes, self.logs, self.channels, self.stubs = [], [], [], []
         for name, args, env, pattern in (
                 ("ratelimit", [BINARY, "ratelimit"], upstream_env, r"gRPC on [^,]*:(\d+)"),

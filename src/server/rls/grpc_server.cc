@@ -336,13 +336,14 @@ void GrpcServer::Shutdown(std::chrono::milliseconds grace) {
   if (server_ == nullptr || stopped_) return;
   stopped_ = true;
   service_->Stop();
-  // The calls handed to the engine are answered and their answers sent first, within the
-  // grace; then gRPC's shutdown is told the grace is over (it cancels what is left: an
-  // answer written but not yet sent was cancelled so, seen once in the ASan tree). Given the grace
-  // itself, gRPC also waits, up to it, for every idle connection to close after its GOAWAY, which
-  // an idle C++ client does only when its backup poller next runs (every 5 s by default): SIGTERM
-  // took 4-5 s after a load tool had left a channel open. Nothing is lost by not waiting: a call
-  // not yet handed to the engine would not be taken after Stop() anyway.
+  // The calls handed to the engine are answered, and their answers sent, first, within
+  // the grace; then gRPC's shutdown is told the grace is over, and it cancels what is left
+  // (an answer written but not yet sent was cancelled so, seen once in the ASan tree).
+  // Given the grace itself, gRPC also waits, up to it, for every idle connection to close
+  // after its GOAWAY, which an idle C++ client does only when its backup poller next runs
+  // (every 5 s by default): SIGTERM took 4-5 s after a load tool had left a channel open.
+  // Nothing is lost by not waiting: a call not yet handed to the engine would not be
+  // taken after Stop() anyway.
   service_->AwaitAnswersOut(std::chrono::steady_clock::now() + grace);
   server_->Shutdown(std::chrono::system_clock::now());
   server_->Wait();
