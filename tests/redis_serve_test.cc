@@ -18,8 +18,8 @@
 #include <boost/beast/http.hpp>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -159,7 +159,6 @@ TEST(ServeWithoutRedis, TheSameWithAClusterWhoseSeedsAreAllDown) {
     http_port = FreeLoopbackPort();
     const std::string seeds =
         fmt::format("127.0.0.1:{},127.0.0.1:{},127.0.0.1:{}", ports[0], ports[1], ports[2]);
-    serve.reset();
     serve.emplace(std::vector<std::string>{
         "--listen", fmt::format("127.0.0.1:{}", http_port), "--store",
         fmt::format("redis-cluster://{}?on_error=fail_closed&timeout=60s", seeds)});

@@ -174,8 +174,7 @@ namespace {
 // The lowest port the kernel gives a connection as its source port (Linux's default 32768).
 int EphemeralLow() {
   int low = 32768;
-  int high = 0;
-  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low >> high;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low;  // "low high"
   return low;
 }
 }  // namespace
@@ -355,9 +354,10 @@ bool RedisServer::Restart() {
 
 std::string RedisServer::Cli(const std::vector<std::string>& args) const {
   // Bounded (a server that never answers would hold redis-cli, and the test, for good).
-  std::string command = fmt::format("timeout {} redis-cli ", kHangGuard.count()) +
-                        (unix_socket_.empty() ? fmt::format("-h 127.0.0.1 -p {}", port_)
-                                              : "-s " + ShellQuote(unix_socket_));
+  std::string command =
+      fmt::format("timeout {} redis-cli ", kHangGuard.count()) +
+      (unix_socket_.empty() ? fmt::format("-h 127.0.0.1 -p {}", port_)
+                            : "-s " + ShellQuote(unix_socket_));
   for (const auto& a : args) command += " " + ShellQuote(a);
   command += " 2>&1";
   return RunShell(command);
