@@ -43,7 +43,8 @@ FUZZ_SECONDS ?= 10
 # with TSan), where it cannot see their synchronisation; never our own code.
 ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:quarantine_size_mb=8 UBSAN_OPTIONS=print_stacktrace=1
 TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan_grpc.supp
-CTEST = ctest --output-on-failure -j $(TEST_JOBS)
+# scripts/ctest-tails.sh: ctest, and the end of each failed test's output again after its summary.
+CTEST = $(CURDIR)/scripts/ctest-tails.sh --output-on-failure -j $(TEST_JOBS)
 # The trees are the presets of CMakePresets.json (default, asan, tsan); -B keeps the
 # BUILD / ASAN_BUILD / TSAN_BUILD overrides working.
 # The benchmarks are not built here (`make bench` builds them): no test runs them.
