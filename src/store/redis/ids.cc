@@ -5,10 +5,17 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <random>
 
 #include "store/redis/cluster.h"
 
 namespace floodgate::redis {
+
+absl::BitGen IdGenerator() {
+  std::random_device os;
+  std::seed_seq seed{os(), os(), os(), os(), os(), os(), os(), os()};
+  return absl::BitGen(seed);
+}
 
 std::string ReservationId(int slot, std::uint64_t random) {
   return fmt::format("{:04x}{:016x}", slot, random);

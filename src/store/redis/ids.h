@@ -2,6 +2,7 @@
 
 // Reservation and lease ids (docs/reservations.md, docs/leases.md): made and parsed here.
 
+#include <absl/random/random.h>
 #include <absl/status/statusor.h>
 #include <floodgate/policy.h>
 
@@ -11,6 +12,14 @@
 #include <variant>
 
 namespace floodgate::redis {
+
+// The generator of one store's random id parts, seeded from the OS (std::random_device:
+// RDRAND or getrandom) instead of absl's process-wide seed pool. A process forked after
+// that pool was first used inherits it, so every child's new absl::BitGen draws the same
+// numbers: forked workers on one Redis then minted the same reservation ids and lease
+// members, and one worker's return settled another's live lease (a 200 ms window counted
+// 117 admissions of 100, tests/redis_prefetch_test.cc).
+absl::BitGen IdGenerator();
 
 // A reservation id: the limit key's slot (4 hex digits) and 16 random ones. Its record
 // lives at <prefix>res:{<a tag of that slot>}:<random>, on the limit key's node.

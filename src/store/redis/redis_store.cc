@@ -395,7 +395,9 @@ class RedisStore::Impl final {
   std::unique_ptr<redis::Topology> topology_;
   redis::CrossSlot cross_slot_;
   std::mutex random_mu_;
-  absl::BitGen random_;  // reservation ids: unpredictable, so one client cannot settle another's
+  // Reservation ids: unpredictable, so one client cannot settle another's, and distinct
+  // across processes forked from one parent (IdGenerator).
+  absl::BitGen random_ = redis::IdGenerator();
   std::thread thread_;
 };
 
