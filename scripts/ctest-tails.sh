@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs ctest with the arguments given. When a test failed, prints the end of each failed
-# test's output once more, after ctest's summary, and exits with ctest's status.
+# Runs ctest with the arguments given. When a test failed, prints once more, after ctest's
+# summary, what failed in each failed test and the end of its output, and exits with
+# ctest's status.
 #
 # Why: --output-on-failure prints a failed test's output where the test ended, among the
 # other tests' progress. A log read from its end (CI's excerpt, a terminal's scrollback) then
