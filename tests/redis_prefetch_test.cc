@@ -12,10 +12,13 @@
 #include <map>
 #include <new>
 #include <set>
+#include <string_view>
 #include <thread>
+#include <variant>
 
 #include "hang_guard.h"
 #include "redis_test_fixture.h"
+#include "store/redis/ids.h"
 
 namespace floodgate::testing {
 namespace {
@@ -58,7 +61,7 @@ class ForkedStore {
   }
 
   // The next number the child sends, within `limit`.
-  std::optional<std::int64_t> Read(std::chrono::milliseconds limit = std::chrono::seconds(60)) {
+  std::optional<std::int64_t> Read(std::chrono::milliseconds limit = kHangGuard) {
     std::int64_t v = 0;
     std::size_t got = 0;
     while (got < sizeof v) {
@@ -72,8 +75,7 @@ class ForkedStore {
   }
 
   // Everything the body returned, its first number within `limit`.
-  std::optional<std::vector<std::int64_t>> Results(
-      std::chrono::milliseconds limit = std::chrono::seconds(60)) {
+  std::optional<std::vector<std::int64_t>> Results(std::chrono::milliseconds limit = kHangGuard) {
     auto n = Read(limit);
     if (!n || *n < 0) return std::nullopt;
     std::vector<std::int64_t> out;
@@ -237,16 +239,19 @@ TEST_F(RedisTest, ForkedProcessesMintDistinctIds) {
     children.push_back(std::make_unique<ForkedStore>(Url(), [&](RedisStore& store, int) {
       auto reservation = store.Reserve({"ids", window, 1});
       auto lease = store.Acquire(AcquireRequest{"ids", leases, std::nullopt});
-      if (!reservation.ok() || reservation->id.empty() || !lease.ok() || lease->id.empty()) {
-        return std::vector<std::int64_t>{};
-      }
-      // A lease id: the key (base64url), a dot, then its member's 16 random hex digits.
-      const std::size_t dot = lease->id.find('.');
-      if (dot == std::string::npos) return std::vector<std::int64_t>{};
-      const std::hash<std::string_view> hash;
+      if (!reservation.ok() || !lease.ok()) return std::vector<std::int64_t>{};
+      // Their random parts, as the store parses its ids: a reservation's random number, and
+      // a lease member's first field (the rest is the policy and the acquire time).
+      auto reserved = redis::ParseSettleId(reservation->id);
+      auto leased = redis::ParseSettleId(lease->id);
+      const auto* record = reserved.ok() ? std::get_if<redis::ReservationRef>(&*reserved) : nullptr;
+      const auto* member = leased.ok() ? std::get_if<redis::LeaseRef>(&*leased) : nullptr;
+      if (record == nullptr || member == nullptr) return std::vector<std::int64_t>{};
+      const std::string_view lease_random =
+          std::string_view(member->member).substr(0, member->member.find('.'));
       return std::vector<std::int64_t>{
-          static_cast<std::int64_t>(hash(reservation->id)),
-          static_cast<std::int64_t>(hash(std::string_view(lease->id).substr(dot + 1, 16)))};
+          static_cast<std::int64_t>(record->random),
+          static_cast<std::int64_t>(std::hash<std::string_view>{}(lease_random))};
     }));
   }
   std::set<std::int64_t> reservation_ids, lease_ids;
