@@ -8,7 +8,7 @@
 //   memory_bench [--rounds N] [--seconds S] [--markdown FILE] [--csv FILE]
 //   memory_bench --multi [--rounds N] [--seconds S] [--markdown FILE] [--csv FILE]
 //   memory_bench --rss POLICY [--keys N]     (child mode, one fresh process per policy)
-//   memory_bench --profile floodgate|baseline [--zipf S] [--decisions N] [--time-scale F]
+//   memory_bench --profile floodgate|prepared|baseline [--zipf S] [--decisions N] [--time-scale F]
 //       one thread, a fixed count and no timer: for instruction counts (valgrind
 //       --tool=callgrind); two counts' difference over theirs is the cost per decision.
 #include <floodgate/limiter.h>
@@ -21,6 +21,7 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -82,7 +83,10 @@ struct Scenario {
 
 struct ScenarioResult {
   Scenario scenario;
+  // floodgate through Limiter::Check(key, PreparedPolicy), the target's ratio, and through
+  // Limiter::Check(key, Policy), which checks and copies the policy on every decision.
   double baseline_rate, floodgate_rate, ratio;
+  double per_request_rate, per_request_ratio;
 };
 
 // --multi: the cost of a second limit in the same decision (docs/multi.md), through the
@@ -291,9 +295,14 @@ int Profile(const std::string& side, double zipf, std::uint64_t decisions, doubl
     for (std::uint64_t i = 0; i < decisions; ++i) sink += decide(keys[sequence[i]]);
     return sink;
   };
+  const PreparedPolicy prepared = *PreparedPolicy::Prepare(gcra);
   const std::uint64_t sink =
       side == "baseline"
           ? run([&](const std::string& key) { return std::uint64_t{baseline.Decide(key)}; })
+      : side == "prepared"
+          ? run([&](const std::string& key) {
+              return static_cast<std::uint64_t>(limiter.Check(key, prepared)->remaining);
+            })
           : run([&](const std::string& key) {
               return static_cast<std::uint64_t>(limiter.Check(key, gcra)->remaining);
             });
@@ -352,8 +361,8 @@ int main(int argc, char** argv) {
   }
   if (!rss_policy.empty()) return MeasureRss(rss_policy, rss_keys, rss_key_width);
   if (!profile_side.empty()) {
-    if (profile_side != "floodgate" && profile_side != "baseline") {
-      fmt::print(stderr, "--profile takes floodgate or baseline, got {}\n", profile_side);
+    if (profile_side != "floodgate" && profile_side != "prepared" && profile_side != "baseline") {
+      fmt::print(stderr, "--profile takes floodgate, prepared or baseline, got {}\n", profile_side);
       return 2;
     }
     return Profile(profile_side, profile_zipf, profile_decisions, profile_time_scale);
@@ -363,6 +372,7 @@ int main(int argc, char** argv) {
   constexpr std::size_t kKeys = 100'000;
   const std::vector<std::string> keys = cli::MakeKeys(kKeys);
   const Policy gcra = *Policy::Parse("gcra:1000/1s");
+  const PreparedPolicy prepared = *PreparedPolicy::Prepare(gcra);
   const auto duration = std::chrono::nanoseconds(static_cast<std::int64_t>(seconds * 1e9));
 
   const Scenario scenarios[] = {{"uniform, 1 thread", 0, 1},
@@ -375,6 +385,8 @@ int main(int argc, char** argv) {
     for (int t = 0; t < sc.threads; ++t) sequences.emplace_back(kKeys, sc.zipf, 1000 + t);
     BaselineMap baseline;
     Limiter limiter(std::make_unique<MemoryStore>());
+    // Its own store: each loop finds every key as warm as the baseline's map finds its own.
+    Limiter per_request(std::make_unique<MemoryStore>());
     const auto run_baseline = [&] {
       return cli::RunTimed(sc.threads, duration, [&](int t, const std::atomic<bool>& stop) {
         std::uint64_t i = 0, sink = 0;
@@ -385,38 +397,47 @@ int main(int argc, char** argv) {
         return i;
       });
     };
-    const auto run_floodgate = [&] {
+    const auto run_floodgate = [&](Limiter& into, const auto& policy) {
       return cli::RunTimed(sc.threads, duration, [&](int t, const std::atomic<bool>& stop) {
         std::uint64_t i = 0, sink = 0;
         for (; (i & 63) != 0 || !stop.load(std::memory_order_relaxed); ++i) {
-          sink += limiter.Check(keys[sequences[t][i]], gcra)->remaining;
+          sink += into.Check(keys[sequences[t][i]], policy)->remaining;
         }
         if (sink == 42) std::fputc(' ', stderr);
         return i;
       });
     };
-    run_baseline();  // warm-up: every key inserted, caches and allocator settled
-    run_floodgate();
-    std::vector<double> base_rates, fg_rates, ratios;
+    const auto rate = [](const cli::LoopResult& loop) { return loop.operations / loop.seconds; };
+    // Three loops a round, so each ratio is taken within one round, against the baseline
+    // reading next to it.
+    const std::function<double()> loops[] = {
+        [&] { return rate(run_baseline()); },
+        [&] { return rate(run_floodgate(limiter, prepared)); },
+        [&] { return rate(run_floodgate(per_request, gcra)); }};
+    for (const auto& loop : loops) loop();  // warm-up: every key inserted, caches settled
+    std::vector<double> base_rates, fg_rates, ratios, per_request_rates, per_request_ratios;
     for (int r = 0; r < rounds; ++r) {
-      // Alternate the order so neither side always runs on a warmer (or hotter) machine.
-      cli::LoopResult b, f;
-      if (r % 2 == 0) {
-        b = run_baseline();
-        f = run_floodgate();
-      } else {
-        f = run_floodgate();
-        b = run_baseline();
+      // Reverse the order every other round so no loop always runs on a warmer (or hotter)
+      // machine.
+      double got[3];
+      for (int k = 0; k < 3; ++k) {
+        const int which = r % 2 == 0 ? k : 2 - k;
+        got[which] = loops[which]();
       }
-      const double br = b.operations / b.seconds, fr = f.operations / f.seconds;
-      base_rates.push_back(br);
-      fg_rates.push_back(fr);
-      ratios.push_back(fr / br);
+      base_rates.push_back(got[0]);
+      fg_rates.push_back(got[1]);
+      ratios.push_back(got[1] / got[0]);
+      per_request_rates.push_back(got[2]);
+      per_request_ratios.push_back(got[2] / got[0]);
     }
-    results.push_back({sc, Median(base_rates), Median(fg_rates), Median(ratios)});
-    fmt::print(stderr, "  {:<22} baseline {:>6.2f} M/s  floodgate {:>6.2f} M/s  ratio {:.2f}\n",
-               sc.name, results.back().baseline_rate / 1e6, results.back().floodgate_rate / 1e6,
-               results.back().ratio);
+    results.push_back({sc, Median(base_rates), Median(fg_rates), Median(ratios),
+                       Median(per_request_rates), Median(per_request_ratios)});
+    const ScenarioResult& got = results.back();
+    fmt::print(stderr,
+               "  {:<22} baseline {:>6.2f} M/s  prepared {:>6.2f} M/s  ratio {:.2f}  per-request "
+               "policy {:>6.2f} M/s  ratio {:.2f}\n",
+               sc.name, got.baseline_rate / 1e6, got.floodgate_rate / 1e6, got.ratio,
+               got.per_request_rate / 1e6, got.per_request_ratio);
   }
 
   // Memory per key: one fresh child process per policy, so allocations do not mix.
@@ -460,16 +481,20 @@ int main(int argc, char** argv) {
       "atomic exchange in, a plain store out), find-or-insert in an abseil "
       "`flat_hash_map<std::string, int64_t>`, the clock read, tat compared with the burst "
       "tolerance and stored; no policy object, validation, expiry or bound. floodgate runs "
-      "through its public API, `Limiter::Check(key, policy)` returning "
-      "`absl::StatusOr<Decision>`, in the same loop; neither side times single decisions. "
-      "Median of {} rounds of {:.1f} s each; each ratio is taken within one round, baseline "
-      "and floodgate back to back (order alternating), so machine noise cancels. Target: "
-      "ratio >= 0.90 (issue 34).\n\n"
-      "| keys | baseline decisions/s | floodgate decisions/s | ratio |\n|---|---:|---:|---:|\n",
+      "through its public API in the same loop, returning `absl::StatusOr<Decision>`: "
+      "`Limiter::Check(key, prepared)` under a `PreparedPolicy` (checked once, as the "
+      "baseline's policy is fixed in its code), and `Limiter::Check(key, policy)`, which "
+      "checks and copies the policy on every decision; each on a store of its own. Neither "
+      "side times single decisions. Median of {} rounds of {:.1f} s each; each ratio is "
+      "taken within one round, the three loops back to back (order reversed every other "
+      "round), so machine noise cancels. Target: prepared ratio >= 0.90 (issue 34).\n\n"
+      "| keys | baseline decisions/s | floodgate, prepared | ratio | floodgate, policy per "
+      "request | ratio |\n|---|---:|---:|---:|---:|---:|\n",
       rounds, seconds);
   for (const auto& r : results) {
-    md += fmt::format("| {} | {:.2f} M | {:.2f} M | **{:.2f}** |\n", r.scenario.name,
-                      r.baseline_rate / 1e6, r.floodgate_rate / 1e6, r.ratio);
+    md += fmt::format("| {} | {:.2f} M | {:.2f} M | **{:.2f}** | {:.2f} M | {:.2f} |\n",
+                      r.scenario.name, r.baseline_rate / 1e6, r.floodgate_rate / 1e6, r.ratio,
+                      r.per_request_rate / 1e6, r.per_request_ratio);
   }
   md += fmt::format(
       "\n### Resident memory per key ({} keys, one fresh process each)\n\n"
@@ -493,13 +518,16 @@ int main(int argc, char** argv) {
       return out + "\"";
     };
     std::ofstream csv(csv_path);
-    csv << "kind,name,baseline_per_sec,floodgate_per_sec,ratio,bytes_per_key,key_bytes\n";
+    csv << "kind,name,baseline_per_sec,floodgate_per_sec,ratio,bytes_per_key,key_bytes,"
+           "per_request_per_sec,per_request_ratio\n";
     for (const auto& r : results) {
-      csv << fmt::format("throughput,{},{:.0f},{:.0f},{:.4f},,\n", quoted(r.scenario.name),
-                         r.baseline_rate, r.floodgate_rate, r.ratio);
+      csv << fmt::format("throughput,{},{:.0f},{:.0f},{:.4f},,,{:.0f},{:.4f}\n",
+                         quoted(r.scenario.name), r.baseline_rate, r.floodgate_rate, r.ratio,
+                         r.per_request_rate, r.per_request_ratio);
     }
     for (const auto& r : rss) {
-      csv << fmt::format("memory,{},,,,{:.1f},{:.1f}\n", quoted(r.policy), r.per_key, r.key_bytes);
+      csv << fmt::format("memory,{},,,,{:.1f},{:.1f},,\n", quoted(r.policy), r.per_key,
+                         r.key_bytes);
     }
   }
   return 0;

@@ -23,6 +23,16 @@ absl::StatusOr<Decision> Limiter::Check(std::string_view key, const Policy& poli
   return store_->Decide(DecideRequest{key, policy, cost, std::nullopt});
 }
 
+absl::StatusOr<Decision> Limiter::Check(std::string_view key, const PreparedPolicy& policy,
+                                        std::int64_t cost) {
+  return store_->Decide(key, policy, cost, std::nullopt);
+}
+
+absl::StatusOr<Decision> Limiter::CheckAt(TimePoint now, std::string_view key,
+                                          const PreparedPolicy& policy, std::int64_t cost) {
+  return store_->Decide(key, policy, cost, now);
+}
+
 void Limiter::CheckAsync(std::string_view key, const Policy& policy, std::int64_t cost,
                          DecisionCallback done) {
   store_->DecideAsync(DecideRequest{key, policy, cost, std::nullopt}, std::move(done));

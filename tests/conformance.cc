@@ -474,15 +474,19 @@ void ExpectOnlyItsOwnIdsSettle(Store& store, const std::string& key_prefix) {
   EXPECT_TRUE(settled.ok()) << settled.status();
 }
 
-void RunCase(Store& store, const VectorCase& c, const std::string& key_prefix) {
+void RunCase(Store& store, const VectorCase& c, const std::string& key_prefix, PolicyForm form) {
   auto policy = Policy::Parse(c.policy);
   ASSERT_TRUE(policy.ok()) << c.policy << ": " << policy.status();
+  auto prepared = PreparedPolicy::Prepare(*policy);
+  ASSERT_TRUE(prepared.ok()) << c.policy << ": " << prepared.status();
   for (std::size_t i = 0; i < c.steps.size(); ++i) {
     const VectorStep& step = c.steps[i];
     const std::string key = key_prefix + step.key;
     const TimePoint now{std::chrono::microseconds(step.t)};
     auto got = step.op ? store.Operate(OperateRequest{key, *policy, *step.op, step.units, now})
-                       : store.Decide(DecideRequest{key, *policy, step.cost, now});
+               : form == PolicyForm::kPrepared
+                   ? store.Decide(key, *prepared, step.cost, now)
+                   : store.Decide(DecideRequest{key, *policy, step.cost, now});
     ASSERT_TRUE(got.ok()) << got.status();
     const std::string where =
         step.op

@@ -120,10 +120,15 @@ void RunReserveCase(Store& store, const ReserveCase& c, const std::string& key_p
 // true id then settles once. Keys prefixed with `key_prefix`.
 void ExpectOnlyItsOwnIdsSettle(Store& store, const std::string& key_prefix);
 
+// How a case's decisions carry their policy: in each DecideRequest, or as one
+// PreparedPolicy (Store::Decide(key, PreparedPolicy, ...)), which must answer the same.
+enum class PolicyForm { kInRequest, kPrepared };
+
 // Runs one case on `store`, each key prefixed with `key_prefix` (a store shared by many
 // cases gives each its own prefix, since every case starts from an empty store).
 // Records a gtest failure, naming the step, for every field that differs.
-void RunCase(Store& store, const VectorCase& c, const std::string& key_prefix);
+void RunCase(Store& store, const VectorCase& c, const std::string& key_prefix,
+             PolicyForm form = PolicyForm::kInRequest);
 
 // The same, with every step submitted at once (DecideAsync) before any answer is read:
 // an asynchronous store batches them, and each decision must still see the ones before.

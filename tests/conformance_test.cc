@@ -24,6 +24,17 @@ TEST(MemoryConformanceShared, AllCasesInOneStoreWithPrefixes) {
   for (std::size_t i = 0; i < cases.size(); ++i) RunCase(store, cases[i], fmt::format("c{}:", i));
 }
 
+// Store::Decide under a PreparedPolicy (MemoryStore::DecidePreparedValidated, its own path
+// into the shards) answers every vector as a DecideRequest does.
+TEST(MemoryConformanceShared, AllCasesThroughPreparedPolicies) {
+  MemoryStore store;
+  const auto cases = LoadAllVectors();
+  ASSERT_GE(cases.size(), 60u);
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    RunCase(store, cases[i], fmt::format("c{}:", i), PolicyForm::kPrepared);
+  }
+}
+
 TEST(MemoryGcra, SameInstantBurstsAdmitExactlyB) {
   MemoryStore store;
   ExpectSameInstantGcraBurstsAdmitExactlyB(store, "");

@@ -325,6 +325,54 @@ TEST(Limiter, OpensMemoryByDefault) {
   EXPECT_FALSE(async->ok());
 }
 
+// A PreparedPolicy skips only the policy's own checks: the key, the cost, the time and the
+// peek-only rule of concurrency are checked on every decision, with the same messages.
+TEST(Limiter, PreparedPoliciesAreCheckedOnceAndDecideAsPoliciesDo) {
+  Policy bad = *Policy::Parse("gcra:1/1s");
+  bad.limit = 0;
+  const auto refused = PreparedPolicy::Prepare(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(MessageOf(refused.status()), MessageOf(bad.Validate()));
+  EXPECT_THAT(std::string(MessageOf(PreparedPolicy::Parse("gcra:0/1s").status())),
+              HasSubstr("limit must be between 1 and"));
+
+  auto limiter = Limiter::Open();
+  ASSERT_TRUE(limiter.ok());
+  const Policy policy = *Policy::Parse("fixed_window:2/1h");
+  const PreparedPolicy prepared = *PreparedPolicy::Prepare(policy);
+  EXPECT_EQ(prepared.policy(), policy);
+  EXPECT_TRUE(limiter->Check("user:1", prepared)->allowed);
+  EXPECT_TRUE(limiter->Check("user:1", policy)->allowed);
+  // One state for the key under either form.
+  EXPECT_FALSE(limiter->Check("user:1", prepared)->allowed);
+  EXPECT_FALSE(limiter->Check("user:1", policy)->allowed);
+  EXPECT_EQ(limiter->store().Stats().keys, 1u);
+
+  const auto same_error = [&](std::string_view key, std::int64_t cost) {
+    const auto via_prepared = limiter->Check(key, prepared, cost);
+    const auto via_policy = limiter->Check(key, policy, cost);
+    ASSERT_FALSE(via_prepared.ok()) << key << " cost " << cost;
+    EXPECT_EQ(via_prepared.status(), via_policy.status());
+  };
+  same_error("", 1);
+  same_error(std::string(513, 'k'), 1);
+  same_error("user:2", -1);
+  same_error("user:2", kMaxCost + 1);
+  for (const TimePoint out_of_range : {TimePoint(microseconds(-1)), kLatestTime}) {
+    const auto via_prepared = limiter->CheckAt(out_of_range, "user:2", prepared);
+    EXPECT_FALSE(via_prepared.ok());
+    EXPECT_EQ(via_prepared.status(), limiter->CheckAt(out_of_range, "user:2", policy).status());
+  }
+
+  const PreparedPolicy leases = *PreparedPolicy::Parse("concurrency:2");
+  EXPECT_THAT(std::string(MessageOf(limiter->Check("job", leases).status())),
+              HasSubstr("a check may only peek at it (cost 0)"));
+  const auto peek = limiter->Check("job", leases, 0);
+  ASSERT_TRUE(peek.ok()) << peek.status();
+  EXPECT_EQ(peek->remaining, 2);
+  EXPECT_EQ(limiter->store().Stats().keys, 1u) << "no refused request stored a key";
+}
+
 TEST(DecisionJson, MatchesTheServiceSpecShape) {
   Decision d;
   d.allowed = true;

@@ -17,6 +17,19 @@ TEST_F(RedisTest, ConformanceVectorsOneCallPerDecision) {
   ExpectVectorsOneCallPerDecision(*store);
 }
 
+// Under a PreparedPolicy a Redis store decides as under a DecideRequest (Store's default
+// DecidePreparedValidated): the same vectors, the same answers.
+TEST_F(RedisTest, ConformanceVectorsThroughPreparedPolicies) {
+  auto store = OpenRedis(Url("batch=1"));
+  ASSERT_NE(store, nullptr);
+  const auto cases = LoadAllVectors();
+  ASSERT_GE(cases.size(), 60u);
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    RunCase(*store, cases[i], fmt::format("p{}:", i), PolicyForm::kPrepared);
+  }
+  EXPECT_EQ(store->redis_stats().degraded, 0u);
+}
+
 TEST_F(RedisTest, ConformanceVectorsBatched) {
   auto store = OpenRedis(Url("connections=1&batch=7"));
   ASSERT_NE(store, nullptr);

@@ -58,6 +58,9 @@ class MemoryStore final : public Store {
 
  protected:
   absl::StatusOr<Decision> DecideValidated(const DecideRequest& request) override;
+  absl::StatusOr<Decision> DecidePreparedValidated(std::string_view key, const Policy& policy,
+                                                   std::int64_t cost,
+                                                   std::optional<TimePoint> now) override;
   absl::StatusOr<MultiDecision> DecideAllValidated(const MultiRequest& request) override;
   bool HoldsInOneStep() const override { return true; }
   absl::StatusOr<Reservation> ReserveValidated(const ReserveRequest& request) override;

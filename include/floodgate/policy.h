@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace floodgate {
 
@@ -124,6 +125,24 @@ struct Policy {
   std::string ToString() const;
 
   friend bool operator==(const Policy&, const Policy&) = default;
+};
+
+// A Policy that passed Validate(), for a caller deciding many times under the same policy
+// (a configured rule, a fixed per-route limit): Limiter::Check with it skips the policy's
+// checks and its copy into the request on every decision (docs/embedding.md, "Prepared
+// policies"). Made only by Prepare() or Parse(), so holding one proves the checks passed;
+// immutable, cheap to share by reference.
+class PreparedPolicy {
+ public:
+  static absl::StatusOr<PreparedPolicy> Prepare(Policy policy);
+  // Policy::Parse, then Prepare.
+  static absl::StatusOr<PreparedPolicy> Parse(std::string_view text);
+
+  const Policy& policy() const { return policy_; }
+
+ private:
+  explicit PreparedPolicy(Policy policy) : policy_(std::move(policy)) {}
+  Policy policy_;
 };
 
 // A duration written as an integer and a unit (us, ms, s, m, h, d), or a bare unit

@@ -95,6 +95,12 @@ class Store {
   // decides atomically: no other decision on the same key interleaves.
   absl::StatusOr<Decision> Decide(const DecideRequest& request);
 
+  // Thread-safe. Decide(DecideRequest{key, policy.policy(), cost, now}) under a policy whose
+  // checks ran once, in PreparedPolicy::Prepare: the key, cost and time are checked as
+  // Decide checks them, the policy is neither checked again nor copied.
+  absl::StatusOr<Decision> Decide(std::string_view key, const PreparedPolicy& policy,
+                                  std::int64_t cost, std::optional<TimePoint> now);
+
   // Thread-safe. The same decision, answered through `done`: before returning, or later
   // on the store's I/O thread (keep `done` short there). The request's key is copied;
   // it need not outlive the call. A store without I/O decides inline.
@@ -180,6 +186,12 @@ class Store {
  protected:
   // Called by Decide() with a request that passed ValidateRequest().
   virtual absl::StatusOr<Decision> DecideValidated(const DecideRequest& request) = 0;
+  // Called by Decide(key, PreparedPolicy, ...) once its checks passed; by default
+  // DecideValidated with the policy copied into a DecideRequest. A store that decides in
+  // process overrides it to decide without that copy.
+  virtual absl::StatusOr<Decision> DecidePreparedValidated(std::string_view key,
+                                                           const Policy& policy, std::int64_t cost,
+                                                           std::optional<TimePoint> now);
   // Called by DecideAsync() with a valid request; by default decides inline.
   virtual void DecideAsyncValidated(const DecideRequest& request, DecisionCallback done) {
     done(DecideValidated(request));

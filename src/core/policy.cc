@@ -544,6 +544,17 @@ absl::Status Policy::Validate() const {
   return absl::OkStatus();
 }
 
+absl::StatusOr<PreparedPolicy> PreparedPolicy::Prepare(Policy policy) {
+  if (absl::Status status = policy.Validate(); !status.ok()) return status;
+  return PreparedPolicy(std::move(policy));
+}
+
+absl::StatusOr<PreparedPolicy> PreparedPolicy::Parse(std::string_view text) {
+  absl::StatusOr<Policy> policy = Policy::Parse(text);
+  if (!policy.ok()) return policy.status();
+  return Prepare(*std::move(policy));
+}
+
 std::string Policy::ToString() const {
   if (algorithm == Algorithm::kConcurrency) {
     return fmt::format("concurrency:{},lease={}", limit, FormatDuration(period));

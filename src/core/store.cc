@@ -35,30 +35,48 @@ absl::Status ValidateHold(std::chrono::microseconds hold) {
                                                 kMinHold.count(), kMaxHold.count(), hold.count()));
 }
 
+// A decision's checks but the policy's own (Policy::Validate).
+[[gnu::always_inline]] inline absl::Status ValidateKeyCostTime(
+    std::string_view key, std::int64_t cost, const std::optional<TimePoint>& now) {
+  if (key.empty()) return absl::InvalidArgumentError("key must not be empty");
+  if (key.size() > kMaxKeyBytes) {
+    return absl::InvalidArgumentError(
+        fmt::format("key is {} bytes; the limit is {}", key.size(), kMaxKeyBytes));
+  }
+  if (cost < 0 || cost > kMaxCost) {
+    return absl::InvalidArgumentError(
+        fmt::format("cost must be between 0 and 1000000000, got {}", cost));
+  }
+  return ValidateTime(now);
+}
+
 // ValidateRequest without the rule that a concurrency limit is only peeked: a reserve
 // (an Acquire) is how it is taken.
 [[gnu::always_inline]] inline absl::Status ValidateDecision(const DecideRequest& request) {
-  if (request.key.empty()) return absl::InvalidArgumentError("key must not be empty");
-  if (request.key.size() > kMaxKeyBytes) {
-    return absl::InvalidArgumentError(
-        fmt::format("key is {} bytes; the limit is {}", request.key.size(), kMaxKeyBytes));
+  if (absl::Status status = ValidateKeyCostTime(request.key, request.cost, request.now);
+      !status.ok()) {
+    return status;
   }
-  if (request.cost < 0 || request.cost > kMaxCost) {
-    return absl::InvalidArgumentError(
-        fmt::format("cost must be between 0 and 1000000000, got {}", request.cost));
-  }
-  if (absl::Status status = ValidateTime(request.now); !status.ok()) return status;
   return request.policy.Validate();
+}
+
+// The rule that a check only peeks at a concurrency limit (cost 0).
+[[gnu::always_inline]] inline absl::Status ValidatePeekOnly(const Policy& policy,
+                                                            std::int64_t cost) {
+  if (policy.algorithm == Algorithm::kConcurrency && cost > 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{} is held with Acquire and freed with Release (POST /v1/acquire, /v1/release); a "
+        "check may only peek at it (cost 0)",
+        policy.ToString()));
+  }
+  return absl::OkStatus();
 }
 
 // ValidateRequest, inlined into Store::Decide and DecideAsync as the validators it calls
 // are (above).
 [[gnu::always_inline]] inline absl::Status ValidateDecideRequest(const DecideRequest& request) {
-  if (request.policy.algorithm == Algorithm::kConcurrency && request.cost > 0) {
-    return absl::InvalidArgumentError(fmt::format(
-        "{} is held with Acquire and freed with Release (POST /v1/acquire, /v1/release); a "
-        "check may only peek at it (cost 0)",
-        request.policy.ToString()));
+  if (absl::Status status = ValidatePeekOnly(request.policy, request.cost); !status.ok()) {
+    return status;
   }
   return ValidateDecision(request);
 }
@@ -164,6 +182,21 @@ void Store::DecideAllAsync(const MultiRequest& request, MultiCallback done) {
 absl::StatusOr<Decision> Store::Decide(const DecideRequest& request) {
   if (absl::Status status = ValidateDecideRequest(request); !status.ok()) return status;
   return DecideValidated(request);
+}
+
+absl::StatusOr<Decision> Store::Decide(std::string_view key, const PreparedPolicy& prepared,
+                                       std::int64_t cost, std::optional<TimePoint> now) {
+  // The checks of ValidateRequest in its order, but Policy::Validate, which Prepare ran.
+  const Policy& policy = prepared.policy();
+  if (absl::Status status = ValidatePeekOnly(policy, cost); !status.ok()) return status;
+  if (absl::Status status = ValidateKeyCostTime(key, cost, now); !status.ok()) return status;
+  return DecidePreparedValidated(key, policy, cost, now);
+}
+
+absl::StatusOr<Decision> Store::DecidePreparedValidated(std::string_view key, const Policy& policy,
+                                                        std::int64_t cost,
+                                                        std::optional<TimePoint> now) {
+  return DecideValidated(DecideRequest{key, policy, cost, now});
 }
 
 void Store::DecideAsync(const DecideRequest& request, DecisionCallback done) {

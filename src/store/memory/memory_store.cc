@@ -207,12 +207,16 @@ class MemoryStore::Impl {
     return decision;
   }
 
+  void Decide(std::string_view key, const Policy& policy, std::int64_t cost,
+              const std::optional<TimePoint>& at, Decision& decision) {
+    const core::StateKind kind = core::KindOf(policy);
+    const std::size_t hash = memory::StateHash(memory::KeyHash(key), kind);
+    const TimePoint now = at ? *at : Now();
+    ShardFor(hash).Decide(memory::Probe{kind, key, hash}, policy, now.time_since_epoch().count(),
+                          cost, decision);
+  }
   void Decide(const DecideRequest& request, Decision& decision) {
-    const core::StateKind kind = core::KindOf(request.policy);
-    const std::size_t hash = memory::StateHash(memory::KeyHash(request.key), kind);
-    const TimePoint now = request.now ? *request.now : Now();
-    ShardFor(hash).Decide(memory::Probe{kind, request.key, hash}, request.policy,
-                          now.time_since_epoch().count(), request.cost, decision);
+    Decide(request.key, request.policy, request.cost, request.now, decision);
   }
 
   // docs/multi.md: every item evaluated, then all committed or none, with every involved
@@ -413,6 +417,14 @@ absl::StatusOr<Decision> MemoryStore::DecideValidated(const DecideRequest& reque
   // Decided in place, in the copy the caller gets (see memory::Shard::Decide).
   absl::StatusOr<Decision> result(absl::in_place);
   impl_->Decide(request, *result);
+  return result;
+}
+absl::StatusOr<Decision> MemoryStore::DecidePreparedValidated(std::string_view key,
+                                                              const Policy& policy,
+                                                              std::int64_t cost,
+                                                              std::optional<TimePoint> now) {
+  absl::StatusOr<Decision> result(absl::in_place);
+  impl_->Decide(key, policy, cost, now, *result);
   return result;
 }
 absl::StatusOr<MultiDecision> MemoryStore::DecideAllValidated(const MultiRequest& request) {
