@@ -27,7 +27,7 @@ function(run_example program expected)
     message(FATAL_ERROR "examples/embed ${program} printed an unexpected result")
   endif()
 endfunction()
-run_example(embed_example "allowed 3 of 5")
+run_example(embed_example "allowed 3 of 5.*prepared: allowed 2 of 3")
 # The fleet: 40 jobs on a quota of 100/s, burst 5, delay=1s: the queue never reaches 1 s
 # (40 slots are 0.35 s past the burst), so every job waits its turn and none is requeued.
 run_example(fleet_example "called 40 of 40, requeued 0")

@@ -1,6 +1,6 @@
 // Embedding example: a login limit of 3 attempts per user per 15 minutes, in process.
 //
-// Then two stacked limits decided together, all or nothing.
+// Then two stacked limits decided together, all or nothing, and a policy prepared once.
 #include <floodgate/floodgate.h>
 
 #include <cstdio>
@@ -37,5 +37,18 @@ int main() {
   if (!daily.ok()) return 1;
   std::printf("stacked: allowed %d of 4, daily remaining %lld\n", stacked,
               static_cast<long long>(daily->remaining));
-  return allowed == 3 && stacked == 2 && daily->remaining == 3 ? 0 : 1;
+
+  // A limit decided on every request, its policy checked once (PreparedPolicy): 10 per
+  // second with a burst of 2, three requests at one instant.
+  auto per_user = floodgate::PreparedPolicy::Parse("gcra:10/1s,burst=2");
+  if (!per_user.ok()) return 1;
+  const floodgate::TimePoint now = floodgate::SystemNow();
+  int prepared = 0;
+  for (int request = 1; request <= 3; ++request) {
+    auto decision = limiter->CheckAt(now, "user:bob", *per_user);
+    if (!decision.ok()) return 1;
+    prepared += decision->allowed;
+  }
+  std::printf("prepared: allowed %d of 3\n", prepared);
+  return allowed == 3 && stacked == 2 && daily->remaining == 3 && prepared == 2 ? 0 : 1;
 }
