@@ -341,11 +341,12 @@ TEST(Limiter, PreparedPoliciesAreCheckedOnceAndDecideAsPoliciesDo) {
   const Policy policy = *Policy::Parse("fixed_window:2/1h");
   const PreparedPolicy prepared = *PreparedPolicy::Prepare(policy);
   EXPECT_EQ(prepared.policy(), policy);
-  EXPECT_TRUE(limiter->Check("user:1", prepared)->allowed);
-  EXPECT_TRUE(limiter->Check("user:1", policy)->allowed);
-  // One state for the key under either form.
-  EXPECT_FALSE(limiter->Check("user:1", prepared)->allowed);
-  EXPECT_FALSE(limiter->Check("user:1", policy)->allowed);
+  // One state for the key under either form; at one instant, so no window turns between.
+  const TimePoint now = SystemNow();
+  EXPECT_TRUE(limiter->CheckAt(now, "user:1", prepared)->allowed);
+  EXPECT_TRUE(limiter->CheckAt(now, "user:1", policy)->allowed);
+  EXPECT_FALSE(limiter->CheckAt(now, "user:1", prepared)->allowed);
+  EXPECT_FALSE(limiter->CheckAt(now, "user:1", policy)->allowed);
   EXPECT_EQ(limiter->store().Stats().keys, 1u);
 
   const auto same_error = [&](std::string_view key, std::int64_t cost) {
@@ -367,7 +368,7 @@ TEST(Limiter, PreparedPoliciesAreCheckedOnceAndDecideAsPoliciesDo) {
   const PreparedPolicy leases = *PreparedPolicy::Parse("concurrency:2");
   EXPECT_THAT(std::string(MessageOf(limiter->Check("job", leases).status())),
               HasSubstr("a check may only peek at it (cost 0)"));
-  const auto peek = limiter->Check("job", leases, 0);
+  const auto peek = limiter->Check("job", leases, 0);  // at the store's clock
   ASSERT_TRUE(peek.ok()) << peek.status();
   EXPECT_EQ(peek->remaining, 2);
   EXPECT_EQ(limiter->store().Stats().keys, 1u) << "no refused request stored a key";
