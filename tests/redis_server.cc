@@ -201,72 +201,73 @@ std::function<int()> PortOr(int port, int (*free)()) {
 }  // namespace
 
 std::unique_ptr<RedisServer> RedisServer::Start(std::vector<std::string> extra_args, int port) {
-  return StartWith(std::move(extra_args), PortOr(port, &FreeLoopbackPort));
+  return StartWith(
+      {.extra_args = std::move(extra_args), .pick_port = PortOr(port, &FreeLoopbackPort)});
 }
 
 std::unique_ptr<RedisServer> RedisServer::StartClusterNode(int port) {
-  return ClusterNode(port, false);
+  return StartWith(ClusterNodeOptions(port));
 }
 
 std::unique_ptr<RedisServer> RedisServer::TryStartClusterNode(int port) {
-  return ClusterNode(port, true);
+  StartOptions options = ClusterNodeOptions(port);
+  options.attempts = 1;
+  options.failure_fails_test = false;
+  return StartWith(std::move(options));
 }
 
-std::unique_ptr<RedisServer> RedisServer::ClusterNode(int port, bool once) {
+RedisServer::StartOptions RedisServer::ClusterNodeOptions(int port) {
   // A node is taken for failed after kHangGuard of silence, never because a loaded machine
   // stalled it: with 1 s, a replica promoted itself in the middle of a test (its settles
   // answered by errors). Tests that want a failover ask for one (CLUSTER FAILOVER TAKEOVER).
   const std::string node_timeout = std::to_string(
       std::chrono::duration_cast<std::chrono::milliseconds>(kHangGuard).count());
-  return StartWith({"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                    "--cluster-node-timeout", node_timeout, "--cluster-replica-validity-factor",
-                    "0",
-                    // A failed primary takes down only its own slots, not the whole
-                    // cluster: what a rate limiter in front of everything wants.
-                    "--cluster-require-full-coverage", "no",
-                    // A replica syncs at once: with the default 5 s diskless-sync delay a
-                    // CLUSTER FAILOVER asked meanwhile timed out (its limit is 5 s too).
-                    "--repl-diskless-sync-delay", "0"},
-                   PortOr(port, &FreeClusterNodePort), false, "", once);
+  return {.extra_args = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                         "--cluster-node-timeout", node_timeout,
+                         "--cluster-replica-validity-factor", "0",
+                         // A failed primary takes down only its own slots, not the whole
+                         // cluster: what a rate limiter in front of everything wants.
+                         "--cluster-require-full-coverage", "no",
+                         // A replica syncs at once: with the default 5 s diskless-sync delay
+                         // a CLUSTER FAILOVER asked meanwhile timed out (its limit is 5 s too).
+                         "--repl-diskless-sync-delay", "0"},
+          .pick_port = PortOr(port, &FreeClusterNodePort)};
 }
 
 std::unique_ptr<RedisServer> RedisServer::StartOnUnixSocket(std::vector<std::string> extra_args) {
   return StartWith(
-      std::move(extra_args), [] { return 0; }, true);
+      {.extra_args = std::move(extra_args), .pick_port = [] { return 0; }, .on_unix_socket = true});
 }
 
 std::unique_ptr<RedisServer> RedisServer::StartSentinel(const std::string& config) {
-  return StartWith({}, &FreeLoopbackPort, false, config);
+  return StartWith({.pick_port = &FreeLoopbackPort, .sentinel_config = config});
 }
 
-std::unique_ptr<RedisServer> RedisServer::StartWith(std::vector<std::string> extra_args,
-                                                    const std::function<int()>& pick_port,
-                                                    bool on_unix_socket,
-                                                    const std::string& sentinel_config, bool once) {
-  std::unique_ptr<RedisServer> server(new RedisServer());
-  server->extra_args_ = std::move(extra_args);
+std::unique_ptr<RedisServer> RedisServer::StartWith(StartOptions options) {
+  std::unique_ptr<RedisServer> server(new RedisServer());  // its constructor is private
+  server->extra_args_ = std::move(options.extra_args);
   std::string dir = (std::filesystem::temp_directory_path() / "floodgate-redis-XXXXXX").string();
   if (mkdtemp(dir.data()) == nullptr) {
     ADD_FAILURE() << "mkdtemp failed";
     return nullptr;
   }
   server->dir_ = dir;
-  if (!sentinel_config.empty()) {
+  if (!options.sentinel_config.empty()) {
     server->config_file_ = dir + "/sentinel.conf";
-    std::ofstream(server->config_file_) << sentinel_config;
+    std::ofstream(server->config_file_) << options.sentinel_config;
   }
-  if (on_unix_socket) {
+  if (options.on_unix_socket) {
     server->unix_socket_ = dir + "/redis.sock";
     server->extra_args_.insert(server->extra_args_.end(),
                                {"--unixsocket", server->unix_socket_, "--unixsocketperm", "700"});
   }
-  // A port can be taken between probing and binding; try a few.
-  for (int attempt = 0; attempt < (once ? 1 : 5); ++attempt) {
-    server->port_ = pick_port();
+  for (int attempt = 0; attempt < options.attempts; ++attempt) {
+    server->port_ = options.pick_port();
     if (server->Launch()) return server;
   }
-  if (once) return nullptr;
-  ADD_FAILURE() << "could not start redis-server (is the redis-server package installed?)";
+  if (options.failure_fails_test) {
+    ADD_FAILURE() << "could not start redis-server (is the redis-server package installed?)";
+  }
   return nullptr;
 }
 

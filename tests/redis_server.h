@@ -64,12 +64,20 @@ class RedisServer {
 
  private:
   RedisServer() = default;
-  static std::unique_ptr<RedisServer> StartWith(std::vector<std::string> extra_args,
-                                                const std::function<int()>& pick_port,
-                                                bool on_unix_socket = false,
-                                                const std::string& sentinel_config = "",
-                                                bool once = false);
-  static std::unique_ptr<RedisServer> ClusterNode(int port, bool once);
+  // What StartWith starts, and how hard it tries.
+  struct StartOptions {
+    std::vector<std::string> extra_args;
+    std::function<int()> pick_port;  // the port of each attempt (0: no TCP)
+    bool on_unix_socket = false;
+    std::string sentinel_config;  // not empty: a sentinel with this config file
+    // A picked port can be taken before the server binds it, so a pick is tried again;
+    // a caller that picks its own ports (TryStartClusterNode) tries once, and is answered
+    // nullptr without a test failure.
+    int attempts = 5;
+    bool failure_fails_test = true;
+  };
+  static std::unique_ptr<RedisServer> StartWith(StartOptions options);
+  static StartOptions ClusterNodeOptions(int port);
   bool Launch();
   bool WaitReady(std::chrono::milliseconds limit) const;
 
