@@ -45,6 +45,21 @@ std::string FixedWindowKey(const std::string& key) { return "fg:fw:" + key; }
 
 // ---- routing rules, without a cluster ------------------------------------------------
 
+// TryStartClusterNode's contract, on which the callers that pick their own ports again
+// rely (redis_serve_test.cc): a port taken since it was picked answers nullptr, fails
+// nothing, and leaves the server that holds the port running.
+TEST(ClusterNodes, TryStartOnATakenPortAnswersNullWithoutAFailure) {
+  auto holder = RedisServer::Start();
+  ASSERT_NE(holder, nullptr);
+  const auto node = RedisServer::TryStartClusterNode(holder->port());
+  EXPECT_EQ(node, nullptr);
+  EXPECT_FALSE(::testing::Test::HasFailure()) << "a failed try is the caller's to handle";
+  EXPECT_EQ(holder->Command({"PING"}), "PONG\n");
+  auto started = RedisServer::TryStartClusterNode(0);
+  ASSERT_NE(started, nullptr) << "a free port starts a node";
+  EXPECT_THAT(started->Command({"INFO", "cluster"}), ::testing::HasSubstr("cluster_enabled:1"));
+}
+
 TEST(ClusterRules, SlotOfFollowsTheClusterSpec) {
   // The cluster specification's own example: CRC16("123456789") = 0x31C3.
   EXPECT_EQ(redis::SlotOf("123456789"), 0x31C3);

@@ -299,7 +299,7 @@ bool RedisServer::Launch() {
   return false;
 }
 
-bool RedisServer::WaitReady(std::chrono::milliseconds limit) const {
+bool RedisServer::WaitReady(std::chrono::milliseconds limit) {
   // Polls until the server answers (bounded): readiness is the condition waited for.
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -310,7 +310,12 @@ bool RedisServer::WaitReady(std::chrono::milliseconds limit) const {
       if (pid.empty() || std::atoi(pid.c_str()) == pid_) return true;
     }
     int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) return false;  // it exited
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      // It exited, and is reaped: no pid is left to Kill(), which would signal whatever
+      // process was given that number next.
+      pid_ = -1;
+      return false;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return false;

@@ -79,7 +79,7 @@ class RedisServer {
   static std::unique_ptr<RedisServer> StartWith(StartOptions options);
   static StartOptions ClusterNodeOptions(int port);
   bool Launch();
-  bool WaitReady(std::chrono::milliseconds limit) const;
+  bool WaitReady(std::chrono::milliseconds limit);
 
   std::vector<std::string> extra_args_;
   std::string config_file_;  // a sentinel's, passed first
