@@ -215,9 +215,6 @@ class MemoryStore::Impl {
     ShardFor(hash).Decide(memory::Probe{kind, key, hash}, policy, now.time_since_epoch().count(),
                           cost, decision);
   }
-  void Decide(const DecideRequest& request, Decision& decision) {
-    Decide(request.key, request.policy, request.cost, request.now, decision);
-  }
 
   // docs/multi.md: every item evaluated, then all committed or none, with every involved
   // shard's lock held throughout, taken in shard order (so two multi-decisions never
@@ -230,7 +227,7 @@ class MemoryStore::Impl {
       // without the plan-then-commit steps, which cost half as much again as the decision.
       const CheckItem& item = request.items[0];
       out.items.resize(1);
-      Decide(DecideRequest{item.key, item.policy, item.cost, request.now}, out.items[0]);
+      Decide(item.key, item.policy, item.cost, request.now, out.items[0]);
       out.allowed = core::MultiAllows(request.items, out.items);
       core::Summarize(request.items, out);
       return absl::OkStatus();
@@ -414,15 +411,17 @@ MemoryStore::MemoryStore(MemoryStoreOptions options)
 MemoryStore::~MemoryStore() = default;
 
 absl::StatusOr<Decision> MemoryStore::DecideValidated(const DecideRequest& request) {
-  // Decided in place, in the copy the caller gets (see memory::Shard::Decide).
+  // DecidePreparedValidated's body, not a call to it: the call measured 15 instructions of
+  // a ~630-instruction decision (callgrind), on every Check(key, policy).
   absl::StatusOr<Decision> result(absl::in_place);
-  impl_->Decide(request, *result);
+  impl_->Decide(request.key, request.policy, request.cost, request.now, *result);
   return result;
 }
 absl::StatusOr<Decision> MemoryStore::DecidePreparedValidated(std::string_view key,
                                                               const Policy& policy,
                                                               std::int64_t cost,
                                                               std::optional<TimePoint> now) {
+  // Decided in place, in the copy the caller gets (see memory::Shard::Decide).
   absl::StatusOr<Decision> result(absl::in_place);
   impl_->Decide(key, policy, cost, now, *result);
   return result;
